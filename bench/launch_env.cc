@@ -1,0 +1,143 @@
+#include "launch_env.h"
+
+#include <cstdlib>
+
+namespace rcn::bench {
+namespace {
+
+// One launcher's variable names; nullptr where it has none.
+struct LauncherVars {
+  const char* source;
+  const char* rank;
+  const char* size;
+  const char* localRank;
+  const char* localRankAlt;
+};
+
+// Checked in this order: the first whose rank and size variables are both set wins.
+const LauncherVars kLaunchers[] = {
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", nullptr},
+    {"OpenMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
+    {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"},
+    {"Slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", nullptr},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
+};
+
+bool parseInt(const char* text, int* out) {
+  if (!text || !*text) return false;
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > 1000000000L) return false;
+  *out = static_cast<int>(value);
+  return true;
+}
+
+bool readInt(const EnvLookup& env, const char* name, int* out, std::string* why) {
+  const char* text = env(name);
+  if (parseInt(text, out)) return true;
+  *why = std::string(name) + (text ? "='" + std::string(text) + "' is not a non-negative integer" : " is not set");
+  return false;
+}
+
+bool readRankAndSize(const EnvLookup& env, const char* rankVar, const char* sizeVar, LaunchInfo* info,
+                     std::string* why) {
+  if (!readInt(env, rankVar, &info->rank, why) || !readInt(env, sizeVar, &info->nranks, why)) return false;
+  if (info->nranks < 1 || info->rank >= info->nranks) {
+    *why = std::string(rankVar) + "=" + std::to_string(info->rank) + " is not a rank of " + sizeVar + "=" +
+           std::to_string(info->nranks);
+    return false;
+  }
+  return true;
+}
+
+bool parseExternal(const EnvLookup& env, const LauncherVars& vars, LaunchInfo* info, std::string* why) {
+  info->kind = LaunchKind::External;
+  info->source = vars.source;
+  if (!readRankAndSize(env, vars.rank, vars.size, info, why)) return false;
+  for (const char* name : {vars.localRank, vars.localRankAlt}) {
+    if (name && env(name) && !readInt(env, name, &info->localRank, why)) return false;
+    if (info->localRank >= 0) break;
+  }
+  const char* addr = env("MASTER_ADDR");
+  if (addr && *addr) info->masterAddr = addr;
+  info->masterPort = kDefaultMasterPort;
+  if (env("MASTER_PORT")) {
+    if (!readInt(env, "MASTER_PORT", &info->masterPort, why)) return false;
+    if (info->masterPort < 1 || info->masterPort > 65535) {
+      *why = std::string("MASTER_PORT=") + env("MASTER_PORT") + " is not a TCP port (1-65535)";
+      return false;
+    }
+  }
+  if (info->nranks > 1 && info->masterAddr.empty()) {
+    *why = std::string(vars.source) + " launch (" + vars.rank + ", " + vars.size +
+           ") without MASTER_ADDR: set MASTER_ADDR (rank 0's host) and MASTER_PORT (default " +
+           std::to_string(kDefaultMasterPort) + ") in every rank's environment";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parseLaunchEnv(const EnvLookup& env, LaunchInfo* out, std::string* why) {
+  LaunchInfo info;
+  if (env(kEnvRank)) {
+    info.kind = LaunchKind::LocalChild;
+    info.source = "sweep";
+    if (!readRankAndSize(env, kEnvRank, kEnvNranks, &info, why)) return false;
+    info.localRank = info.rank;
+    info.idHex = env(kEnvId) ? env(kEnvId) : "";
+    if (info.idHex.empty()) {
+      *why = std::string(kEnvRank) + " is set but " + kEnvId + " is not";
+      return false;
+    }
+    *out = info;
+    return true;
+  }
+  for (const LauncherVars& vars : kLaunchers) {
+    if (env(vars.rank) && env(vars.size)) {
+      if (!parseExternal(env, vars, &info, why)) return false;
+      *out = info;
+      return true;
+    }
+  }
+  info.source = "standalone";
+  *out = info;
+  return true;
+}
+
+EnvLookup processEnv() {
+  return [](const char* name) -> const char* { return std::getenv(name); };
+}
+
+std::string toHex(const void* data, size_t bytes) {
+  static const char digits[] = "0123456789abcdef";
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  std::string hex;
+  hex.reserve(bytes * 2);
+  for (size_t i = 0; i < bytes; ++i) {
+    hex += digits[p[i] >> 4];
+    hex += digits[p[i] & 15];
+  }
+  return hex;
+}
+
+bool fromHex(const std::string& hex, std::vector<unsigned char>* out) {
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (hex.size() % 2) return false;
+  std::vector<unsigned char> bytes(hex.size() / 2);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    bytes[i] = static_cast<unsigned char>(hi << 4 | lo);
+  }
+  *out = std::move(bytes);
+  return true;
+}
+
+}  // namespace rcn::bench

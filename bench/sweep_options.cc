@@ -1,0 +1,222 @@
+#include "sweep_options.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/params.h"
+#include "sweep_methods_list.h"
+
+namespace rcn::bench {
+namespace {
+
+bool parseSize(const std::string& text, size_t* out, std::string* why) {
+  int64_t value = 0;
+  if (!parseIntText(text, &value, why)) return false;
+  if (value <= 0) {
+    *why = "must be positive";
+    return false;
+  }
+  *out = static_cast<size_t>(value);
+  return true;
+}
+
+bool parsePositiveInt(const std::string& text, int* out, std::string* why) {
+  int64_t value = 0;
+  if (!parseIntText(text, &value, why)) return false;
+  if (value <= 0 || value > 1000000) {
+    *why = "must be between 1 and 1000000";
+    return false;
+  }
+  *out = static_cast<int>(value);
+  return true;
+}
+
+std::vector<std::string> splitComma(const std::string& text) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    if (comma > start) parts.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return parts;
+}
+
+bool parseMode(const std::string& text, SweepOptions* out) {
+  if (text == "graph") { out->graph = true; out->eager = false; return true; }
+  if (text == "eager") { out->graph = false; out->eager = true; return true; }
+  if (text == "both") { out->graph = true; out->eager = true; return true; }
+  return false;
+}
+
+bool parseOp(const std::string& text, rcnRedOp_t* out) {
+  if (text == "sum") { *out = rcnSum; return true; }
+  if (text == "max") { *out = rcnMax; return true; }
+  if (text == "min") { *out = rcnMin; return true; }
+  return false;
+}
+
+// Applies one option that takes a value. Returns false with why set.
+bool applyValued(const std::string& name, const std::string& value, SweepOptions* o, std::string* why) {
+  std::string reason;
+  bool ok = true;
+  if (name == "--gpus" || name == "--nprocs") ok = parsePositiveInt(value, &o->nprocs, &reason);
+  else if (name == "--min-bytes") ok = parseSize(value, &o->minBytes, &reason);
+  else if (name == "--max-bytes") ok = parseSize(value, &o->maxBytes, &reason);
+  else if (name == "--factor") {
+    char* end = nullptr;
+    o->factor = std::strtod(value.c_str(), &end);
+    ok = end && *end == '\0' && o->factor > 1.0 && std::isfinite(o->factor);
+    if (!ok) reason = "must be a number greater than 1";
+  } else if (name == "--dtype") {
+    ok = parseDtype(value, &o->dtype);
+    if (!ok) reason = "must be bf16, fp16 or fp32";
+  } else if (name == "--op") {
+    ok = parseOp(value, &o->op);
+    if (!ok) reason = "must be sum, max or min";
+  } else if (name == "--mode") {
+    ok = parseMode(value, o);
+    if (!ok) reason = "must be graph, eager or both";
+  } else if (name == "--methods") {
+    o->methods = splitComma(value);
+    for (const std::string& m : o->methods) {
+      if (methodIndex(m) < 0) {
+        reason = "unknown method '" + m + "' (known: " + methodNamesText() + ")";
+        ok = false;
+        break;
+      }
+    }
+  } else if (name == "--trials") ok = parsePositiveInt(value, &o->trials, &reason);
+  else if (name == "--graph-ops") ok = parsePositiveInt(value, &o->opsPerGraph, &reason);
+  else if (name == "--rotate-bytes") ok = parseSize(value, &o->rotateBytes, &reason);
+  else if (name == "--oneshot-max-bytes") ok = parseSize(value, &o->oneShotMaxBytes, &reason);
+  else if (name == "--json") o->jsonPath = value;
+  else if (name == "--csv") o->csvPath = value;
+  else if (name == "--write-policy") o->policyPath = value;
+  else if (name == "--note") o->note = value;
+  else {
+    *why = "unknown option " + name;
+    return false;
+  }
+  if (!ok) *why = name + " " + value + ": " + reason;
+  return ok;
+}
+
+bool takesValue(const std::string& name) {
+  static const char* names[] = {"--gpus", "--nprocs", "--min-bytes", "--max-bytes", "--factor",
+                                "--dtype", "--op", "--mode", "--methods", "--trials", "--graph-ops",
+                                "--rotate-bytes", "--oneshot-max-bytes", "--json", "--csv",
+                                "--write-policy", "--note"};
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
+
+}  // namespace
+
+bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::string* why) {
+  SweepOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool hasInlineValue = false;
+    size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      hasInlineValue = true;
+    }
+    if (arg == "-h" || arg == "--help") { o.help = true; continue; }
+    if (arg == "--no-verify") { o.verify = false; continue; }
+    if (arg == "--no-progress") { o.progress = false; continue; }
+    if (!takesValue(arg)) {
+      *why = "unknown option " + arg;
+      return false;
+    }
+    if (!hasInlineValue) {
+      if (i + 1 >= argc) {
+        *why = arg + " needs a value";
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (!applyValued(arg, value, &o, why)) return false;
+  }
+  if (o.minBytes > o.maxBytes) {
+    *why = "--min-bytes (" + std::to_string(o.minBytes) + ") is larger than --max-bytes (" +
+           std::to_string(o.maxBytes) + ")";
+    return false;
+  }
+  *out = o;
+  return true;
+}
+
+std::string sweepUsage(const char* program) {
+  std::string p = program ? program : "allreduce_sweep";
+  return "usage: " + p + " [options]\n"
+    "Times all-reduce with rocenante and NCCL on the same buffers, eagerly and in CUDA graphs.\n"
+    "Starts one process per local GPU, or joins a launch from RANK/WORLD_SIZE/LOCAL_RANK/\n"
+    "MASTER_ADDR/MASTER_PORT (torchrun) or the OMPI_/PMI_/SLURM_ equivalents.\n"
+    "  --gpus N               local processes to start (default: one per GPU; 2 on the host backend)\n"
+    "  --min-bytes B          smallest message (default 8; K/M/G suffixes)\n"
+    "  --max-bytes B          largest message (default 64M; up to 256M and beyond)\n"
+    "  --factor F             size step (default 4)\n"
+    "  --dtype T              bf16 (default), fp16, fp32\n"
+    "  --op OP                sum (default), max, min\n"
+    "  --mode M               graph, eager, both (default)\n"
+    "  --methods LIST         comma list of " + methodNamesText() + "\n"
+    "  --trials N             timed trials per point (default 5): median, min, max, IQR\n"
+    "  --graph-ops K          all-reduces per CUDA graph (default 20)\n"
+    "  --rotate-bytes B       pool the buffers rotate through, so small sizes leave L2 (default 128M)\n"
+    "  --oneshot-max-bytes B  largest message the forced one-shot communicator takes (default 64M)\n"
+    "  --no-verify            skip the check against the CPU reference (#wrong shows -1)\n"
+    "  --no-progress          no progress line on stderr\n"
+    "  --json FILE, --csv FILE  write every result\n"
+    "  --write-policy FILE    write the measured crossovers as a rocenante policy file\n"
+    "  --note TEXT            free text stored in the JSON (commit, machine)\n";
+}
+
+std::vector<size_t> sweepSizes(size_t minBytes, size_t maxBytes, double factor, size_t elemSize) {
+  std::vector<size_t> sizes;
+  if (elemSize == 0 || factor <= 1.0 || minBytes > maxBytes) return sizes;
+  double exact = static_cast<double>(minBytes);
+  while (exact <= static_cast<double>(maxBytes) * (1.0 + 1e-9)) {
+    size_t bytes = static_cast<size_t>(std::llround(exact));
+    if (bytes > maxBytes) bytes = maxBytes;
+    bytes = bytes / elemSize * elemSize;
+    if (bytes < elemSize) bytes = elemSize;
+    if (sizes.empty() || bytes > sizes.back()) sizes.push_back(bytes);
+    exact *= factor;
+  }
+  return sizes;
+}
+
+bool parseDtype(const std::string& text, rcnDataType_t* out) {
+  if (text == "bf16" || text == "bfloat16") { *out = rcnBfloat16; return true; }
+  if (text == "fp16" || text == "half" || text == "float16") { *out = rcnFloat16; return true; }
+  if (text == "fp32" || text == "float" || text == "float32") { *out = rcnFloat32; return true; }
+  return false;
+}
+
+const char* dtypeShortName(rcnDataType_t t) {
+  switch (t) {
+    case rcnBfloat16: return "bf16";
+    case rcnFloat16: return "fp16";
+    case rcnFloat32: return "fp32";
+    default: return "?";
+  }
+}
+
+std::string formatBytes(size_t bytes) {
+  static const char* suffixes[] = {"", "K", "M", "G"};
+  int unit = 0;
+  while (unit < 3 && bytes >= 1024 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return std::to_string(bytes) + suffixes[unit];
+}
+
+}  // namespace rcn::bench

@@ -1,0 +1,100 @@
+#include "sweep_policy.h"
+
+#include "core/dtype.h"
+#include "sweep_options.h"
+#include "sweep_report.h"
+
+namespace rcn::bench {
+namespace {
+
+struct AlgoProto {
+  const char* algo;
+  const char* proto;
+};
+
+// The policy file's spelling of an NCCL method's settings.
+AlgoProto algoProtoOf(int method) {
+  const MethodSpec& m = kMethods[method];
+  AlgoProto ap{"default", "default"};
+  if (m.ncclAlgo) ap.algo = "ring";  // the sweep only forces Ring
+  if (m.ncclProto) {
+    std::string p = m.ncclProto;
+    ap.proto = p == "LL" ? "ll" : p == "LL128" ? "ll128" : "simple";
+  }
+  return ap;
+}
+
+// The fastest of NCCL default and its Ring variants at one size, preferring
+// the default unless another beats it by the margin. Symmetric windows are a
+// property of the user's buffers, not a setting the policy can choose.
+int preferredNccl(const SweepResults& r, Mode mode, size_t bytes) {
+  int def = methodIndex(kBaselineDefault);
+  const Point* base = findPoint(r, def, mode, bytes);
+  int best = base && base->wrong <= 0 ? def : -1;
+  double bestUs = best >= 0 ? base->us.median * (1.0 - kNcclPreferenceMargin) : 0.0;
+  for (int m = 0; m < kNumMethods; ++m) {
+    if (!methodIsNccl(m) || kMethods[m].symmetric || m == def) continue;
+    const Point* p = findPoint(r, m, mode, bytes);
+    if (!p || p->wrong > 0) continue;
+    if (best < 0 || p->us.median < bestUs) {
+      best = m;
+      bestUs = p->us.median;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+PolicyChoice choosePolicy(const SweepResults& r) {
+  PolicyChoice c;
+  int oneShot = methodIndex(kOneShot);
+  Crossover graph = findCrossover(r, oneShot, Mode::Graph);
+  Crossover eager = findCrossover(r, oneShot, Mode::Eager);
+  c.haveGraph = graph.compared;
+  c.haveEager = eager.compared;
+  c.oneShotMaxBytesGraph = graph.winsUpTo;
+  c.oneShotMaxBytes = eager.winsUpTo;
+
+  Mode mode = c.haveGraph ? Mode::Graph : Mode::Eager;
+  for (size_t bytes : resultSizes(r)) {
+    int m = preferredNccl(r, mode, bytes);
+    if (m < 0) continue;
+    AlgoProto ap = algoProtoOf(m);
+    if (!c.nccl.empty() && std::string(c.nccl.back().algo) == ap.algo &&
+        std::string(c.nccl.back().proto) == ap.proto)
+      c.nccl.back().maxBytes = bytes;  // extend the run
+    else
+      c.nccl.push_back({bytes, ap.algo, ap.proto});
+  }
+  // Only worth writing when some run is not NCCL's own default choice.
+  bool anyOverride = false;
+  for (const auto& n : c.nccl) anyOverride |= std::string(n.algo) != "default" || std::string(n.proto) != "default";
+  if (!anyOverride) c.nccl.clear();
+  return c;
+}
+
+std::string policyYaml(const SweepResults& r, const PolicyChoice& c, const std::string& topoClass) {
+  std::string y = "# rocenante routing policy written by allreduce_sweep --write-policy\n";
+  y += "# measured: " + std::to_string(r.nranks) + " ranks, " + r.backend + " backend, " +
+       dtypeShortName(r.dtype) + " " + opName(r.op) + "\n";
+  for (const auto& kv : r.meta) y += "# " + kv.first + ": " + kv.second + "\n";
+  y += "# one_shot_max_bytes*: largest size at which rocenante one-shot beat the fastest NCCL method\n";
+  y += "# at that size and every smaller one (0: it never won or was not measured).\n";
+  y += "version: 1\nclasses:\n  " + topoClass + ":\n";
+  if (c.haveEager) y += "    one_shot_max_bytes: " + std::to_string(c.oneShotMaxBytes) + "\n";
+  else y += "    # one_shot_max_bytes: not measured (no eager results)\n";
+  if (c.haveGraph) y += "    one_shot_max_bytes_graph: " + std::to_string(c.oneShotMaxBytesGraph) + "\n";
+  else y += "    # one_shot_max_bytes_graph: not measured (no graph results)\n";
+  if (!c.nccl.empty()) {
+    y += "    # NCCL settings that beat NCCL's default by at least " +
+         std::to_string(static_cast<int>(kNcclPreferenceMargin * 100)) + "% up to max_bytes\n";
+    y += "    nccl:\n";
+    for (const auto& n : c.nccl)
+      y += "      - {max_bytes: " + std::to_string(n.maxBytes) + ", algo: " + n.algo + ", proto: " +
+           n.proto + "}\n";
+  }
+  return y;
+}
+
+}  // namespace rcn::bench

@@ -1,0 +1,289 @@
+#include "sweep_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "core/dtype.h"
+#include "sweep_options.h"
+
+namespace rcn::bench {
+namespace {
+
+std::string printfText(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string printfText(const char* fmt, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  return buf;
+}
+
+bool modePresent(const SweepResults& r, Mode mode) {
+  for (const Point& p : r.points)
+    if (p.mode == mode) return true;
+  return false;
+}
+
+bool methodPresent(const SweepResults& r, int method, Mode mode) {
+  for (const Point& p : r.points)
+    if (p.method == method && p.mode == mode) return true;
+  return false;
+}
+
+// "2.51x", or "-" when there is nothing to compare.
+std::string speedupText(double s) { return s > 0 ? printfText("%.2fx", s) : "-"; }
+
+std::string methodBlock(const SweepResults& r, int method, Mode mode) {
+  std::string out = printfText("\n# %s (%s), %s\n", kMethods[method].label, kMethods[method].name,
+                               modeName(mode));
+  out += printfText("#%9s %11s %6s %6s %10s %9s %9s %9s %9s %7s %8s %8s\n", "size", "count", "type",
+                    "redop", "time(us)", "min", "max", "algbw", "busbw", "#wrong", "vs nccl",
+                    "vs ring");
+  for (size_t bytes : resultSizes(r)) {
+    const Point* p = nullptr;
+    for (const Point& q : r.points)
+      if (q.method == method && q.mode == mode && q.bytes == bytes) p = &q;
+    if (!p) continue;
+    std::string head = printfText(" %9s %11zu %6s %6s", formatBytes(p->bytes).c_str(), p->count,
+                                  dtypeShortName(r.dtype), opName(r.op));
+    if (!p->measured) {
+      out += head + "  n/a: " + p->note + "\n";
+      continue;
+    }
+    std::string wrong = p->wrong < 0 ? "-" : std::to_string(p->wrong);
+    out += head + printfText(" %10.2f %9.2f %9.2f %9.2f %9.2f %7s %8s %8s\n", p->us.median,
+                             p->us.min, p->us.max, algBandwidthGBs(p->bytes, p->us.median),
+                             busBandwidthGBs(p->bytes, p->us.median, r.nranks), wrong.c_str(),
+                             speedupText(speedupOver(r, *p, kBaselineDefault)).c_str(),
+                             speedupText(speedupOver(r, *p, kBaselineRing)).c_str());
+  }
+  return out;
+}
+
+// One line per size: every method's median side by side, and the fastest.
+std::string comparisonTable(const SweepResults& r, Mode mode) {
+  std::vector<int> shown;
+  for (int m = 0; m < kNumMethods; ++m)
+    if (methodPresent(r, m, mode) && r.methodUnavailable[m].empty()) shown.push_back(m);
+  std::string out = printfText("\n# %s mode: median us per all-reduce (%d ranks, %s %s)\n#%9s",
+                               modeName(mode), r.nranks, dtypeShortName(r.dtype), opName(r.op), "size");
+  for (int m : shown) out += printfText(" %16s", kMethods[m].name);
+  out += printfText(" %16s\n", "fastest");
+  for (size_t bytes : resultSizes(r)) {
+    out += printfText(" %9s", formatBytes(bytes).c_str());
+    int fastest = -1;
+    for (int m : shown) {
+      const Point* p = findPoint(r, m, mode, bytes);
+      bool wrong = p && p->wrong > 0;
+      out += p ? printfText(" %15.2f%s", p->us.median, wrong ? "!" : " ") : printfText(" %16s", "n/a");
+      if (p && !wrong && (fastest < 0 || p->us.median < findPoint(r, fastest, mode, bytes)->us.median))
+        fastest = m;
+    }
+    out += printfText(" %16s\n", fastest >= 0 ? kMethods[fastest].name : "-");
+  }
+  return out;
+}
+
+std::string jsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
+  return printfText("%.4f", v);
+}
+
+std::string csvField(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+}  // namespace
+
+double algBandwidthGBs(size_t bytes, double us) {
+  return us > 0 ? static_cast<double>(bytes) / us / 1e3 : 0.0;
+}
+
+double busBandwidthGBs(size_t bytes, double us, int nranks) {
+  if (nranks <= 0) return 0.0;
+  return algBandwidthGBs(bytes, us) * 2.0 * (nranks - 1) / nranks;
+}
+
+const Point* findPoint(const SweepResults& r, int method, Mode mode, size_t bytes) {
+  for (const Point& p : r.points)
+    if (p.method == method && p.mode == mode && p.bytes == bytes && p.measured) return &p;
+  return nullptr;
+}
+
+double speedupOver(const SweepResults& r, const Point& p, const char* baselineMethod) {
+  int base = methodIndex(baselineMethod);
+  if (!p.measured || base < 0 || p.us.median <= 0) return 0.0;
+  const Point* b = findPoint(r, base, p.mode, p.bytes);
+  return b ? b->us.median / p.us.median : 0.0;
+}
+
+int bestNcclAt(const SweepResults& r, Mode mode, size_t bytes) {
+  int best = -1;
+  double bestUs = 0;
+  for (int m = 0; m < kNumMethods; ++m) {
+    if (!methodIsNccl(m)) continue;
+    const Point* p = findPoint(r, m, mode, bytes);
+    if (!p || p->wrong > 0) continue;
+    if (best < 0 || p->us.median < bestUs) {
+      best = m;
+      bestUs = p->us.median;
+    }
+  }
+  return best;
+}
+
+Crossover findCrossover(const SweepResults& r, int method, Mode mode) {
+  Crossover c;
+  c.method = method;
+  c.mode = mode;
+  bool stillWinning = true;
+  for (size_t bytes : resultSizes(r)) {
+    const Point* p = findPoint(r, method, mode, bytes);
+    int best = bestNcclAt(r, mode, bytes);
+    if (!p || best < 0) continue;
+    c.compared = true;
+    c.largestCompared = bytes;
+    bool wins = p->wrong <= 0 && p->us.median < findPoint(r, best, mode, bytes)->us.median;
+    if (stillWinning && wins) c.winsUpTo = bytes;
+    if (!wins && stillWinning) {
+      c.firstLoss = bytes;
+      stillWinning = false;
+    }
+  }
+  return c;
+}
+
+std::vector<size_t> resultSizes(const SweepResults& r) {
+  std::vector<size_t> sizes;
+  for (const Point& p : r.points) sizes.push_back(p.bytes);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
+std::string formatCrossovers(const SweepResults& r) {
+  std::string out;
+  for (Mode mode : {Mode::Graph, Mode::Eager}) {
+    for (int m = 0; m < kNumMethods; ++m) {
+      if (methodIsNccl(m) || !methodPresent(r, m, mode)) continue;
+      Crossover c = findCrossover(r, m, mode);
+      std::string line = printfText("# crossover, %s, %s: ", modeName(mode), kMethods[m].name);
+      if (!c.compared)
+        line += "no size with both it and an NCCL method measured";
+      else if (c.winsUpTo == 0)
+        line += "never faster than the best NCCL method (loses from " + formatBytes(c.firstLoss) + ")";
+      else if (c.firstLoss == 0)
+        line += "faster than the best NCCL method at every size up to " + formatBytes(c.largestCompared);
+      else
+        line += "faster than the best NCCL method up to " + formatBytes(c.winsUpTo) +
+                ", not at " + formatBytes(c.firstLoss);
+      out += line + "\n";
+    }
+  }
+  return out;
+}
+
+std::string formatTables(const SweepResults& r) {
+  std::string out = printfText("# allreduce_sweep: %d ranks, %s backend, %s %s; time = median of trials "
+                               "(worst rank), min/max over trials\n",
+                               r.nranks, r.backend.c_str(), dtypeShortName(r.dtype), opName(r.op));
+  for (int m = 0; m < kNumMethods; ++m)
+    if (!r.methodUnavailable[m].empty())
+      out += printfText("# %s: unavailable: %s\n", kMethods[m].name, r.methodUnavailable[m].c_str());
+  for (Mode mode : {Mode::Graph, Mode::Eager}) {
+    if (!modePresent(r, mode)) continue;
+    for (int m = 0; m < kNumMethods; ++m)
+      if (methodPresent(r, m, mode) && r.methodUnavailable[m].empty()) out += methodBlock(r, m, mode);
+    out += comparisonTable(r, mode);
+  }
+  out += "\n" + formatCrossovers(r);
+  return out;
+}
+
+std::string toCsv(const SweepResults& r) {
+  std::string out =
+      "mode,method,bytes,count,type,redop,nranks,time_us,min_us,max_us,q1_us,q3_us,algbw_gbs,"
+      "busbw_gbs,wrong,speedup_vs_nccl,speedup_vs_nccl_ring,note\n";
+  for (const Point& p : r.points) {
+    out += printfText("%s,%s,%zu,%zu,%s,%s,%d,", modeName(p.mode), kMethods[p.method].name, p.bytes,
+                      p.count, dtypeShortName(r.dtype), opName(r.op), r.nranks);
+    if (p.measured) {
+      out += printfText("%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%.4f,%.4f,", p.us.median, p.us.min,
+                        p.us.max, p.us.q1, p.us.q3, algBandwidthGBs(p.bytes, p.us.median),
+                        busBandwidthGBs(p.bytes, p.us.median, r.nranks), p.wrong,
+                        speedupOver(r, p, kBaselineDefault), speedupOver(r, p, kBaselineRing));
+    } else {
+      out += ",,,,,,,,,,";
+    }
+    out += csvField(p.note) + "\n";
+  }
+  return out;
+}
+
+std::string jsonEscape(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '"') out += "\\\"";
+    else if (c == '\\') out += "\\\\";
+    else if (c == '\n') out += "\\n";
+    else if (c < 0x20) out += printfText("\\u%04x", c);
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+std::string toJson(const SweepResults& r) {
+  std::string out = "{\n  \"tool\": \"allreduce_sweep\",\n";
+  out += printfText("  \"nranks\": %d,\n  \"backend\": \"%s\",\n  \"dtype\": \"%s\",\n  \"op\": \"%s\",\n",
+                    r.nranks, jsonEscape(r.backend).c_str(), dtypeShortName(r.dtype), opName(r.op));
+  out += "  \"meta\": {";
+  for (size_t i = 0; i < r.meta.size(); ++i)
+    out += (i ? ", " : "") + ("\"" + jsonEscape(r.meta[i].first) + "\": \"" + jsonEscape(r.meta[i].second) + "\"");
+  out += "},\n  \"methods\": [\n";
+  for (int m = 0; m < kNumMethods; ++m) {
+    out += printfText("    {\"name\": \"%s\", \"label\": \"%s\", \"nccl\": %s, \"available\": %s, \"reason\": \"%s\"}%s\n",
+                      kMethods[m].name, kMethods[m].label, methodIsNccl(m) ? "true" : "false",
+                      r.methodUnavailable[m].empty() ? "true" : "false",
+                      jsonEscape(r.methodUnavailable[m]).c_str(), m + 1 < kNumMethods ? "," : "");
+  }
+  out += "  ],\n  \"results\": [\n";
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const Point& p = r.points[i];
+    out += printfText("    {\"mode\": \"%s\", \"method\": \"%s\", \"bytes\": %zu, \"count\": %zu, \"measured\": %s",
+                      modeName(p.mode), kMethods[p.method].name, p.bytes, p.count, p.measured ? "true" : "false");
+    if (p.measured) {
+      out += ", \"time_us\": " + jsonNumber(p.us.median) + ", \"min_us\": " + jsonNumber(p.us.min) +
+             ", \"max_us\": " + jsonNumber(p.us.max) + ", \"q1_us\": " + jsonNumber(p.us.q1) +
+             ", \"q3_us\": " + jsonNumber(p.us.q3) + printfText(", \"trials\": %d", p.us.samples) +
+             ", \"algbw_gbs\": " + jsonNumber(algBandwidthGBs(p.bytes, p.us.median)) +
+             ", \"busbw_gbs\": " + jsonNumber(busBandwidthGBs(p.bytes, p.us.median, r.nranks)) +
+             printfText(", \"wrong\": %lld", p.wrong) +
+             ", \"speedup_vs_nccl\": " + jsonNumber(speedupOver(r, p, kBaselineDefault)) +
+             ", \"speedup_vs_nccl_ring\": " + jsonNumber(speedupOver(r, p, kBaselineRing));
+    }
+    out += ", \"note\": \"" + jsonEscape(p.note) + "\"}" + (i + 1 < r.points.size() ? ",\n" : "\n");
+  }
+  out += "  ],\n  \"crossovers\": [\n";
+  std::vector<std::string> lines;
+  for (Mode mode : {Mode::Graph, Mode::Eager}) {
+    for (int m = 0; m < kNumMethods; ++m) {
+      if (methodIsNccl(m) || !methodPresent(r, m, mode)) continue;
+      Crossover c = findCrossover(r, m, mode);
+      lines.push_back(printfText("    {\"mode\": \"%s\", \"method\": \"%s\", \"vs\": \"best-nccl\", "
+                                 "\"compared\": %s, \"wins_up_to_bytes\": %zu, \"first_loss_bytes\": %zu}",
+                                 modeName(mode), kMethods[m].name, c.compared ? "true" : "false",
+                                 c.winsUpTo, c.firstLoss));
+    }
+  }
+  for (size_t i = 0; i < lines.size(); ++i) out += lines[i] + (i + 1 < lines.size() ? ",\n" : "\n");
+  out += "  ]\n}\n";
+  return out;
+}
+
+}  // namespace rcn::bench

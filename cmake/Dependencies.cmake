@@ -1,0 +1,48 @@
+# Required: CUDA toolkit and NCCL's header (NCCL itself is opened at run time,
+# so librocenante.so can stand in for libnccl.so.2 without linking to it).
+# Optional: libibverbs, hwloc, yaml-cpp; each found one adds a ROCENANTE_HAVE_* define.
+find_package(CUDAToolkit REQUIRED)
+find_package(Threads REQUIRED)
+
+find_path(NCCL_INCLUDE_DIR nccl.h
+  HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+  PATH_SUFFIXES include)
+if(NOT NCCL_INCLUDE_DIR)
+  message(FATAL_ERROR "nccl.h not found: install NCCL's development files or set NCCL_ROOT")
+endif()
+message(STATUS "rocenante: nccl.h in ${NCCL_INCLUDE_DIR}")
+
+set(ROCENANTE_FEATURE_DEFINES "")
+set(ROCENANTE_OPTIONAL_LIBS "")
+
+find_path(IBVERBS_INCLUDE_DIR infiniband/verbs.h)
+find_library(IBVERBS_LIBRARY ibverbs)
+if(IBVERBS_INCLUDE_DIR AND IBVERBS_LIBRARY)
+  set(ROCENANTE_HAVE_IBVERBS ON)
+  list(APPEND ROCENANTE_FEATURE_DEFINES ROCENANTE_HAVE_IBVERBS=1)
+  list(APPEND ROCENANTE_OPTIONAL_LIBS ${IBVERBS_LIBRARY})
+endif()
+message(STATUS "rocenante: libibverbs ${ROCENANTE_HAVE_IBVERBS}")
+
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc)
+endif()
+if(HWLOC_FOUND)
+  set(ROCENANTE_HAVE_HWLOC ON)
+  list(APPEND ROCENANTE_FEATURE_DEFINES ROCENANTE_HAVE_HWLOC=1)
+  list(APPEND ROCENANTE_OPTIONAL_LIBS PkgConfig::HWLOC)
+endif()
+message(STATUS "rocenante: hwloc ${ROCENANTE_HAVE_HWLOC}")
+
+find_package(yaml-cpp QUIET)
+if(yaml-cpp_FOUND)
+  set(ROCENANTE_HAVE_YAML ON)
+  list(APPEND ROCENANTE_FEATURE_DEFINES ROCENANTE_HAVE_YAML=1)
+  if(TARGET yaml-cpp::yaml-cpp)
+    list(APPEND ROCENANTE_OPTIONAL_LIBS yaml-cpp::yaml-cpp)
+  else()
+    list(APPEND ROCENANTE_OPTIONAL_LIBS yaml-cpp)
+  endif()
+endif()
+message(STATUS "rocenante: yaml-cpp ${ROCENANTE_HAVE_YAML}")

@@ -1,0 +1,50 @@
+// The one point where tensor-parallel ranks talk: after each row-parallel
+// product (attention output, MLP down) every rank holds a partial sum of the
+// hidden vector and calls sum() to complete it. The CPU path runs its ranks
+// as threads and sums locally; a host backend of rocenante can implement the
+// same interface with rcnAllReduce on host memory.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace engine {
+
+class AllReduceHook {
+ public:
+  virtual ~AllReduceHook() = default;
+  // Sums `count` floats over all ranks, in place. Every rank calls it in the same order.
+  virtual void sum(float* data, size_t count) = 0;
+};
+
+// TP = 1: nothing to sum.
+class NoAllReduce : public AllReduceHook {
+ public:
+  void sum(float*, size_t) override {}
+};
+
+// N ranks as N threads of one process. Every rank adds the partials in rank
+// order, so all ranks get bit-identical results (as the one-shot protocol does).
+class LocalAllReduce {
+ public:
+  explicit LocalAllReduce(int ranks);
+  AllReduceHook& rank(int r) { return *handles_[r]; }
+
+ private:
+  class Handle;
+  void sum(int rank, float* data, size_t count);
+  void barrier();
+
+  int ranks_;
+  std::vector<float*> partials_;
+  std::vector<std::unique_ptr<AllReduceHook>> handles_;  // one Handle per rank
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int arrived_ = 0;
+  unsigned long generation_ = 0;
+};
+
+}  // namespace engine

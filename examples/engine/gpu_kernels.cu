@@ -1,0 +1,290 @@
+// One kernel per step of the forward pass, each instantiated for fp32 and
+// bf16 storage only. Reductions use a fixed order (warp shuffles, then one
+// warp over the partials), so every GPU computes bit-identical results.
+#include "gpu_kernels.h"
+
+#include <cuda_bf16.h>
+
+namespace engine {
+namespace {
+
+__device__ inline float toFloat(float v) { return v; }
+__device__ inline float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ inline T fromFloat(float v);
+template <>
+__device__ inline float fromFloat<float>(float v) { return v; }
+template <>
+__device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+
+// Sum over the block (blockDim.x a multiple of 32). Every thread gets the total.
+__device__ float blockSum(float v) {
+  __shared__ float partials[32];
+  __shared__ float total;
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // partials may still be read by a previous call
+  if (lane == 0) partials[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < int(blockDim.x / 32) ? partials[lane] : 0.0f;
+    for (int offset = 16; offset > 0; offset >>= 1) w += __shfl_xor_sync(0xffffffffu, w, offset);
+    if (lane == 0) total = w;
+  }
+  __syncthreads();
+  return total;
+}
+
+__device__ float blockMax(float v) {
+  __shared__ float partials[32];
+  __shared__ float total;
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) partials[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < int(blockDim.x / 32) ? partials[lane] : -INFINITY;
+    for (int offset = 16; offset > 0; offset >>= 1) w = fmaxf(w, __shfl_xor_sync(0xffffffffu, w, offset));
+    if (lane == 0) total = w;
+  }
+  __syncthreads();
+  return total;
+}
+
+template <typename T>
+__global__ void embeddingKernel(float* x, const T* table, const int* tokens, int dim) {
+  const T* row = table + size_t(tokens[blockIdx.x]) * dim;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) x[size_t(blockIdx.x) * dim + i] = toFloat(row[i]);
+}
+
+template <typename T>
+__global__ void addRmsNormKernel(T* out, float* x, const T* delta, const T* weight, const int* rowIndex,
+                                 int dim, float eps) {
+  const int r = blockIdx.x;
+  float* xr = x + size_t(rowIndex ? rowIndex[r] : r) * dim;
+  float squares = 0;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v = xr[i];
+    if (delta) xr[i] = v = v + toFloat(delta[size_t(r) * dim + i]);
+    squares += v * v;
+  }
+  const float scale = rsqrtf(blockSum(squares) / dim + eps);
+  for (int i = threadIdx.x; i < dim; i += blockDim.x)
+    out[size_t(r) * dim + i] = fromFloat<T>(xr[i] * scale * toFloat(weight[i]));
+}
+
+// Block (head, token): heads [0, heads) are query heads, [heads, heads + kvHeads)
+// key heads (which also copy their value head into the cache).
+template <typename T>
+__global__ void qkvToCacheKernel(T* qkv, T* keyCache, T* valueCache, const T* qNorm, const T* kNorm,
+                                 TokenPlacement place, AttentionShape s) {
+  const int i = blockIdx.y, head = blockIdx.x, d = s.headDim, half = d / 2;
+  const bool isQuery = head < s.heads;
+  const size_t stride = size_t(s.heads + 2 * s.kvHeads) * d;
+  T* vec = qkv + i * stride + size_t(head) * d;  // key heads follow the query heads
+  const int pos = place.pos[i];
+  const T* norm = isQuery ? qNorm : kNorm;
+
+  float scale = 1.0f;
+  if (norm) {
+    float squares = 0;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) squares += toFloat(vec[j]) * toFloat(vec[j]);
+    scale = rsqrtf(blockSum(squares) / d + s.normEps);
+  }
+  T* dst = vec;
+  if (!isQuery) {
+    const int kvh = head - s.heads;
+    const size_t cacheAt = ((size_t(place.seq[i]) * s.maxContext + pos) * s.kvHeads + kvh) * d;
+    dst = keyCache + cacheAt;
+    const T* v = qkv + i * stride + size_t(s.heads + s.kvHeads + kvh) * d;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) valueCache[cacheAt + j] = v[j];
+  }
+  for (int p = threadIdx.x; p < half; p += blockDim.x) {
+    const int a = s.ropeInterleaved ? 2 * p : p, b = s.ropeInterleaved ? 2 * p + 1 : p + half;
+    float x0 = toFloat(vec[a]) * scale, x1 = toFloat(vec[b]) * scale;
+    if (norm) {
+      x0 *= toFloat(norm[a]);
+      x1 *= toFloat(norm[b]);
+    }
+    const float angle = pos * powf(s.ropeTheta, -2.0f * p / d);
+    float c, sn;
+    sincosf(angle, &sn, &c);
+    dst[a] = fromFloat<T>(x0 * c - x1 * sn);
+    dst[b] = fromFloat<T>(x0 * sn + x1 * c);
+  }
+}
+
+// Block (head, token), 256 threads. Scores live in shared memory, one per
+// cached position; values are summed by blockDim/headDim thread groups that
+// split the positions, then combined in group order.
+template <typename T>
+__global__ void attentionKernel(T* out, const T* qkv, const T* keyCache, const T* valueCache,
+                                TokenPlacement place, AttentionShape s) {
+  extern __shared__ float shared[];
+  const int d = s.headDim, i = blockIdx.y, h = blockIdx.x;
+  float* q = shared;                 // [d]
+  float* scores = q + d;             // [maxContext]
+  float* partial = scores + s.maxContext;  // [groups][d]
+  const int kvh = (s.headStart + h) / s.group - s.kvStart;
+  const int last = place.pos[i];
+  const size_t stride = size_t(s.heads + 2 * s.kvHeads) * d;
+  const size_t seqBase = size_t(place.seq[i]) * s.maxContext * s.kvHeads * d;
+  const size_t rowStride = size_t(s.kvHeads) * d;
+
+  for (int j = threadIdx.x; j < d; j += blockDim.x) q[j] = toFloat(qkv[i * stride + size_t(h) * d + j]);
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const float scale = rsqrtf(float(d));
+  for (int t = warp; t <= last; t += warps) {
+    const T* k = keyCache + seqBase + t * rowStride + size_t(kvh) * d;
+    float dot = 0;
+    for (int j = lane; j < d; j += 32) dot += q[j] * toFloat(k[j]);
+    for (int offset = 16; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    if (lane == 0) scores[t] = dot * scale;
+  }
+  __syncthreads();
+  float localMax = -INFINITY;
+  for (int t = threadIdx.x; t <= last; t += blockDim.x) localMax = fmaxf(localMax, scores[t]);
+  const float maxScore = blockMax(localMax);
+  float localSum = 0;
+  for (int t = threadIdx.x; t <= last; t += blockDim.x) localSum += scores[t] = __expf(scores[t] - maxScore);
+  const float total = blockSum(localSum);  // also orders the score writes before the reads below
+
+  const int groups = blockDim.x / d, group = threadIdx.x / d, j = threadIdx.x % d;
+  if (group < groups) {
+    float acc = 0;
+    for (int t = group; t <= last; t += groups)
+      acc += scores[t] * toFloat(valueCache[seqBase + t * rowStride + size_t(kvh) * d + j]);
+    partial[group * d + j] = acc;
+  }
+  __syncthreads();
+  for (int jj = threadIdx.x; jj < d; jj += blockDim.x) {
+    float acc = 0;
+    for (int g = 0; g < groups; ++g) acc += partial[g * d + jj];
+    out[(size_t(i) * s.heads + h) * d + jj] = fromFloat<T>(acc / total);
+  }
+}
+
+template <typename T>
+__global__ void swiGluKernel(T* out, const T* gateUp, int hidden) {
+  const size_t row = blockIdx.y;
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < hidden; j += gridDim.x * blockDim.x) {
+    const float g = toFloat(gateUp[row * 2 * hidden + j]), u = toFloat(gateUp[row * 2 * hidden + hidden + j]);
+    out[row * hidden + j] = fromFloat<T>(g / (1.0f + __expf(-g)) * u);
+  }
+}
+
+__global__ void argmaxKernel(int* tokens, int* pos, const float* logits, int vocab, bool advance) {
+  __shared__ float bestValue[1024];
+  __shared__ int bestIndex[1024];
+  const float* row = logits + size_t(blockIdx.x) * vocab;
+  float value = -INFINITY;
+  int index = 0;
+  for (int j = threadIdx.x; j < vocab; j += blockDim.x)
+    if (row[j] > value) value = row[j], index = j;
+  bestValue[threadIdx.x] = value;
+  bestIndex[threadIdx.x] = index;
+  __syncthreads();
+  for (int width = blockDim.x / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) {
+      const int other = threadIdx.x + width;
+      if (bestValue[other] > bestValue[threadIdx.x] ||
+          (bestValue[other] == bestValue[threadIdx.x] && bestIndex[other] < bestIndex[threadIdx.x])) {
+        bestValue[threadIdx.x] = bestValue[other];
+        bestIndex[threadIdx.x] = bestIndex[other];
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    tokens[blockIdx.x] = bestIndex[0];
+    if (advance) pos[blockIdx.x] += 1;
+  }
+}
+
+template <typename T>
+__global__ void randomFillKernel(T* data, size_t n, uint64_t seed, float scale, float offset) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;  // splitmix64
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    data[i] = fromFloat<T>(offset + scale * (float(z >> 40) / float(1u << 23) - 1.0f));
+  }
+}
+
+int gridFor(size_t n, int block) { return int((n + block - 1) / block < 4096 ? (n + block - 1) / block : 4096); }
+
+}  // namespace
+
+#define ENGINE_DISPATCH(t, KERNEL, GRID, BLOCK, SMEM, STREAM, ...)                         \
+  do {                                                                                    \
+    if ((t) == DType::F32) {                                                              \
+      using T = float;                                                                    \
+      KERNEL<T><<<GRID, BLOCK, SMEM, STREAM>>>(__VA_ARGS__);                              \
+    } else {                                                                              \
+      using T = __nv_bfloat16;                                                            \
+      KERNEL<T><<<GRID, BLOCK, SMEM, STREAM>>>(__VA_ARGS__);                              \
+    }                                                                                     \
+  } while (0)
+
+cudaError_t launchEmbedding(DType t, float* x, const void* embedding, const int* tokens, int n, int dim,
+                            cudaStream_t stream) {
+  ENGINE_DISPATCH(t, embeddingKernel, n, 256, 0, stream, x, static_cast<const T*>(embedding), tokens, dim);
+  return cudaGetLastError();
+}
+
+cudaError_t launchAddRmsNorm(DType t, void* out, float* x, const void* delta, const void* weight,
+                             const int* rowIndex, int rows, int dim, float eps, cudaStream_t stream) {
+  ENGINE_DISPATCH(t, addRmsNormKernel, rows, 512, 0, stream, static_cast<T*>(out), x,
+                  static_cast<const T*>(delta), static_cast<const T*>(weight), rowIndex, dim, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCache, const void* qNorm,
+                             const void* kNorm, TokenPlacement place, int n, const AttentionShape& s,
+                             cudaStream_t stream) {
+  dim3 grid(s.heads + s.kvHeads, n);
+  ENGINE_DISPATCH(t, qkvToCacheKernel, grid, 64, 0, stream, static_cast<T*>(qkv), static_cast<T*>(keyCache),
+                  static_cast<T*>(valueCache), static_cast<const T*>(qNorm), static_cast<const T*>(kNorm), place, s);
+  return cudaGetLastError();
+}
+
+cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
+                            TokenPlacement place, int n, const AttentionShape& s, cudaStream_t stream) {
+  const int block = 256;
+  if (s.headDim > block) return cudaErrorInvalidValue;
+  const size_t smem = (s.headDim + s.maxContext + (block / s.headDim) * s.headDim) * sizeof(float);
+  dim3 grid(s.heads, n);
+  if (smem > 48 * 1024) {
+    cudaError_t e = t == DType::F32
+        ? cudaFuncSetAttribute(attentionKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))
+        : cudaFuncSetAttribute(attentionKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) return e;
+  }
+  ENGINE_DISPATCH(t, attentionKernel, grid, block, smem, stream, static_cast<T*>(out), static_cast<const T*>(qkv),
+                  static_cast<const T*>(keyCache), static_cast<const T*>(valueCache), place, s);
+  return cudaGetLastError();
+}
+
+cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidden, cudaStream_t stream) {
+  dim3 grid((hidden + 255) / 256, n);
+  ENGINE_DISPATCH(t, swiGluKernel, grid, 256, 0, stream, static_cast<T*>(out), static_cast<const T*>(gateUp), hidden);
+  return cudaGetLastError();
+}
+
+cudaError_t launchArgmax(int* tokens, int* pos, const float* logits, int seqs, int vocab, bool advance,
+                         cudaStream_t stream) {
+  argmaxKernel<<<seqs, 1024, 0, stream>>>(tokens, pos, logits, vocab, advance);
+  return cudaGetLastError();
+}
+
+cudaError_t launchRandomFill(DType t, void* data, size_t n, uint64_t seed, float scale, float offset,
+                             cudaStream_t stream) {
+  ENGINE_DISPATCH(t, randomFillKernel, gridFor(n, 256), 256, 0, stream, static_cast<T*>(data), n, seed, scale, offset);
+  return cudaGetLastError();
+}
+
+}  // namespace engine

@@ -1,0 +1,64 @@
+// The engine's CUDA kernels, one launcher each. Activations and weights are
+// stored in DType (fp32 or bf16); every kernel computes in fp32. The residual
+// stream and the logits are always fp32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace engine {
+
+enum class DType { F32, BF16 };
+inline size_t dtypeSize(DType t) { return t == DType::F32 ? 4 : 2; }
+inline const char* dtypeName(DType t) { return t == DType::F32 ? "f32" : "bf16"; }
+
+// Where each of the n tokens of a forward pass sits: its sequence (KV-cache
+// slot) and position. Device arrays, so a captured graph reads fresh values.
+struct TokenPlacement {
+  const int* tokens;
+  int* pos;
+  const int* seq;
+};
+
+// x[i][:] = embedding[tokens[i]][:]
+cudaError_t launchEmbedding(DType t, float* x, const void* embedding, const int* tokens, int n, int dim,
+                            cudaStream_t stream);
+
+// Per row r: if delta, x[row] += delta[r]; out[r] = RMSNorm(x[row]) * weight, where
+// row = rowIndex ? rowIndex[r] : r (the LM head normalises only the last token of each sequence).
+cudaError_t launchAddRmsNorm(DType t, void* out, float* x, const void* delta, const void* weight,
+                             const int* rowIndex, int rows, int dim, float eps, cudaStream_t stream);
+
+struct AttentionShape {
+  int heads, kvHeads, headDim;      // local to this rank
+  int group, headStart, kvStart;    // kvHead(h) = (headStart + h) / group - kvStart
+  int maxContext;                   // KV-cache rows per sequence
+  float ropeTheta, normEps;
+  bool ropeInterleaved;
+};
+
+// qkv holds [q | k | v] per token. Applies q/k norm (when the norm weights are
+// given) and RoPE to q in place, and writes k and v into the KV cache of this
+// layer ([seq][maxContext][kvHeads][headDim]).
+cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCache, const void* qNorm,
+                             const void* kNorm, TokenPlacement place, int n, const AttentionShape& s,
+                             cudaStream_t stream);
+
+// out[i][h] = softmax(q . K[0..pos[i]] / sqrt(d)) V for each token i and local head h.
+cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
+                            TokenPlacement place, int n, const AttentionShape& s, cudaStream_t stream);
+
+// out[i][j] = silu(gateUp[i][j]) * gateUp[i][hidden + j]
+cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidden, cudaStream_t stream);
+
+// Per sequence b: tokens[b] = argmax(logits[b]); with advance, pos[b] += 1.
+cudaError_t launchArgmax(int* tokens, int* pos, const float* logits, int seqs, int vocab, bool advance,
+                         cudaStream_t stream);
+
+// Fills n values with offset + scale * uniform[-1, 1) from a counter hash of seed.
+cudaError_t launchRandomFill(DType t, void* data, size_t n, uint64_t seed, float scale, float offset,
+                             cudaStream_t stream);
+
+}  // namespace engine

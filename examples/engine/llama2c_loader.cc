@@ -1,0 +1,85 @@
+#include "llama2c_loader.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+
+namespace engine {
+
+namespace {
+
+struct FileCloser {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<FILE, FileCloser>;
+
+// Reads the next `count` floats, or throws naming the tensor that was cut short.
+std::vector<float> readFloats(FILE* f, size_t count, const std::string& path, const char* tensor) {
+  std::vector<float> v(count);
+  if (std::fread(v.data(), sizeof(float), count, f) != count)
+    throw EngineError(path + ": truncated while reading " + tensor);
+  return v;
+}
+
+}  // namespace
+
+ModelWeights loadLlama2c(const std::string& path) {
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f) throw EngineError(path + ": cannot open llama2.c checkpoint");
+  int32_t header[7];
+  if (std::fread(header, sizeof(int32_t), 7, f.get()) != 7)
+    throw EngineError(path + ": shorter than the 28-byte llama2.c header");
+
+  ModelWeights m;
+  ModelConfig& c = m.config;
+  c.arch = "llama";
+  c.dim = header[0];
+  c.hidden = header[1];
+  c.layers = header[2];
+  c.heads = header[3];
+  c.kvHeads = header[4];
+  c.tiedClassifier = header[5] > 0;
+  c.vocab = header[5] > 0 ? header[5] : -header[5];
+  c.seqLen = header[6];
+  c.headDim = c.heads > 0 ? c.dim / c.heads : 0;
+  c.ropeInterleaved = true;
+  c.ropeTheta = 10000.0f;
+  c.normEps = 1e-5f;
+  if (c.heads <= 0 || c.dim % c.heads != 0)
+    throw EngineError(path + ": header dim " + std::to_string(c.dim) + " / heads " +
+                      std::to_string(c.heads) + " is not a whole head size");
+  validateConfig(c);
+
+  // Check the size before reading so a wrong file fails with one clear line.
+  const size_t d = c.dim, h = c.hidden, L = c.layers, q = size_t(c.heads) * c.headDim,
+               kv = size_t(c.kvHeads) * c.headDim;
+  size_t floats = c.vocab * d + L * (2 * d + q * d + 2 * kv * d + d * q + 3 * h * d) + d +
+                  size_t(c.seqLen) * c.headDim;  // two half-size RoPE tables
+  if (!c.tiedClassifier) floats += c.vocab * d;
+  std::fseek(f.get(), 0, SEEK_END);
+  const long bytes = std::ftell(f.get());
+  const size_t expected = 28 + floats * sizeof(float);
+  if (bytes < 0 || size_t(bytes) < expected)
+    throw EngineError(path + ": " + std::to_string(bytes) + " bytes, but the header (" +
+                      describeConfig(c) + ") needs " + std::to_string(expected));
+  std::fseek(f.get(), 28, SEEK_SET);
+
+  // The file stores each kind of tensor for all layers together.
+  m.embedding = readFloats(f.get(), c.vocab * d, path, "token_embedding");
+  m.layers.resize(L);
+  for (auto& w : m.layers) w.attnNorm = readFloats(f.get(), d, path, "rms_att");
+  for (auto& w : m.layers) w.wq = readFloats(f.get(), q * d, path, "wq");
+  for (auto& w : m.layers) w.wk = readFloats(f.get(), kv * d, path, "wk");
+  for (auto& w : m.layers) w.wv = readFloats(f.get(), kv * d, path, "wv");
+  for (auto& w : m.layers) w.wo = readFloats(f.get(), d * q, path, "wo");
+  for (auto& w : m.layers) w.ffnNorm = readFloats(f.get(), d, path, "rms_ffn");
+  for (auto& w : m.layers) w.wGate = readFloats(f.get(), h * d, path, "w1");
+  for (auto& w : m.layers) w.wDown = readFloats(f.get(), d * h, path, "w2");
+  for (auto& w : m.layers) w.wUp = readFloats(f.get(), h * d, path, "w3");
+  m.finalNorm = readFloats(f.get(), d, path, "rms_final");
+  readFloats(f.get(), size_t(c.seqLen) * c.headDim, path, "freq_cis");  // unused: RoPE is computed
+  if (!c.tiedClassifier) m.classifier = readFloats(f.get(), c.vocab * d, path, "wcls");
+  return m;
+}
+
+}  // namespace engine

@@ -1,0 +1,114 @@
+#include "options.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "model.h"
+
+namespace engine {
+
+void printUsage(const char* program) {
+  std::printf(
+      "usage: %s [options]\n"
+      "  --model PATH            llama2.c checkpoint (fp32)\n"
+      "  --tokenizer PATH        llama2.c tokenizer.bin\n"
+      "  --random-weights --shape NAME   llama3-1b | llama3-8b | qwen3-32b | tiny-llama | tiny-qwen3\n"
+      "  --prompt TEXT           (default \"Once upon a time\")\n"
+      "  --steps N               tokens to generate (default 128)\n"
+      "  --temperature F --top-k N --top-p F --seed N   sampling (temperature 0: greedy)\n"
+      "  --device cpu|gpu|auto   (auto: gpu when one is present)\n"
+      "  --tp N                  tensor parallel ranks (gpu: one process per GPU)\n"
+      "  --collective rocenante|nccl   all-reduce of the gpu path (nccl: ROCENANTE_DISABLE=1)\n"
+      "  --dtype f32|bf16|auto   gpu weights and activations (auto: f32 for llama2.c, bf16 otherwise)\n"
+      "  --no-graph              do not capture the decode step in a CUDA graph\n"
+      "  --bench                 time prefill and decode instead of generating text\n"
+      "  --batch LIST            bench batch sizes, e.g. 1,8 (default 1)\n"
+      "  --prompt-len N          bench prefill tokens per sequence (default 128)\n"
+      "  --decode-steps N        bench decode steps (default 64)\n"
+      "  --json PATH             bench results as JSON\n"
+      "  --quiet                 no streamed text, only the summary\n",
+      program);
+}
+
+namespace {
+
+int toInt(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  long v = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0') throw EngineError(flag + ": '" + value + "' is not an integer");
+  return int(v);
+}
+
+float toFloat(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  float v = std::strtof(value.c_str(), &end);
+  if (value.empty() || *end != '\0') throw EngineError(flag + ": '" + value + "' is not a number");
+  return v;
+}
+
+std::vector<int> toIntList(const std::string& flag, const std::string& value) {
+  std::vector<int> out;
+  std::stringstream s(value);
+  std::string item;
+  while (std::getline(s, item, ',')) out.push_back(toInt(flag, item));
+  if (out.empty()) throw EngineError(flag + ": empty list");
+  return out;
+}
+
+}  // namespace
+
+EngineOptions parseOptions(int argc, char** argv) {
+  EngineOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw EngineError(flag + " needs a value");
+      return argv[++i];
+    };
+    if (flag == "--help" || flag == "-h") {
+      printUsage(argv[0]);
+      std::exit(0);
+    } else if (flag == "--model") o.modelPath = value();
+    else if (flag == "--tokenizer") o.tokenizerPath = value();
+    else if (flag == "--random-weights") o.randomWeights = true;
+    else if (flag == "--shape") o.shape = value();
+    else if (flag == "--prompt") o.prompt = value();
+    else if (flag == "--steps") o.steps = toInt(flag, value());
+    else if (flag == "--temperature") o.sampler.temperature = toFloat(flag, value());
+    else if (flag == "--top-k") o.sampler.topK = toInt(flag, value());
+    else if (flag == "--top-p") o.sampler.topP = toFloat(flag, value());
+    else if (flag == "--seed") o.sampler.seed = uint64_t(std::strtoull(value().c_str(), nullptr, 10));
+    else if (flag == "--device") o.device = value();
+    else if (flag == "--tp") o.tp = toInt(flag, value());
+    else if (flag == "--collective") o.collective = value();
+    else if (flag == "--dtype") o.dtype = value();
+    else if (flag == "--no-graph") o.cudaGraph = false;
+    else if (flag == "--bench") o.bench = true;
+    else if (flag == "--batch") o.batches = toIntList(flag, value());
+    else if (flag == "--prompt-len") o.promptLen = toInt(flag, value());
+    else if (flag == "--decode-steps") o.decodeSteps = toInt(flag, value());
+    else if (flag == "--json") o.jsonPath = value();
+    else if (flag == "--quiet") o.quiet = true;
+    else if (flag == "--rank") o.rank = toInt(flag, value());
+    else if (flag == "--unique-id") o.uniqueIdHex = value();
+    else throw EngineError("unknown option " + flag + " (see --help)");
+  }
+  if (!o.randomWeights && o.modelPath.empty()) throw EngineError("give --model PATH or --random-weights --shape NAME");
+  if (o.randomWeights && o.shape.empty()) throw EngineError("--random-weights needs --shape");
+  if (o.tp < 1) throw EngineError("--tp must be at least 1");
+  if (o.collective != "rocenante" && o.collective != "nccl")
+    throw EngineError("--collective must be rocenante or nccl, not " + o.collective);
+  if (o.device != "auto" && o.device != "cpu" && o.device != "gpu")
+    throw EngineError("--device must be cpu, gpu or auto, not " + o.device);
+  if (o.dtype != "auto" && o.dtype != "f32" && o.dtype != "bf16")
+    throw EngineError("--dtype must be f32, bf16 or auto, not " + o.dtype);
+  for (int b : o.batches)
+    if (b < 1) throw EngineError("--batch sizes must be positive");
+  if (o.steps < 0 || o.promptLen < 1 || o.decodeSteps < 1) throw EngineError("step counts must be positive");
+  if (o.sampler.temperature < 0 || o.sampler.topP <= 0 || o.sampler.topP > 1 || o.sampler.topK < 0)
+    throw EngineError("sampling: temperature >= 0, 0 < top-p <= 1, top-k >= 0");
+  return o;
+}
+
+}  // namespace engine

@@ -1,0 +1,41 @@
+// Command-line options of rcn_engine (see docs/ENGINE.md for the full list).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sampler.h"
+
+namespace engine {
+
+struct EngineOptions {
+  std::string modelPath;        // llama2.c checkpoint
+  std::string tokenizerPath;    // llama2.c tokenizer.bin
+  bool randomWeights = false;
+  std::string shape;            // with randomWeights
+  std::string prompt = "Once upon a time";
+  int steps = 128;              // tokens to generate
+  SamplerOptions sampler;
+  std::string device = "auto";  // auto, cpu, gpu
+  int tp = 1;
+  std::string collective = "rocenante";  // rocenante or nccl
+  std::string dtype = "auto";   // GPU weights/activations: f32, bf16, auto
+  bool cudaGraph = true;
+  bool bench = false;
+  std::vector<int> batches = {1};
+  int promptLen = 128;          // bench prefill tokens per sequence
+  int decodeSteps = 64;         // bench decode steps timed
+  std::string jsonPath;         // bench results as JSON
+  bool quiet = false;
+  // Set by the launcher in each child process.
+  int rank = -1;
+  std::string uniqueIdHex;
+};
+
+// Throws EngineError with the offending option on bad input; exits 0 after --help.
+EngineOptions parseOptions(int argc, char** argv);
+
+void printUsage(const char* program);
+
+}  // namespace engine

@@ -1,0 +1,103 @@
+#include "tokenizer.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+
+#include "model.h"
+
+namespace engine {
+
+Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int vocabSize) {
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) throw EngineError(path + ": cannot open llama2.c tokenizer");
+  int32_t maxTokenLength = 0;
+  if (std::fread(&maxTokenLength, sizeof maxTokenLength, 1, f.get()) != 1)
+    throw EngineError(path + ": empty tokenizer file");
+  pieces_.resize(vocabSize);
+  scores_.resize(vocabSize);
+  for (int i = 0; i < vocabSize; ++i) {
+    int32_t length = 0;
+    if (std::fread(&scores_[i], sizeof(float), 1, f.get()) != 1 ||
+        std::fread(&length, sizeof length, 1, f.get()) != 1 || length < 0 || length > maxTokenLength)
+      throw EngineError(path + ": truncated or corrupt at token " + std::to_string(i) + " of " +
+                        std::to_string(vocabSize));
+    pieces_[i].resize(length);
+    if (length > 0 && std::fread(&pieces_[i][0], 1, length, f.get()) != size_t(length))
+      throw EngineError(path + ": truncated at token " + std::to_string(i));
+    ids_.emplace(pieces_[i], i);  // first id wins for duplicate pieces
+  }
+}
+
+int Llama2cTokenizer::lookup(const std::string& piece) const {
+  auto it = ids_.find(piece);
+  return it == ids_.end() ? -1 : it->second;
+}
+
+std::vector<int> Llama2cTokenizer::encode(const std::string& text, bool addBos) const {
+  std::vector<int> tokens;
+  if (addBos) tokens.push_back(kBos);
+  // sentencepiece's add_dummy_prefix: the text is read as if it began with a space.
+  if (!text.empty()) {
+    int space = lookup(" ");
+    if (space >= 0) tokens.push_back(space);
+  }
+
+  // One token per UTF-8 character, or one byte token per byte when the
+  // character is not in the vocabulary.
+  for (size_t i = 0; i < text.size();) {
+    size_t len = 1;
+    while (i + len < text.size() && len < 4 && (uint8_t(text[i + len]) & 0xC0) == 0x80) ++len;
+    std::string character = text.substr(i, len);
+    int id = lookup(character);
+    if (id >= 0) {
+      tokens.push_back(id);
+    } else {
+      for (char byte : character) tokens.push_back(int(uint8_t(byte)) + 3);
+    }
+    i += len;
+  }
+
+  // Merge the best-scoring adjacent pair until no pair is in the vocabulary.
+  for (;;) {
+    float bestScore = -1e10f;
+    int bestId = -1;
+    size_t bestAt = 0;
+    for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+      if (addBos && i == 0) continue;  // BOS never merges
+      int id = lookup(pieces_[tokens[i]] + pieces_[tokens[i + 1]]);
+      if (id >= 0 && scores_[id] > bestScore) {
+        bestScore = scores_[id];
+        bestId = id;
+        bestAt = i;
+      }
+    }
+    if (bestId < 0) break;
+    tokens[bestAt] = bestId;
+    tokens.erase(tokens.begin() + bestAt + 1);
+  }
+  return tokens;
+}
+
+std::string Llama2cTokenizer::decode(int previous, int token) const {
+  if (token < 0 || token >= vocabSize()) return "";
+  const std::string& piece = pieces_[token];
+  if (previous == kBos && !piece.empty() && piece[0] == ' ') return piece.substr(1);
+  unsigned byte = 0;
+  if (piece.size() == 6 && std::sscanf(piece.c_str(), "<0x%02X>", &byte) == 1)
+    return std::string(1, char(byte));
+  return piece;
+}
+
+std::string Llama2cTokenizer::decodeAll(const std::vector<int>& tokens) const {
+  std::string text;
+  int previous = kBos;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (i == 0 && tokens[i] == kBos) continue;
+    text += decode(previous, tokens[i]);
+    previous = tokens[i];
+  }
+  return text;
+}
+
+}  // namespace engine

@@ -1,0 +1,132 @@
+/*
+ * rocenante: one-shot all-reduce for small, latency-bound messages.
+ *
+ * The API mirrors NCCL's so that users already know it: same argument order,
+ * same numeric values for data types, reduction ops and result codes (checked
+ * at compile time against nccl.h). Every call the fast path does not take is
+ * sent to a stock NCCL communicator built over the same ranks, so
+ * rcnAllReduce is complete for every size, type and op.
+ */
+#ifndef ROCENANTE_ROCENANTE_H_
+#define ROCENANTE_ROCENANTE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ROCENANTE_MAJOR 0
+#define ROCENANTE_MINOR 1
+#define ROCENANTE_PATCH 0
+#define ROCENANTE_VERSION_CODE (ROCENANTE_MAJOR * 10000 + ROCENANTE_MINOR * 100 + ROCENANTE_PATCH)
+
+/* cudaStream_t without pulling in the CUDA headers. */
+typedef struct CUstream_st* rcnStream_t;
+
+typedef enum {
+  rcnSuccess = 0,
+  rcnUnhandledCudaError = 1,
+  rcnSystemError = 2,
+  rcnInternalError = 3,
+  rcnInvalidArgument = 4,
+  rcnInvalidUsage = 5,
+  rcnRemoteError = 6,
+  rcnInProgress = 7,
+  rcnNumResults = 8
+} rcnResult_t;
+
+typedef enum {
+  rcnInt8 = 0,
+  rcnUint8 = 1,
+  rcnInt32 = 2,
+  rcnUint32 = 3,
+  rcnInt64 = 4,
+  rcnUint64 = 5,
+  rcnFloat16 = 6,
+  rcnFloat32 = 7,
+  rcnFloat64 = 8,
+  rcnBfloat16 = 9,
+  rcnFloat8e4m3 = 10,
+  rcnFloat8e5m2 = 11,
+  rcnNumTypes = 12
+} rcnDataType_t;
+
+typedef enum {
+  rcnSum = 0,
+  rcnProd = 1,
+  rcnMax = 2,
+  rcnMin = 3,
+  rcnAvg = 4,
+  rcnNumOps = 5
+} rcnRedOp_t;
+
+#define RCN_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[RCN_UNIQUE_ID_BYTES];
+} rcnUniqueId;
+
+typedef struct rcnComm* rcnComm_t;
+
+/* Which path a communicator's small all-reduces take. */
+typedef enum {
+  rcnPathNccl = 0,  /* fast path off: every call goes to NCCL */
+  rcnPathP2p = 1,   /* same host, GPU stores into peer memory */
+  rcnPathProxy = 2, /* GPU kernel + host proxy thread moving bytes over a wire */
+  rcnPathHost = 3   /* no GPU: buffers in host memory, reduction on the CPU */
+} rcnPath_t;
+
+/* What rcnCommQuery reports about a communicator. */
+typedef struct {
+  int rank;
+  int nranks;
+  int cudaDev;             /* -1 on the host backend */
+  rcnPath_t path;          /* the path small all-reduces take */
+  char transport[32];      /* "p2p-ipc", "p2p-local", "proxy-shm", "host-tcp", "nccl", ... */
+  size_t maxBytes;         /* largest message the fast path takes; larger ones go to NCCL */
+  int selfTestPassed;      /* 1 if the startup self-test passed on every rank */
+  double selfTestUsFast;   /* median microseconds of the fast path in the self-test (0 if not run) */
+  double selfTestUsNccl;   /* same for NCCL on the same communicator (0 if not run) */
+  char reason[256];        /* why this path was chosen, or why the fast path is off */
+} rcnCommInfo;
+
+rcnResult_t rcnGetVersion(int* version);
+rcnResult_t rcnGetUniqueId(rcnUniqueId* uniqueId);
+
+/* One rank per call; every rank of the communicator calls it with the same id. */
+rcnResult_t rcnCommInitRank(rcnComm_t* comm, int nranks, rcnUniqueId commId, int rank);
+
+/* One process drives ndev GPUs: comm[i] is rank i on devlist[i] (or device i if
+ * devlist is NULL). */
+rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist);
+
+/* Waits for the communicator's outstanding work, then frees it. */
+rcnResult_t rcnCommDestroy(rcnComm_t comm);
+
+/* Stops every pending wait of this communicator and frees it. Always returns. */
+rcnResult_t rcnCommAbort(rcnComm_t comm);
+
+rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,
+                         rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);
+
+/* rcnSuccess, or the error a kernel or proxy recorded (rcnRemoteError for a
+ * missing peer); rcnGetLastError then names the peer. */
+rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError);
+
+rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info);
+
+rcnResult_t rcnCommCount(rcnComm_t comm, int* count);
+rcnResult_t rcnCommUserRank(rcnComm_t comm, int* rank);
+rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device);
+
+const char* rcnGetErrorString(rcnResult_t result);
+
+/* The last error message logged by this thread (empty if none). */
+const char* rcnGetLastError(rcnComm_t comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ROCENANTE_ROCENANTE_H_ */

@@ -1,0 +1,19 @@
+# Sourced by the scripts: finds the CUDA toolkit and sets the GPU host's safety
+# variables (NVLink multicast stays off in every process we start).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+# Only the architectures of the machine at hand: building all four triples the time.
+if [ -z "${CUDA_ARCHS:-}" ]; then
+  CUDA_ARCHS=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.' || true)
+  CUDA_ARCHS=${CUDA_ARCHS:-90}
+fi
+export CUDA_ARCHS
+BUILD_DIR=${BUILD_DIR:-build}
+GENERATOR=$(command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
+configure_and_build() {
+  cmake -S . -B "$BUILD_DIR" -G "$GENERATOR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "$@"
+  cmake --build "$BUILD_DIR" -j"$(nproc)"
+}

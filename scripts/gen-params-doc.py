@@ -1,0 +1,29 @@
+#!/usr/bin/env python3
+"""Writes docs/PARAMS.md from src/core/params.def, the one parameter table.
+
+Run it after adding a row; tests/test_params.cc fails while a row is undocumented.
+"""
+import pathlib
+import re
+
+root = pathlib.Path(__file__).resolve().parent.parent
+rows = re.findall(r'^RCN_PARAM\(\s*(\w+),\s*"(\w+)",\s*(\w+),\s*"([^"]*)",\s*"([^"]*)"\)',
+                  (root / "src/core/params.def").read_text(), re.M)
+lines = [
+    "# Parameters",
+    "",
+    "Every tunable is an environment variable read through one table, `src/core/params.def`.",
+    "This page is generated from it by `scripts/gen-params-doc.py`.",
+    "Integers accept K, M and G suffixes (powers of 1024); booleans accept 0/1, true/false, yes/no, on/off.",
+    "A malformed value is an error at communicator creation that names the variable; an unknown",
+    "`ROCENANTE_*` name is logged as a warning (a likely typo).",
+    "",
+    "| variable | kind | default | meaning |",
+    "|---|---|---|---|",
+]
+for _id, name, kind, default, doc in rows:
+    shown = f"`{default}`" if default else "(empty)"
+    lines.append(f"| `ROCENANTE_{name}` | {kind.lower()} | {shown} | {doc.replace('|', '/')} |")
+lines.append("")
+(root / "docs/PARAMS.md").write_text("\n".join(lines))
+print(f"wrote docs/PARAMS.md with {len(rows)} parameters")

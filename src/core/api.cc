@@ -1,0 +1,207 @@
+// The public rcn* entry points: argument checks, then the communicator code.
+#include <nccl.h>
+
+#include <thread>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "core/nccl_lib.h"
+#include "rocenante/rocenante.h"
+
+// Users mix our enums with NCCL's; they must mean the same numbers.
+static_assert(rcnSuccess == (int)ncclSuccess && rcnInvalidArgument == (int)ncclInvalidArgument &&
+                  rcnInvalidUsage == (int)ncclInvalidUsage && rcnRemoteError == (int)ncclRemoteError &&
+                  rcnInProgress == (int)ncclInProgress && rcnNumResults == (int)ncclNumResults &&
+                  rcnSystemError == (int)ncclSystemError && rcnInternalError == (int)ncclInternalError &&
+                  rcnUnhandledCudaError == (int)ncclUnhandledCudaError,
+              "result codes must match nccl.h");
+static_assert(rcnInt8 == (int)ncclInt8 && rcnUint8 == (int)ncclUint8 && rcnInt32 == (int)ncclInt32 &&
+                  rcnUint32 == (int)ncclUint32 && rcnInt64 == (int)ncclInt64 &&
+                  rcnUint64 == (int)ncclUint64 && rcnFloat16 == (int)ncclFloat16 &&
+                  rcnFloat32 == (int)ncclFloat32 && rcnFloat64 == (int)ncclFloat64 &&
+                  rcnBfloat16 == (int)ncclBfloat16 && rcnFloat8e4m3 == (int)ncclFloat8e4m3 &&
+                  rcnFloat8e5m2 == (int)ncclFloat8e5m2 && rcnNumTypes == (int)ncclNumTypes,
+              "data types must match nccl.h");
+static_assert(rcnSum == (int)ncclSum && rcnProd == (int)ncclProd && rcnMax == (int)ncclMax &&
+                  rcnMin == (int)ncclMin && rcnAvg == (int)ncclAvg && rcnNumOps == (int)ncclNumOps,
+              "reduction ops must match nccl.h");
+static_assert(RCN_UNIQUE_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "unique id size must match nccl.h");
+
+namespace {
+
+rcnResult_t initRank(rcnComm_t* comm, int nranks, const rcnUniqueId& id, int rank) {
+  std::unique_ptr<rcn::Bootstrap> bootstrap;
+  RCN_CHECK(rcn::bootstrapInitTcp(id, rank, nranks, &bootstrap));
+  rcn::CommInitArgs args;
+  args.rank = rank;
+  args.nranks = nranks;
+  args.bootstrap = std::move(bootstrap);
+  return rcn::commCreate(std::move(args), comm);
+}
+
+// One thread per GPU, each building its rank against an in-process bootstrap.
+rcnResult_t initAll(rcnComm_t* comms, int ndev, const int* devlist) {
+  auto group = rcn::makeLocalBootstrapGroup(ndev);
+  std::vector<rcnResult_t> results(ndev, rcnSuccess);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < ndev; ++i) {
+    threads.emplace_back([&, i] {
+      rcn::CommInitArgs args;
+      args.rank = i;
+      args.nranks = ndev;
+      args.cudaDev = devlist ? devlist[i] : i;
+      args.bootstrap = rcn::bootstrapInitLocal(group, i);
+      results[i] = rcn::commCreate(std::move(args), &comms[i]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < ndev; ++i) {
+    if (results[i] == rcnSuccess) continue;
+    for (int j = 0; j < ndev; ++j)
+      if (comms[j]) rcn::commAbort(comms[j]), comms[j] = nullptr;
+    return results[i];
+  }
+  return rcnSuccess;
+}
+
+}  // namespace
+
+#pragma GCC visibility push(default)
+
+extern "C" {
+
+rcnResult_t rcnGetVersion(int* version) {
+  RCN_ARG_CHECK(version != nullptr, "rcnGetVersion: version is NULL");
+  *version = ROCENANTE_VERSION_CODE;
+  return rcnSuccess;
+}
+
+rcnResult_t rcnGetUniqueId(rcnUniqueId* uniqueId) {
+  RCN_ARG_CHECK(uniqueId != nullptr, "rcnGetUniqueId: uniqueId is NULL");
+  return rcn::bootstrapGetUniqueId(uniqueId);
+}
+
+rcnResult_t rcnCommInitRank(rcnComm_t* comm, int nranks, rcnUniqueId commId, int rank) {
+  RCN_ARG_CHECK(comm != nullptr, "rcnCommInitRank: comm is NULL");
+  *comm = nullptr;
+  RCN_ARG_CHECK(nranks >= 1, "rcnCommInitRank: nranks=%d must be at least 1", nranks);
+  RCN_ARG_CHECK(rank >= 0 && rank < nranks, "rcnCommInitRank: rank=%d is not in 0..%d", rank,
+                nranks - 1);
+  return initRank(comm, nranks, commId, rank);
+}
+
+rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist) {
+  RCN_ARG_CHECK(comm != nullptr, "rcnCommInitAll: comm is NULL");
+  RCN_ARG_CHECK(ndev >= 1, "rcnCommInitAll: ndev=%d must be at least 1", ndev);
+  for (int i = 0; i < ndev; ++i) comm[i] = nullptr;
+  if (devlist) {
+    for (int i = 0; i < ndev; ++i) {
+      RCN_ARG_CHECK(devlist[i] >= 0, "rcnCommInitAll: devlist[%d]=%d is not a device", i, devlist[i]);
+      for (int j = 0; j < i; ++j)
+        RCN_ARG_CHECK(devlist[i] != devlist[j], "rcnCommInitAll: device %d is listed twice", devlist[i]);
+    }
+  }
+  return initAll(comm, ndev, devlist);
+}
+
+rcnResult_t rcnCommDestroy(rcnComm_t comm) {
+  if (comm == nullptr) return rcnSuccess;  // as ncclCommDestroy(NULL)
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommDestroy"));
+  return rcn::commDestroy(comm);
+}
+
+rcnResult_t rcnCommAbort(rcnComm_t comm) {
+  if (comm == nullptr) return rcnSuccess;
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommAbort"));
+  rcn::commAbort(comm);
+  return rcnSuccess;
+}
+
+rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,
+                         rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream) {
+  RCN_CHECK(rcn::commCheck(comm, "rcnAllReduce"));
+  RCN_ARG_CHECK(rcn::dtypeIsValid(datatype), "rcnAllReduce: datatype %d is not a valid type",
+                static_cast<int>(datatype));
+  RCN_ARG_CHECK(rcn::opIsValid(op), "rcnAllReduce: op %d is not a valid reduction op",
+                static_cast<int>(op));
+  if (count == 0) return rcnSuccess;
+  RCN_ARG_CHECK(sendbuff != nullptr, "rcnAllReduce: sendbuff is NULL with count=%zu", count);
+  RCN_ARG_CHECK(recvbuff != nullptr, "rcnAllReduce: recvbuff is NULL with count=%zu", count);
+  RCN_ARG_CHECK(count <= SIZE_MAX / rcn::dtypeSize(datatype),
+                "rcnAllReduce: count=%zu of %s overflows a byte count", count, rcn::dtypeName(datatype));
+  return rcn::commAllReduce(comm, sendbuff, recvbuff, count, datatype, op,
+                            reinterpret_cast<cudaStream_t>(stream));
+}
+
+rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError) {
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommGetAsyncError"));
+  RCN_ARG_CHECK(asyncError != nullptr, "rcnCommGetAsyncError: asyncError is NULL");
+  *asyncError = rcnSuccess;
+  if (comm->fast) {
+    std::string why;
+    *asyncError = comm->fast->asyncError(&why);
+    if (*asyncError != rcnSuccess) {
+      RCN_WARN(RCN_LOG_COLL, "rank %d: %s", comm->rank, why.c_str());
+      return rcnSuccess;
+    }
+  }
+  if (comm->nccl) {
+    const rcn::NcclApi* nccl = nullptr;
+    RCN_CHECK(rcn::ncclApi(&nccl));
+    ncclResult_t ncclError = ncclSuccess;
+    RCN_NCCL_CHECK(nccl, commGetAsyncError(comm->nccl, &ncclError));
+    *asyncError = rcn::fromNccl(ncclError);
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info) {
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommQuery"));
+  RCN_ARG_CHECK(info != nullptr, "rcnCommQuery: info is NULL");
+  *info = comm->info;
+  return rcnSuccess;
+}
+
+rcnResult_t rcnCommCount(rcnComm_t comm, int* count) {
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommCount"));
+  RCN_ARG_CHECK(count != nullptr, "rcnCommCount: count is NULL");
+  *count = comm->nranks;
+  return rcnSuccess;
+}
+
+rcnResult_t rcnCommUserRank(rcnComm_t comm, int* rank) {
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommUserRank"));
+  RCN_ARG_CHECK(rank != nullptr, "rcnCommUserRank: rank is NULL");
+  *rank = comm->rank;
+  return rcnSuccess;
+}
+
+rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device) {
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommCuDevice"));
+  RCN_ARG_CHECK(device != nullptr, "rcnCommCuDevice: device is NULL");
+  *device = comm->cudaDev;
+  return rcnSuccess;
+}
+
+const char* rcnGetErrorString(rcnResult_t result) {
+  switch (result) {
+    case rcnSuccess: return "no error";
+    case rcnUnhandledCudaError: return "unhandled cuda error (run with ROCENANTE_DEBUG=INFO for details)";
+    case rcnSystemError: return "unhandled system error (run with ROCENANTE_DEBUG=INFO for details)";
+    case rcnInternalError: return "internal error - please report this issue";
+    case rcnInvalidArgument: return "invalid argument (run with ROCENANTE_DEBUG=WARN for details)";
+    case rcnInvalidUsage: return "invalid usage (run with ROCENANTE_DEBUG=WARN for details)";
+    case rcnRemoteError: return "remote process exited or there was a network error";
+    case rcnInProgress: return "operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+const char* rcnGetLastError(rcnComm_t comm) { return rcn::lastErrorText(); }
+
+}  // extern "C"
+
+#pragma GCC visibility pop

@@ -1,0 +1,150 @@
+// Rendezvous at MASTER_ADDR:MASTER_PORT. Rank 0 accepts nranks-1 connections;
+// each joiner sends who it is and gets the unique id back (or why it was
+// refused), then everyone joins the TCP bootstrap with that id.
+#include "core/bootstrap_env.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "core/check.h"
+#include "core/params.h"
+#include "core/socket.h"
+
+namespace rcn {
+
+namespace {
+
+const uint64_t kEnvMagic = 0x52434e454e563031ull;  // "RCNENV01"
+
+struct Join {
+  uint64_t magic;
+  int32_t rank;
+  int32_t nranks;
+};
+
+struct Reply {
+  int32_t ok;      // 1: id follows is valid; 0: refused
+  int32_t nranks;  // the size rank 0 runs with
+  rcnUniqueId id;
+};
+
+rcnResult_t resolve(const char* host, int port, SocketAddress* out) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host, std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0 || !res) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: cannot resolve MASTER_ADDR '%s': %s", host, gai_strerror(rc));
+    return rcnInvalidArgument;
+  }
+  memcpy(&out->storage, res->ai_addr, res->ai_addrlen);
+  out->len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return rcnSuccess;
+}
+
+// socketListen picks its own port; the rendezvous needs the agreed one.
+rcnResult_t listenOnPort(int port, int* fd) {
+  *fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  RCN_SYS_CHECK(*fd, "socket");
+  int one = 1;
+  setsockopt(*fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_ANY);
+  any.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(*fd, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0 || listen(*fd, SOMAXCONN) != 0) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 cannot listen on port %d (MASTER_PORT): %s", port,
+             strerror(errno));
+    socketClose(fd);
+    return rcnSystemError;
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadline) {
+  int lfd = -1;
+  RCN_CHECK(listenOnPort(port, &lfd));
+  rcnResult_t res = rcnSuccess;
+  for (int joined = 1; joined < nranks && res == rcnSuccess; joined++) {
+    int fd = -1;
+    std::string why;
+    Join join{};
+    res = socketAccept(lfd, deadline, &fd, &why);
+    if (res != rcnSuccess) {
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d: %s; %d of %d ranks arrived", port, why.c_str(),
+               joined, nranks);
+      break;
+    }
+    if (socketRecvAll(fd, &join, sizeof join, deadline, &why) != rcnSuccess || join.magic != kEnvMagic) {
+      // Not one of ours (a port scanner, another job): ignore it, keep waiting.
+      RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: ignored a stray connection on port %d", port);
+      socketClose(&fd);
+      joined--;
+      continue;
+    }
+    Reply reply{};
+    reply.ok = join.nranks == nranks;
+    reply.nranks = nranks;
+    reply.id = id;
+    if (!reply.ok)
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d says the world has %d ranks, rank 0 says %d", join.rank,
+               join.nranks, nranks);
+    socketSendAll(fd, &reply, sizeof reply, deadline, &why);
+    socketClose(&fd);
+  }
+  socketClose(&lfd);
+  return res;
+}
+
+rcnResult_t fetchId(int rank, int nranks, const SocketAddress& root, Deadline deadline, rcnUniqueId* id) {
+  int fd = -1;
+  std::string why;
+  rcnResult_t res = socketConnect(root, deadline, &fd, &why);
+  Join join{kEnvMagic, rank, nranks};
+  Reply reply{};
+  if (res == rcnSuccess) res = socketSendAll(fd, &join, sizeof join, deadline, &why);
+  if (res == rcnSuccess) res = socketRecvAll(fd, &reply, sizeof reply, deadline, &why);
+  socketClose(&fd);
+  if (res != rcnSuccess) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d cannot get the id from rank 0 at %s: %s", rank,
+             root.text().c_str(), why.c_str());
+    return res;
+  }
+  if (!reply.ok) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d was launched with %d ranks, rank 0 with %d", rank, nranks,
+             reply.nranks);
+    return rcnInvalidArgument;
+  }
+  *id = reply.id;
+  return rcnSuccess;
+}
+
+}  // namespace
+
+rcnResult_t bootstrapInitFromEnv(int rank, int nranks, const char* addr, int port, std::unique_ptr<Bootstrap>* out) {
+  RCN_ARG_CHECK(nranks >= 1 && rank >= 0 && rank < nranks, "bootstrap: rank %d outside a world of %d", rank, nranks);
+  RCN_ARG_CHECK(port > 0 && port < 65536, "bootstrap: MASTER_PORT %d is not a TCP port", port);
+  RCN_ARG_CHECK(rank == 0 || (addr && addr[0]), "bootstrap: rank %d needs MASTER_ADDR", rank);
+  Deadline deadline = deadlineAfterMs(paramInt(ParamId::BootstrapTimeoutMs));
+  rcnUniqueId id{};
+  if (rank == 0) {
+    RCN_CHECK(bootstrapGetUniqueId(&id));
+    if (nranks > 1) RCN_CHECK(serveId(id, nranks, port, deadline));
+  } else {
+    SocketAddress root;
+    RCN_CHECK(resolve(addr, port, &root));
+    RCN_CHECK(fetchId(rank, nranks, root, deadline, &id));
+  }
+  return bootstrapInitTcp(id, rank, nranks, out);
+}
+
+}  // namespace rcn

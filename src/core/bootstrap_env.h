@@ -1,0 +1,20 @@
+// A bootstrap for processes started by a launcher (torchrun, mpirun, srun)
+// that only agree on a rendezvous address (MASTER_ADDR:MASTER_PORT): rank 0
+// makes a unique id and hands it to every rank that connects there, then all
+// join the TCP bootstrap (bootstrap_tcp.cc) with it.
+#pragma once
+
+#include <memory>
+
+#include "core/bootstrap.h"
+#include "rocenante/rocenante.h"
+
+namespace rcn {
+
+// rank 0 listens on port (all interfaces); the others connect to addr:port
+// (a host name or an IPv4 address), retrying until rank 0 is up. Every wait
+// is bounded by ROCENANTE_BOOTSTRAP_TIMEOUT_MS.
+rcnResult_t bootstrapInitFromEnv(int rank, int nranks, const char* addr, int port,
+                                 std::unique_ptr<Bootstrap>* out);
+
+}  // namespace rcn

@@ -1,0 +1,192 @@
+#include "core/bootstrap_nccl.h"
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/check.h"
+#include "core/nccl_lib.h"
+#include "core/params.h"
+
+namespace rcn {
+namespace {
+
+constexpr uint64_t kHeaderMagic = 0x6e63636c62747370ull;  // "ncclbtsp"
+
+struct Header {
+  uint64_t magic;
+  uint64_t seq;
+  uint64_t bytes;
+  uint64_t gaveUp;  // nonzero: this rank abandoned the exchange sequence
+};
+static_assert(sizeof(Header) == 32, "header is exchanged as 32 raw bytes");
+
+// Makes cudaDev current for the scope and restores the caller's device.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int dev) {
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+    if (dev >= 0 && dev != saved_) cudaSetDevice(dev);
+  }
+  ~DeviceScope() {
+    if (saved_ >= 0) cudaSetDevice(saved_);
+  }
+
+ private:
+  int saved_ = -1;
+};
+
+class NcclBootstrapImpl : public NcclBootstrap {
+ public:
+  NcclBootstrapImpl(ncclComm_t comm, int rank, int nranks, int cudaDev)
+      : comm_(comm), rank_(rank), nranks_(nranks), cudaDev_(cudaDev) {}
+
+  ~NcclBootstrapImpl() override {
+    DeviceScope scope(cudaDev_);
+    // A timed-out exchange may still be queued; never free under it.
+    if (stream_ && !broken_) cudaStreamSynchronize(stream_);
+    if (!broken_) {
+      if (buffer_) cudaFree(buffer_);
+      if (stream_) cudaStreamDestroy(stream_);
+    }
+  }
+
+  rcnResult_t init() {
+    RCN_CHECK(ncclApi(&nccl_));
+    DeviceScope scope(cudaDev_);
+    RCN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    return rcnSuccess;
+  }
+
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+
+  rcnResult_t allGather(void* data, size_t bytes) override {
+    if (closed_) {
+      RCN_WARN(RCN_LOG_BOOTSTRAP,
+               "bootstrap over NCCL comm %p is closed: rocenante issues no collectives on the "
+               "user's communicator after init",
+               (void*)comm_);
+      return rcnInvalidUsage;
+    }
+    if (broken_ || aborted_) {
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap over NCCL comm %p is %s", (void*)comm_,
+               aborted_ ? "aborted" : "broken by an earlier failed exchange");
+      return rcnRemoteError;
+    }
+    DeviceScope scope(cudaDev_);
+    std::vector<Header> headers(nranks_);
+    headers[rank_] = Header{kHeaderMagic, seq_, bytes, 0};
+    RCN_CHECK(exchange(headers.data(), sizeof(Header)));
+    for (int r = 0; r < nranks_; ++r) {
+      const Header& h = headers[r];
+      if (h.magic != kHeaderMagic || h.gaveUp || h.seq != seq_ || h.bytes != bytes) {
+        broken_ = true;
+        RCN_WARN(RCN_LOG_BOOTSTRAP,
+                 "bootstrap over NCCL: rank %d is out of step at exchange %llu (it sent seq %llu, "
+                 "%llu bytes%s; this rank %d expected %zu bytes): a rank failed during init",
+                 r, (unsigned long long)seq_, (unsigned long long)h.seq,
+                 (unsigned long long)h.bytes, h.gaveUp ? ", gave up" : "", rank_, bytes);
+        return rcnRemoteError;
+      }
+    }
+    ++seq_;
+    return bytes == 0 ? rcnSuccess : exchange(data, bytes);
+  }
+
+  void abort() override { aborted_ = true; }
+  void close() override { closed_ = true; }
+
+ private:
+  // One in-place ncclAllGather of `bytes` per rank through the device buffer.
+  rcnResult_t exchange(void* data, size_t bytes) {
+    size_t total = bytes * static_cast<size_t>(nranks_);
+    RCN_CHECK(reserve(total));
+    char* mine = static_cast<char*>(buffer_) + bytes * rank_;
+    RCN_CUDA_CHECK(cudaMemcpyAsync(mine, static_cast<char*>(data) + bytes * rank_, bytes,
+                                   cudaMemcpyHostToDevice, stream_));
+    ncclResult_t res = nccl_->allGather(mine, buffer_, bytes, ncclUint8, comm_, stream_);
+    if (res != ncclSuccess) {
+      broken_ = true;
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap over NCCL: ncclAllGather failed: %s",
+               nccl_->getErrorString(res));
+      return fromNccl(res);
+    }
+    RCN_CUDA_CHECK(cudaMemcpyAsync(data, buffer_, total, cudaMemcpyDeviceToHost, stream_));
+    return waitStream();
+  }
+
+  rcnResult_t reserve(size_t total) {
+    if (total <= capacity_) return rcnSuccess;
+    if (buffer_) {
+      RCN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      RCN_CUDA_CHECK(cudaFree(buffer_));
+      buffer_ = nullptr;
+    }
+    size_t want = total < 4096 ? 4096 : total;
+    RCN_CUDA_CHECK(cudaMalloc(&buffer_, want));
+    capacity_ = want;
+    return rcnSuccess;
+  }
+
+  // Polls the stream until done, the bound passes, or abort() is called.
+  rcnResult_t waitStream() {
+    auto limit = std::chrono::milliseconds(paramInt(ParamId::BootstrapTimeoutMs));
+    auto start = std::chrono::steady_clock::now();
+    while (true) {
+      cudaError_t status = cudaStreamQuery(stream_);
+      if (status == cudaSuccess) return rcnSuccess;
+      if (status != cudaErrorNotReady) {
+        broken_ = true;
+        RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap over NCCL: CUDA error '%s' while waiting",
+                 cudaGetErrorString(status));
+        return rcnUnhandledCudaError;
+      }
+      if (aborted_) {
+        broken_ = true;
+        return rcnRemoteError;
+      }
+      if (std::chrono::steady_clock::now() - start > limit) {
+        broken_ = true;
+        RCN_WARN(RCN_LOG_BOOTSTRAP,
+                 "bootstrap over NCCL comm %p: exchange %llu did not complete within %lld ms "
+                 "(ROCENANTE_BOOTSTRAP_TIMEOUT_MS); a rank did not take part",
+                 (void*)comm_, (unsigned long long)seq_, (long long)limit.count());
+        return rcnRemoteError;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+
+  ncclComm_t comm_;
+  int rank_;
+  int nranks_;
+  int cudaDev_;
+  const NcclApi* nccl_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* buffer_ = nullptr;
+  size_t capacity_ = 0;
+  uint64_t seq_ = 0;
+  bool broken_ = false;
+  bool closed_ = false;
+  std::atomic<bool> aborted_{false};
+};
+
+}  // namespace
+
+rcnResult_t bootstrapInitNccl(ncclComm_t comm, int rank, int nranks, int cudaDev,
+                              std::unique_ptr<NcclBootstrap>* out) {
+  RCN_ARG_CHECK(comm != nullptr, "bootstrap over NCCL: comm is NULL");
+  RCN_ARG_CHECK(nranks > 0 && rank >= 0 && rank < nranks,
+                "bootstrap over NCCL: rank %d of %d is out of range", rank, nranks);
+  auto boot = std::make_unique<NcclBootstrapImpl>(comm, rank, nranks, cudaDev);
+  RCN_CHECK(boot->init());
+  *out = std::move(boot);
+  return rcnSuccess;
+}
+
+}  // namespace rcn

@@ -1,0 +1,47 @@
+// One way to propagate failures: every internal call returns rcnResult_t and
+// callers wrap it in RCN_CHECK, which logs file:line on the way up, as NCCL does.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "core/log.h"
+#include "rocenante/rocenante.h"
+
+#define RCN_CHECK(call)                                                     \
+  do {                                                                      \
+    rcnResult_t rcn_res_ = (call);                                          \
+    if (rcn_res_ != rcnSuccess) {                                           \
+      RCN_TRACE_LOG(RCN_LOG_ALL, "%s:%d -> %d", __FILE__, __LINE__,        \
+                    static_cast<int>(rcn_res_));                            \
+      return rcn_res_;                                                      \
+    }                                                                       \
+  } while (0)
+
+#define RCN_CUDA_CHECK(call)                                                   \
+  do {                                                                         \
+    cudaError_t rcn_err_ = (call);                                             \
+    if (rcn_err_ != cudaSuccess) {                                             \
+      RCN_WARN(RCN_LOG_ALL, "%s:%d CUDA error %d '%s' from %s", __FILE__,      \
+               __LINE__, static_cast<int>(rcn_err_), cudaGetErrorString(rcn_err_), #call); \
+      return rcnUnhandledCudaError;                                            \
+    }                                                                          \
+  } while (0)
+
+// Fails with rcnInvalidArgument and a logged reason when cond is false.
+#define RCN_ARG_CHECK(cond, ...)                 \
+  do {                                           \
+    if (!(cond)) {                               \
+      RCN_WARN(RCN_LOG_ALL, __VA_ARGS__);        \
+      return rcnInvalidArgument;                 \
+    }                                            \
+  } while (0)
+
+// Fails with rcnSystemError and errno's text when a POSIX call returns -1.
+#define RCN_SYS_CHECK(call, what)                                                     \
+  do {                                                                                \
+    if ((call) == -1) {                                                               \
+      RCN_WARN(RCN_LOG_ALL, "%s:%d %s failed: %s", __FILE__, __LINE__, what,          \
+               strerror(errno));                                                      \
+      return rcnSystemError;                                                          \
+    }                                                                                 \
+  } while (0)

@@ -1,0 +1,236 @@
+#include "core/comm.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "core/nccl_lib.h"
+#include "core/params.h"
+#include "core/selftest.h"
+#include "transport/transport.h"
+
+namespace rcn {
+namespace {
+
+bool gpuPresent() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+// The device this rank runs on, or -1 for the host backend.
+rcnResult_t pickDevice(int requested, int* cudaDev) {
+  std::string backend = paramStr(ParamId::Backend);
+  if (backend == "host" || (backend != "gpu" && !gpuPresent())) {
+    cudaGetLastError();  // a failed device query leaves a sticky-free error behind
+    *cudaDev = -1;
+    return rcnSuccess;
+  }
+  RCN_ARG_CHECK(backend == "gpu" || backend == "auto",
+                "ROCENANTE_BACKEND='%s' is not one of auto, gpu, host", backend.c_str());
+  if (requested >= 0) {
+    RCN_CUDA_CHECK(cudaSetDevice(requested));
+    *cudaDev = requested;
+  } else {
+    RCN_CUDA_CHECK(cudaGetDevice(cudaDev));
+  }
+  return rcnSuccess;
+}
+
+// Rank 0 makes the NCCL unique id and every rank receives it over our bootstrap.
+rcnResult_t createNcclComm(rcnComm* comm) {
+  const NcclApi* nccl = nullptr;
+  RCN_CHECK(ncclApi(&nccl));
+  std::vector<ncclUniqueId> ids(comm->nranks);
+  if (comm->rank == 0) RCN_NCCL_CHECK(nccl, getUniqueId(&ids[0]));
+  RCN_CHECK(comm->bootstrap->allGather(ids.data(), sizeof(ncclUniqueId)));
+  RCN_NCCL_CHECK(nccl, commInitRank(&comm->nccl, comm->nranks, ids[0], comm->rank));
+  comm->ownsNccl = true;
+  return rcnSuccess;
+}
+
+rcnResult_t parseTransport(TransportKind* kind) {
+  std::string text = paramStr(ParamId::Transport);
+  if (text == "auto") *kind = TransportKind::Auto;
+  else if (text == "p2p") *kind = TransportKind::P2p;
+  else if (text == "proxy") *kind = TransportKind::Proxy;
+  else if (text == "host") *kind = TransportKind::Host;
+  else {
+    RCN_WARN(RCN_LOG_INIT, "ROCENANTE_TRANSPORT='%s' is not one of auto, p2p, proxy, host",
+             text.c_str());
+    return rcnInvalidArgument;
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t buildFastPath(rcnComm* comm, std::string* why) {
+  TransportKind kind;
+  RCN_CHECK(parseTransport(&kind));
+  FastPathContext ctx;
+  ctx.rank = comm->rank;
+  ctx.nranks = comm->nranks;
+  ctx.cudaDev = comm->cudaDev;
+  ctx.maxBytes = static_cast<size_t>(paramInt(ParamId::MaxBytes));
+  ctx.maxBlocks = static_cast<int>(paramInt(ParamId::MaxBlocks));
+  ctx.threads = static_cast<int>(paramInt(ParamId::Threads));
+  ctx.timeoutMs = static_cast<uint64_t>(paramInt(ParamId::TimeoutMs));
+  ctx.bootstrap = comm->bootstrap.get();
+  RCN_ARG_CHECK(ctx.maxBytes > 0 && ctx.maxBytes % 16 == 0,
+                "ROCENANTE_MAX_BYTES=%zu must be a positive multiple of 16", ctx.maxBytes);
+  RCN_ARG_CHECK(ctx.maxBlocks >= 1 && ctx.maxBlocks <= 1024, "ROCENANTE_MAX_BLOCKS=%d must be in 1..1024",
+                ctx.maxBlocks);
+  RCN_ARG_CHECK(ctx.threads >= 32 && ctx.threads <= 1024 && ctx.threads % 32 == 0,
+                "ROCENANTE_THREADS=%d must be a multiple of 32 in 32..1024", ctx.threads);
+  RCN_ARG_CHECK(ctx.timeoutMs > 0, "ROCENANTE_TIMEOUT_MS must be positive");
+  return createFastPath(ctx, kind, &comm->fast, why);
+}
+
+void fillInfo(rcnComm* comm, const std::string& reason) {
+  rcnCommInfo& info = comm->info;
+  info.rank = comm->rank;
+  info.nranks = comm->nranks;
+  info.cudaDev = comm->cudaDev;
+  info.path = comm->fast ? comm->fast->path() : rcnPathNccl;
+  snprintf(info.transport, sizeof info.transport, "%s",
+           comm->fast ? comm->fast->transportName() : "nccl");
+  info.maxBytes = comm->fast ? std::min(comm->fast->maxBytes(), comm->policy.oneShotMaxBytes) : 0;
+  snprintf(info.reason, sizeof info.reason, "%s", reason.c_str());
+}
+
+rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
+  RCN_CHECK(paramValidate());
+  RCN_CHECK(pickDevice(args.cudaDev, &comm->cudaDev));
+  if (comm->cudaDev >= 0) {
+    if (args.existingNccl) {
+      comm->nccl = args.existingNccl;
+      comm->ownsNccl = false;
+    } else if (args.createNccl) {
+      RCN_CHECK(createNcclComm(comm));
+    }
+  }
+  rcnPath_t transport = rcnPathNccl;
+  std::string reason;
+  if (paramBool(ParamId::Disable)) {
+    reason = "disabled by ROCENANTE_DISABLE";
+  } else {
+    RCN_CHECK(buildFastPath(comm, &reason));
+    if (comm->fast) transport = comm->fast->path();
+  }
+  TopoClass topo = comm->cudaDev >= 0 && transport == rcnPathP2p ? TopoClass::SingleHost : TopoClass::Unknown;
+  RCN_CHECK(policyLoad(topo, transport, comm->nranks, &comm->policy));
+  if (comm->fast) {
+    reason = std::string("fast path ") + comm->fast->transportName();
+    RCN_CHECK(selfTestAndVote(comm, &reason));
+  }
+  fillInfo(comm, reason);
+  RCN_INFO(RCN_LOG_INIT, "comm %p rank %d/%d dev %d: %s path, up to %zu bytes (%s)", (void*)comm,
+           comm->rank, comm->nranks, comm->cudaDev, comm->info.transport, comm->info.maxBytes,
+           comm->info.reason);
+  return rcnSuccess;
+}
+
+}  // namespace
+
+rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
+  *out = nullptr;
+  auto* comm = new rcnComm;
+  comm->rank = args.rank;
+  comm->nranks = args.nranks;
+  comm->bootstrap = std::move(args.bootstrap);
+  rcnResult_t result = buildComm(comm, args);
+  if (result != rcnSuccess) {
+    commAbort(comm);
+    return result;
+  }
+  *out = comm;
+  return rcnSuccess;
+}
+
+rcnResult_t commCheck(const rcnComm* comm, const char* caller) {
+  RCN_ARG_CHECK(comm != nullptr, "%s: comm is NULL", caller);
+  RCN_ARG_CHECK(comm->magic != rcnComm::kDeadMagic, "%s: comm %p was already destroyed", caller,
+                (const void*)comm);
+  RCN_ARG_CHECK(comm->magic == rcnComm::kLiveMagic, "%s: %p is not a rocenante communicator",
+                caller, (const void*)comm);
+  return rcnSuccess;
+}
+
+rcnResult_t commDestroy(rcnComm* comm) {
+  rcnResult_t result = rcnSuccess;
+  if (comm->cudaDev >= 0) {
+    // Our kernels run on the user's streams; let them finish before their
+    // exchange regions go away. Every kernel wait is bounded, so this is too.
+    cudaSetDevice(comm->cudaDev);
+    if (cudaDeviceSynchronize() != cudaSuccess) result = rcnUnhandledCudaError;
+  }
+  comm->fast.reset();
+  if (comm->nccl && comm->ownsNccl) {
+    const NcclApi* nccl = nullptr;
+    if (ncclApi(&nccl) == rcnSuccess && nccl->commDestroy(comm->nccl) != ncclSuccess)
+      result = rcnInternalError;
+  }
+  comm->bootstrap.reset();
+  comm->magic = rcnComm::kDeadMagic;
+  // The husk stays allocated so a later call on the handle is caught by
+  // commCheck instead of reading freed memory; it costs a few bytes per comm.
+  return result;
+}
+
+void commAbort(rcnComm* comm) {
+  comm->aborted = true;
+  if (comm->fast) comm->fast->abort();
+  if (comm->bootstrap) comm->bootstrap->abort();
+  if (comm->nccl && comm->ownsNccl) {
+    const NcclApi* nccl = nullptr;
+    if (ncclApi(&nccl) == rcnSuccess) nccl->commAbort(comm->nccl);
+  }
+  comm->nccl = nullptr;
+  if (comm->cudaDev >= 0) {
+    cudaSetDevice(comm->cudaDev);
+    cudaDeviceSynchronize();  // kernels saw the abort flag and exit promptly
+    cudaGetLastError();
+  }
+  comm->fast.reset();
+  comm->bootstrap.reset();
+  comm->magic = rcnComm::kDeadMagic;
+}
+
+rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
+                          rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
+  if (comm->aborted) {
+    RCN_WARN(RCN_LOG_COLL, "rcnAllReduce: comm %p was aborted", (void*)comm);
+    return rcnInvalidUsage;
+  }
+  size_t bytes = count * dtypeSize(dtype);
+  if (!comm->nccl) {
+    // The host backend has no NCCL to fall back to; it takes every size.
+    RCN_ARG_CHECK(comm->fast, "rcnAllReduce: comm %p has neither a fast path nor NCCL", (void*)comm);
+    return comm->fast->allReduce(send, recv, count, dtype, op, stream);
+  }
+  CallDesc call;
+  call.bytes = bytes;
+  call.dtype = dtype;
+  call.op = op;
+  call.nranks = comm->nranks;
+  call.transport = comm->fast ? comm->fast->path() : rcnPathNccl;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
+    call.graphCapture = capture == cudaStreamCaptureStatusActive;
+  RouteDecision decision = policyRoute(call, comm->policy);
+  if (decision.route == Route::OneShot && comm->fast && comm->fast->supports(dtype, op) &&
+      bytes <= comm->fast->maxBytes()) {
+    RCN_TRACE_LOG(RCN_LOG_COLL, "allreduce %zu bytes %s %s -> %s", bytes, dtypeName(dtype),
+                  opName(op), comm->fast->transportName());
+    return comm->fast->allReduce(send, recv, count, dtype, op, stream);
+  }
+  RCN_TRACE_LOG(RCN_LOG_COLL, "allreduce %zu bytes %s %s -> nccl", bytes, dtypeName(dtype), opName(op));
+  const NcclApi* nccl = nullptr;
+  RCN_CHECK(ncclApi(&nccl));
+  RCN_NCCL_CHECK(nccl, allReduce(send, recv, count, static_cast<ncclDataType_t>(dtype),
+                                 static_cast<ncclRedOp_t>(op), comm->nccl, stream));
+  return rcnSuccess;
+}
+
+}  // namespace rcn

@@ -1,0 +1,66 @@
+// The communicator: the one owner of per-communicator state. Created by the
+// native API (rcnCommInitRank / rcnCommInitAll) and by the NCCL shim alike.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/bootstrap.h"
+#include "core/fast_path.h"
+#include "core/policy.h"
+#include "rocenante/rocenante.h"
+
+struct rcnComm {
+  static constexpr uint64_t kLiveMagic = 0x726f63656e616e74ull;  // "rocenant"
+  static constexpr uint64_t kDeadMagic = 0xdeaddeaddeaddeadull;
+
+  uint64_t magic = kLiveMagic;
+  int rank = 0;
+  int nranks = 0;
+  int cudaDev = -1;  // -1 on the host backend
+
+  std::unique_ptr<rcn::Bootstrap> bootstrap;
+  ncclComm_t nccl = nullptr;  // the fallback; null on the host backend
+  bool ownsNccl = true;       // false when the shim built us over the user's comm
+
+  std::unique_ptr<rcn::FastPath> fast;  // null: every call goes to NCCL
+  rcn::PolicyConfig policy;             // agreed on every rank at init
+  rcnCommInfo info{};                   // what rcnCommQuery returns
+
+  std::atomic<bool> aborted{false};
+};
+
+namespace rcn {
+
+// How a communicator is being created.
+struct CommInitArgs {
+  int rank = 0;
+  int nranks = 0;
+  int cudaDev = -1;                       // -1: take the current device, or host backend
+  std::unique_ptr<Bootstrap> bootstrap;   // already connected
+  ncclComm_t existingNccl = nullptr;      // shim: build over this comm, do not own it
+  bool createNccl = true;                 // native API: make our own NCCL comm
+};
+
+// Builds the communicator: agrees on config, creates (or adopts) the NCCL
+// fallback, builds the fast path and runs the self-test and vote.
+rcnResult_t commCreate(CommInitArgs args, rcnComm** out);
+
+// Waits for outstanding work, frees everything. Safe on a partly built comm.
+rcnResult_t commDestroy(rcnComm* comm);
+
+// Stops every pending wait and frees everything. Never blocks on a peer.
+void commAbort(rcnComm* comm);
+
+// rcnInvalidArgument with a logged reason for a null, destroyed or foreign handle.
+rcnResult_t commCheck(const rcnComm* comm, const char* caller);
+
+// The routing decision and dispatch for one all-reduce (arguments checked).
+rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
+                          rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream);
+
+}  // namespace rcn

@@ -1,0 +1,46 @@
+// The seam between the communicator and a transport: a built, connected fast
+// path that runs one-shot all-reduces. p2p (src/transport/p2p), proxy
+// (src/transport/proxy) and the host backend implement it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <string>
+
+#include "rocenante/rocenante.h"
+
+namespace rcn {
+
+// Everything a transport may need to build itself, agreed on every rank.
+struct FastPathContext {
+  int rank = 0;
+  int nranks = 0;
+  int cudaDev = -1;                 // -1: host backend
+  size_t maxBytes = 0;              // slot size: largest message taken
+  int maxBlocks = 0;
+  int threads = 0;
+  uint64_t timeoutMs = 0;
+  class Bootstrap* bootstrap = nullptr;  // valid during creation only
+};
+
+class FastPath {
+ public:
+  virtual ~FastPath() = default;
+  virtual rcnPath_t path() const = 0;
+  virtual const char* transportName() const = 0;  // "p2p-ipc", "proxy-shm", ...
+  // Largest message (bytes) this path takes.
+  virtual size_t maxBytes() const = 0;
+  // Whether (dtype, op) runs here; must be rank-invariant.
+  virtual bool supports(rcnDataType_t dtype, rcnRedOp_t op) const { return true; }
+  // Enqueues one all-reduce on the stream (device paths) or runs it (host path).
+  // Arguments were checked by the caller; count * size <= maxBytes().
+  virtual rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                                rcnRedOp_t op, cudaStream_t stream) = 0;
+  // rcnSuccess or the first error recorded by a kernel or proxy; `why` names the peer.
+  virtual rcnResult_t asyncError(std::string* why) = 0;
+  // Makes every pending wait of this path give up promptly. Never blocks.
+  virtual void abort() = 0;
+};
+
+}  // namespace rcn

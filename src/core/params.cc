@@ -1,0 +1,162 @@
+#include "core/params.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "core/log.h"
+
+extern char** environ;
+
+namespace rcn {
+namespace {
+
+constexpr const char* kPrefix = "ROCENANTE_";
+
+const ParamInfo& info(ParamId id) { return paramTable()[static_cast<size_t>(id)]; }
+
+// The environment's text for a parameter, or its default.
+std::string rawText(ParamId id) {
+  std::string name = std::string(kPrefix) + info(id).name;
+  const char* value = getenv(name.c_str());
+  return value ? std::string(value) : std::string(info(id).defaultText);
+}
+
+void warnOnce(ParamId id, const std::string& why) {
+  static std::mutex mutex;
+  static std::set<int> warned;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!warned.insert(static_cast<int>(id)).second) return;
+  RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s: %s; using the default '%s'", info(id).name, why.c_str(),
+           info(id).defaultText);
+}
+
+std::string trim(const std::string& text) {
+  size_t b = text.find_first_not_of(" \t");
+  size_t e = text.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
+}
+
+bool validateOne(const ParamInfo& p, const std::string& text, std::string* why) {
+  if (p.kind == ParamKind::INT) {
+    int64_t v;
+    return parseIntText(text, &v, why);
+  }
+  if (p.kind == ParamKind::BOOL) {
+    bool v;
+    return parseBoolText(text, &v, why);
+  }
+  return true;
+}
+
+}  // namespace
+
+const std::vector<ParamInfo>& paramTable() {
+  static const std::vector<ParamInfo> table = {
+#define RCN_PARAM(id, name, kind, def, doc) {ParamId::id, name, ParamKind::kind, def, doc},
+#include "core/params.def"
+#undef RCN_PARAM
+  };
+  return table;
+}
+
+bool parseIntText(const std::string& raw, int64_t* value, std::string* why) {
+  std::string text = trim(raw);
+  if (text.empty()) {
+    *why = "empty value, expected an integer";
+    return false;
+  }
+  errno = 0;
+  char* end = nullptr;
+  long long v = strtoll(text.c_str(), &end, 0);
+  if (errno != 0 || end == text.c_str()) {
+    *why = "'" + raw + "' is not an integer";
+    return false;
+  }
+  int64_t scale = 1;
+  if (*end == 'K' || *end == 'k') scale = 1ll << 10;
+  else if (*end == 'M' || *end == 'm') scale = 1ll << 20;
+  else if (*end == 'G' || *end == 'g') scale = 1ll << 30;
+  if (scale != 1) ++end;
+  if (*end != '\0') {
+    *why = "'" + raw + "' has trailing characters; expected an integer with an optional K/M/G suffix";
+    return false;
+  }
+  if (v > INT64_MAX / scale || v < INT64_MIN / scale) {
+    *why = "'" + raw + "' is out of range";
+    return false;
+  }
+  *value = v * scale;
+  return true;
+}
+
+bool parseBoolText(const std::string& raw, bool* value, std::string* why) {
+  std::string text = trim(raw);
+  for (const char* t : {"1", "true", "yes", "on"})
+    if (strcasecmp(text.c_str(), t) == 0) return *value = true, true;
+  for (const char* f : {"0", "false", "no", "off"})
+    if (strcasecmp(text.c_str(), f) == 0) return *value = false, true;
+  *why = "'" + raw + "' is not a boolean (use 0/1, true/false, yes/no, on/off)";
+  return false;
+}
+
+int64_t paramInt(ParamId id) {
+  int64_t value = 0;
+  std::string why;
+  if (parseIntText(rawText(id), &value, &why)) return value;
+  warnOnce(id, why);
+  parseIntText(info(id).defaultText, &value, &why);
+  return value;
+}
+
+bool paramBool(ParamId id) {
+  bool value = false;
+  std::string why;
+  if (parseBoolText(rawText(id), &value, &why)) return value;
+  warnOnce(id, why);
+  parseBoolText(info(id).defaultText, &value, &why);
+  return value;
+}
+
+std::string paramStr(ParamId id) { return trim(rawText(id)); }
+
+rcnResult_t paramValidate() {
+  rcnResult_t result = rcnSuccess;
+  for (char** env = environ; env && *env; ++env) {
+    const char* entry = *env;
+    if (strncmp(entry, kPrefix, strlen(kPrefix)) != 0) continue;
+    const char* eq = strchr(entry, '=');
+    if (!eq) continue;
+    std::string name(entry + strlen(kPrefix), eq - entry - strlen(kPrefix));
+    const ParamInfo* found = nullptr;
+    for (const ParamInfo& p : paramTable())
+      if (name == p.name) found = &p;
+    if (!found) {
+      // Unknown names are likely typos; they change nothing, so warn only.
+      RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s is not a rocenante parameter (see docs/PARAMS.md); ignored",
+               name.c_str());
+      continue;
+    }
+    std::string why;
+    if (!validateOne(*found, eq + 1, &why)) {
+      RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s: %s", found->name, why.c_str());
+      result = rcnInvalidArgument;
+    }
+  }
+  return result;
+}
+
+std::string paramAgreementText() {
+  static const ParamId agreed[] = {ParamId::Disable, ParamId::Force, ParamId::MaxBytes,
+                                   ParamId::Transport, ParamId::Wire, ParamId::Backend,
+                                   ParamId::MaxBlocks, ParamId::Threads, ParamId::SelfTest,
+                                   ParamId::Policy};
+  std::ostringstream text;
+  for (ParamId id : agreed) text << info(id).name << '=' << rawText(id) << ';';
+  return text.str();
+}
+
+}  // namespace rcn

@@ -1,0 +1,51 @@
+// Every tunable is read through this table (params.def), so each one has one
+// name, one default and one line of documentation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rocenante/rocenante.h"
+
+namespace rcn {
+
+enum class ParamId {
+#define RCN_PARAM(id, name, kind, def, doc) id,
+#include "core/params.def"
+#undef RCN_PARAM
+  Count
+};
+
+enum class ParamKind { INT, STR, BOOL };
+
+struct ParamInfo {
+  ParamId id;
+  const char* name;  // without the ROCENANTE_ prefix
+  ParamKind kind;
+  const char* defaultText;
+  const char* doc;
+};
+
+const std::vector<ParamInfo>& paramTable();
+
+// Values come from the environment on each read (cheap; not on hot paths).
+// A malformed value is logged once and the default is used; paramValidate()
+// reports malformed values as errors at communicator creation.
+int64_t paramInt(ParamId id);
+bool paramBool(ParamId id);
+std::string paramStr(ParamId id);
+
+// Parses text as the parameter's kind. Returns false with a reason on bad input.
+bool parseIntText(const std::string& text, int64_t* value, std::string* why);
+bool parseBoolText(const std::string& text, bool* value, std::string* why);
+
+// rcnInvalidArgument, naming the variable and the bad value, if any set
+// ROCENANTE_* variable does not parse or is not in the table.
+rcnResult_t paramValidate();
+
+// A canonical "NAME=value;..." text of every parameter that must agree across
+// ranks (thresholds, transport choice, forcing), hashed in the init vote.
+std::string paramAgreementText();
+
+}  // namespace rcn

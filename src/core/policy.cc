@@ -1,0 +1,183 @@
+#include "core/policy.h"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/log.h"
+#include "core/params.h"
+#include "core/policy_file.h"
+
+namespace rcn {
+namespace {
+
+// Where a one-shot pays off, per topology class (docs/POLICY.md says why).
+// Single host: NCCL's best small-message graph time is ~6-9 us up to 256 KB
+// on NVLink; one-shot moves N-1 copies, so bandwidth takes over above that.
+// Multi-node any-to-any over RoCE: every NCCL step costs a wire round trip,
+// so one-shot keeps winning to ~1 MB. Partial (4+ node physical ring): no
+// all-to-all possible, NCCL's ring with LL/LL128 is the right tool.
+constexpr size_t kKiB = 1024;
+constexpr size_t kMiB = 1024 * 1024;
+
+const char* envText(const char* name) {
+  const char* value = getenv(name);
+  return value && *value ? value : nullptr;
+}
+
+rcnResult_t badEnv(const char* name, const std::string& why) {
+  RCN_WARN(RCN_LOG_ENV, "%s: %s", name, why.c_str());
+  return rcnInvalidArgument;
+}
+
+// The environment on top of everything else: ROCENANTE_DISABLE,
+// ROCENANTE_FORCE, ROCENANTE_MAX_BYTES. Malformed values are errors here.
+rcnResult_t applyEnvironment(PolicyConfig* config) {
+  std::string why;
+  if (const char* text = envText("ROCENANTE_DISABLE")) {
+    bool value = false;
+    if (!parseBoolText(text, &value, &why)) return badEnv("ROCENANTE_DISABLE", why);
+    config->disabled = value;
+    config->source += " + env DISABLE";
+  }
+  if (const char* text = envText("ROCENANTE_FORCE")) {
+    std::string force = text;
+    if (force == "rocenante") config->force = 1;
+    else if (force == "nccl") config->force = -1;
+    else if (force == "none") config->force = 0;
+    else return badEnv("ROCENANTE_FORCE", "'" + force + "' is not one of rocenante, nccl, none");
+    config->source += " + env FORCE";
+  }
+  if (const char* text = envText("ROCENANTE_MAX_BYTES")) {
+    int64_t value = 0;
+    if (!parseIntText(text, &value, &why)) return badEnv("ROCENANTE_MAX_BYTES", why);
+    if (value < 0) return badEnv("ROCENANTE_MAX_BYTES", "must not be negative");
+    config->oneShotMaxBytes = config->oneShotMaxBytesGraph = static_cast<size_t>(value);
+    config->source += " + env MAX_BYTES";
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t applyFile(TopoClass topo, PolicyConfig* config) {
+  std::string path = paramStr(ParamId::Policy);
+  if (path.empty()) return rcnSuccess;
+  PolicyFile file;
+  std::string error;
+  rcnResult_t result = policyFileLoad(path, &file, &error);
+  if (result != rcnSuccess) return result;  // policyFileLoad logged file:line: key
+  if (file.disable) config->disabled = *file.disable;
+  if (file.force) config->force = *file.force;
+  policyApplyOverrides(file.all, config);
+  auto own = file.perClass.find(topo);
+  if (own != file.perClass.end()) policyApplyOverrides(own->second, config);
+  config->source += " + file " + path;
+  return rcnSuccess;
+}
+
+const NcclPreference* preferenceFor(const PolicyConfig& config, size_t bytes) {
+  for (const NcclPreference& p : config.ncclPrefs)
+    if (bytes <= p.maxBytes) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+PolicyConfig policyDefaults(TopoClass topo) {
+  PolicyConfig c;
+  c.maxRanks = 8;
+  switch (topo) {
+    case TopoClass::SingleHost:
+      c.oneShotMaxBytes = c.oneShotMaxBytesGraph = 256 * kKiB;
+      break;
+    case TopoClass::MultiNodeAnyToAny:
+      c.oneShotMaxBytes = c.oneShotMaxBytesGraph = 1 * kMiB;
+      break;
+    case TopoClass::MultiNodePartial:
+      c.oneShotMaxBytes = c.oneShotMaxBytesGraph = 0;
+      c.ncclPrefs = {{64 * kKiB, NcclAlgo::Ring, NcclProto::LL},
+                     {1 * kMiB, NcclAlgo::Ring, NcclProto::LL128}};
+      break;
+    case TopoClass::Unknown:
+      c.oneShotMaxBytes = c.oneShotMaxBytesGraph = 256 * kKiB;
+      break;
+  }
+  c.source = std::string("defaults(") + topoClassName(topo) + ")";
+  return c;
+}
+
+rcnResult_t policyLoad(TopoClass topo, rcnPath_t transport, int nranks, PolicyConfig* out) {
+  PolicyConfig config = policyDefaults(topo);
+  rcnResult_t result = applyFile(topo, &config);
+  if (result == rcnSuccess) result = applyEnvironment(&config);
+  if (result != rcnSuccess) return result;
+  *out = config;
+  RCN_TRACE_LOG(RCN_LOG_TUNE, "policy for %d ranks, %s, transport %d: %s", nranks,
+                topoClassName(topo), static_cast<int>(transport), policyAgreementText(config).c_str());
+  return rcnSuccess;
+}
+
+RouteDecision policyRoute(const CallDesc& call, const PolicyConfig& config) {
+  RouteDecision d;
+  if (const NcclPreference* pref = preferenceFor(config, call.bytes)) {
+    d.algo = pref->algo;
+    d.proto = pref->proto;
+  }
+  bool eligible = !config.disabled && config.force >= 0 && call.coll == Collective::AllReduce &&
+                  call.transport != rcnPathNccl && call.nranks >= 2 && call.bytes > 0;
+  if (!eligible) return d;
+  if (config.force > 0) {
+    d.route = Route::OneShot;  // the caller still checks the path's capacity
+    return d;
+  }
+  if (call.nranks > config.maxRanks || call.topo == TopoClass::MultiNodePartial) return d;
+  size_t oneShotMax = call.graphCapture ? config.oneShotMaxBytesGraph : config.oneShotMaxBytes;
+  if (call.bytes <= oneShotMax) d.route = Route::OneShot;
+  else if (call.bytes <= config.twoShotMaxBytes) d.route = Route::TwoShot;
+  return d;
+}
+
+std::string policyAgreementText(const PolicyConfig& c) {
+  std::ostringstream text;
+  text << "disabled=" << c.disabled << ";force=" << c.force << ";oneShot=" << c.oneShotMaxBytes
+       << ";oneShotGraph=" << c.oneShotMaxBytesGraph << ";twoShot=" << c.twoShotMaxBytes
+       << ";maxRanks=" << c.maxRanks << ";nccl=";
+  for (const NcclPreference& p : c.ncclPrefs)
+    text << p.maxBytes << ':' << ncclAlgoName(p.algo) << '/' << ncclProtoName(p.proto) << ',';
+  text << ';';
+  return text.str();
+}
+
+const char* routeName(Route r) {
+  switch (r) {
+    case Route::OneShot: return "one-shot";
+    case Route::TwoShot: return "two-shot";
+    default: return "nccl";
+  }
+}
+
+const char* topoClassName(TopoClass t) {
+  switch (t) {
+    case TopoClass::SingleHost: return "single_host";
+    case TopoClass::MultiNodeAnyToAny: return "multi_node_any_to_any";
+    case TopoClass::MultiNodePartial: return "multi_node_partial";
+    default: return "unknown";
+  }
+}
+
+const char* ncclAlgoName(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::Ring: return "ring";
+    case NcclAlgo::Tree: return "tree";
+    default: return "default";
+  }
+}
+
+const char* ncclProtoName(NcclProto p) {
+  switch (p) {
+    case NcclProto::LL: return "ll";
+    case NcclProto::LL128: return "ll128";
+    case NcclProto::Simple: return "simple";
+    default: return "default";
+  }
+}
+
+}  // namespace rcn

@@ -1,0 +1,87 @@
+// The routing policy: a pure function from the rank-invariant description of a
+// call to a route. The native API, the shim, the tuner plugin and the sweep's
+// --write-policy all use this one function. It never looks at pointers or time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rocenante/rocenante.h"
+
+namespace rcn {
+
+enum class Collective { AllReduce };
+
+enum class Route {
+  Nccl,            // stock NCCL, with preferences below
+  OneShot,         // rocenante one-shot
+  TwoShot,         // rocenante two-shot (when built)
+};
+
+// NCCL's own algorithm/protocol preference for calls NCCL keeps (tuner plugin).
+enum class NcclAlgo { Default, Ring, Tree };
+enum class NcclProto { Default, LL, LL128, Simple };
+
+enum class TopoClass { Unknown, SingleHost, MultiNodeAnyToAny, MultiNodePartial };
+
+struct CallDesc {
+  Collective coll = Collective::AllReduce;
+  size_t bytes = 0;
+  rcnDataType_t dtype = rcnFloat32;
+  rcnRedOp_t op = rcnSum;
+  int nranks = 0;
+  int nnodes = 1;
+  TopoClass topo = TopoClass::Unknown;
+  rcnPath_t transport = rcnPathNccl;  // the fast path this comm built (Nccl: none)
+  bool graphCapture = false;
+};
+
+struct RouteDecision {
+  Route route = Route::Nccl;
+  NcclAlgo algo = NcclAlgo::Default;
+  NcclProto proto = NcclProto::Default;
+};
+
+// For calls NCCL keeps: up to maxBytes, prefer this algorithm/protocol.
+// Entries are sorted by maxBytes; the first that covers a call applies.
+struct NcclPreference {
+  size_t maxBytes = 0;
+  NcclAlgo algo = NcclAlgo::Default;
+  NcclProto proto = NcclProto::Default;
+};
+
+// The thresholds a communicator agreed on at init (defaults, then policy file,
+// then environment).
+struct PolicyConfig {
+  bool disabled = false;        // ROCENANTE_DISABLE
+  int force = 0;                // +1 rocenante, -1 nccl, 0 none (ROCENANTE_FORCE)
+  size_t oneShotMaxBytes = 0;   // ROCENANTE_MAX_BYTES
+  size_t oneShotMaxBytesGraph = 0;
+  size_t twoShotMaxBytes = 0;   // 0: two-shot never taken
+  int maxRanks = 8;             // more ranks than this: NCCL (one-shot moves N-1 copies)
+  std::vector<NcclPreference> ncclPrefs;
+  std::string source;           // where the values came from, for logs
+};
+
+// Built-in defaults for a topology class and transport, then the policy file
+// named by ROCENANTE_POLICY, then the environment. A malformed file or value
+// is rcnInvalidArgument with a WARN naming the file, line and key (or the
+// variable). Reads only rank-invariant inputs.
+rcnResult_t policyLoad(TopoClass topo, rcnPath_t transport, int nranks, PolicyConfig* out);
+
+// The built-in defaults of one topology class (no file, no environment).
+PolicyConfig policyDefaults(TopoClass topo);
+
+RouteDecision policyRoute(const CallDesc& call, const PolicyConfig& config);
+
+// A canonical text of every field that steers routing; hashed in the init vote.
+std::string policyAgreementText(const PolicyConfig& config);
+
+const char* routeName(Route r);
+const char* topoClassName(TopoClass t);
+const char* ncclAlgoName(NcclAlgo a);
+const char* ncclProtoName(NcclProto p);
+
+}  // namespace rcn

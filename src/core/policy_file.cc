@@ -1,0 +1,230 @@
+#include "core/policy_file.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "core/log.h"
+#include "core/params.h"
+
+#ifdef ROCENANTE_HAVE_YAML
+#include <yaml-cpp/yaml.h>
+#endif
+
+namespace rcn {
+
+void policyApplyOverrides(const PolicyOverrides& o, PolicyConfig* config) {
+  if (o.oneShotMaxBytes) config->oneShotMaxBytes = *o.oneShotMaxBytes;
+  if (o.oneShotMaxBytesGraph) config->oneShotMaxBytesGraph = *o.oneShotMaxBytesGraph;
+  if (o.twoShotMaxBytes) config->twoShotMaxBytes = *o.twoShotMaxBytes;
+  if (o.maxRanks) config->maxRanks = *o.maxRanks;
+  if (o.ncclPrefs) config->ncclPrefs = *o.ncclPrefs;
+}
+
+rcnResult_t policyFileLoad(const std::string& path, PolicyFile* out, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = path + ": cannot open the policy file (ROCENANTE_POLICY)";
+    RCN_WARN(RCN_LOG_INIT, "%s", error->c_str());
+    return rcnInvalidArgument;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return policyFileParse(text.str(), path, out, error);
+}
+
+#ifndef ROCENANTE_HAVE_YAML
+
+rcnResult_t policyFileParse(const std::string&, const std::string& name, PolicyFile*,
+                            std::string* error) {
+  *error = name + ": rocenante was built without yaml-cpp, so it cannot read a policy file; "
+                  "rebuild with yaml-cpp installed or unset ROCENANTE_POLICY";
+  RCN_WARN(RCN_LOG_INIT, "%s", error->c_str());
+  return rcnInvalidArgument;
+}
+
+#else
+
+namespace {
+
+// A parse failure carrying the node it is about, so the message names the line.
+struct BadValue {
+  int line;
+  std::string key;
+  std::string what;
+};
+
+[[noreturn]] void fail(const YAML::Node& node, const std::string& key, const std::string& what) {
+  throw BadValue{node.Mark().line + 1, key, what};
+}
+
+std::string scalarOf(const YAML::Node& node, const std::string& key) {
+  if (!node.IsScalar()) fail(node, key, "expected a single value");
+  return node.Scalar();
+}
+
+size_t bytesOf(const YAML::Node& node, const std::string& key) {
+  int64_t value = 0;
+  std::string why;
+  if (!parseIntText(scalarOf(node, key), &value, &why)) fail(node, key, why);
+  if (value < 0) fail(node, key, "must not be negative");
+  return static_cast<size_t>(value);
+}
+
+int intOf(const YAML::Node& node, const std::string& key, int lo, int hi) {
+  int64_t value = 0;
+  std::string why;
+  if (!parseIntText(scalarOf(node, key), &value, &why)) fail(node, key, why);
+  if (value < lo || value > hi)
+    fail(node, key, "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
+  return static_cast<int>(value);
+}
+
+bool boolOf(const YAML::Node& node, const std::string& key) {
+  bool value = false;
+  std::string why;
+  if (!parseBoolText(scalarOf(node, key), &value, &why)) fail(node, key, why);
+  return value;
+}
+
+int forceOf(const YAML::Node& node, const std::string& key) {
+  std::string text = scalarOf(node, key);
+  if (text == "rocenante") return 1;
+  if (text == "nccl") return -1;
+  if (text == "none" || text.empty()) return 0;
+  fail(node, key, "'" + text + "' is not one of none, rocenante, nccl");
+}
+
+NcclAlgo algoOf(const YAML::Node& node, const std::string& key) {
+  std::string text = scalarOf(node, key);
+  if (text == "default") return NcclAlgo::Default;
+  if (text == "ring") return NcclAlgo::Ring;
+  if (text == "tree") return NcclAlgo::Tree;
+  fail(node, key, "'" + text + "' is not one of default, ring, tree");
+}
+
+NcclProto protoOf(const YAML::Node& node, const std::string& key) {
+  std::string text = scalarOf(node, key);
+  if (text == "default") return NcclProto::Default;
+  if (text == "ll") return NcclProto::LL;
+  if (text == "ll128") return NcclProto::LL128;
+  if (text == "simple") return NcclProto::Simple;
+  fail(node, key, "'" + text + "' is not one of default, ll, ll128, simple");
+}
+
+void requireMap(const YAML::Node& node, const std::string& key) {
+  if (!node.IsMap()) fail(node, key, "expected a mapping of keys to values");
+}
+
+NcclPreference preferenceOf(const YAML::Node& node, const std::string& key) {
+  requireMap(node, key);
+  NcclPreference pref;
+  bool haveMax = false;
+  for (const auto& item : node) {
+    std::string name = item.first.as<std::string>();
+    std::string full = key + "." + name;
+    if (name == "max_bytes") pref.maxBytes = bytesOf(item.second, full), haveMax = true;
+    else if (name == "algo") pref.algo = algoOf(item.second, full);
+    else if (name == "proto") pref.proto = protoOf(item.second, full);
+    else fail(item.first, full, "unknown key (expected max_bytes, algo, proto)");
+  }
+  if (!haveMax) fail(node, key + ".max_bytes", "missing; every nccl entry needs max_bytes");
+  return pref;
+}
+
+std::vector<NcclPreference> preferencesOf(const YAML::Node& node, const std::string& key) {
+  if (!node.IsSequence()) fail(node, key, "expected a list of {max_bytes, algo, proto} entries");
+  std::vector<NcclPreference> prefs;
+  for (size_t i = 0; i < node.size(); ++i)
+    prefs.push_back(preferenceOf(node[i], key + "[" + std::to_string(i) + "]"));
+  std::stable_sort(prefs.begin(), prefs.end(),
+                   [](const NcclPreference& a, const NcclPreference& b) { return a.maxBytes < b.maxBytes; });
+  return prefs;
+}
+
+PolicyOverrides overridesOf(const YAML::Node& node, const std::string& key) {
+  requireMap(node, key);
+  PolicyOverrides o;
+  for (const auto& item : node) {
+    std::string name = item.first.as<std::string>();
+    std::string full = key + "." + name;
+    const YAML::Node& value = item.second;
+    if (name == "one_shot_max_bytes") o.oneShotMaxBytes = bytesOf(value, full);
+    else if (name == "one_shot_max_bytes_graph") o.oneShotMaxBytesGraph = bytesOf(value, full);
+    else if (name == "two_shot_max_bytes") o.twoShotMaxBytes = bytesOf(value, full);
+    else if (name == "max_ranks") o.maxRanks = intOf(value, full, 0, 1 << 20);
+    else if (name == "nccl") o.ncclPrefs = preferencesOf(value, full);
+    else
+      fail(item.first, full,
+           "unknown key (expected one_shot_max_bytes, one_shot_max_bytes_graph, "
+           "two_shot_max_bytes, max_ranks, nccl)");
+  }
+  return o;
+}
+
+bool classOf(const std::string& name, TopoClass* topo) {
+  static const struct { const char* name; TopoClass topo; } names[] = {
+      {"single_host", TopoClass::SingleHost},
+      {"multi_node_any_to_any", TopoClass::MultiNodeAnyToAny},
+      {"multi_node_partial", TopoClass::MultiNodePartial},
+      {"unknown", TopoClass::Unknown}};
+  for (const auto& n : names)
+    if (name == n.name) return *topo = n.topo, true;
+  return false;
+}
+
+void parseClasses(const YAML::Node& node, PolicyFile* out) {
+  requireMap(node, "classes");
+  for (const auto& item : node) {
+    std::string name = item.first.as<std::string>();
+    std::string key = "classes." + name;
+    TopoClass topo;
+    if (name == "default") out->all = overridesOf(item.second, key);
+    else if (classOf(name, &topo)) out->perClass[topo] = overridesOf(item.second, key);
+    else
+      fail(item.first, key,
+           "unknown topology class (expected default, single_host, multi_node_any_to_any, "
+           "multi_node_partial, unknown)");
+  }
+}
+
+void parseTop(const YAML::Node& root, PolicyFile* out) {
+  if (root.IsNull()) return;  // an empty file changes nothing
+  requireMap(root, "(top level)");
+  for (const auto& item : root) {
+    std::string name = item.first.as<std::string>();
+    if (name == "version") {
+      if (intOf(item.second, name, 1, 1000) != 1) fail(item.second, name, "only version 1 is known");
+    } else if (name == "disable") {
+      out->disable = boolOf(item.second, name);
+    } else if (name == "force") {
+      out->force = forceOf(item.second, name);
+    } else if (name == "classes") {
+      parseClasses(item.second, out);
+    } else {
+      fail(item.first, name, "unknown key (expected version, disable, force, classes)");
+    }
+  }
+}
+
+}  // namespace
+
+rcnResult_t policyFileParse(const std::string& text, const std::string& name, PolicyFile* out,
+                            std::string* error) {
+  *out = PolicyFile{};
+  out->path = name;
+  try {
+    parseTop(YAML::Load(text), out);
+    return rcnSuccess;
+  } catch (const BadValue& bad) {
+    *error = name + ":" + std::to_string(bad.line) + ": key '" + bad.key + "': " + bad.what;
+  } catch (const YAML::Exception& e) {
+    *error = name + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg;
+  }
+  RCN_WARN(RCN_LOG_INIT, "policy file %s", error->c_str());
+  return rcnInvalidArgument;
+}
+
+#endif  // ROCENANTE_HAVE_YAML
+
+}  // namespace rcn

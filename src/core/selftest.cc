@@ -1,0 +1,307 @@
+// The startup self-test and vote (see selftest.h). Order of work on every rank:
+//   1. hash the routing config and gather the hashes: any difference turns
+//      the fast path off everywhere (ranks would otherwise route differently);
+//   2. run known-pattern float32 sums through the fast path at a few sizes,
+//      check them bit-exactly, and time them against NCCL on the same comm;
+//   3. gather every rank's verdict: one failure or one "slower" turns the
+//      fast path off on every rank.
+// A local failure in step 2 never returns early: the rank still votes, so no
+// peer is left waiting in the exchange.
+#include "core/selftest.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/nccl_lib.h"
+#include "core/params.h"
+
+namespace rcn {
+namespace {
+
+constexpr int kWarmup = 3;
+constexpr int kBatches = 3;
+constexpr int kPerBatch = 8;
+constexpr double kSlowerMargin = 1.10;  // timing noise allowance before calling a path slower
+
+struct Vote {
+  int32_t passed;   // correctness held
+  int32_t slower;   // fast path measured slower than NCCL
+  float usFast;
+  float usNccl;
+};
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string configText(const rcnComm* comm) {
+  return "version=" + std::to_string(ROCENANTE_VERSION_CODE) + ";" + paramAgreementText() +
+         policyAgreementText(comm->policy) + "transport=" + comm->fast->transportName() +
+         ";pathMax=" + std::to_string(comm->fast->maxBytes()) + ";";
+}
+
+// Rank r contributes (r+1)*(i%13+1): small integers, so every summation
+// order gives the same float bits.
+float patternValue(int rank, size_t i) { return static_cast<float>((rank + 1) * (i % 13 + 1)); }
+
+float expectedValue(int nranks, size_t i) {
+  return static_cast<float>((i % 13 + 1) * (nranks * (nranks + 1) / 2));
+}
+
+// The sizes checked and timed: a few up to the largest the policy routes here.
+std::vector<size_t> testSizes(const rcnComm* comm) {
+  size_t limit = comm->fast->maxBytes();
+  if (comm->policy.force <= 0)
+    limit = std::min(limit, std::max(comm->policy.oneShotMaxBytes, comm->policy.oneShotMaxBytesGraph));
+  std::vector<size_t> sizes;
+  for (size_t s : {size_t(256), size_t(8192), size_t(65536), limit}) {
+    s = s / 16 * 16;
+    if (s >= 16 && s <= limit && std::find(sizes.begin(), sizes.end(), s) == sizes.end())
+      sizes.push_back(s);
+  }
+  return sizes;
+}
+
+// Buffers and a stream on the comm's device, or host memory on the host backend.
+class TestBuffers {
+ public:
+  explicit TestBuffers(bool device) : device_(device) {}
+  ~TestBuffers() {
+    if (device_) {
+      if (stream) cudaStreamSynchronize(stream);
+      if (send) cudaFree(send);
+      if (recv) cudaFree(recv);
+      if (start) cudaEventDestroy(start);
+      if (stop) cudaEventDestroy(stop);
+      if (stream) cudaStreamDestroy(stream);
+    } else {
+      free(send);
+      free(recv);
+    }
+  }
+  rcnResult_t allocate(size_t bytes) {
+    if (!device_) {
+      send = malloc(bytes);
+      recv = malloc(bytes);
+      return send && recv ? rcnSuccess : rcnSystemError;
+    }
+    RCN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    RCN_CUDA_CHECK(cudaEventCreate(&start));
+    RCN_CUDA_CHECK(cudaEventCreate(&stop));
+    RCN_CUDA_CHECK(cudaMalloc(&send, bytes));
+    RCN_CUDA_CHECK(cudaMalloc(&recv, bytes));
+    return rcnSuccess;
+  }
+  rcnResult_t upload(void* dst, const void* src, size_t bytes) {
+    if (!device_) return memcpy(dst, src, bytes), rcnSuccess;
+    RCN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    return rcnSuccess;
+  }
+  rcnResult_t download(void* dst, const void* src, size_t bytes) {
+    if (!device_) return memcpy(dst, src, bytes), rcnSuccess;
+    RCN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    RCN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    return rcnSuccess;
+  }
+  void* send = nullptr;
+  void* recv = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+
+ private:
+  bool device_;
+};
+
+// One all-reduce of `bytes` through the fast path, checked bit-exactly.
+rcnResult_t checkOnce(rcnComm* comm, TestBuffers& buf, size_t bytes, std::string* why) {
+  size_t count = bytes / sizeof(float);
+  std::vector<float> host(count);
+  for (size_t i = 0; i < count; ++i) host[i] = patternValue(comm->rank, i);
+  RCN_CHECK(buf.upload(buf.send, host.data(), bytes));
+  std::vector<unsigned char> poison(bytes, 0xff);  // NaN in every float
+  RCN_CHECK(buf.upload(buf.recv, poison.data(), bytes));
+  RCN_CHECK(comm->fast->allReduce(buf.send, buf.recv, count, rcnFloat32, rcnSum, buf.stream));
+  RCN_CHECK(buf.download(host.data(), buf.recv, bytes));
+  std::string asyncWhy;
+  if (comm->fast->asyncError(&asyncWhy) != rcnSuccess) {
+    *why = "asynchronous error at " + std::to_string(bytes) + " bytes: " + asyncWhy;
+    return rcnRemoteError;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    float want = expectedValue(comm->nranks, i);
+    if (memcmp(&host[i], &want, sizeof(float)) != 0) {
+      *why = "wrong result at " + std::to_string(bytes) + " bytes: element " + std::to_string(i) +
+             " is " + std::to_string(host[i]) + ", expected " + std::to_string(want);
+      return rcnInternalError;
+    }
+  }
+  return rcnSuccess;
+}
+
+// Median microseconds per call of `call` in batches on the test stream.
+template <typename Call>
+rcnResult_t timeMedian(TestBuffers& buf, Call call, double* us) {
+  for (int i = 0; i < kWarmup; ++i) RCN_CHECK(call());
+  std::vector<double> batches;
+  for (int b = 0; b < kBatches; ++b) {
+    RCN_CUDA_CHECK(cudaEventRecord(buf.start, buf.stream));
+    for (int i = 0; i < kPerBatch; ++i) RCN_CHECK(call());
+    RCN_CUDA_CHECK(cudaEventRecord(buf.stop, buf.stream));
+    RCN_CUDA_CHECK(cudaEventSynchronize(buf.stop));
+    float ms = 0;
+    RCN_CUDA_CHECK(cudaEventElapsedTime(&ms, buf.start, buf.stop));
+    batches.push_back(1000.0 * ms / kPerBatch);
+  }
+  std::sort(batches.begin(), batches.end());
+  *us = batches[batches.size() / 2];
+  return rcnSuccess;
+}
+
+// Sum over sizes of the median time of each path.
+rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes,
+                      double* usFast, double* usNccl) {
+  const NcclApi* nccl = nullptr;
+  RCN_CHECK(ncclApi(&nccl));
+  *usFast = *usNccl = 0;
+  for (size_t bytes : sizes) {
+    size_t count = bytes / sizeof(float);
+    double fast = 0, ref = 0;
+    RCN_CHECK(timeMedian(buf, [&] {
+      return comm->fast->allReduce(buf.send, buf.recv, count, rcnFloat32, rcnSum, buf.stream);
+    }, &fast));
+    RCN_CHECK(timeMedian(buf, [&]() -> rcnResult_t {
+      RCN_NCCL_CHECK(nccl, allReduce(buf.send, buf.recv, count, ncclFloat32, ncclSum, comm->nccl,
+                                     buf.stream));
+      return rcnSuccess;
+    }, &ref));
+    RCN_TRACE_LOG(RCN_LOG_INIT, "self-test %zu bytes: fast %.2f us, nccl %.2f us", bytes, fast, ref);
+    *usFast += fast;
+    *usNccl += ref;
+  }
+  return rcnSuccess;
+}
+
+// This rank's verdict; never returns early on a test failure.
+Vote runLocalTest(rcnComm* comm, std::string* why) {
+  Vote vote{1, 0, 0.f, 0.f};
+  std::vector<size_t> sizes = testSizes(comm);
+  bool device = comm->cudaDev >= 0;
+  TestBuffers buf(device);
+  rcnResult_t res = sizes.empty() ? rcnSuccess : buf.allocate(sizes.back());
+  for (size_t i = 0; res == rcnSuccess && i < sizes.size(); ++i) res = checkOnce(comm, buf, sizes[i], why);
+  if (res != rcnSuccess) {
+    if (why->empty()) *why = std::string("error ") + rcnGetErrorString(res) + " during the check";
+    vote.passed = 0;
+    return vote;
+  }
+  if (static_cast<int>(paramInt(ParamId::SelfTestFail)) == comm->rank) {
+    *why = "failure forced by ROCENANTE_SELFTEST_FAIL_RANK";
+    vote.passed = 0;
+    return vote;
+  }
+  if (!device || !comm->nccl || sizes.empty()) return vote;  // host backend: correctness only
+  double usFast = 0, usNccl = 0;
+  if (timePaths(comm, buf, sizes, &usFast, &usNccl) != rcnSuccess) {
+    *why = "error while timing";
+    vote.passed = 0;
+    return vote;
+  }
+  vote.usFast = static_cast<float>(usFast);
+  vote.usNccl = static_cast<float>(usNccl);
+  vote.slower = comm->policy.force <= 0 && usFast > usNccl * kSlowerMargin;
+  return vote;
+}
+
+// Gathers every rank's config hash; names the first rank that differs from rank 0.
+rcnResult_t compareConfig(rcnComm* comm, bool* agree, std::string* why) {
+  std::vector<uint64_t> hashes(comm->nranks);
+  hashes[comm->rank] = fnv1a(configText(comm));
+  RCN_CHECK(comm->bootstrap->allGather(hashes.data(), sizeof(uint64_t)));
+  *agree = true;
+  for (int r = 1; r < comm->nranks && *agree; ++r) {
+    if (hashes[r] == hashes[0]) continue;
+    *agree = false;
+    *why = "configuration differs between rank 0 and rank " + std::to_string(r) +
+           " (version, ROCENANTE_* variables or policy file); set them alike on every rank";
+  }
+  if (!*agree)
+    RCN_WARN(RCN_LOG_INIT, "rank %d: %s. This rank's config: %s", comm->rank, why->c_str(),
+             configText(comm).c_str());
+  return rcnSuccess;
+}
+
+std::string describeVotes(const std::vector<Vote>& votes, bool* keep) {
+  *keep = true;
+  for (size_t r = 0; r < votes.size(); ++r) {
+    if (!votes[r].passed) {
+      *keep = false;
+      return "self-test failed on rank " + std::to_string(r);
+    }
+  }
+  for (size_t r = 0; r < votes.size(); ++r) {
+    if (votes[r].slower) {
+      *keep = false;
+      char text[160];
+      snprintf(text, sizeof text, "fast path slower than NCCL on rank %zu (%.1f us vs %.1f us)", r,
+               votes[r].usFast, votes[r].usNccl);
+      return text;
+    }
+  }
+  return "self-test passed on every rank";
+}
+
+void turnOff(rcnComm* comm, const std::string& why, std::string* reason) {
+  comm->fast.reset();
+  *reason = "fast path off: " + why;
+  RCN_INFO(RCN_LOG_INIT, "rank %d/%d: rocenante off for this communicator, all-reduces go to NCCL: %s",
+           comm->rank, comm->nranks, why.c_str());
+}
+
+}  // namespace
+
+rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
+  comm->info.selfTestPassed = 0;
+  comm->info.selfTestUsFast = comm->info.selfTestUsNccl = 0;
+  if (!comm->fast) return rcnSuccess;
+  bool agree = false;
+  std::string why;
+  RCN_CHECK(compareConfig(comm, &agree, &why));
+  if (!agree) {
+    turnOff(comm, why, reason);
+    return rcnSuccess;
+  }
+  if (!paramBool(ParamId::SelfTest)) {
+    *reason += "; self-test skipped (ROCENANTE_SELFTEST=0)";
+    return rcnSuccess;
+  }
+  std::vector<Vote> votes(comm->nranks);
+  votes[comm->rank] = runLocalTest(comm, &why);
+  if (!votes[comm->rank].passed)
+    RCN_WARN(RCN_LOG_INIT, "rank %d: rocenante self-test failed: %s", comm->rank, why.c_str());
+  RCN_CHECK(comm->bootstrap->allGather(votes.data(), sizeof(Vote)));
+  bool keep = false;
+  std::string verdict = describeVotes(votes, &keep);
+  comm->info.selfTestUsFast = votes[comm->rank].usFast;
+  comm->info.selfTestUsNccl = votes[comm->rank].usNccl;
+  if (!keep) {
+    turnOff(comm, verdict, reason);
+    return rcnSuccess;
+  }
+  comm->info.selfTestPassed = 1;
+  char text[160];
+  snprintf(text, sizeof text, "; %s (fast %.1f us, nccl %.1f us summed over sizes)", verdict.c_str(),
+           votes[comm->rank].usFast, votes[comm->rank].usNccl);
+  *reason += text;
+  RCN_INFO(RCN_LOG_INIT, "rank %d/%d: rocenante on: %s", comm->rank, comm->nranks, reason->c_str());
+  return rcnSuccess;
+}
+
+}  // namespace rcn

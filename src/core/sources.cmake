@@ -1,0 +1,17 @@
+target_sources(rocenante_internal PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/log.cc
+  ${CMAKE_CURRENT_LIST_DIR}/params.cc
+  ${CMAKE_CURRENT_LIST_DIR}/nccl_lib.cc
+  ${CMAKE_CURRENT_LIST_DIR}/comm.cc
+  ${CMAKE_CURRENT_LIST_DIR}/api.cc
+  ${CMAKE_CURRENT_LIST_DIR}/policy.cc)
+target_sources(rocenante_internal PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/socket.cc
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap.cc
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_tcp.cc
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_env.cc
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_local.cc)
+target_sources(rocenante_internal PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/policy_file.cc
+  ${CMAKE_CURRENT_LIST_DIR}/selftest.cc
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_nccl.cc)

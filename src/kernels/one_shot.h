@@ -1,0 +1,88 @@
+// The push-model one-shot all-reduce kernel, as the host sees it: the device
+// view of a communicator's exchange regions, the grid choice, and one launch
+// entry per (dtype, op). Transports fill OneShotArgs; nothing here allocates.
+//
+// Two protocols share one exchange region layout (see regionLayout):
+//  - flags: block b writes its slice into slot[phase][me] of every peer, then
+//    raises flag[phase][me][b] = call on every peer (release, system scope)
+//    and waits for every peer's flag; the data moves with 16-byte stores.
+//  - ll (low latency): every 16-byte store carries 8 bytes of data and two
+//    copies of the call number, so the reader polls the data itself and no
+//    fence or separate flag is needed; half the bandwidth, one NVLink trip.
+// The call number (epoch) lives in device memory and the kernel advances it,
+// so CUDA graph replays stay in step on every rank.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rocenante/rocenante.h"
+
+namespace rcn {
+
+constexpr int kOneShotMaxRanks = 16;
+
+// Per-communicator, per-rank device state (local, never shared with peers).
+struct OneShotState {
+  uint32_t epoch;   // calls completed; call k uses epoch k (k = epoch + 1 at start)
+  uint32_t done;    // blocks of the current call that finished (last one resets it)
+  uint32_t failed;  // set once a wait timed out or was aborted: later calls do nothing
+  uint32_t pad;
+};
+
+// What a failed wait leaves for the host, in host-mapped pinned memory.
+enum OneShotErrorCode : uint32_t { kOneShotOk = 0, kOneShotTimeout = 1, kOneShotAborted = 2 };
+struct OneShotError {
+  uint32_t code;   // written last, after the fields below
+  uint32_t peer;   // the peer that did not arrive
+  uint32_t block;
+  uint32_t call;
+};
+
+// Byte offsets inside each rank's exchange region; identical on every rank.
+struct RegionLayout {
+  size_t flagsOffset;    // uint32 flag[2][nranks][maxBlocks]
+  size_t slotsOffset;    // slot[2][nranks][slotBytes]
+  size_t slotBytes;      // maxBytes rounded up to 16
+  size_t llOffset;       // line[2][nranks][llSlotBytes]: 16-byte lines of 8 data bytes + 2 flags
+  size_t llSlotBytes;    // 2 * llMaxBytes rounded up to 16
+  size_t totalBytes;
+};
+RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llMaxBytes);
+
+struct OneShotArgs {
+  const void* send;
+  void* recv;
+  size_t count;
+  int rank;
+  int nranks;
+  int maxBlocks;
+  char* region[kOneShotMaxRanks];  // every rank's exchange region, mapped here
+  RegionLayout layout;
+  OneShotState* state;               // device memory
+  OneShotError* error;               // device pointer to host-mapped memory
+  const volatile uint32_t* abortFlag;  // device pointer to host-mapped memory
+  uint64_t timeoutNs;
+};
+
+enum class OneShotProtocol { Flags, LL };
+
+struct OneShotGrid {
+  OneShotProtocol protocol;
+  int blocks;
+  int threads;
+};
+
+// The grid depends only on values agreed on every rank (bytes and the
+// communicator's limits), never on pointers: every rank must use the same
+// protocol and block count, because block b waits for block b of each peer.
+OneShotGrid oneShotGrid(size_t bytes, size_t llMaxBytes, int maxBlocks, int threads);
+
+// Enqueues one all-reduce. Assumes checked arguments: count * size <= maxBytes,
+// pointers aligned to the element size.
+rcnResult_t launchOneShot(const OneShotArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
+                          const OneShotGrid& grid, cudaStream_t stream);
+
+}  // namespace rcn

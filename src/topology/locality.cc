@@ -1,0 +1,62 @@
+// GPU-to-NIC locality from the PCIe tree in sysfs: a device's resolved path
+// (/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/...) lists the host bridge
+// and every bridge above it, so the shared prefix of two paths says how close
+// they are. This is the same information hwloc reads on Linux; reading it
+// directly keeps it testable with fixture trees.
+#include <sstream>
+
+#include "core/check.h"
+#include "topology/sysfs.h"
+#include "topology/topology.h"
+
+namespace rcn {
+
+// Components below /sys/devices: host bridge first, the device last.
+static std::vector<std::string> pciChain(const std::string& resolved) {
+  std::vector<std::string> chain;
+  size_t at = resolved.find("/devices/");
+  if (at == std::string::npos) return chain;
+  std::istringstream parts(resolved.substr(at + 9));
+  std::string part;
+  while (std::getline(parts, part, '/')) {
+    if (part.rfind("pci", 0) == 0 || part.find(':') != std::string::npos) chain.push_back(part);
+    else break;  // "infiniband/...", "net/..." below the PCI function
+  }
+  return chain;
+}
+
+// PIX: both sit below one PCIe switch (or are functions of one device);
+// PXB: below the same root port through several switches; PHB: same host
+// bridge only; SYS: different host bridges (across the CPU interconnect).
+static PciDistance distanceOf(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  if (a.empty() || b.empty()) return PciDistance::Unknown;
+  size_t common = 0;
+  while (common < a.size() && common < b.size() && a[common] == b[common]) common++;
+  if (common == 0) return PciDistance::Sys;
+  if (common == 1) return PciDistance::Phb;
+  size_t upA = a.size() - common, upB = b.size() - common;
+  return (upA <= 2 && upB <= 2) ? PciDistance::Pix : PciDistance::Pxb;
+}
+
+rcnResult_t discoverLocality(const TopoProbeOptions& opt, RankTopo* out) {
+  std::vector<std::vector<std::string>> nicChains;
+  for (const NicInfo& nic : out->nics)
+    nicChains.push_back(pciChain(resolvePath(joinPath(opt.root, "sys/class/infiniband/" + nic.name + "/device"))));
+  for (GpuInfo& gpu : out->gpus) {
+    gpu.nearestNic.clear();
+    gpu.nicDistance = PciDistance::Unknown;
+    if (gpu.pciBusId.empty()) continue;
+    auto gpuChain = pciChain(resolvePath(joinPath(opt.root, "sys/bus/pci/devices/" + gpu.pciBusId)));
+    for (size_t i = 0; i < out->nics.size(); i++) {
+      PciDistance d = distanceOf(gpuChain, nicChains[i]);
+      if (d == PciDistance::Unknown) continue;
+      if (gpu.nicDistance == PciDistance::Unknown || d < gpu.nicDistance) {
+        gpu.nicDistance = d;
+        gpu.nearestNic = out->nics[i].name;
+      }
+    }
+  }
+  return rcnSuccess;
+}
+
+}  // namespace rcn

@@ -1,0 +1,26 @@
+// Small readers for sysfs/procfs-style files under a configurable root, so the
+// same code reads the real /sys and a test's fixture tree.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rcn {
+
+// root + path, with exactly one '/' between them.
+std::string joinPath(const std::string& root, const std::string& path);
+
+// The file's first line without the trailing newline; false if unreadable.
+bool readFirstLine(const std::string& path, std::string* line);
+// The whole file; false if unreadable.
+bool readWholeFile(const std::string& path, std::string* text);
+
+// Names in a directory (no "." / ".."), sorted; empty if unreadable.
+std::vector<std::string> listDir(const std::string& path);
+
+// The path a symlink resolves to (realpath); "" if it does not resolve.
+std::string resolvePath(const std::string& path);
+
+std::string trim(const std::string& s);
+
+}  // namespace rcn

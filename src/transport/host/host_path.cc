@@ -1,0 +1,209 @@
+// The host backend: the one-shot protocol with buffers in host memory and the
+// reduction on the CPU, over the shm or tcp wire (no GPU needed). The calling
+// thread does everything synchronously: stage the chunk into its own slot,
+// put it to every peer followed by the flag, wait (bounded) for every peer's
+// flag, reduce the slots in rank order. Messages larger than a slot go through
+// in chunks, one protocol call each, since there is no NCCL to fall back to.
+#include <sched.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "core/params.h"
+#include "transport/host/host_reduce.h"
+#include "transport/transport.h"
+#include "transport/wire/exchange_layout.h"
+#include "transport/wire/wire.h"
+
+namespace rcn {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class HostPath final : public FastPath {
+ public:
+  HostPath(const FastPathContext& ctx, const ExchangeLayout& layout, std::unique_ptr<Wire> wire)
+      : rank_(ctx.rank), nranks_(ctx.nranks), timeoutMs_(ctx.timeoutMs), layout_(layout),
+        wire_(std::move(wire)), spinUs_(paramInt(ParamId::ProxySpinUs)) {
+    std::snprintf(name_, sizeof name_, "host-%s", wire_->name());
+  }
+
+  ~HostPath() override {
+    if (failed_.load()) wire_->abort();
+    else wire_->close();
+  }
+
+  rcnPath_t path() const override { return rcnPathHost; }
+  const char* transportName() const override { return name_; }
+  // Any size: larger messages go through the slots in chunks.
+  size_t maxBytes() const override { return std::numeric_limits<size_t>::max(); }
+
+  rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                        rcnRedOp_t op, cudaStream_t) override {
+    if (failed_.load(std::memory_order_acquire)) return rcnRemoteError;
+    size_t elemSize = dtypeSize(dtype);
+    size_t chunkElems = layout_.slotBytes / elemSize;
+    for (size_t done = 0; done < count; done += chunkElems) {
+      size_t n = std::min(chunkElems, count - done);
+      RCN_CHECK(oneCall(static_cast<const uint8_t*>(send) + done * elemSize,
+                        static_cast<uint8_t*>(recv) + done * elemSize, n, dtype, op));
+    }
+    return rcnSuccess;
+  }
+
+  rcnResult_t asyncError(std::string* why) override {
+    if (!failed_.load(std::memory_order_acquire)) return rcnSuccess;
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (why) *why = errorText_;
+    return errorCode_;
+  }
+
+  void abort() override {
+    aborted_.store(true, std::memory_order_release);
+    wire_->abort();
+  }
+
+ private:
+  rcnResult_t oneCall(const uint8_t* send, uint8_t* recv, size_t n, rcnDataType_t dtype, rcnRedOp_t op);
+  rcnResult_t waitForPeers(uint32_t epoch, int phase);
+  rcnResult_t fail(rcnResult_t code, const std::string& text);
+  void pause(Clock::time_point waitStart);
+
+  int rank_, nranks_;
+  uint64_t timeoutMs_;
+  ExchangeLayout layout_;
+  std::unique_ptr<Wire> wire_;
+  int64_t spinUs_;
+  uint32_t epoch_ = 0;  // calls completed
+  char name_[32];
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> failed_{false};
+  std::mutex errorMutex_;
+  rcnResult_t errorCode_ = rcnSuccess;
+  std::string errorText_;
+};
+
+rcnResult_t HostPath::fail(rcnResult_t code, const std::string& text) {
+  {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (!failed_.load()) {
+      errorCode_ = code;
+      errorText_ = text;
+      failed_.store(true, std::memory_order_release);
+      RCN_WARN(RCN_LOG_COLL, "%s", text.c_str());
+    }
+  }
+  // Closing the wire tells peers (tcp: connections drop) instead of letting
+  // them wait for their own timeout.
+  wire_->abort();
+  return code;
+}
+
+rcnResult_t HostPath::oneCall(const uint8_t* send, uint8_t* recv, size_t n, rcnDataType_t dtype,
+                              rcnRedOp_t op) {
+  uint32_t epoch = ++epoch_;
+  int phase = int(epoch % ExchangeLayout::kPhases);
+  size_t bytes = n * dtypeSize(dtype);
+  size_t own = layout_.slotOffset(phase, rank_);
+  uint8_t* region = wire_->region();
+  std::memcpy(region + own, send, bytes);
+  // Start with the next rank so that not every rank writes to rank 0 first.
+  for (int i = 1; i < nranks_; ++i) {
+    int peer = (rank_ + i) % nranks_;
+    rcnResult_t res = wire_->put(peer, own, own, bytes);
+    if (res == rcnSuccess) res = wire_->putFlag(peer, layout_.flagIndex(phase, rank_), epoch);
+    if (res != rcnSuccess) {
+      std::string why;
+      if (wire_->error(&why) == rcnSuccess) why = "put to rank " + std::to_string(peer) + " failed";
+      return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) + ": " + why);
+    }
+  }
+  RCN_CHECK(waitForPeers(epoch, phase));
+  const void* inputs[64];
+  std::vector<const void*> many;
+  const void** in = inputs;
+  if (nranks_ > 64) {
+    many.resize(nranks_);
+    in = many.data();
+  }
+  for (int r = 0; r < nranks_; ++r) in[r] = region + layout_.slotOffset(phase, r);
+  hostReduce(in, nranks_, recv, n, dtype, op);
+  return rcnSuccess;
+}
+
+// Spin first (a peer is usually microseconds away), then sleep in short
+// steps so idle ranks leave the cores to the ranks still working.
+void HostPath::pause(Clock::time_point waitStart) {
+  auto waited = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - waitStart);
+  if (waited.count() < spinUs_) {
+    sched_yield();
+    return;
+  }
+  timespec ts{0, 20000};
+  nanosleep(&ts, nullptr);
+}
+
+rcnResult_t HostPath::waitForPeers(uint32_t epoch, int phase) {
+  const uint32_t* flags = wire_->flags();
+  auto start = Clock::now();
+  auto deadline = start + std::chrono::milliseconds(timeoutMs_);
+  for (int i = 1; i < nranks_; ++i) {
+    int peer = (rank_ + i) % nranks_;
+    const uint32_t* flag = &flags[layout_.flagIndex(phase, peer)];
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != epoch) {
+      if (aborted_.load(std::memory_order_acquire))
+        return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) + " aborted");
+      if (wire_->progress() != rcnSuccess) {
+        std::string why;
+        wire_->error(&why);
+        return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) +
+                                        " waiting for rank " + std::to_string(peer) + ": " + why);
+      }
+      if (Clock::now() > deadline) {
+        char text[200];
+        std::snprintf(text, sizeof text,
+                      "host backend: rank %d timed out after %llu ms waiting for rank %d (call %u)",
+                      rank_, static_cast<unsigned long long>(timeoutMs_), peer, epoch);
+        return fail(rcnRemoteError, text);
+      }
+      pause(start);
+    }
+  }
+  return rcnSuccess;
+}
+
+}  // namespace
+
+rcnResult_t createHostPath(const FastPathContext& ctx, std::unique_ptr<FastPath>* out,
+                           std::string* why) {
+  out->reset();
+  RCN_ARG_CHECK(ctx.nranks >= 1 && ctx.rank >= 0 && ctx.rank < ctx.nranks,
+                "host backend: bad rank %d of %d", ctx.rank, ctx.nranks);
+  RCN_ARG_CHECK(ctx.maxBytes >= 64, "host backend: slot size %zu is too small", ctx.maxBytes);
+  WireKind kind;
+  std::string wireText = paramStr(ParamId::Wire);
+  RCN_ARG_CHECK(parseWireKind(wireText, &kind),
+                "ROCENANTE_WIRE='%s' is not one of auto, verbs, shm, tcp", wireText.c_str());
+  ExchangeLayout layout;
+  layout.nranks = ctx.nranks;
+  layout.blocks = 1;
+  layout.slotBytes = (ctx.maxBytes + 63) & ~size_t(63);
+  std::unique_ptr<Wire> wire;
+  RCN_CHECK(createWire(ctx, kind, layout.wireLayout(), &wire, why));
+  if (!wire) return rcnSuccess;  // the wire does not fit; why says so
+  *out = std::make_unique<HostPath>(ctx, layout, std::move(wire));
+  RCN_INFO(RCN_LOG_INIT, "host backend: rank %d of %d over %s, %zu-byte slots", ctx.rank,
+           ctx.nranks, (*out)->transportName(), layout.slotBytes);
+  return rcnSuccess;
+}
+
+}  // namespace rcn

@@ -1,0 +1,5 @@
+target_sources(rocenante_internal PRIVATE ${CMAKE_CURRENT_LIST_DIR}/select.cc)
+include(${CMAKE_CURRENT_LIST_DIR}/p2p/sources.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/proxy/sources.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/wire/sources.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/host/sources.cmake OPTIONAL)

@@ -1,0 +1,33 @@
+// Building a communicator's fast path: which transports exist and how one is
+// chosen. Each transport lives in its own folder and exposes one factory.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/fast_path.h"
+
+namespace rcn {
+
+enum class TransportKind { Auto, P2p, Proxy, Host };
+
+// Builds the fast path of the given kind (Auto: the best the ranks agree on).
+// On rcnSuccess *out may still be null: no transport fits, and *why says so.
+// Collective over ctx.bootstrap: every rank calls it with the same kind.
+rcnResult_t createFastPath(const FastPathContext& ctx, TransportKind kind,
+                           std::unique_ptr<FastPath>* out, std::string* why);
+
+// Same host, every pair of GPUs with peer access (src/transport/p2p).
+rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>* out,
+                          std::string* why);
+
+// GPU kernel plus a host proxy thread moving bytes over a wire (src/transport/proxy).
+rcnResult_t createProxyPath(const FastPathContext& ctx, std::unique_ptr<FastPath>* out,
+                            std::string* why);
+
+// No GPU: the protocol with buffers in host memory and the reduction on the CPU
+// (src/transport/host).
+rcnResult_t createHostPath(const FastPathContext& ctx, std::unique_ptr<FastPath>* out,
+                           std::string* why);
+
+}  // namespace rcn

@@ -1,0 +1,244 @@
+// The shm wire: ranks on one host. Each rank's exchange region is a POSIX
+// shared-memory segment that every peer maps; a put is a memcpy into the
+// peer's mapping and a flag is a release store after it, which is the same
+// ordering an RC queue pair gives the verbs wire. Segments are named by a
+// per-communicator random id and unlinked as soon as every rank mapped them,
+// so nothing is left in /dev/shm even if a process dies later.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/check.h"
+#include "transport/wire/peer_identity.h"
+#include "transport/wire/wire.h"
+
+namespace rcn {
+
+namespace {
+
+struct ShmBlob {
+  uint64_t commId;  // rank 0's value names every segment
+  PeerIdentity identity;
+  int32_t ok;       // used by the later agreement rounds
+};
+
+void segmentName(uint64_t commId, int rank, char* name, size_t size) {
+  std::snprintf(name, size, "/rcn-%016llx-%d", static_cast<unsigned long long>(commId), rank);
+}
+
+class ShmWire final : public Wire {
+ public:
+  ~ShmWire() override {
+    for (size_t r = 0; r < mapped_.size(); ++r)
+      if (mapped_[r]) munmap(mapped_[r], layout_.regionBytes());
+    if (ownName_[0]) shm_unlink(ownName_);  // only still linked if setup failed
+  }
+
+  const char* name() const override { return "shm"; }
+  uint8_t* region() const override { return mapped_[rank_]; }
+
+  rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);
+
+  rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
+    RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes, layout_.dataBytes));
+    std::memcpy(mapped_[peer] + remoteOffset, mapped_[rank_] + localOffset, bytes);
+    return rcnSuccess;
+  }
+
+  rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override {
+    RCN_CHECK(checkPeer(peer));
+    RCN_ARG_CHECK(flagIndex < layout_.flagCount, "shm wire: flag index %zu out of range", flagIndex);
+    uint32_t* flags = reinterpret_cast<uint32_t*>(mapped_[peer] + layout_.flagOffset());
+    __atomic_store_n(&flags[flagIndex], value, __ATOMIC_RELEASE);
+    return rcnSuccess;
+  }
+
+  // A killed peer never raises its flag; notice that it is gone instead of
+  // waiting for the timeout (checked at most every 20 ms).
+  rcnResult_t progress() override {
+    if (failed_.load(std::memory_order_acquire)) return rcnRemoteError;
+    auto now = std::chrono::steady_clock::now();
+    if (now - lastPeerCheck_ < std::chrono::milliseconds(20)) return rcnSuccess;
+    lastPeerCheck_ = now;
+    for (int r = 0; r < nranks_; ++r) {
+      if (r == rank_ || peers_[r].pidNamespace != self_.pidNamespace) continue;
+      if (!processAlive(peers_[r].pid)) {
+        char text[160];
+        std::snprintf(text, sizeof text, "shm wire: rank %d (pid %d) exited", r, peers_[r].pid);
+        fail(text);
+        return rcnRemoteError;
+      }
+    }
+    return rcnSuccess;
+  }
+
+  rcnResult_t error(std::string* why) const override {
+    if (!failed_.load(std::memory_order_acquire)) return rcnSuccess;
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (why) *why = errorText_;
+    return rcnRemoteError;
+  }
+
+  void abort() override { aborted_.store(true, std::memory_order_release); }
+
+ private:
+  rcnResult_t checkPeer(int peer) const {
+    if (aborted_.load(std::memory_order_acquire)) return rcnRemoteError;
+    RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "shm wire: bad peer %d", peer);
+    return rcnSuccess;
+  }
+  rcnResult_t checkPut(int peer, size_t local, size_t remote, size_t bytes, size_t limit) const {
+    RCN_CHECK(checkPeer(peer));
+    RCN_ARG_CHECK(local <= limit && bytes <= limit - local && remote <= limit &&
+                      bytes <= limit - remote,
+                  "shm wire: put of %zu bytes at %zu -> %zu outside the %zu-byte region", bytes,
+                  local, remote, limit);
+    return rcnSuccess;
+  }
+  void fail(const char* text) {
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (failed_.load()) return;
+    errorText_ = text;
+    failed_.store(true, std::memory_order_release);
+    RCN_WARN(RCN_LOG_TRANSPORT, "%s", text);
+  }
+  rcnResult_t createOwnSegment(std::string* why);
+  rcnResult_t mapPeerSegment(int r, std::string* why);
+  rcnResult_t agree(Bootstrap* bs, bool ok, const char* step, std::string* why);
+
+  int rank_ = 0, nranks_ = 0;
+  uint64_t commId_ = 0;
+  PeerIdentity self_;
+  std::vector<PeerIdentity> peers_;
+  std::vector<uint8_t*> mapped_;  // [rank]: this rank's own region at [rank_]
+  char ownName_[64] = {};
+  std::chrono::steady_clock::time_point lastPeerCheck_{};
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> failed_{false};
+  mutable std::mutex errorMutex_;
+  std::string errorText_;
+};
+
+rcnResult_t ShmWire::createOwnSegment(std::string* why) {
+  segmentName(commId_, rank_, ownName_, sizeof ownName_);
+  int fd = shm_open(ownName_, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) {
+    *why = std::string("shm_open(") + ownName_ + ") failed: " + strerror(errno);
+    ownName_[0] = 0;
+    return rcnSystemError;
+  }
+  size_t bytes = layout_.regionBytes();
+  void* base = MAP_FAILED;
+  if (ftruncate(fd, off_t(bytes)) == 0)
+    base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) {
+    *why = std::string("sizing/mapping ") + ownName_ + " (" + std::to_string(bytes) +
+           " bytes) failed: " + strerror(err) + " (is /dev/shm large enough?)";
+    return rcnSystemError;
+  }
+  // Touch every page now: a full /dev/shm fails here with SIGBUS-free ENOMEM
+  // semantics rather than later in the middle of a call.
+  std::memset(base, 0, bytes);
+  mapped_[rank_] = static_cast<uint8_t*>(base);
+  return rcnSuccess;
+}
+
+rcnResult_t ShmWire::mapPeerSegment(int r, std::string* why) {
+  char name[64];
+  segmentName(commId_, r, name, sizeof name);
+  int fd = shm_open(name, O_RDWR, 0600);
+  if (fd < 0) {
+    *why = std::string("shm_open(") + name + ") of rank " + std::to_string(r) +
+           " failed: " + strerror(errno);
+    return rcnSystemError;
+  }
+  void* base = mmap(nullptr, layout_.regionBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  ::close(fd);
+  if (base == MAP_FAILED) {
+    *why = std::string("mmap of rank ") + std::to_string(r) + "'s segment failed: " + strerror(err);
+    return rcnSystemError;
+  }
+  mapped_[r] = static_cast<uint8_t*>(base);
+  return rcnSuccess;
+}
+
+// Every rank learns whether every rank succeeded at a step, so all fail together.
+rcnResult_t ShmWire::agree(Bootstrap* bs, bool ok, const char* step, std::string* why) {
+  std::vector<int32_t> oks(nranks_);
+  oks[rank_] = ok ? 1 : 0;
+  RCN_CHECK(bs->allGather(oks.data(), sizeof(int32_t)));
+  for (int r = 0; r < nranks_; ++r) {
+    if (oks[r]) continue;
+    if (ok) *why = std::string("shm wire: rank ") + std::to_string(r) + " failed to " + step;
+    return rcnSystemError;
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t ShmWire::setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why) {
+  rank_ = ctx.rank;
+  nranks_ = ctx.nranks;
+  layout_ = layout;
+  mapped_.assign(nranks_, nullptr);
+  self_ = localPeerIdentity();
+
+  std::vector<ShmBlob> blobs(nranks_);
+  blobs[rank_].commId = randomId64();
+  blobs[rank_].identity = self_;
+  RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(ShmBlob)));
+  peers_.resize(nranks_);
+  for (int r = 0; r < nranks_; ++r) {
+    peers_[r] = blobs[r].identity;
+    if (peers_[r].hostHash != self_.hostHash) {
+      *why = "shm wire: rank " + std::to_string(r) + " is on another host";
+      return rcnInvalidUsage;  // the same verdict on every rank
+    }
+  }
+  commId_ = blobs[0].commId;
+
+  std::string localWhy;
+  bool ok = createOwnSegment(&localWhy) == rcnSuccess;
+  rcnResult_t res = agree(ctx.bootstrap, ok, "create its shared-memory segment", why);
+  if (!ok) *why = localWhy;
+  if (res != rcnSuccess) return res;
+
+  for (int r = 0; r < nranks_ && ok; ++r)
+    if (r != rank_) ok = mapPeerSegment(r, &localWhy) == rcnSuccess;
+  res = agree(ctx.bootstrap, ok, "map a peer's shared-memory segment", why);
+  if (!ok) *why = localWhy;
+  // Every rank mapped every segment (or gave up): the names are no longer needed.
+  shm_unlink(ownName_);
+  ownName_[0] = 0;
+  return res;
+}
+
+}  // namespace
+
+rcnResult_t createShmWire(const FastPathContext& ctx, const WireLayout& layout,
+                          std::unique_ptr<Wire>* out, std::string* why) {
+  auto wire = std::make_unique<ShmWire>();
+  rcnResult_t res = wire->setup(ctx, layout, why);
+  if (res == rcnInvalidUsage) return rcnSuccess;  // does not fit: *out stays null
+  if (res != rcnSuccess) {
+    RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
+    return res;
+  }
+  RCN_INFO(RCN_LOG_TRANSPORT, "shm wire: rank %d mapped %d segments of %zu bytes", ctx.rank,
+           ctx.nranks, layout.regionBytes());
+  *out = std::move(wire);
+  return rcnSuccess;
+}
+
+}  // namespace rcn

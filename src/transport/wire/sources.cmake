@@ -1,0 +1,6 @@
+target_sources(rocenante_internal PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/wire.cc
+  ${CMAKE_CURRENT_LIST_DIR}/peer_identity.cc
+  ${CMAKE_CURRENT_LIST_DIR}/shm_wire.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tcp_wire.cc
+  ${CMAKE_CURRENT_LIST_DIR}/verbs_wire.cc)

@@ -1,0 +1,409 @@
+// The tcp wire: any hosts, one connection per peer. A put is a framed write
+// (header with the remote offset and length, then the payload); a flag is a
+// small frame after it on the same connection, so TCP's in-order delivery
+// gives the payload-before-flag guarantee. A receiver thread per rank applies
+// frames to the local region only after checking every offset and length
+// against it: a bad frame is this rank's error, and by closing every
+// connection it becomes every peer's error too, with no waiting.
+#include "transport/wire/tcp_wire.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/check.h"
+#include "core/socket.h"
+#include "transport/wire/peer_identity.h"
+#include "transport/wire/wire.h"
+
+namespace rcn {
+
+std::atomic<int> gTcpWireCorruptFrames{0};
+
+namespace {
+
+constexpr uint32_t kFrameMagic = 0x52434e46;  // "RCNF"
+enum FrameType : uint32_t { kFrameData = 1, kFrameFlag = 2, kFrameBye = 3 };
+
+struct FrameHeader {
+  uint32_t magic;
+  uint32_t type;
+  uint64_t offset;  // DATA: byte offset in the region; FLAG: flag index
+  uint64_t length;  // DATA: payload bytes; FLAG: the value
+};
+
+struct Hello {
+  uint64_t commTag;
+  int32_t rank;
+  uint32_t magic;
+};
+
+struct TcpBlob {
+  uint64_t commTag;  // rank 0's value tags every connection of this communicator
+  SocketAddress addr;
+  int32_t listening;
+};
+
+// Setup uses the core socket helpers (non-blocking, deadlines); the data path
+// then uses blocking sockets whose send/receive timeouts bound every wait.
+void makeBlocking(int fd, uint64_t timeoutMs) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  timeval tv;
+  tv.tv_sec = time_t(timeoutMs / 1000);
+  tv.tv_usec = suseconds_t((timeoutMs % 1000) * 1000);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+// Reads exactly n bytes; false on EOF, error or the socket's receive timeout.
+bool readFully(int fd, void* data, size_t n) {
+  uint8_t* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    ssize_t got = recv(fd, p, n, 0);
+    if (got > 0) {
+      p += got;
+      n -= size_t(got);
+    } else if (got < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Writes every byte of the iovecs; false on error or the send timeout.
+bool writeFully(int fd, iovec* iov, int count) {
+  while (count > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = size_t(count);
+    ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    size_t left = size_t(sent);
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return true;
+}
+
+// ---- the wire ----------------------------------------------------------------
+
+class TcpWire final : public Wire {
+ public:
+  ~TcpWire() override {
+    abort();
+    if (receiver_.joinable()) receiver_.join();
+    for (int fd : fds_) if (fd >= 0) ::close(fd);
+    if (listenFd_ >= 0) ::close(listenFd_);
+    if (base_) munmap(base_, layout_.regionBytes());
+  }
+
+  const char* name() const override { return "tcp"; }
+  uint8_t* region() const override { return base_; }
+
+  rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);
+
+  rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
+    RCN_CHECK(checkPeer(peer));
+    size_t limit = layout_.dataBytes;
+    RCN_ARG_CHECK(localOffset <= limit && bytes <= limit - localOffset,
+                  "tcp wire: put source %zu+%zu outside the region", localOffset, bytes);
+    FrameHeader h{kFrameMagic, kFrameData, remoteOffset, bytes};
+    if (gTcpWireCorruptFrames.load() > 0 && gTcpWireCorruptFrames.fetch_sub(1) > 0)
+      h.offset = layout_.regionBytes() + 4096;  // testing aid: a frame the receiver must refuse
+    iovec iov[2] = {{&h, sizeof h}, {base_ + localOffset, bytes}};
+    return send(peer, iov, bytes ? 2 : 1);
+  }
+
+  rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override {
+    RCN_CHECK(checkPeer(peer));
+    FrameHeader h{kFrameMagic, kFrameFlag, flagIndex, value};
+    iovec iov[1] = {{&h, sizeof h}};
+    return send(peer, iov, 1);
+  }
+
+  rcnResult_t progress() override { return failed_.load(std::memory_order_acquire) ? rcnRemoteError : rcnSuccess; }
+
+  rcnResult_t error(std::string* why) const override {
+    if (!failed_.load(std::memory_order_acquire)) return rcnSuccess;
+    std::lock_guard<std::mutex> lock(errorMutex_);
+    if (why) *why = errorText_;
+    return rcnRemoteError;
+  }
+
+  // Shutting the sockets down wakes the receiver thread and makes every peer
+  // see a closed connection, which is how a failure here reaches them.
+  void abort() override {
+    if (stopping_.exchange(true)) return;
+    for (int fd : fds_) if (fd >= 0) shutdown(fd, SHUT_RDWR);
+  }
+
+  // BYE, then a half-close, then read until every peer said BYE too (briefly):
+  // closing with unread bytes would reset a peer's connection before it read ours.
+  void close() override {
+    if (stopping_.load()) return;
+    for (int r = 0; r < nranks_; ++r) {
+      if (r == rank_ || fds_[r] < 0) continue;
+      FrameHeader h{kFrameMagic, kFrameBye, 0, 0};
+      iovec iov[1] = {{&h, sizeof h}};
+      if (writeFully(fds_[r], iov, 1)) shutdown(fds_[r], SHUT_WR);
+    }
+    auto deadline = Clock::now() + std::chrono::milliseconds(std::min<uint64_t>(timeoutMs_, 1000));
+    while (!allPeersSaidBye() && !failed_.load() && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    abort();
+  }
+
+ private:
+  rcnResult_t checkPeer(int peer) const {
+    if (failed_.load(std::memory_order_acquire) || stopping_.load(std::memory_order_acquire))
+      return rcnRemoteError;
+    RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "tcp wire: bad peer %d", peer);
+    return rcnSuccess;
+  }
+
+  rcnResult_t send(int peer, iovec* iov, int count) {
+    if (writeFully(fds_[peer], iov, count)) return rcnSuccess;
+    fail("tcp wire: rank " + std::to_string(rank_) + " lost its connection to rank " +
+         std::to_string(peer) + " (" + strerror(errno) + ")");
+    return rcnRemoteError;
+  }
+
+  void fail(const std::string& text) {
+    {
+      std::lock_guard<std::mutex> lock(errorMutex_);
+      if (failed_.load()) return;
+      errorText_ = text;
+      failed_.store(true, std::memory_order_release);
+    }
+    RCN_WARN(RCN_LOG_TRANSPORT, "%s", text.c_str());
+    abort();
+  }
+
+  bool allPeersSaidBye() const {
+    for (int r = 0; r < nranks_; ++r)
+      if (r != rank_ && !byeFrom_[r].load()) return false;
+    return true;
+  }
+
+  rcnResult_t listenLocal(std::string* why);
+  rcnResult_t connectTo(int peer, const TcpBlob& blob, uint64_t commTag, std::string* why);
+  rcnResult_t acceptFrom(uint64_t commTag, int count, std::string* why);
+  void receiveLoop();
+  bool applyFrame(int peer);
+
+  int rank_ = 0, nranks_ = 0;
+  uint64_t timeoutMs_ = 10000;
+  uint8_t* base_ = nullptr;
+  int listenFd_ = -1;
+  SocketAddress listenAddr_;
+  std::vector<int> fds_;
+  std::unique_ptr<std::atomic<bool>[]> byeFrom_;
+  std::thread receiver_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> failed_{false};
+  mutable std::mutex errorMutex_;
+  std::string errorText_;
+};
+
+rcnResult_t TcpWire::listenLocal(std::string* why) {
+  SocketAddress addr;
+  if (socketPickListenAddress(&addr) != rcnSuccess ||
+      socketListen(addr, &listenFd_, &listenAddr_) != rcnSuccess) {
+    *why = "tcp wire: rank " + std::to_string(rank_) + " could not open a listening socket";
+    return rcnSystemError;
+  }
+  return rcnSuccess;
+}
+
+// Lower ranks connect to higher ranks; the listen socket already exists on
+// every rank (it was opened before the blobs were exchanged), so connect
+// completes without the peer being in accept() yet.
+rcnResult_t TcpWire::connectTo(int peer, const TcpBlob& blob, uint64_t commTag, std::string* why) {
+  Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
+  std::string reason;
+  Hello hello{commTag, rank_, kFrameMagic};
+  int fd = -1;
+  if (socketConnect(blob.addr, deadline, &fd, &reason) != rcnSuccess ||
+      socketSendAll(fd, &hello, sizeof hello, deadline, &reason) != rcnSuccess) {
+    socketClose(&fd);
+    *why = "tcp wire: rank " + std::to_string(rank_) + " could not connect to rank " +
+           std::to_string(peer) + " at " + blob.addr.text() + ": " + reason;
+    return rcnRemoteError;
+  }
+  makeBlocking(fd, timeoutMs_);
+  fds_[peer] = fd;
+  return rcnSuccess;
+}
+
+rcnResult_t TcpWire::acceptFrom(uint64_t commTag, int count, std::string* why) {
+  Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
+  while (count > 0) {
+    std::string reason;
+    int fd = -1;
+    if (socketAccept(listenFd_, deadline, &fd, &reason) != rcnSuccess) {
+      *why = "tcp wire: rank " + std::to_string(rank_) + " waited for " + std::to_string(count) +
+             " lower rank(s) to connect: " + reason;
+      return rcnRemoteError;
+    }
+    Hello hello{};
+    if (socketRecvAll(fd, &hello, sizeof hello, deadline, &reason) != rcnSuccess ||
+        hello.magic != kFrameMagic || hello.commTag != commTag || hello.rank < 0 ||
+        hello.rank >= rank_ || fds_[hello.rank] >= 0) {
+      RCN_WARN(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection with a bad hello", rank_);
+      socketClose(&fd);
+      continue;
+    }
+    makeBlocking(fd, timeoutMs_);
+    fds_[hello.rank] = fd;
+    --count;
+  }
+  return rcnSuccess;
+}
+
+// Applies one frame from peer. False ends this connection (EOF, error, BYE
+// handled by the caller through byeFrom_).
+bool TcpWire::applyFrame(int peer) {
+  FrameHeader h;
+  if (!readFully(fds_[peer], &h, sizeof h)) {
+    if (!byeFrom_[peer].load() && !stopping_.load())
+      fail("tcp wire: rank " + std::to_string(peer) + " closed its connection to rank " +
+           std::to_string(rank_) + " (peer failed or exited)");
+    return false;
+  }
+  std::string bad;
+  if (h.magic != kFrameMagic) {
+    bad = "bad magic";
+  } else if (h.type == kFrameData) {
+    size_t limit = layout_.dataBytes;
+    if (h.offset > limit || h.length > limit - h.offset) bad = "data outside the region";
+    else if (h.length && !readFully(fds_[peer], base_ + h.offset, h.length)) bad = "truncated payload";
+  } else if (h.type == kFrameFlag) {
+    if (h.offset >= layout_.flagCount || h.length > UINT32_MAX) bad = "flag index out of range";
+    else __atomic_store_n(&flags()[h.offset], uint32_t(h.length), __ATOMIC_RELEASE);
+  } else if (h.type == kFrameBye) {
+    byeFrom_[peer].store(true);
+    return false;
+  } else {
+    bad = "unknown frame type";
+  }
+  if (bad.empty()) return true;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "tcp wire: rank %d refused a frame from rank %d (%s: type %u offset %llu length %llu)",
+                rank_, peer, bad.c_str(), h.type, static_cast<unsigned long long>(h.offset),
+                static_cast<unsigned long long>(h.length));
+  fail(text);
+  return false;
+}
+
+void TcpWire::receiveLoop() {
+  std::vector<bool> open(nranks_, true);
+  open[rank_] = false;
+  std::vector<pollfd> fds;
+  std::vector<int> who;
+  while (!stopping_.load(std::memory_order_acquire)) {
+    fds.clear();
+    who.clear();
+    for (int r = 0; r < nranks_; ++r) {
+      if (!open[r]) continue;
+      fds.push_back({fds_[r], POLLIN, 0});
+      who.push_back(r);
+    }
+    if (fds.empty()) return;
+    int ready = poll(fds.data(), fds.size(), 20);
+    if (ready <= 0) continue;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      // Drain what is there, so a burst of frames is applied in one wakeup.
+      do {
+        if (!applyFrame(who[i])) {
+          open[who[i]] = false;
+          break;
+        }
+        pollfd again{fds[i].fd, POLLIN, 0};
+        if (poll(&again, 1, 0) <= 0) break;
+      } while (!stopping_.load(std::memory_order_acquire));
+    }
+  }
+}
+
+rcnResult_t TcpWire::setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why) {
+  rank_ = ctx.rank;
+  nranks_ = ctx.nranks;
+  layout_ = layout;
+  timeoutMs_ = ctx.timeoutMs ? ctx.timeoutMs : 10000;
+  fds_.assign(nranks_, -1);
+  byeFrom_.reset(new std::atomic<bool>[nranks_]);
+  for (int r = 0; r < nranks_; ++r) byeFrom_[r].store(false);
+  void* base = mmap(nullptr, layout_.regionBytes(), PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) {
+    *why = std::string("tcp wire: allocating the region failed: ") + strerror(errno);
+    return rcnSystemError;
+  }
+  base_ = static_cast<uint8_t*>(base);
+
+  std::vector<TcpBlob> blobs(nranks_);
+  bool listening = listenLocal(why) == rcnSuccess;
+  blobs[rank_].commTag = randomId64();
+  blobs[rank_].addr = listenAddr_;
+  blobs[rank_].listening = listening ? 1 : 0;
+  RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(TcpBlob)));
+  for (int r = 0; r < nranks_; ++r) {
+    if (!blobs[r].listening) {
+      if (listening) *why = "tcp wire: rank " + std::to_string(r) + " could not open a listening socket";
+      return rcnSystemError;
+    }
+  }
+  uint64_t commTag = blobs[0].commTag;
+  for (int r = rank_ + 1; r < nranks_; ++r) RCN_CHECK(connectTo(r, blobs[r], commTag, why));
+  RCN_CHECK(acceptFrom(commTag, rank_, why));
+  socketClose(&listenFd_);
+  receiver_ = std::thread([this] { receiveLoop(); });
+  return rcnSuccess;
+}
+
+}  // namespace
+
+rcnResult_t createTcpWire(const FastPathContext& ctx, const WireLayout& layout,
+                          std::unique_ptr<Wire>* out, std::string* why) {
+  auto wire = std::make_unique<TcpWire>();
+  rcnResult_t res = wire->setup(ctx, layout, why);
+  if (res != rcnSuccess) {
+    RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
+    return res;
+  }
+  RCN_INFO(RCN_LOG_TRANSPORT, "tcp wire: rank %d connected to %d peers", ctx.rank, ctx.nranks - 1);
+  *out = std::move(wire);
+  return rcnSuccess;
+}
+
+}  // namespace rcn

@@ -1,0 +1,60 @@
+// Choosing a wire. The choice uses only what every rank gathered, so every
+// rank makes the same one.
+#include "transport/wire/wire.h"
+
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/check.h"
+#include "transport/wire/peer_identity.h"
+
+namespace rcn {
+
+bool parseWireKind(const std::string& text, WireKind* out) {
+  if (text.empty() || text == "auto") *out = WireKind::Auto;
+  else if (text == "shm") *out = WireKind::Shm;
+  else if (text == "tcp") *out = WireKind::Tcp;
+  else if (text == "verbs") *out = WireKind::Verbs;
+  else return false;
+  return true;
+}
+
+namespace {
+
+// Auto: shm when every rank shares this host, else verbs when every rank has
+// an RDMA device, else tcp.
+WireKind chooseWire(const std::vector<PeerIdentity>& ids) {
+  bool oneHost = true, allRdma = true;
+  for (const PeerIdentity& id : ids) {
+    oneHost = oneHost && id.hostHash == ids[0].hostHash;
+    allRdma = allRdma && id.hasRdmaDevice;
+  }
+  if (oneHost) return WireKind::Shm;
+  if (allRdma) return WireKind::Verbs;
+  return WireKind::Tcp;
+}
+
+}  // namespace
+
+rcnResult_t createWire(const FastPathContext& ctx, WireKind kind, const WireLayout& layout,
+                       std::unique_ptr<Wire>* out, std::string* why) {
+  RCN_ARG_CHECK(ctx.bootstrap != nullptr, "createWire: no bootstrap");
+  RCN_ARG_CHECK(layout.regionBytes() > 0, "createWire: empty exchange region");
+  out->reset();
+  if (kind == WireKind::Auto) {
+    std::vector<PeerIdentity> ids(ctx.nranks);
+    ids[ctx.rank] = localPeerIdentity();
+    RCN_CHECK(ctx.bootstrap->allGather(ids.data(), sizeof(PeerIdentity)));
+    kind = chooseWire(ids);
+  }
+  switch (kind) {
+    case WireKind::Shm: return createShmWire(ctx, layout, out, why);
+    case WireKind::Tcp: return createTcpWire(ctx, layout, out, why);
+    case WireKind::Verbs: return createVerbsWire(ctx, layout, out, why);
+    default: break;
+  }
+  *why = "unknown wire kind";
+  return rcnInvalidArgument;
+}
+
+}  // namespace rcn

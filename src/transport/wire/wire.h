@@ -1,0 +1,92 @@
+// The wire: how bytes reach a peer's exchange region. The one-shot protocol
+// above it needs four things, shaped after RDMA so the verbs wire is the
+// natural case and shm/tcp emulate it:
+//   - one registered exchange region per rank, allocated by the wire
+//     (shm segment, pinned pages, ibv_reg_mr'd memory) and known to peers by
+//     a remote key exchanged over the bootstrap;
+//   - put(peer, localOffset, remoteOffset, bytes): copy from this rank's
+//     region into the peer's region (an RDMA WRITE);
+//   - putFlag(peer, index, value): store a 32-bit flag in the peer's flag
+//     array, landing after every earlier put to that peer (an inline RDMA
+//     WRITE on the same ordered queue pair);
+//   - progress()/error(): reap completions, detect dead peers.
+// Puts read this rank's region asynchronously (RDMA): the source bytes must
+// stay unchanged until the peer has seen the flag that follows them; the
+// two-phase protocol guarantees that.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/fast_path.h"
+#include "rocenante/rocenante.h"
+
+namespace rcn {
+
+class Bootstrap;
+
+// The exchange region of every rank has the same shape: dataBytes of slots,
+// then flagCount 32-bit flags starting at a 64-byte aligned offset.
+struct WireLayout {
+  size_t dataBytes = 0;
+  size_t flagCount = 0;
+
+  size_t flagOffset() const { return (dataBytes + 63) & ~size_t(63); }
+  size_t regionBytes() const { return flagOffset() + flagCount * sizeof(uint32_t); }
+};
+
+class Wire {
+ public:
+  virtual ~Wire() = default;
+  virtual const char* name() const = 0;  // "shm", "tcp", "verbs"
+
+  // This rank's exchange region (page aligned, layout().regionBytes() long).
+  virtual uint8_t* region() const = 0;
+  const WireLayout& layout() const { return layout_; }
+  // This rank's flag array, written by peers through putFlag.
+  uint32_t* flags() const { return reinterpret_cast<uint32_t*>(region() + layout_.flagOffset()); }
+
+  virtual rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) = 0;
+  virtual rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) = 0;
+  // Reaps completions and checks peers; returns the wire's error, if any.
+  virtual rcnResult_t progress() = 0;
+  // rcnSuccess or the first error seen (a peer gone, a bad frame, a QP error).
+  virtual rcnResult_t error(std::string* why) const = 0;
+  // Stops background activity; later puts fail. Never blocks on a peer.
+  virtual void abort() = 0;
+  // Tells peers this rank is leaving on purpose (so they do not see an error).
+  virtual void close() {}
+
+ protected:
+  WireLayout layout_;
+};
+
+// Which wire to build. Auto: shm when every rank is on this host, else verbs
+// when built with ibverbs and every rank has an RDMA device, else tcp.
+enum class WireKind { Auto, Shm, Tcp, Verbs };
+
+// Parses ROCENANTE_WIRE's text ("auto", "shm", "tcp", "verbs").
+bool parseWireKind(const std::string& text, WireKind* out);
+
+// Builds and connects this rank's wire: allocates and registers the region,
+// exchanges blobs over ctx.bootstrap, connects to every peer. Collective.
+// On rcnSuccess *out may be null when the kind does not fit (why says so);
+// the decision is the same on every rank.
+rcnResult_t createWire(const FastPathContext& ctx, WireKind kind, const WireLayout& layout,
+                       std::unique_ptr<Wire>* out, std::string* why);
+
+// Each wire's own constructor, used by createWire once the kind is chosen.
+// All are collective over ctx.bootstrap.
+rcnResult_t createShmWire(const FastPathContext& ctx, const WireLayout& layout,
+                          std::unique_ptr<Wire>* out, std::string* why);
+rcnResult_t createTcpWire(const FastPathContext& ctx, const WireLayout& layout,
+                          std::unique_ptr<Wire>* out, std::string* why);
+// Fails with rcnInvalidUsage and a reason when built without ibverbs.
+rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout,
+                            std::unique_ptr<Wire>* out, std::string* why);
+// True when this process can open at least one usable RDMA device/port.
+bool verbsDeviceAvailable();
+
+}  // namespace rcn

@@ -1,0 +1,70 @@
+#include "support/multiproc.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+namespace rcn::test {
+
+std::vector<RankOutcome> runRanks(int nranks, const std::function<int(int)>& body, double timeoutSec) {
+  std::fflush(nullptr);  // or buffered output would print once per child
+  std::vector<pid_t> pids(nranks, -1);
+  std::vector<RankOutcome> outcomes(nranks);
+  for (int r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = body(r);
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    pids[r] = pid;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
+  int remaining = nranks;
+  while (remaining > 0) {
+    for (int r = 0; r < nranks; ++r) {
+      if (pids[r] <= 0) continue;
+      int status = 0;
+      pid_t done = waitpid(pids[r], &status, WNOHANG);
+      if (done != pids[r]) continue;
+      if (WIFEXITED(status)) outcomes[r].exitCode = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) outcomes[r].signal = WTERMSIG(status);
+      pids[r] = -1;
+      --remaining;
+    }
+    if (remaining == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < nranks; ++r) {
+        if (pids[r] <= 0) continue;
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+        outcomes[r].timedOut = true;
+        pids[r] = -1;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return outcomes;
+}
+
+bool allSucceeded(const std::vector<RankOutcome>& outcomes, std::string* report) {
+  bool ok = true;
+  std::string text;
+  for (size_t r = 0; r < outcomes.size(); ++r) {
+    const RankOutcome& o = outcomes[r];
+    char line[128];
+    std::snprintf(line, sizeof line, "rank %zu: exit %d signal %d%s\n", r, o.exitCode, o.signal,
+                  o.timedOut ? " (timed out, killed)" : "");
+    text += line;
+    if (o.exitCode != 0 || o.signal != 0 || o.timedOut) ok = false;
+  }
+  if (report) *report = text;
+  return ok;
+}
+
+}  // namespace rcn::test

@@ -1,0 +1,85 @@
+// Argument checking of the public API: bad input gets rcnInvalidArgument and a
+// logged reason, never a crash. Needs no GPU and no peer.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "core/comm.h"
+#include "rocenante/rocenante.h"
+
+namespace {
+
+std::string lastError() { return rcnGetLastError(nullptr); }
+
+}  // namespace
+
+TEST_CASE("version and error strings") {
+  int version = 0;
+  REQUIRE(rcnGetVersion(&version) == rcnSuccess);
+  CHECK(version == ROCENANTE_VERSION_CODE);
+  CHECK(rcnGetVersion(nullptr) == rcnInvalidArgument);
+  for (int r = 0; r < rcnNumResults; ++r)
+    CHECK(std::strlen(rcnGetErrorString(static_cast<rcnResult_t>(r))) > 0);
+  CHECK(std::string(rcnGetErrorString(static_cast<rcnResult_t>(99))) == "unknown result code");
+}
+
+TEST_CASE("init rejects bad ranks and null handles") {
+  rcnUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  rcnComm_t comm = reinterpret_cast<rcnComm_t>(0x1);
+  CHECK(rcnCommInitRank(nullptr, 2, id, 0) == rcnInvalidArgument);
+  CHECK(rcnCommInitRank(&comm, 0, id, 0) == rcnInvalidArgument);
+  CHECK(comm == nullptr);
+  CHECK(lastError().find("nranks=0") != std::string::npos);
+  CHECK(rcnCommInitRank(&comm, 2, id, 2) == rcnInvalidArgument);
+  CHECK(lastError().find("rank=2") != std::string::npos);
+  CHECK(rcnCommInitRank(&comm, 2, id, -1) == rcnInvalidArgument);
+  CHECK(rcnGetUniqueId(nullptr) == rcnInvalidArgument);
+  rcnComm_t comms[2];
+  int dup[2] = {0, 0};
+  CHECK(rcnCommInitAll(comms, 2, dup) == rcnInvalidArgument);
+  CHECK(lastError().find("listed twice") != std::string::npos);
+  CHECK(rcnCommInitAll(comms, 0, nullptr) == rcnInvalidArgument);
+}
+
+TEST_CASE("calls on null, foreign or destroyed communicators are refused") {
+  float x = 0;
+  CHECK(rcnAllReduce(&x, &x, 1, rcnFloat32, rcnSum, nullptr, nullptr) == rcnInvalidArgument);
+  CHECK(lastError().find("NULL") != std::string::npos);
+
+  rcnComm fake;  // a live-looking object; then destroyed by hand
+  fake.magic = rcnComm::kDeadMagic;
+  CHECK(rcnAllReduce(&x, &x, 1, rcnFloat32, rcnSum, &fake, nullptr) == rcnInvalidArgument);
+  CHECK(lastError().find("already destroyed") != std::string::npos);
+
+  fake.magic = 12345;
+  int count = 0;
+  CHECK(rcnCommCount(&fake, &count) == rcnInvalidArgument);
+  CHECK(lastError().find("not a rocenante communicator") != std::string::npos);
+  CHECK(rcnCommDestroy(nullptr) == rcnSuccess);
+  fake.magic = rcnComm::kLiveMagic;
+}
+
+TEST_CASE("bad types, ops and buffers are named") {
+  rcnComm comm;
+  comm.rank = 0;
+  comm.nranks = 1;
+  float x = 0;
+  CHECK(rcnAllReduce(&x, &x, 1, static_cast<rcnDataType_t>(12), rcnSum, &comm, nullptr) ==
+        rcnInvalidArgument);
+  CHECK(lastError().find("datatype 12") != std::string::npos);
+  CHECK(rcnAllReduce(&x, &x, 1, rcnFloat32, static_cast<rcnRedOp_t>(7), &comm, nullptr) ==
+        rcnInvalidArgument);
+  CHECK(lastError().find("op 7") != std::string::npos);
+  CHECK(rcnAllReduce(nullptr, &x, 4, rcnFloat32, rcnSum, &comm, nullptr) == rcnInvalidArgument);
+  CHECK(lastError().find("sendbuff is NULL") != std::string::npos);
+  CHECK(rcnAllReduce(&x, nullptr, 4, rcnFloat32, rcnSum, &comm, nullptr) == rcnInvalidArgument);
+  CHECK(lastError().find("recvbuff is NULL") != std::string::npos);
+  CHECK(rcnAllReduce(nullptr, nullptr, 0, rcnFloat32, rcnSum, &comm, nullptr) == rcnSuccess);
+  CHECK(rcnAllReduce(&x, &x, SIZE_MAX / 2, rcnFloat64, rcnSum, &comm, nullptr) == rcnInvalidArgument);
+  CHECK(lastError().find("overflows") != std::string::npos);
+  rcnCommInfo info;
+  CHECK(rcnCommQuery(&comm, nullptr) == rcnInvalidArgument);
+  CHECK(rcnCommQuery(&comm, &info) == rcnSuccess);
+}

@@ -1,0 +1,270 @@
+// The bootstrap under normal use and under every failure it promises to
+// survive: wrong magic, a rank that never arrives, a rank that exits halfway,
+// duplicate ranks, abort. TCP ranks are forked processes (the unique id, and
+// so the root thread, lives in the parent); the local group uses threads.
+#include <catch2/catch_test_macros.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/log.h"
+#include "support/multiproc.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Sets an environment variable for one test case; forked ranks inherit it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old) old_ = old, hadOld_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_;
+  std::string old_;
+  bool hadOld_ = false;
+};
+
+double msSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+rcnUniqueId freshId() {
+  rcnUniqueId id;
+  REQUIRE(rcn::bootstrapGetUniqueId(&id) == rcnSuccess);
+  return id;
+}
+
+// The byte that rank `rank` contributes at `index` in exchange `round`.
+unsigned char patternByte(int rank, int round, size_t index) {
+  return static_cast<unsigned char>((rank * 131 + round * 29 + index * 7 + (index >> 8)) & 0xff);
+}
+
+// Runs `rounds` all-gathers of varying sizes; returns 0 or a line-numbered failure.
+int checkAllGathers(rcn::Bootstrap& boot, int rounds) {
+  const size_t sizes[] = {1, 8, 1000, 300000, 13, 4096};
+  const int n = boot.nranks();
+  for (int round = 0; round < rounds; ++round) {
+    size_t bytes = sizes[round % (sizeof sizes / sizeof sizes[0])];
+    std::vector<unsigned char> data(bytes * n, 0xA5);  // poison every block
+    for (size_t i = 0; i < bytes; ++i) data[boot.rank() * bytes + i] = patternByte(boot.rank(), round, i);
+    if (boot.allGather(data.data(), bytes) != rcnSuccess) {
+      std::fprintf(stderr, "rank %d: allGather round %d failed: %s\n", boot.rank(), round, rcn::lastErrorText());
+      return 10;
+    }
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < bytes; ++i)
+        if (data[r * bytes + i] != patternByte(r, round, i)) {
+          std::fprintf(stderr, "rank %d: round %d block %d byte %zu wrong\n", boot.rank(), round, r, i);
+          return 11;
+        }
+    if (boot.barrier() != rcnSuccess) return 12;
+  }
+  return 0;
+}
+
+bool contains(const char* text, const char* part) { return std::strstr(text, part) != nullptr; }
+
+void requireAllSucceeded(const std::vector<rcn::test::RankOutcome>& outcomes) {
+  std::string report;
+  bool ok = rcn::test::allSucceeded(outcomes, &report);
+  INFO(report);
+  REQUIRE(ok);
+}
+
+}  // namespace
+
+TEST_CASE("tcp allGather and barrier are correct for several sizes of group", "[bootstrap]") {
+  for (int nranks : {1, 2, 3, 5}) {
+    INFO("nranks " << nranks);
+    rcnUniqueId id = freshId();
+    auto outcomes = rcn::test::runRanks(nranks, [&](int rank) {
+      std::unique_ptr<rcn::Bootstrap> boot;
+      if (rcn::bootstrapInitTcp(id, rank, nranks, &boot) != rcnSuccess) return 1;
+      if (boot->rank() != rank || boot->nranks() != nranks) return 2;
+      return checkAllGathers(*boot, 8);
+    }, 60);
+    requireAllSucceeded(outcomes);
+  }
+}
+
+TEST_CASE("tcp bootstrap rejects an id with the wrong magic, clearly and quickly", "[bootstrap]") {
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "1500");
+  rcnUniqueId id = freshId();
+  rcn::BootstrapHandle handle;
+  std::memcpy(&handle, id.internal, sizeof handle);
+  handle.magic ^= 0x5a5a;
+  std::memcpy(id.internal, &handle, sizeof handle);
+  auto outcomes = rcn::test::runRanks(2, [&](int rank) {
+    auto start = Clock::now();
+    std::unique_ptr<rcn::Bootstrap> boot;
+    rcnResult_t res = rcn::bootstrapInitTcp(id, rank, 2, &boot);
+    if (res == rcnSuccess) return 1;
+    if (!contains(rcn::lastErrorText(), "root rejected our magic")) return 2;
+    if (msSince(start) > 1500) return 3;
+    return 0;
+  }, 30);
+  requireAllSucceeded(outcomes);
+}
+
+TEST_CASE("tcp bootstrap: a rank that never arrives fails every other rank within the timeout", "[bootstrap]") {
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "1500");
+  rcnUniqueId id = freshId();
+  auto outcomes = rcn::test::runRanks(3, [&](int rank) {
+    if (rank == 2) return 0;  // never joins
+    auto start = Clock::now();
+    std::unique_ptr<rcn::Bootstrap> boot;
+    rcnResult_t res = rcn::bootstrapInitTcp(id, rank, 3, &boot);
+    double ms = msSince(start);
+    std::fprintf(stderr, "rank %d gave up after %.0f ms: %s\n", rank, ms, rcn::lastErrorText());
+    if (res != rcnRemoteError) return 1;
+    if (!contains(rcn::lastErrorText(), "only 2 of 3 ranks joined")) return 2;
+    if (!contains(rcn::lastErrorText(), "missing ranks: 2")) return 3;
+    if (ms > 3000) return 4;
+    return 0;
+  }, 30);
+  requireAllSucceeded(outcomes);
+}
+
+TEST_CASE("tcp bootstrap: a rank that exits mid-run fails the others promptly", "[bootstrap]") {
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "1500");
+  rcnUniqueId id = freshId();
+  auto outcomes = rcn::test::runRanks(3, [&](int rank) {
+    std::unique_ptr<rcn::Bootstrap> boot;
+    if (rcn::bootstrapInitTcp(id, rank, 3, &boot) != rcnSuccess) return 1;
+    if (checkAllGathers(*boot, 2) != 0) return 2;
+    if (rank == 1) return 0;  // leaves while the others go on
+    auto start = Clock::now();
+    rcnResult_t res = rcnSuccess;
+    for (int i = 0; i < 5 && res == rcnSuccess; ++i) {
+      std::vector<int> data(3, rank);
+      res = boot->allGather(data.data(), sizeof(int));
+    }
+    double ms = msSince(start);
+    std::fprintf(stderr, "rank %d failed after %.0f ms: %s\n", rank, ms, rcn::lastErrorText());
+    if (res != rcnRemoteError) return 3;
+    if (ms > 3000) return 4;
+    // Once failed, it stays failed at once.
+    if (boot->barrier() == rcnSuccess) return 5;
+    return 0;
+  }, 30);
+  requireAllSucceeded(outcomes);
+}
+
+TEST_CASE("tcp bootstrap: two processes claiming one rank both fail", "[bootstrap]") {
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "1500");
+  rcnUniqueId id = freshId();
+  auto outcomes = rcn::test::runRanks(2, [&](int) {
+    std::unique_ptr<rcn::Bootstrap> boot;
+    rcnResult_t res = rcn::bootstrapInitTcp(id, 0, 2, &boot);
+    if (res == rcnSuccess) return 1;
+    // The first to arrive waits for a partner; the duplicate verdict reaches both.
+    if (!contains(rcn::lastErrorText(), "two processes joined as rank 0")) return 2;
+    return 0;
+  }, 30);
+  requireAllSucceeded(outcomes);
+}
+
+TEST_CASE("tcp bootstrap: abort unblocks a pending all-gather", "[bootstrap]") {
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "5000");
+  rcnUniqueId id = freshId();
+  auto outcomes = rcn::test::runRanks(2, [&](int rank) {
+    std::unique_ptr<rcn::Bootstrap> boot;
+    if (rcn::bootstrapInitTcp(id, rank, 2, &boot) != rcnSuccess) return 1;
+    if (rank == 1) {  // stays alive but never joins the exchange
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      return 0;
+    }
+    std::thread aborter([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      boot->abort();
+    });
+    auto start = Clock::now();
+    std::vector<int> data(2, 0);
+    rcnResult_t res = boot->allGather(data.data(), sizeof(int));
+    double ms = msSince(start);
+    aborter.join();
+    if (res == rcnSuccess) return 2;
+    if (ms > 1000) return 3;
+    return 0;
+  }, 30);
+  requireAllSucceeded(outcomes);
+}
+
+TEST_CASE("tcp bootstrap rejects bad arguments", "[bootstrap]") {
+  rcnUniqueId id = freshId();
+  std::unique_ptr<rcn::Bootstrap> boot;
+  CHECK(rcn::bootstrapInitTcp(id, 2, 2, &boot) == rcnInvalidArgument);
+  CHECK(rcn::bootstrapInitTcp(id, 0, 0, &boot) == rcnInvalidArgument);
+  rcnUniqueId zeros{};
+  CHECK(rcn::bootstrapInitTcp(zeros, 0, 1, &boot) == rcnInvalidArgument);
+  CHECK(contains(rcn::lastErrorText(), "no valid root address"));
+}
+
+TEST_CASE("local group: threads all-gather correctly and fail together on timeout", "[bootstrap]") {
+  SECTION("correct exchanges") {
+    const int nranks = 4;
+    auto group = rcn::makeLocalBootstrapGroup(nranks);
+    REQUIRE(group);
+    std::vector<int> results(nranks, -1);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < nranks; ++r)
+      threads.emplace_back([&, r] { results[r] = checkAllGathers(*rcn::bootstrapInitLocal(group, r), 12); });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < nranks; ++r) CHECK(results[r] == 0);
+  }
+  SECTION("a rank that never arrives") {
+    ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "500");
+    const int nranks = 3;
+    auto group = rcn::makeLocalBootstrapGroup(nranks);
+    std::vector<rcnResult_t> results(nranks, rcnSuccess);
+    std::vector<std::string> messages(nranks);
+    std::vector<std::thread> threads;
+    auto start = Clock::now();
+    for (int r = 0; r < nranks - 1; ++r)
+      threads.emplace_back([&, r] {
+        std::vector<int> data(nranks, r);
+        results[r] = rcn::bootstrapInitLocal(group, r)->allGather(data.data(), sizeof(int));
+        messages[r] = rcn::lastErrorText();
+      });
+    for (auto& t : threads) t.join();
+    CHECK(msSince(start) < 1500);
+    for (int r = 0; r < nranks - 1; ++r) {
+      INFO(messages[r]);
+      CHECK(results[r] == rcnRemoteError);
+      CHECK(contains(messages[r].c_str(), "missing ranks: 2"));
+    }
+  }
+  SECTION("abort releases waiting ranks") {
+    auto group = rcn::makeLocalBootstrapGroup(2);
+    auto waiting = rcn::bootstrapInitLocal(group, 0);
+    auto aborting = rcn::bootstrapInitLocal(group, 1);
+    rcnResult_t res = rcnSuccess;
+    auto start = Clock::now();
+    std::thread t([&] { res = waiting->barrier(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    aborting->abort();
+    t.join();
+    CHECK(res != rcnSuccess);
+    CHECK(msSince(start) < 1000);
+  }
+  SECTION("bad arguments") {
+    CHECK(rcn::makeLocalBootstrapGroup(0) == nullptr);
+    CHECK(rcn::bootstrapInitLocal(rcn::makeLocalBootstrapGroup(2), 2) == nullptr);
+  }
+}

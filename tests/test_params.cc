@@ -1,0 +1,105 @@
+// The parameter table: parsing, defaults, validation and its documentation.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "core/params.h"
+
+using rcn::ParamId;
+
+namespace {
+
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("integers parse with suffixes and reject garbage") {
+  int64_t v = 0;
+  std::string why;
+  CHECK(rcn::parseIntText("42", &v, &why));
+  CHECK(v == 42);
+  CHECK(rcn::parseIntText(" 64K ", &v, &why));
+  CHECK(v == 65536);
+  CHECK(rcn::parseIntText("2M", &v, &why));
+  CHECK(v == 2 * 1024 * 1024);
+  CHECK(rcn::parseIntText("1g", &v, &why));
+  CHECK(v == (1ll << 30));
+  CHECK(rcn::parseIntText("0x10", &v, &why));
+  CHECK(v == 16);
+  CHECK(rcn::parseIntText("-1", &v, &why));
+  CHECK(v == -1);
+  CHECK_FALSE(rcn::parseIntText("", &v, &why));
+  CHECK_FALSE(rcn::parseIntText("12abc", &v, &why));
+  CHECK(why.find("12abc") != std::string::npos);
+  CHECK_FALSE(rcn::parseIntText("lots", &v, &why));
+  CHECK_FALSE(rcn::parseIntText("99999999999999G", &v, &why));
+  CHECK(why.find("range") != std::string::npos);
+}
+
+TEST_CASE("booleans accept the usual spellings") {
+  bool b = false;
+  std::string why;
+  for (const char* t : {"1", "true", "YES", "on"}) {
+    CHECK(rcn::parseBoolText(t, &b, &why));
+    CHECK(b);
+  }
+  for (const char* f : {"0", "False", "no", "OFF"}) {
+    CHECK(rcn::parseBoolText(f, &b, &why));
+    CHECK_FALSE(b);
+  }
+  CHECK_FALSE(rcn::parseBoolText("maybe", &b, &why));
+  CHECK(why.find("maybe") != std::string::npos);
+}
+
+TEST_CASE("parameters read the environment and fall back to defaults") {
+  unsetenv("ROCENANTE_MAX_BYTES");
+  CHECK(rcn::paramInt(ParamId::MaxBytes) == 262144);
+  {
+    ScopedEnv env("ROCENANTE_MAX_BYTES", "128K");
+    CHECK(rcn::paramInt(ParamId::MaxBytes) == 131072);
+  }
+  {
+    ScopedEnv env("ROCENANTE_DISABLE", "yes");
+    CHECK(rcn::paramBool(ParamId::Disable));
+  }
+  CHECK_FALSE(rcn::paramBool(ParamId::Disable));
+  {
+    ScopedEnv env("ROCENANTE_TIMEOUT_MS", "soon");
+    CHECK(rcn::paramInt(ParamId::TimeoutMs) == 10000);  // malformed: default, with a warning
+  }
+}
+
+TEST_CASE("validation names the malformed variable") {
+  CHECK(rcn::paramValidate() == rcnSuccess);
+  ScopedEnv env("ROCENANTE_MAX_BLOCKS", "many");
+  CHECK(rcn::paramValidate() == rcnInvalidArgument);
+}
+
+TEST_CASE("the agreement text changes with agreed parameters only") {
+  std::string base = rcn::paramAgreementText();
+  {
+    ScopedEnv env("ROCENANTE_MAX_BYTES", "4096");
+    CHECK(rcn::paramAgreementText() != base);
+  }
+  {
+    ScopedEnv env("ROCENANTE_DEBUG", "INFO");
+    CHECK(rcn::paramAgreementText() == base);
+  }
+}
+
+TEST_CASE("every parameter is documented in docs/PARAMS.md") {
+  std::ifstream file(RCN_PARAMS_DOC);
+  REQUIRE(file.good());
+  std::stringstream text;
+  text << file.rdbuf();
+  for (const rcn::ParamInfo& p : rcn::paramTable()) {
+    INFO("ROCENANTE_" << p.name);
+    CHECK(text.str().find(std::string("`ROCENANTE_") + p.name + "`") != std::string::npos);
+  }
+}

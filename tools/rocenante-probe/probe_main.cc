@@ -1,0 +1,190 @@
+// rocenante-probe: prints what rocenante sees. Alone, it describes this
+// machine (GPUs, links, RDMA NICs, GIDs, locality, GPUDirect support).
+// Started by a launcher on several ranks (torchrun / mpirun / srun variables,
+// MASTER_ADDR and MASTER_PORT), it gathers every rank's view and prints the
+// communicator's class and whether rocenante would be used, and why.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/bootstrap_env.h"
+#include "core/check.h"
+#include "core/params.h"
+#include "launch_env.h"
+#include "probe_verdict.h"
+#include "topology/topology.h"
+
+namespace {
+
+struct Options {
+  bool json = false;
+  std::string root;  // probe a sysfs tree instead of this machine (tests, demos)
+  int gpu = -2;      // -2: pick from the local rank
+};
+
+const char* kUsage =
+    "usage: rocenante-probe [--json] [--gpu N] [--root DIR]\n"
+    "  Alone: prints this machine's GPUs, GPU links, RDMA devices, ports, GIDs\n"
+    "  (RoCE version, IPv4 subnet), GPU-to-NIC locality and GPUDirect RDMA support.\n"
+    "  Under a launcher (RANK/WORLD_SIZE with MASTER_ADDR/MASTER_PORT, or the\n"
+    "  OMPI_COMM_WORLD_*, PMI_* or SLURM_* equivalents): every rank probes, rank 0\n"
+    "  prints the communicator's topology class and whether rocenante would be used.\n"
+    "  --json     machine-readable output (the ROCENANTE_TOPO_FILE format)\n"
+    "  --gpu N    this rank's GPU (default: local rank modulo the GPU count)\n"
+    "  --root DIR read sysfs/procfs under DIR instead of / (no CUDA; for tests)\n"
+    "  Environment: ROCENANTE_TOPO_FILE, ROCENANTE_TOPO_DUMP_FILE (docs/TOPOLOGY.md).\n";
+
+bool parseArgs(int argc, char** argv, Options* opt) {
+  for (int i = 1; i < argc; i++) {
+    std::string a = argv[i];
+    if (a == "--json") {
+      opt->json = true;
+    } else if ((a == "--root" || a == "--gpu") && i + 1 < argc) {
+      std::string v = argv[++i];
+      if (a == "--root") {
+        opt->root = v;
+      } else {
+        char* end = nullptr;
+        long g = strtol(v.c_str(), &end, 10);
+        if (v.empty() || *end || g < -1 || g > 1024) {
+          fprintf(stderr, "rocenante-probe: --gpu '%s' is not a GPU index\n", v.c_str());
+          return false;
+        }
+        opt->gpu = static_cast<int>(g);
+      }
+    } else if (a == "--help" || a == "-h") {
+      fputs(kUsage, stdout);
+      exit(0);
+    } else {
+      fprintf(stderr, "rocenante-probe: unknown argument '%s'\n%s", a.c_str(), kUsage);
+      return false;
+    }
+  }
+  return true;
+}
+
+int gpuCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+int pickGpu(const Options& opt, const rcn::bench::LaunchInfo& launch) {
+  if (!opt.root.empty()) return opt.gpu >= 0 ? opt.gpu : -1;
+  int count = gpuCount();
+  if (count == 0) return -1;
+  if (opt.gpu != -2) return opt.gpu < count ? opt.gpu : -1;
+  int local = launch.localRank >= 0 ? launch.localRank : launch.rank;
+  return local % count;
+}
+
+rcnResult_t discover(const Options& opt, int rank, int gpu, rcn::RankTopo* out) {
+  if (opt.root.empty()) return rcn::topoDiscoverLocal(rank, gpu, out);
+  rcn::TopoProbeOptions po;
+  po.root = opt.root;
+  po.cudaDev = gpu;
+  po.useCuda = false;
+  return rcn::topoProbeLocal(po, rank, out);
+}
+
+std::string verdictJson(const rcn::probe::Verdict& v) {
+  return std::string("{\"used\": ") + (v.used ? "true" : "false") + ", \"path\": " + rcn::jsonQuote(v.path) +
+         ", \"reason\": " + rcn::jsonQuote(v.reason) + "}";
+}
+
+// The line every rank prints in the multi-rank mode, so a launcher's merged
+// output shows that all ranks reached the same verdict.
+std::string summaryLine(int rank, const rcn::CommTopo& topo, const rcn::probe::Verdict& v) {
+  return "rank " + std::to_string(rank) + "/" + std::to_string(topo.ranks.size()) +
+         ": class=" + rcn::topoClassName(topo.cls) + " nodes=" + std::to_string(topo.nnodes) +
+         " rocenante=" + (v.used ? "yes" : "no") + " path=" + v.path + " reason: " +
+         (v.used ? topo.reason : v.reason);
+}
+
+void printNodes(const rcn::CommTopo& topo) {
+  printf("nodes:\n");
+  for (int n = 0; n < topo.nnodes; n++) {
+    std::string ranks, subnets;
+    for (size_t r = 0; r < topo.ranks.size(); r++) {
+      if (topo.nodeOfRank[r] != n) continue;
+      ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      for (const std::string& s : rcn::rdmaSubnets(topo.ranks[r]))
+        if (subnets.find(s) == std::string::npos) subnets += " " + s;
+    }
+    printf("  %-20s ranks %-12s RDMA subnets:%s\n", topo.nodeNames[n].c_str(), ranks.c_str(),
+           subnets.empty() ? " none" : subnets.c_str());
+  }
+}
+
+int runAlone(const Options& opt, const rcn::bench::LaunchInfo& launch) {
+  rcn::CommTopo topo;
+  topo.ranks.resize(1);
+  if (discover(opt, 0, pickGpu(opt, launch), &topo.ranks[0]) != rcnSuccess) return 1;
+  if (rcn::topoClassify(&topo) != rcnSuccess) return 1;
+  rcn::probe::Verdict v = rcn::probe::verdictFor(topo);
+  if (opt.json) {
+    fputs(rcn::topoToJson(topo, verdictJson(v)).c_str(), stdout);
+    return 0;
+  }
+  fputs(rcn::topoLocalTable(topo.ranks[0]).c_str(), stdout);
+  printf("\nRun it under a launcher (torchrun, mpirun, srun) on every rank to see the\n"
+         "communicator's class and whether rocenante will be used.\n");
+  return 0;
+}
+
+int runRanks(const Options& opt, const rcn::bench::LaunchInfo& launch) {
+  std::unique_ptr<rcn::Bootstrap> boot;
+  if (rcn::bootstrapInitFromEnv(launch.rank, launch.nranks, launch.masterAddr.c_str(), launch.masterPort, &boot) !=
+      rcnSuccess) {
+    fprintf(stderr, "rocenante-probe: rank %d could not join the others at %s:%d (see the warning above)\n",
+            launch.rank, launch.masterAddr.c_str(), launch.masterPort);
+    return 1;
+  }
+  rcn::RankTopo local;
+  rcn::CommTopo topo;
+  if (discover(opt, launch.rank, pickGpu(opt, launch), &local) != rcnSuccess ||
+      rcn::topoGather(*boot, local, &topo) != rcnSuccess || rcn::topoClassify(&topo) != rcnSuccess) {
+    fprintf(stderr, "rocenante-probe: rank %d: topology exchange failed (see the warning above)\n", launch.rank);
+    return 1;
+  }
+  rcn::probe::Verdict v = rcn::probe::verdictFor(topo);
+  std::string dump = rcn::paramStr(rcn::ParamId::TopoDumpFile);
+  if (launch.rank == 0 && !dump.empty() && rcn::topoWriteFile(dump, topo) != rcnSuccess) return 1;
+  if (launch.rank == 0 && opt.json) {
+    fputs(rcn::topoToJson(topo, verdictJson(v)).c_str(), stdout);
+  } else if (launch.rank == 0) {
+    printf("rank 0's machine:\n%s\n", rcn::topoLocalTable(local).c_str());
+    printNodes(topo);
+    printf("class: %s (%d node%s, %zu ranks)\n", rcn::topoClassName(topo.cls), topo.nnodes,
+           topo.nnodes == 1 ? "" : "s", topo.ranks.size());
+    printf("why: %s\n", topo.reason.c_str());
+    printf("rocenante: %s (%s)\n", v.used ? "will be used" : "will not be used; NCCL takes every call",
+           v.reason.c_str());
+  }
+  // Summaries go to stderr under --json so stdout stays one JSON document.
+  fprintf(opt.json ? stderr : stdout, "%s\n", summaryLine(launch.rank, topo, v).c_str());
+  fflush(stdout);
+  // Keep rank 0's bootstrap alive until everyone has its answer.
+  return boot->barrier() == rcnSuccess ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  if (!parseArgs(argc, argv, &opt)) return 2;
+  rcn::bench::LaunchInfo launch;
+  std::string why;
+  if (!rcn::bench::parseLaunchEnv(rcn::bench::processEnv(), &launch, &why)) {
+    fprintf(stderr, "rocenante-probe: %s\n", why.c_str());
+    return 2;
+  }
+  if (launch.kind == rcn::bench::LaunchKind::External && launch.nranks > 1) return runRanks(opt, launch);
+  return runAlone(opt, launch);
+}
