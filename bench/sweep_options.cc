@@ -64,7 +64,7 @@ bool applyValued(const std::string& name, const std::string& value, SweepOptions
   bool ok = true;
   if (name == "--gpus" || name == "--nprocs") ok = parsePositiveInt(value, &o->nprocs, &reason);
   else if (name == "--min-bytes") ok = parseSize(value, &o->minBytes, &reason);
-  else if (name == "--max-bytes") ok = parseSize(value, &o->maxBytes, &reason);
+  else if (name == "--max-bytes") ok = parseSize(value, &o->maxBytes, &reason), o->maxBytesGiven = true;
   else if (name == "--factor") {
     char* end = nullptr;
     o->factor = std::strtod(value.c_str(), &end);

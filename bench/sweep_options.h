@@ -14,6 +14,7 @@ struct SweepOptions {
   int nprocs = 0;                 // --gpus/--nprocs: local processes to start; 0: one per GPU (2 without GPU)
   size_t minBytes = 8;            // --min-bytes
   size_t maxBytes = 64u << 20;    // --max-bytes
+  bool maxBytesGiven = false;     // the host backend lowers the default when not given
   double factor = 4.0;            // --factor
   rcnDataType_t dtype = rcnBfloat16;  // --dtype bf16|fp16|fp32
   rcnRedOp_t op = rcnSum;         // --op sum|max|min

@@ -1,6 +1,9 @@
 #include "sweep_policy.h"
 
+#include <algorithm>
+
 #include "core/dtype.h"
+#include "core/params.h"
 #include "sweep_options.h"
 #include "sweep_report.h"
 
@@ -44,6 +47,17 @@ int preferredNccl(const SweepResults& r, Mode mode, size_t bytes) {
   return best;
 }
 
+// ROCENANTE_MAX_BYTES's default from the parameter table: the fast path's
+// buffer size, which caps any threshold a policy file sets.
+size_t defaultSlotBytes() {
+  for (const ParamInfo& p : paramTable()) {
+    int64_t value = 0;
+    std::string why;
+    if (p.id == ParamId::MaxBytes && parseIntText(p.defaultText, &value, &why)) return static_cast<size_t>(value);
+  }
+  return 0;
+}
+
 }  // namespace
 
 PolicyChoice choosePolicy(const SweepResults& r) {
@@ -81,11 +95,17 @@ std::string policyYaml(const SweepResults& r, const PolicyChoice& c, const std::
   for (const auto& kv : r.meta) y += "# " + kv.first + ": " + kv.second + "\n";
   y += "# one_shot_max_bytes*: largest size at which rocenante one-shot beat the fastest NCCL method\n";
   y += "# at that size and every smaller one (0: it never won or was not measured).\n";
-  y += "version: 1\nclasses:\n  " + topoClass + ":\n";
+  size_t largest = std::max(c.oneShotMaxBytes, c.oneShotMaxBytesGraph);
+  if (largest > defaultSlotBytes())
+    y += "# The fast path's buffers hold ROCENANTE_MAX_BYTES (default " + formatBytes(defaultSlotBytes()) +
+         ") and cap these thresholds:\n# run with ROCENANTE_MAX_BYTES=" + std::to_string(largest) +
+         " or more for them to take full effect.\n";
+  bool anything = c.haveEager || c.haveGraph || !c.nccl.empty();
+  y += "version: 1\nclasses:\n  " + topoClass + ":" + (anything ? "\n" : " {}\n");
   if (c.haveEager) y += "    one_shot_max_bytes: " + std::to_string(c.oneShotMaxBytes) + "\n";
-  else y += "    # one_shot_max_bytes: not measured (no eager results)\n";
+  else y += "    # one_shot_max_bytes: not measured (no eager result to compare with NCCL)\n";
   if (c.haveGraph) y += "    one_shot_max_bytes_graph: " + std::to_string(c.oneShotMaxBytesGraph) + "\n";
-  else y += "    # one_shot_max_bytes_graph: not measured (no graph results)\n";
+  else y += "    # one_shot_max_bytes_graph: not measured (no graph result to compare with NCCL)\n";
   if (!c.nccl.empty()) {
     y += "    # NCCL settings that beat NCCL's default by at least " +
          std::to_string(static_cast<int>(kNcclPreferenceMargin * 100)) + "% up to max_bytes\n";

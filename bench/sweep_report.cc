@@ -87,8 +87,9 @@ std::string comparisonTable(const SweepResults& r, Mode mode) {
   return out;
 }
 
+// Speedups and times are positive; 0 stands for "no value" and becomes null.
 std::string jsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
+  if (!std::isfinite(v) || v <= 0) return "null";
   return printfText("%.4f", v);
 }
 
@@ -175,7 +176,7 @@ std::string formatCrossovers(const SweepResults& r) {
       Crossover c = findCrossover(r, m, mode);
       std::string line = printfText("# crossover, %s, %s: ", modeName(mode), kMethods[m].name);
       if (!c.compared)
-        line += "no size with both it and an NCCL method measured";
+        line += "no NCCL result at the same sizes to compare with";
       else if (c.winsUpTo == 0)
         line += "never faster than the best NCCL method (loses from " + formatBytes(c.firstLoss) + ")";
       else if (c.firstLoss == 0)
@@ -214,10 +215,13 @@ std::string toCsv(const SweepResults& r) {
     out += printfText("%s,%s,%zu,%zu,%s,%s,%d,", modeName(p.mode), kMethods[p.method].name, p.bytes,
                       p.count, dtypeShortName(r.dtype), opName(r.op), r.nranks);
     if (p.measured) {
-      out += printfText("%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,%.4f,%.4f,", p.us.median, p.us.min,
-                        p.us.max, p.us.q1, p.us.q3, algBandwidthGBs(p.bytes, p.us.median),
-                        busBandwidthGBs(p.bytes, p.us.median, r.nranks), p.wrong,
-                        speedupOver(r, p, kBaselineDefault), speedupOver(r, p, kBaselineRing));
+      out += printfText("%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%lld,", p.us.median, p.us.min, p.us.max, p.us.q1,
+                        p.us.q3, algBandwidthGBs(p.bytes, p.us.median),
+                        busBandwidthGBs(p.bytes, p.us.median, r.nranks), p.wrong);
+      for (const char* base : {kBaselineDefault, kBaselineRing}) {
+        double s = speedupOver(r, p, base);
+        out += (s > 0 ? printfText("%.4f", s) : std::string()) + ",";
+      }
     } else {
       out += ",,,,,,,,,,";
     }

@@ -28,6 +28,12 @@ if command -v apt-get >/dev/null; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends \
     cmake ninja-build g++ pkg-config python3 \
-    libyaml-cpp-dev libhwloc-dev libibverbs-dev libbenchmark-dev iproute2 >/dev/null
+    libyaml-cpp-dev libhwloc-dev libibverbs-dev libbenchmark-dev iproute2 \
+    nlohmann-json3-dev libpcre2-dev >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports catch2 >/dev/null
+fi
+
+# The sweep's plot script; optional (its test skips without it).
+if command -v python3 >/dev/null && ! python3 -c "import matplotlib" 2>/dev/null; then
+  python3 -m pip install -q matplotlib 2>/dev/null || echo "install-deps: matplotlib not installed; plots will be skipped" >&2
 fi

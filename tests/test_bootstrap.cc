@@ -4,6 +4,11 @@
 // so the root thread, lives in the parent); the local group uses threads.
 #include <catch2/catch_test_macros.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -180,6 +185,19 @@ TEST_CASE("tcp bootstrap: two processes claiming one rank both fail", "[bootstra
   requireAllSucceeded(outcomes);
 }
 
+TEST_CASE("tcp bootstrap: ranks that disagree on the size both fail", "[bootstrap]") {
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "1500");
+  rcnUniqueId id = freshId();
+  auto outcomes = rcn::test::runRanks(2, [&](int rank) {
+    std::unique_ptr<rcn::Bootstrap> boot;
+    rcnResult_t res = rcn::bootstrapInitTcp(id, rank, rank == 0 ? 2 : 3, &boot);
+    if (res != rcnInvalidUsage) return 1;
+    if (!contains(rcn::lastErrorText(), "ranks disagree on the communicator size")) return 2;
+    return 0;
+  }, 30);
+  requireAllSucceeded(outcomes);
+}
+
 TEST_CASE("tcp bootstrap: abort unblocks a pending all-gather", "[bootstrap]") {
   ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "5000");
   rcnUniqueId id = freshId();
@@ -204,6 +222,30 @@ TEST_CASE("tcp bootstrap: abort unblocks a pending all-gather", "[bootstrap]") {
     return 0;
   }, 30);
   requireAllSucceeded(outcomes);
+}
+
+TEST_CASE("tcp bootstrap: an unreachable root gives a clear error within the timeout", "[bootstrap]") {
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "500");
+  // A port that was just free: nothing listens there.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  close(fd);
+  rcn::BootstrapHandle handle{};
+  handle.magic = 42;
+  std::memcpy(handle.addr, &addr, sizeof addr);
+  handle.addrLen = sizeof addr;
+  rcnUniqueId id{};
+  std::memcpy(id.internal, &handle, sizeof handle);
+  auto start = Clock::now();
+  std::unique_ptr<rcn::Bootstrap> boot;
+  CHECK(rcn::bootstrapInitTcp(id, 0, 2, &boot) == rcnRemoteError);
+  CHECK(msSince(start) < 1500);
+  CHECK(contains(rcn::lastErrorText(), "could not reach the root"));
 }
 
 TEST_CASE("tcp bootstrap rejects bad arguments", "[bootstrap]") {

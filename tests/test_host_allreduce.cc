@@ -84,7 +84,7 @@ TEST_CASE("host backend over tcp: every dtype and op, chunked counts", "[host][t
   runAll(3, "tcp");
 }
 
-TEST_CASE("host backend over shm with 2 and 4 ranks", "[host][shm]") {
+TEST_CASE("host backend: shm with 2 ranks, tcp with 4 ranks", "[host]") {
   runAll(2, "shm");
   runAll(4, "tcp");
 }

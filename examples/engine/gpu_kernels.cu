@@ -62,11 +62,12 @@ template <typename T>
 __global__ void addRmsNormKernel(T* out, float* x, const T* delta, const T* weight, const int* rowIndex,
                                  int dim, float eps) {
   const int r = blockIdx.x;
-  float* xr = x + size_t(rowIndex ? rowIndex[r] : r) * dim;
+  const size_t row = rowIndex ? rowIndex[r] : r;
+  float* xr = x + row * dim;
   float squares = 0;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
     float v = xr[i];
-    if (delta) xr[i] = v = v + toFloat(delta[size_t(r) * dim + i]);
+    if (delta) xr[i] = v = v + toFloat(delta[row * dim + i]);
     squares += v * v;
   }
   const float scale = rsqrtf(blockSum(squares) / dim + eps);
@@ -115,34 +116,46 @@ __global__ void qkvToCacheKernel(T* qkv, T* keyCache, T* valueCache, const T* qN
   }
 }
 
-// Block (head, token), 256 threads. Scores live in shared memory, one per
-// cached position; values are summed by blockDim/headDim thread groups that
-// split the positions, then combined in group order.
+// Block (head, token), 512 threads. Scores live in shared memory, one per
+// cached position. Decode is latency-bound (few blocks, long dependent loops),
+// so each warp works on kUnroll positions at once, with clamped indices so
+// that the loads never sit behind a branch.
+constexpr int kAttentionThreads = 512;
+constexpr int kUnroll = 4;
+
 template <typename T>
-__global__ void attentionKernel(T* out, const T* qkv, const T* keyCache, const T* valueCache,
-                                TokenPlacement place, AttentionShape s) {
+__global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, const T* qkv, const T* keyCache,
+                                                                     const T* valueCache, TokenPlacement place,
+                                                                     AttentionShape s) {
   extern __shared__ float shared[];
   const int d = s.headDim, i = blockIdx.y, h = blockIdx.x;
-  float* q = shared;                 // [d]
-  float* scores = q + d;             // [maxContext]
+  float* q = shared;                       // [d]
+  float* scores = q + d;                   // [maxContext]
   float* partial = scores + s.maxContext;  // [groups][d]
   const int kvh = (s.headStart + h) / s.group - s.kvStart;
   const int last = place.pos[i];
   const size_t stride = size_t(s.heads + 2 * s.kvHeads) * d;
-  const size_t seqBase = size_t(place.seq[i]) * s.maxContext * s.kvHeads * d;
   const size_t rowStride = size_t(s.kvHeads) * d;
+  const T* keys = keyCache + size_t(place.seq[i]) * s.maxContext * rowStride + size_t(kvh) * d;
+  const T* values = valueCache + size_t(place.seq[i]) * s.maxContext * rowStride + size_t(kvh) * d;
 
   for (int j = threadIdx.x; j < d; j += blockDim.x) q[j] = toFloat(qkv[i * stride + size_t(h) * d + j]);
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const float scale = rsqrtf(float(d));
-  for (int t = warp; t <= last; t += warps) {
-    const T* k = keyCache + seqBase + t * rowStride + size_t(kvh) * d;
-    float dot = 0;
-    for (int j = lane; j < d; j += 32) dot += q[j] * toFloat(k[j]);
-    for (int offset = 16; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    if (lane == 0) scores[t] = dot * scale;
+  for (int t0 = warp; t0 <= last; t0 += warps * kUnroll) {
+    float dot[kUnroll] = {};
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const T* k = keys + min(t0 + u * warps, last) * rowStride;
+      for (int j = lane; j < d; j += 32) dot[u] += q[j] * toFloat(k[j]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      for (int offset = 16; offset > 0; offset >>= 1) dot[u] += __shfl_xor_sync(0xffffffffu, dot[u], offset);
+      if (lane == 0 && t0 + u * warps <= last) scores[t0 + u * warps] = dot[u] * scale;
+    }
   }
   __syncthreads();
   float localMax = -INFINITY;
@@ -152,11 +165,21 @@ __global__ void attentionKernel(T* out, const T* qkv, const T* keyCache, const T
   for (int t = threadIdx.x; t <= last; t += blockDim.x) localSum += scores[t] = __expf(scores[t] - maxScore);
   const float total = blockSum(localSum);  // also orders the score writes before the reads below
 
+  // Thread groups of d threads split the positions; group g takes t = g, g + groups, ...
   const int groups = blockDim.x / d, group = threadIdx.x / d, j = threadIdx.x % d;
   if (group < groups) {
     float acc = 0;
-    for (int t = group; t <= last; t += groups)
-      acc += scores[t] * toFloat(valueCache[seqBase + t * rowStride + size_t(kvh) * d + j]);
+    for (int t0 = group; t0 <= last; t0 += groups * kUnroll) {
+      float v[kUnroll], p[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int t = t0 + u * groups;
+        v[u] = toFloat(values[min(t, last) * rowStride + j]);
+        p[u] = t <= last ? scores[min(t, last)] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) acc += p[u] * v[u];
+    }
     partial[group * d + j] = acc;
   }
   __syncthreads();
@@ -254,8 +277,8 @@ cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCach
 
 cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
                             TokenPlacement place, int n, const AttentionShape& s, cudaStream_t stream) {
-  const int block = 256;
-  if (s.headDim > block) return cudaErrorInvalidValue;
+  const int block = kAttentionThreads;
+  if (s.headDim > 256) return cudaErrorInvalidValue;
   const size_t smem = (s.headDim + s.maxContext + (block / s.headDim) * s.headDim) * sizeof(float);
   dim3 grid(s.heads, n);
   if (smem > 48 * 1024) {

@@ -26,7 +26,7 @@ struct TokenPlacement {
 cudaError_t launchEmbedding(DType t, float* x, const void* embedding, const int* tokens, int n, int dim,
                             cudaStream_t stream);
 
-// Per row r: if delta, x[row] += delta[r]; out[r] = RMSNorm(x[row]) * weight, where
+// Per row r: if delta, x[row] += delta[row]; out[r] = RMSNorm(x[row]) * weight, where
 // row = rowIndex ? rowIndex[r] : r (the LM head normalises only the last token of each sequence).
 cudaError_t launchAddRmsNorm(DType t, void* out, float* x, const void* delta, const void* weight,
                              const int* rowIndex, int rows, int dim, float eps, cudaStream_t stream);

@@ -27,7 +27,8 @@ void printUsage(const char* program) {
       "  --prompt-len N          bench prefill tokens per sequence (default 128)\n"
       "  --decode-steps N        bench decode steps (default 64)\n"
       "  --json PATH             bench results as JSON\n"
-      "  --quiet                 no streamed text, only the summary\n",
+      "  --quiet                 no streamed text, only the summary\n"
+      "  --profile               bench: also time each operation of eager decode steps\n",
       program);
 }
 
@@ -90,6 +91,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     else if (flag == "--decode-steps") o.decodeSteps = toInt(flag, value());
     else if (flag == "--json") o.jsonPath = value();
     else if (flag == "--quiet") o.quiet = true;
+    else if (flag == "--profile") o.profile = true;
     else if (flag == "--rank") o.rank = toInt(flag, value());
     else if (flag == "--unique-id") o.uniqueIdHex = value();
     else throw EngineError("unknown option " + flag + " (see --help)");

@@ -28,6 +28,7 @@ struct EngineOptions {
   int decodeSteps = 64;         // bench decode steps timed
   std::string jsonPath;         // bench results as JSON
   bool quiet = false;
+  bool profile = false;          // bench: per-operation times of eager decode steps
   // Set by the launcher in each child process.
   int rank = -1;
   std::string uniqueIdHex;

@@ -26,6 +26,7 @@ ModelConfig shapeConfig(const std::string& name) {
     c.arch = "llama";
     c.dim = 96, c.hidden = 160, c.layers = 3, c.heads = 6, c.kvHeads = 2, c.headDim = 16;
     c.vocab = 300, c.seqLen = 64, c.tiedClassifier = false;
+    c.ropeInterleaved = true;  // as llama2.c checkpoints
   } else if (name == "tiny-qwen3") {
     c.arch = "qwen3";
     c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kvHeads = 2, c.headDim = 32;

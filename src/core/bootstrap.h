@@ -35,6 +35,10 @@ struct BootstrapHandle {
 };
 static_assert(sizeof(BootstrapHandle) <= RCN_UNIQUE_ID_BYTES, "handle must fit the unique id");
 
+// ROCENANTE_BOOTSTRAP_TIMEOUT_MS, clamped to [1 ms, 1e9 ms]: the bound on
+// every bootstrap wait.
+int64_t bootstrapTimeoutMs();
+
 // Opens the root's listening socket, starts the root thread that introduces
 // the ranks to each other, and writes the handle into id.
 rcnResult_t bootstrapGetUniqueId(rcnUniqueId* id);

@@ -95,11 +95,14 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadli
     reply.ok = join.nranks == nranks;
     reply.nranks = nranks;
     reply.id = id;
-    if (!reply.ok)
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d says the world has %d ranks, rank 0 says %d", join.rank,
-               join.nranks, nranks);
     socketSendAll(fd, &reply, sizeof reply, deadline, &why);
     socketClose(&fd);
+    if (!reply.ok) {
+      // Refused ranks do not count: the right one may still arrive.
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d says the world has %d ranks, rank 0 says %d", join.rank,
+               join.nranks, nranks);
+      joined--;
+    }
   }
   socketClose(&lfd);
   return res;

@@ -13,7 +13,6 @@
 
 #include "core/bootstrap.h"
 #include "core/check.h"
-#include "core/params.h"
 #include "core/socket.h"
 
 namespace rcn {
@@ -87,7 +86,7 @@ rcnResult_t LocalBootstrapGroup::depositLocked(int rank, const void* data, size_
 }
 
 rcnResult_t LocalBootstrapGroup::allGather(int rank, void* data, size_t bytes) {
-  const int64_t timeoutMs = std::max<int64_t>(1, paramInt(ParamId::BootstrapTimeoutMs));
+  const int64_t timeoutMs = bootstrapTimeoutMs();
   const Deadline deadline = deadlineAfterMs(timeoutMs);
   Lock lock(mutex_);
   // The previous round's readers must finish before its buffer is reused.

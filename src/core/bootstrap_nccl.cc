@@ -21,7 +21,7 @@ struct Header {
   uint64_t magic;
   uint64_t seq;
   uint64_t bytes;
-  uint64_t gaveUp;  // nonzero: this rank abandoned the exchange sequence
+  uint64_t reserved;  // zero
 };
 static_assert(sizeof(Header) == 32, "header is exchanged as 32 raw bytes");
 
@@ -84,13 +84,13 @@ class NcclBootstrapImpl : public NcclBootstrap {
     RCN_CHECK(exchange(headers.data(), sizeof(Header)));
     for (int r = 0; r < nranks_; ++r) {
       const Header& h = headers[r];
-      if (h.magic != kHeaderMagic || h.gaveUp || h.seq != seq_ || h.bytes != bytes) {
+      if (h.magic != kHeaderMagic || h.reserved != 0 || h.seq != seq_ || h.bytes != bytes) {
         broken_ = true;
         RCN_WARN(RCN_LOG_BOOTSTRAP,
                  "bootstrap over NCCL: rank %d is out of step at exchange %llu (it sent seq %llu, "
-                 "%llu bytes%s; this rank %d expected %zu bytes): a rank failed during init",
+                 "%llu bytes; this rank %d expected %zu bytes): a rank failed during init",
                  r, (unsigned long long)seq_, (unsigned long long)h.seq,
-                 (unsigned long long)h.bytes, h.gaveUp ? ", gave up" : "", rank_, bytes);
+                 (unsigned long long)h.bytes, rank_, bytes);
         return rcnRemoteError;
       }
     }

@@ -3,10 +3,10 @@
 // Every exchange is an ncclAllGather on a small device buffer and a private
 // stream, waited for with a bound (ROCENANTE_BOOTSTRAP_TIMEOUT_MS).
 //
-// Each exchange first gathers a fixed 32-byte header (sequence number, size,
-// a "gave up" mark) and only then the payload, so ranks that disagree on what
-// they exchange get a clear error instead of an ncclAllGather of mismatched
-// sizes.
+// Each exchange first gathers a fixed 32-byte header (sequence number and
+// size) and only then the payload, so ranks that are out of step (one failed
+// part-way through init) get a clear error instead of an ncclAllGather of
+// mismatched sizes.
 #pragma once
 
 #include <nccl.h>

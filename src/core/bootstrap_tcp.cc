@@ -78,8 +78,6 @@ struct CallHeader {
   uint64_t bytes;
 };
 
-int64_t bootstrapTimeoutMs() { return std::max<int64_t>(1, paramInt(ParamId::BootstrapTimeoutMs)); }
-
 WireAddress toWire(const SocketAddress& addr) {
   WireAddress wire{};
   wire.len = addr.len;
@@ -262,7 +260,8 @@ void Root::rejectLatecomers(Deadline deadline) {
 // ---- A rank joining through the root ---------------------------------------------
 
 // Turns a root's failure verdict into the message this rank logs.
-rcnResult_t reportVerdict(const RootReply& r, int rank, int fd, Deadline deadline, const SocketAddress& root) {
+rcnResult_t reportVerdict(const RootReply& r, int rank, int nranks, int fd, Deadline deadline,
+                          const SocketAddress& root) {
   switch (r.verdict) {
     case kVerdictBadMagic:
       RCN_WARN(RCN_LOG_BOOTSTRAP,
@@ -279,7 +278,8 @@ rcnResult_t reportVerdict(const RootReply& r, int rank, int fd, Deadline deadlin
       RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: two processes joined as rank %d (rank %d gives up)", r.culprit, rank);
       return rcnInvalidUsage;
     case kVerdictTimeout: {
-      std::vector<char> joined(static_cast<size_t>(std::max(r.nranks, 0)), 0);
+      // The root only times out a group whose size matches ours.
+      std::vector<char> joined(r.nranks == nranks ? static_cast<size_t>(nranks) : 0, 0);
       std::string why;
       std::string missingText = "unknown";
       if (!joined.empty() && socketRecvAll(fd, joined.data(), joined.size(), deadline, &why) == rcnSuccess) {
@@ -288,12 +288,14 @@ rcnResult_t reportVerdict(const RootReply& r, int rank, int fd, Deadline deadlin
           if (!joined[i]) missing.push_back(i);
         missingText = rankList(missing);
       }
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: only %d of %d ranks joined within %lld ms; missing ranks: %s (rank %d gives up)",
+      RCN_WARN(RCN_LOG_BOOTSTRAP,
+               "bootstrap: only %d of %d ranks joined within %lld ms; missing ranks: %s (rank %d gives up)",
                r.joined, r.nranks, static_cast<long long>(r.timeoutMs), missingText.c_str(), rank);
       return rcnRemoteError;
     }
     default:
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: the root at %s sent an unknown verdict %d", root.text().c_str(), r.verdict);
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: the root at %s sent an unknown verdict %d", root.text().c_str(),
+               r.verdict);
       return rcnRemoteError;
   }
 }
@@ -310,8 +312,10 @@ rcnResult_t joinRoot(const SocketAddress& root, uint64_t magic, int rank, int nr
   std::string why;
   rcnResult_t res = socketConnect(root, connectDeadline, &fd, &why);
   if (res != rcnSuccess) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d could not reach the root at %s within %lld ms: %s", rank,
-             root.text().c_str(), static_cast<long long>(timeoutMs), why.c_str());
+    RCN_WARN(RCN_LOG_BOOTSTRAP,
+             "bootstrap: rank %d could not reach the root at %s within %lld ms: %s "
+             "(is the process that made the id alive, and the id from this run?)",
+             rank, root.text().c_str(), static_cast<long long>(timeoutMs), why.c_str());
     return res;
   }
   JoinRequest request{};
@@ -330,7 +334,7 @@ rcnResult_t joinRoot(const SocketAddress& root, uint64_t magic, int rank, int nr
     return res;
   }
   if (reply.verdict != kVerdictOk) {
-    res = reportVerdict(reply, rank, fd, answerDeadline, root);
+    res = reportVerdict(reply, rank, nranks, fd, answerDeadline, root);
     socketClose(&fd);
     return res;
   }
@@ -458,8 +462,9 @@ rcnResult_t TcpBootstrap::exchange(const void* sendData, void* recvData, size_t 
     RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: %s with rank %d timed out after %lld ms", rank_, what, peer,
              static_cast<long long>(timeoutMs_));
   else
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: %s with rank %d failed: %s (did rank %d exit or abort?)", rank_,
-             what, peer, why.c_str(), peer);
+    RCN_WARN(RCN_LOG_BOOTSTRAP,
+             "bootstrap: rank %d: %s with rank %d failed: %s (rank %d exited, aborted, or lost its own neighbour)",
+             rank_, what, peer, why.c_str(), peer);
   fail();
   return res;
 }

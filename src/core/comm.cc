@@ -10,6 +10,7 @@
 #include "core/nccl_lib.h"
 #include "core/params.h"
 #include "core/selftest.h"
+#include "topology/topology.h"
 #include "transport/transport.h"
 
 namespace rcn {
@@ -65,9 +66,25 @@ rcnResult_t parseTransport(TransportKind* kind) {
   return rcnSuccess;
 }
 
-rcnResult_t buildFastPath(rcnComm* comm, std::string* why) {
+// Auto: p2p where every GPU pair of one host has peer access, the proxy path
+// where nodes (or GPUs without peer access) all reach each other, nothing on a
+// partial topology (a 4+ node physical ring: NCCL's ring fits it better).
+TransportKind autoTransport(const rcnComm* comm, const CommTopo& topo, std::string* why) {
+  if (comm->cudaDev < 0) return TransportKind::Host;
+  if (topo.cls == TopoClass::SingleHost && topo.p2pEligible) return TransportKind::P2p;
+  if (topo.cls == TopoClass::SingleHost || topo.cls == TopoClass::MultiNodeAnyToAny)
+    return TransportKind::Proxy;
+  *why = "topology: " + topo.reason;
+  return TransportKind::Auto;  // none
+}
+
+rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why) {
   TransportKind kind;
   RCN_CHECK(parseTransport(&kind));
+  if (kind == TransportKind::Auto) {
+    kind = autoTransport(comm, topo, why);
+    if (kind == TransportKind::Auto) return rcnSuccess;  // no fast path; every rank agrees
+  }
   FastPathContext ctx;
   ctx.rank = comm->rank;
   ctx.nranks = comm->nranks;
@@ -110,16 +127,19 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
       RCN_CHECK(createNcclComm(comm));
     }
   }
+  CommTopo topo;
+  RCN_CHECK(topoBuild(*comm->bootstrap, comm->cudaDev, &topo));
+  comm->topoClass = topo.cls;
+  comm->nnodes = topo.nnodes;
   rcnPath_t transport = rcnPathNccl;
   std::string reason;
   if (paramBool(ParamId::Disable)) {
     reason = "disabled by ROCENANTE_DISABLE";
   } else {
-    RCN_CHECK(buildFastPath(comm, &reason));
+    RCN_CHECK(buildFastPath(comm, topo, &reason));
     if (comm->fast) transport = comm->fast->path();
   }
-  TopoClass topo = comm->cudaDev >= 0 && transport == rcnPathP2p ? TopoClass::SingleHost : TopoClass::Unknown;
-  RCN_CHECK(policyLoad(topo, transport, comm->nranks, &comm->policy));
+  RCN_CHECK(policyLoad(topo.cls, transport, comm->nranks, &comm->policy));
   if (comm->fast) {
     reason = std::string("fast path ") + comm->fast->transportName();
     RCN_CHECK(selfTestAndVote(comm, &reason));
@@ -214,6 +234,8 @@ rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t co
   call.dtype = dtype;
   call.op = op;
   call.nranks = comm->nranks;
+  call.nnodes = comm->nnodes;
+  call.topo = comm->topoClass;
   call.transport = comm->fast ? comm->fast->path() : rcnPathNccl;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)

@@ -29,6 +29,8 @@ struct rcnComm {
 
   std::unique_ptr<rcn::FastPath> fast;  // null: every call goes to NCCL
   rcn::PolicyConfig policy;             // agreed on every rank at init
+  rcn::TopoClass topoClass = rcn::TopoClass::Unknown;  // from the topology probe
+  int nnodes = 1;
   rcnCommInfo info{};                   // what rcnCommQuery returns
 
   std::atomic<bool> aborted{false};

@@ -6,7 +6,8 @@
 //   3. gather every rank's verdict: one failure or one "slower" turns the
 //      fast path off on every rank.
 // A local failure in step 2 never returns early: the rank still votes, so no
-// peer is left waiting in the exchange.
+// peer is left waiting in the exchange. Where there is no NCCL (the host
+// backend) a failed vote fails creation instead: the fast path is the only path.
 #include "core/selftest.h"
 
 #include <cuda_runtime_api.h>
@@ -258,11 +259,19 @@ std::string describeVotes(const std::vector<Vote>& votes, bool* keep) {
   return "self-test passed on every rank";
 }
 
-void turnOff(rcnComm* comm, const std::string& why, std::string* reason) {
+// Falls back to NCCL on every rank, or fails creation where there is no NCCL
+// (the host backend): then the fast path is the only path.
+rcnResult_t turnOff(rcnComm* comm, const std::string& why, std::string* reason) {
+  if (!comm->nccl) {
+    RCN_WARN(RCN_LOG_INIT, "rank %d/%d: %s, and there is no NCCL to fall back to", comm->rank,
+             comm->nranks, why.c_str());
+    return rcnInternalError;
+  }
   comm->fast.reset();
   *reason = "fast path off: " + why;
   RCN_INFO(RCN_LOG_INIT, "rank %d/%d: rocenante off for this communicator, all-reduces go to NCCL: %s",
            comm->rank, comm->nranks, why.c_str());
+  return rcnSuccess;
 }
 
 }  // namespace
@@ -274,10 +283,7 @@ rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
   bool agree = false;
   std::string why;
   RCN_CHECK(compareConfig(comm, &agree, &why));
-  if (!agree) {
-    turnOff(comm, why, reason);
-    return rcnSuccess;
-  }
+  if (!agree) return turnOff(comm, why, reason);
   if (!paramBool(ParamId::SelfTest)) {
     *reason += "; self-test skipped (ROCENANTE_SELFTEST=0)";
     return rcnSuccess;
@@ -291,14 +297,14 @@ rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
   std::string verdict = describeVotes(votes, &keep);
   comm->info.selfTestUsFast = votes[comm->rank].usFast;
   comm->info.selfTestUsNccl = votes[comm->rank].usNccl;
-  if (!keep) {
-    turnOff(comm, verdict, reason);
-    return rcnSuccess;
-  }
+  if (!keep) return turnOff(comm, verdict, reason);
   comm->info.selfTestPassed = 1;
   char text[160];
-  snprintf(text, sizeof text, "; %s (fast %.1f us, nccl %.1f us summed over sizes)", verdict.c_str(),
-           votes[comm->rank].usFast, votes[comm->rank].usNccl);
+  if (votes[comm->rank].usNccl > 0)
+    snprintf(text, sizeof text, "; %s (fast %.1f us, nccl %.1f us summed over sizes)", verdict.c_str(),
+             votes[comm->rank].usFast, votes[comm->rank].usNccl);
+  else
+    snprintf(text, sizeof text, "; %s (correctness only: no NCCL to time against)", verdict.c_str());
   *reason += text;
   RCN_INFO(RCN_LOG_INIT, "rank %d/%d: rocenante on: %s", comm->rank, comm->nranks, reason->c_str());
   return rcnSuccess;

@@ -275,7 +275,7 @@ rcnResult_t socketAccept(int listenFd, Deadline deadline, int* fd, std::string* 
     short revents = 0;
     int ready = pollOne(listenFd, POLLIN, deadline, &revents);
     if (ready == 0) {
-      *why = "timed out waiting for a connection";
+      *why = "timed out";
       return rcnRemoteError;
     }
     if (ready < 0 || (revents & (POLLERR | POLLNVAL))) {

@@ -44,7 +44,8 @@ rcnResult_t socketListen(const SocketAddress& addr, int* fd, SocketAddress* boun
 
 // The I/O calls below return rcnSuccess, rcnRemoteError (deadline passed, peer
 // closed or reset the connection, peer refused) or rcnSystemError (a local
-// syscall failed); why receives a short reason for the caller's message.
+// syscall failed); why receives a short reason for the caller's message,
+// exactly "timed out" when the deadline passed.
 
 // Connects to addr, retrying refused or unreachable attempts until the
 // deadline (the peer may not be listening yet). fd is non-blocking.

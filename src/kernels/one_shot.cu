@@ -12,7 +12,8 @@ namespace rcn {
 
 namespace {
 
-constexpr int kMaxThreads = 1024;
+// Threads per block are capped at 512 so that every instance gets 128 registers.
+constexpr int kMaxThreads = 512;
 
 size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
@@ -198,15 +199,13 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
   // 2. Raise flag[phase][me][block] on every peer, after the data: the
   // barrier orders the block's stores before this thread's release.
   const int peer = threadIdx.x;
-  if (peer < n && peer != me) {
-    __threadfence_system();
-    storeReleaseSys(flagOf(a, peer, phase, me), call);
-  }
+  if (peer < n && peer != me) storeReleaseSys(flagOf(a, peer, phase, me), call);
 
-  // 3. Wait for every peer's flag for this block.
+  // 3. Wait for every peer's flag for this block, then clear it: a flag is
+  // either 0 or the current call, so no stale value can ever match.
   int failed = 0;
   if (peer < n && peer != me) {
-    const uint32_t* flag = flagOf(a, me, phase, peer);
+    uint32_t* flag = flagOf(a, me, phase, peer);
     WaitBudget budget;
     while (loadAcquireSys(flag) != call) {
       const uint32_t why = budget.check(a);
@@ -216,6 +215,7 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
         break;
       }
     }
+    if (!failed) *reinterpret_cast<volatile uint32_t*>(flag) = 0;
   }
   if (__syncthreads_or(failed)) return;
 
@@ -277,6 +277,8 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
           line = loadLine(src);
         }
         d = make_uint2(line.x, line.z);
+        // Clear the tags once read, so a line only ever holds 0 or the current call.
+        storeLine(const_cast<uint4*>(src), make_uint4(0, 0, 0, 0));
       }
       accumulate<T, Op>(acc, d, r == 0);
     }
@@ -290,7 +292,10 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(const OneShotArgs a, int ll) {
   volatile OneShotState* st = a.state;
   if (st->failed) return;  // an earlier call lost a peer: do nothing, never wait again
-  const uint32_t call = st->epoch + 1;
+  // Call numbers tag flags and lines; 0 means "cleared", so it is skipped on
+  // wrap-around (0xffffffff is followed by 2, keeping the phase alternating).
+  uint32_t call = st->epoch + 1;
+  if (call == 0) call = 2;
   if (ll)
     runLL<T, Op>(a, call);
   else

@@ -83,7 +83,7 @@ static void classifySingleHost(CommTopo* topo) {
   for (const RankTopo& t : topo->ranks) {
     if (t.cudaDev < 0) {
       topo->p2pEligible = false;
-      topo->reason = "single host '" + host + "', " + std::to_string(n) + " ranks; rank " +
+      topo->reason = "single host '" + host + "', " + std::to_string(n) + (n == 1 ? " rank" : " ranks") + "; rank " +
                      std::to_string(t.rank) + " has no GPU, so p2p is not eligible";
       return;
     }
@@ -151,7 +151,10 @@ static void classifyMultiNode(CommTopo* topo) {
   std::string note;
   int bare = firstNodeWithout(subnets);
   if (bare >= 0) {
-    note = " (node " + topo->nodeNames[bare] + " has no active RoCE v2 or InfiniBand port, so IPv4 interfaces decide)";
+    bool none = true;
+    for (const auto& s : subnets) none = none && s.empty();
+    note = none ? " (no node has an active RoCE v2 or InfiniBand port, so IPv4 interfaces decide)"
+                : " (node " + topo->nodeNames[bare] + " has no active RoCE v2 or InfiniBand port, so IPv4 interfaces decide)";
     subnets = nodeSubnets(*topo, false);
     kind = "IPv4";
     topo->wire = "tcp";
@@ -172,7 +175,7 @@ static void classifyMultiNode(CommTopo* topo) {
       topo->reason = nodes + "; nodes " + topo->nodeNames[a] + " and " + topo->nodeNames[b] + " share no " +
                      kind + " subnet (" + topo->nodeNames[a] + ": " + joinList(subnets[a]) + "; " +
                      topo->nodeNames[b] + ": " + joinList(subnets[b]) +
-                     "): not every pair of nodes has a direct path (a ring of 4+ nodes or split subnets)" + note;
+                     "), so not every pair of nodes has a direct path (a ring of 4+ nodes, or split subnets)" + note;
       return;
     }
   topo->cls = TopoClass::MultiNodeAnyToAny;

@@ -5,7 +5,9 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/check.h"
 #include "topology/sysfs.h"

@@ -42,12 +42,22 @@ rcnResult_t discoverLocality(const TopoProbeOptions& opt, RankTopo* out) {
   std::vector<std::vector<std::string>> nicChains;
   for (const NicInfo& nic : out->nics)
     nicChains.push_back(pciChain(resolvePath(joinPath(opt.root, "sys/class/infiniband/" + nic.name + "/device"))));
+  // A NIC with no active port carries no traffic: consider the others first.
+  bool anyActive = false;
+  std::vector<bool> active;
+  for (const NicInfo& nic : out->nics) {
+    bool a = false;
+    for (const PortInfo& p : nic.ports) a = a || p.active();
+    active.push_back(a);
+    anyActive = anyActive || a;
+  }
   for (GpuInfo& gpu : out->gpus) {
     gpu.nearestNic.clear();
     gpu.nicDistance = PciDistance::Unknown;
     if (gpu.pciBusId.empty()) continue;
     auto gpuChain = pciChain(resolvePath(joinPath(opt.root, "sys/bus/pci/devices/" + gpu.pciBusId)));
     for (size_t i = 0; i < out->nics.size(); i++) {
+      if (anyActive && !active[i]) continue;
       PciDistance d = distanceOf(gpuChain, nicChains[i]);
       if (d == PciDistance::Unknown) continue;
       if (gpu.nicDistance == PciDistance::Unknown || d < gpu.nicDistance) {

@@ -136,41 +136,44 @@ class Fields {
       std::string key = kv.first.Scalar();
       bool known = false;
       for (const char* a : allowed) known = known || key == a;
-      if (!known) return fail(kv.first, path_ + "." + key, "unknown key");
+      if (!known) return fail(kv.first, sub(key), "unknown key");
     }
   }
 
   template <class T>
   void get(const char* key, T* out, bool required = false) {
-    if (!err_->empty()) return;
+    if (!err_->empty() || !node_.IsMap()) return;
     YAML::Node v = node_[key];
     if (!v) {
-      if (required) fail(node_, path_ + "." + key, "missing required key");
+      if (required) fail(node_, sub(key), "missing required key");
       return;
     }
     if (v.IsNull()) return;
-    if (!v.IsScalar()) return fail(v, path_ + "." + key, std::string("expected ") + kindName<T>());
+    if (!v.IsScalar()) return fail(v, sub(key), std::string("expected ") + kindName<T>());
     try {
       *out = v.as<T>();
     } catch (const YAML::Exception&) {
-      fail(v, path_ + "." + key, std::string("expected ") + kindName<T>() + ", got '" + v.Scalar() + "'");
+      fail(v, sub(key), std::string("expected ") + kindName<T>() + ", got '" + v.Scalar() + "'");
     }
   }
 
   // A list under key (absent: empty).
   YAML::Node list(const char* key) {
+    if (!err_->empty() || !node_.IsMap()) return YAML::Node(YAML::NodeType::Sequence);
     YAML::Node v = node_[key];
-    if (err_->empty() && v && !v.IsNull() && !v.IsSequence()) fail(v, path_ + "." + key, "expected a list");
+    if (err_->empty() && v && !v.IsNull() && !v.IsSequence()) fail(v, sub(key), "expected a list");
     return (v && v.IsSequence()) ? v : YAML::Node(YAML::NodeType::Sequence);
   }
 
   void fail(const YAML::Node& at, const std::string& key, const std::string& what) {
     if (!err_->empty()) return;
     int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
-    *err_ = file_ + ":" + std::to_string(line) + ": key '" + key + "': " + what;
+    *err_ = file_ + ":" + std::to_string(line) + ": " + (key.empty() ? std::string("top level") : "key '" + key + "'") +
+            ": " + what;
   }
 
-  const std::string& path() const { return path_; }
+  // The dotted name of a key of this mapping, for messages.
+  std::string sub(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
  private:
   template <class T>
@@ -189,7 +192,7 @@ Support parseSupport(Fields& f, const YAML::Node& node, const char* key) {
   f.get(key, &text);
   if (text == "yes" || text == "true") return Support::Yes;
   if (text == "no" || text == "false") return Support::No;
-  if (text != "unknown") f.fail(node[key], f.path() + "." + key, "expected yes, no or unknown, got '" + text + "'");
+  if (text != "unknown") f.fail(node[key], f.sub(key), "expected yes, no or unknown, got '" + text + "'");
   return Support::Unknown;
 }
 
@@ -197,7 +200,7 @@ void parseIpv4Field(Fields& f, const YAML::Node& node, const char* key, Ipv4Net*
   std::string text;
   f.get(key, &text, required);
   if (text.empty()) return;
-  if (!parseIpv4Net(text, out)) f.fail(node[key], f.path() + "." + key, "expected a.b.c.d/prefix, got '" + text + "'");
+  if (!parseIpv4Net(text, out)) f.fail(node[key], f.sub(key), "expected a.b.c.d/prefix, got '" + text + "'");
 }
 
 std::string item(const std::string& path, const char* list, size_t i) {

@@ -128,6 +128,8 @@ int runAlone(const Options& opt, const rcn::bench::LaunchInfo& launch) {
   if (discover(opt, 0, pickGpu(opt, launch), &topo.ranks[0]) != rcnSuccess) return 1;
   if (rcn::topoClassify(&topo) != rcnSuccess) return 1;
   rcn::probe::Verdict v = rcn::probe::verdictFor(topo);
+  std::string dump = rcn::paramStr(rcn::ParamId::TopoDumpFile);
+  if (!dump.empty() && rcn::topoWriteFile(dump, topo) != rcnSuccess) return 1;
   if (opt.json) {
     fputs(rcn::topoToJson(topo, verdictJson(v)).c_str(), stdout);
     return 0;

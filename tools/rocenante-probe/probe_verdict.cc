@@ -52,7 +52,7 @@ Verdict verdictFor(const CommTopo& topo) {
   } else if (config.force < 0) {
     v.reason = "ROCENANTE_FORCE=nccl";
   } else if (topo.cls == TopoClass::MultiNodePartial) {
-    v.reason = "not every pair of nodes has a direct path, so NCCL's ring is used: " + topo.reason;
+    v.reason = topo.reason + "; NCCL (its ring) takes every call";
   } else if (nranks > config.maxRanks) {
     v.reason = std::to_string(nranks) + " ranks is more than the policy's " + std::to_string(config.maxRanks);
   } else {

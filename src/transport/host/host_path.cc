@@ -51,7 +51,7 @@ class HostPath final : public FastPath {
                         rcnRedOp_t op, cudaStream_t) override {
     if (failed_.load(std::memory_order_acquire)) return rcnRemoteError;
     size_t elemSize = dtypeSize(dtype);
-    size_t chunkElems = layout_.slotBytes / elemSize;
+    size_t chunkElems = layout_.slotBytes() / elemSize;
     for (size_t done = 0; done < count; done += chunkElems) {
       size_t n = std::min(chunkElems, count - done);
       RCN_CHECK(oneCall(static_cast<const uint8_t*>(send) + done * elemSize,
@@ -193,16 +193,13 @@ rcnResult_t createHostPath(const FastPathContext& ctx, std::unique_ptr<FastPath>
   std::string wireText = paramStr(ParamId::Wire);
   RCN_ARG_CHECK(parseWireKind(wireText, &kind),
                 "ROCENANTE_WIRE='%s' is not one of auto, verbs, shm, tcp", wireText.c_str());
-  ExchangeLayout layout;
-  layout.nranks = ctx.nranks;
-  layout.blocks = 1;
-  layout.slotBytes = (ctx.maxBytes + 63) & ~size_t(63);
+  ExchangeLayout layout = ExchangeLayout::make(ctx.nranks, ctx.maxBytes, /*blocks=*/1);
   std::unique_ptr<Wire> wire;
   RCN_CHECK(createWire(ctx, kind, layout.wireLayout(), &wire, why));
   if (!wire) return rcnSuccess;  // the wire does not fit; why says so
   *out = std::make_unique<HostPath>(ctx, layout, std::move(wire));
   RCN_INFO(RCN_LOG_INIT, "host backend: rank %d of %d over %s, %zu-byte slots", ctx.rank,
-           ctx.nranks, (*out)->transportName(), layout.slotBytes);
+           ctx.nranks, (*out)->transportName(), layout.slotBytes());
   return rcnSuccess;
 }
 

@@ -1,5 +1,8 @@
-// Where the one-shot protocol keeps things inside a rank's exchange region:
-//   slot[phase][rank][slotBytes]  then  flag[phase][rank][block]
+// Where the one-shot protocol keeps things inside a rank's exchange region.
+// The layout is the device kernels' own (kernels/one_shot.h regionLayout:
+// flag[2][nranks][blocks], then slot[2][nranks][slotBytes]), so the host
+// backend, the proxy kernel and the p2p kernel agree byte for byte; this
+// adds the host-side offsets and the wire's view of it.
 // Call k uses phase k % 2. Rank r's own slot doubles as its send staging
 // area: puts copy it into slot[phase][r] of every peer, so one registered
 // region serves as both the RDMA source and target.
@@ -8,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/one_shot.h"
 #include "transport/wire/wire.h"
 
 namespace rcn {
@@ -15,18 +19,27 @@ namespace rcn {
 struct ExchangeLayout {
   static constexpr int kPhases = 2;
   int nranks = 0;
-  int blocks = 1;          // flags per (phase, rank): one per kernel block
-  size_t slotBytes = 0;    // a multiple of 64
+  int blocks = 1;  // flags per (phase, rank): one per kernel block
+  RegionLayout region{};
 
+  static ExchangeLayout make(int nranks, size_t maxBytes, int blocks) {
+    ExchangeLayout L;
+    L.nranks = nranks;
+    L.blocks = blocks;
+    L.region = regionLayout(nranks, maxBytes, blocks, /*llMaxBytes=*/0);
+    return L;
+  }
+  size_t slotBytes() const { return region.slotBytes; }
   size_t slotOffset(int phase, int rank) const {
-    return (size_t(phase) * nranks + rank) * slotBytes;
+    return region.slotsOffset + (size_t(phase) * nranks + rank) * region.slotBytes;
   }
   size_t flagIndex(int phase, int rank, int block = 0) const {
     return (size_t(phase) * nranks + rank) * blocks + block;
   }
   WireLayout wireLayout() const {
     WireLayout w;
-    w.dataBytes = size_t(kPhases) * nranks * slotBytes;
+    w.regionBytes = region.totalBytes;
+    w.flagOffset = region.flagsOffset;
     w.flagCount = size_t(kPhases) * nranks * blocks;
     return w;
   }

@@ -39,7 +39,7 @@ class ShmWire final : public Wire {
  public:
   ~ShmWire() override {
     for (size_t r = 0; r < mapped_.size(); ++r)
-      if (mapped_[r]) munmap(mapped_[r], layout_.regionBytes());
+      if (mapped_[r]) munmap(mapped_[r], layout_.regionBytes);
     if (ownName_[0]) shm_unlink(ownName_);  // only still linked if setup failed
   }
 
@@ -49,7 +49,7 @@ class ShmWire final : public Wire {
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
-    RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes, layout_.dataBytes));
+    RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes, layout_.regionBytes));
     std::memcpy(mapped_[peer] + remoteOffset, mapped_[rank_] + localOffset, bytes);
     return rcnSuccess;
   }
@@ -57,7 +57,7 @@ class ShmWire final : public Wire {
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override {
     RCN_CHECK(checkPeer(peer));
     RCN_ARG_CHECK(flagIndex < layout_.flagCount, "shm wire: flag index %zu out of range", flagIndex);
-    uint32_t* flags = reinterpret_cast<uint32_t*>(mapped_[peer] + layout_.flagOffset());
+    uint32_t* flags = reinterpret_cast<uint32_t*>(mapped_[peer] + layout_.flagOffset);
     __atomic_store_n(&flags[flagIndex], value, __ATOMIC_RELEASE);
     return rcnSuccess;
   }
@@ -136,7 +136,7 @@ rcnResult_t ShmWire::createOwnSegment(std::string* why) {
     ownName_[0] = 0;
     return rcnSystemError;
   }
-  size_t bytes = layout_.regionBytes();
+  size_t bytes = layout_.regionBytes;
   void* base = MAP_FAILED;
   if (ftruncate(fd, off_t(bytes)) == 0)
     base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -163,7 +163,7 @@ rcnResult_t ShmWire::mapPeerSegment(int r, std::string* why) {
            " failed: " + strerror(errno);
     return rcnSystemError;
   }
-  void* base = mmap(nullptr, layout_.regionBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;
   ::close(fd);
   if (base == MAP_FAILED) {
@@ -236,7 +236,7 @@ rcnResult_t createShmWire(const FastPathContext& ctx, const WireLayout& layout,
     return res;
   }
   RCN_INFO(RCN_LOG_TRANSPORT, "shm wire: rank %d mapped %d segments of %zu bytes", ctx.rank,
-           ctx.nranks, layout.regionBytes());
+           ctx.nranks, layout.regionBytes);
   *out = std::move(wire);
   return rcnSuccess;
 }

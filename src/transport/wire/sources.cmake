@@ -4,3 +4,4 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/shm_wire.cc
   ${CMAKE_CURRENT_LIST_DIR}/tcp_wire.cc
   ${CMAKE_CURRENT_LIST_DIR}/verbs_wire.cc)
+target_sources(rocenante_internal PRIVATE ${CMAKE_CURRENT_LIST_DIR}/verbs_select.cc)

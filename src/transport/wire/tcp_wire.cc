@@ -122,7 +122,7 @@ class TcpWire final : public Wire {
     if (receiver_.joinable()) receiver_.join();
     for (int fd : fds_) if (fd >= 0) ::close(fd);
     if (listenFd_ >= 0) ::close(listenFd_);
-    if (base_) munmap(base_, layout_.regionBytes());
+    if (base_) munmap(base_, layout_.regionBytes);
   }
 
   const char* name() const override { return "tcp"; }
@@ -132,12 +132,12 @@ class TcpWire final : public Wire {
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
     RCN_CHECK(checkPeer(peer));
-    size_t limit = layout_.dataBytes;
+    size_t limit = layout_.regionBytes;
     RCN_ARG_CHECK(localOffset <= limit && bytes <= limit - localOffset,
                   "tcp wire: put source %zu+%zu outside the region", localOffset, bytes);
     FrameHeader h{kFrameMagic, kFrameData, remoteOffset, bytes};
     if (gTcpWireCorruptFrames.load() > 0 && gTcpWireCorruptFrames.fetch_sub(1) > 0)
-      h.offset = layout_.regionBytes() + 4096;  // testing aid: a frame the receiver must refuse
+      h.offset = layout_.regionBytes + 4096;  // testing aid: a frame the receiver must refuse
     iovec iov[2] = {{&h, sizeof h}, {base_ + localOffset, bytes}};
     return send(peer, iov, bytes ? 2 : 1);
   }
@@ -302,7 +302,7 @@ bool TcpWire::applyFrame(int peer) {
   if (h.magic != kFrameMagic) {
     bad = "bad magic";
   } else if (h.type == kFrameData) {
-    size_t limit = layout_.dataBytes;
+    size_t limit = layout_.regionBytes;
     if (h.offset > limit || h.length > limit - h.offset) bad = "data outside the region";
     else if (h.length && !readFully(fds_[peer], base_ + h.offset, h.length)) bad = "truncated payload";
   } else if (h.type == kFrameFlag) {
@@ -363,7 +363,7 @@ rcnResult_t TcpWire::setup(const FastPathContext& ctx, const WireLayout& layout,
   fds_.assign(nranks_, -1);
   byeFrom_.reset(new std::atomic<bool>[nranks_]);
   for (int r = 0; r < nranks_; ++r) byeFrom_[r].store(false);
-  void* base = mmap(nullptr, layout_.regionBytes(), PROT_READ | PROT_WRITE,
+  void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
     *why = std::string("tcp wire: allocating the region failed: ") + strerror(errno);

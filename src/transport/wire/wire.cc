@@ -39,7 +39,11 @@ WireKind chooseWire(const std::vector<PeerIdentity>& ids) {
 rcnResult_t createWire(const FastPathContext& ctx, WireKind kind, const WireLayout& layout,
                        std::unique_ptr<Wire>* out, std::string* why) {
   RCN_ARG_CHECK(ctx.bootstrap != nullptr, "createWire: no bootstrap");
-  RCN_ARG_CHECK(layout.regionBytes() > 0, "createWire: empty exchange region");
+  RCN_ARG_CHECK(layout.regionBytes > 0 && layout.flagOffset % sizeof(uint32_t) == 0 &&
+                    layout.flagOffset <= layout.regionBytes &&
+                    layout.flagCount <= (layout.regionBytes - layout.flagOffset) / sizeof(uint32_t),
+                "createWire: flags (%zu at %zu) do not fit the %zu-byte region", layout.flagCount,
+                layout.flagOffset, layout.regionBytes);
   out->reset();
   if (kind == WireKind::Auto) {
     std::vector<PeerIdentity> ids(ctx.nranks);

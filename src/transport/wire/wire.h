@@ -27,14 +27,13 @@ namespace rcn {
 
 class Bootstrap;
 
-// The exchange region of every rank has the same shape: dataBytes of slots,
-// then flagCount 32-bit flags starting at a 64-byte aligned offset.
+// The exchange region of every rank has the same shape: regionBytes in all,
+// with flagCount 32-bit flags at flagOffset (4-byte aligned) somewhere inside.
+// Puts may target any byte of the region; flags go through putFlag only.
 struct WireLayout {
-  size_t dataBytes = 0;
+  size_t regionBytes = 0;
+  size_t flagOffset = 0;
   size_t flagCount = 0;
-
-  size_t flagOffset() const { return (dataBytes + 63) & ~size_t(63); }
-  size_t regionBytes() const { return flagOffset() + flagCount * sizeof(uint32_t); }
 };
 
 class Wire {
@@ -46,7 +45,7 @@ class Wire {
   virtual uint8_t* region() const = 0;
   const WireLayout& layout() const { return layout_; }
   // This rank's flag array, written by peers through putFlag.
-  uint32_t* flags() const { return reinterpret_cast<uint32_t*>(region() + layout_.flagOffset()); }
+  uint32_t* flags() const { return reinterpret_cast<uint32_t*>(region() + layout_.flagOffset); }
 
   virtual rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) = 0;
   virtual rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) = 0;

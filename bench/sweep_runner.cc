@@ -1,0 +1,222 @@
+#include "sweep_runner.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "core/dtype.h"
+#include "sweep_check.h"
+#include "sweep_fill.h"
+
+namespace rcn::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Records a CUDA failure as text and reports false.
+bool cudaOk(cudaError_t err, const char* what, std::string* why) {
+  if (err == cudaSuccess) return true;
+  *why = std::string(what) + ": " + cudaGetErrorString(err);
+  return false;
+}
+
+void setWhy(RankPoint* p, const std::string& why) { std::snprintf(p->why, sizeof p->why, "%s", why.c_str()); }
+
+void storeStats(const std::vector<double>& usPerOp, RankPoint* out) {
+  TimeStats s = summarize(usPerOp);
+  out->median = s.median;
+  out->min = s.min;
+  out->max = s.max;
+  out->q1 = s.q1;
+  out->q3 = s.q3;
+  out->samples = s.samples;
+}
+
+}  // namespace
+
+PointRunner::PointRunner(const SweepOptions& opts, World* world, Pools* pools, bool gpu)
+    : opts_(opts), world_(world), pools_(pools), gpu_(gpu) {}
+
+PointRunner::~PointRunner() {
+  destroyGraphs();
+  if (start_) cudaEventDestroy(start_);
+  if (stop_) cudaEventDestroy(stop_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+bool PointRunner::init(std::string* why) {
+  if (!gpu_) return true;
+  return cudaOk(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate", why) &&
+         cudaOk(cudaEventCreate(&start_), "cudaEventCreate", why) &&
+         cudaOk(cudaEventCreate(&stop_), "cudaEventCreate", why);
+}
+
+void* PointRunner::sendSlot(const PointPlan& plan, size_t slot) const {
+  return static_cast<char*>(pools_->send) + slot * plan.stride;
+}
+
+void* PointRunner::recvSlot(const PointPlan& plan, size_t slot) const {
+  return static_cast<char*>(pools_->recv) + slot * plan.stride;
+}
+
+RankPoint PointRunner::run(SweepMethod& method, Mode mode, const PointPlan& plan, uint64_t seed) {
+  RankPoint out;
+  std::string why;
+  bool ok = gpu_ ? runDevice(method, mode, plan, seed, &out, &why) : runHost(method, plan, seed, &out, &why);
+  destroyGraphs();
+  out.ok = ok ? 1 : 0;
+  if (!ok) setWhy(&out, why);
+  return out;
+}
+
+// Polls instead of blocking, so a peer that died (NCCL kernels wait forever)
+// becomes an error after kGpuWaitTimeoutSec rather than a hang.
+bool PointRunner::waitStream(const char* what, std::string* why) {
+  cudaEvent_t done = stop_;
+  if (!cudaOk(cudaEventRecord(done, stream_), "cudaEventRecord", why)) return false;
+  auto deadline = Clock::now() + std::chrono::duration<double>(kGpuWaitTimeoutSec);
+  while (true) {
+    cudaError_t err = cudaEventQuery(done);
+    if (err == cudaSuccess) return true;
+    if (err != cudaErrorNotReady) return cudaOk(err, what, why);
+    if (Clock::now() > deadline) {
+      *why = std::string(what) + ": the GPU did not finish within " + std::to_string(int(kGpuWaitTimeoutSec)) +
+             " s (a peer rank has probably failed)";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+bool PointRunner::enqueueEager(SweepMethod& method, const PointPlan& plan, int ops, int firstOp,
+                               std::string* why) {
+  for (int i = 0; i < ops; ++i) {
+    size_t slot = slotOf(plan, 0, firstOp + i);
+    if (!method.allReduce(sendSlot(plan, slot), recvSlot(plan, slot), plan.count, opts_.dtype, opts_.op,
+                          stream_, why))
+      return false;
+  }
+  return true;
+}
+
+bool PointRunner::captureGraphs(SweepMethod& method, const PointPlan& plan, std::string* why) {
+  for (int g = 0; g < plan.graphs; ++g) {
+    if (!cudaOk(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture", why))
+      return false;
+    bool enqueued = true;
+    for (int j = 0; j < plan.opsPerGraph && enqueued; ++j) {
+      size_t slot = slotOf(plan, g, j);
+      enqueued = method.allReduce(sendSlot(plan, slot), recvSlot(plan, slot), plan.count, opts_.dtype,
+                                  opts_.op, stream_, why);
+    }
+    cudaGraph_t graph = nullptr;
+    cudaError_t endErr = cudaStreamEndCapture(stream_, &graph);
+    if (!enqueued) {
+      if (graph) cudaGraphDestroy(graph);
+      *why = "during graph capture: " + *why;
+      return false;
+    }
+    if (!cudaOk(endErr, "cudaStreamEndCapture", why)) return false;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t instErr = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (!cudaOk(instErr, "cudaGraphInstantiate", why)) return false;
+    graphs_.push_back(exec);
+  }
+  return true;
+}
+
+bool PointRunner::launchGraphs(int launches, int first, std::string* why) {
+  for (int i = 0; i < launches; ++i) {
+    cudaGraphExec_t exec = graphs_[(first + i) % graphs_.size()];
+    if (!cudaOk(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch", why)) return false;
+  }
+  return true;
+}
+
+void PointRunner::destroyGraphs() {
+  for (cudaGraphExec_t g : graphs_) cudaGraphExecDestroy(g);
+  graphs_.clear();
+}
+
+bool PointRunner::runDevice(SweepMethod& method, Mode mode, const PointPlan& plan, uint64_t seed,
+                            RankPoint* out, std::string* why) {
+  bool graph = mode == Mode::Graph;
+  size_t used = plan.slots * plan.stride;
+  if (!cudaOk(fillPatternDevice(pools_->send, plan.slots, plan.stride, plan.count, opts_.dtype, seed,
+                                world_->rank, stream_), "filling the inputs", why) ||
+      !cudaOk(cudaMemsetAsync(pools_->recv, 0xff, used, stream_), "cudaMemsetAsync", why) ||
+      !waitStream("preparing buffers", why))
+    return false;
+  if (graph && !captureGraphs(method, plan, why)) return false;
+
+  int launchesPerTrial = plan.opsPerTrial / plan.opsPerGraph;
+  bool warm = graph ? launchGraphs(plan.warmupOps / plan.opsPerGraph, 0, why)
+                    : enqueueEager(method, plan, plan.warmupOps, 0, why);
+  if (!warm || !waitStream("warm-up", why)) return false;
+  if (world_->bootstrap->barrier() != rcnSuccess) {
+    *why = "barrier before the trials failed";
+    return false;
+  }
+  std::vector<double> usPerOp;
+  for (int t = 0; t < opts_.trials; ++t) {
+    if (!cudaOk(cudaEventRecord(start_, stream_), "cudaEventRecord", why)) return false;
+    bool enqueued = graph ? launchGraphs(launchesPerTrial, t * launchesPerTrial, why)
+                          : enqueueEager(method, plan, plan.opsPerTrial, t * plan.opsPerTrial, why);
+    if (!enqueued || !waitStream("a timed trial", why)) return false;
+    float ms = 0;
+    if (!cudaOk(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime", why)) return false;
+    usPerOp.push_back(ms * 1000.0 / plan.opsPerTrial);
+  }
+  storeStats(usPerOp, out);
+  if (!opts_.verify) return true;
+
+  // The checked run: poisoned outputs, then one all-reduce into every slot.
+  if (!cudaOk(cudaMemsetAsync(pools_->recv, 0xff, used, stream_), "cudaMemsetAsync", why)) return false;
+  bool enqueued = graph ? launchGraphs(plan.graphs, 0, why)
+                        : enqueueEager(method, plan, static_cast<int>(plan.slots), 0, why);
+  if (!enqueued || !waitStream("the checked run", why)) return false;
+  return checkOutputs(plan, seed, &out->wrong, why);
+}
+
+bool PointRunner::checkOutputs(const PointPlan& plan, uint64_t seed, long long* wrong, std::string* why) {
+  std::vector<char> host(plan.slots * plan.stride);
+  if (gpu_) {
+    if (!cudaOk(cudaMemcpy(host.data(), pools_->recv, host.size(), cudaMemcpyDeviceToHost), "cudaMemcpy", why))
+      return false;
+  } else {
+    std::memcpy(host.data(), pools_->recv, host.size());
+  }
+  Expected expected;
+  computeExpected(seed, world_->nranks, plan.count, opts_.dtype, opts_.op, &expected);
+  *wrong = 0;
+  for (size_t s = 0; s < plan.slots; ++s) *wrong += countWrong(host.data() + s * plan.stride, expected);
+  return true;
+}
+
+bool PointRunner::runHost(SweepMethod& method, const PointPlan& plan, uint64_t seed, RankPoint* out,
+                          std::string* why) {
+  for (size_t s = 0; s < plan.slots; ++s) fillPatternHost(sendSlot(plan, s), plan.count, opts_.dtype, seed, world_->rank);
+  std::memset(pools_->recv, 0xff, plan.slots * plan.stride);
+  if (!enqueueEager(method, plan, plan.warmupOps, 0, why)) return false;
+  if (world_->bootstrap->barrier() != rcnSuccess) {
+    *why = "barrier before the trials failed";
+    return false;
+  }
+  std::vector<double> usPerOp;
+  for (int t = 0; t < opts_.trials; ++t) {
+    auto begin = Clock::now();
+    if (!enqueueEager(method, plan, plan.opsPerTrial, t * plan.opsPerTrial, why)) return false;
+    double us = std::chrono::duration<double, std::micro>(Clock::now() - begin).count();
+    usPerOp.push_back(us / plan.opsPerTrial);
+  }
+  storeStats(usPerOp, out);
+  if (!opts_.verify) return true;
+  std::memset(pools_->recv, 0xff, plan.slots * plan.stride);
+  if (!enqueueEager(method, plan, static_cast<int>(plan.slots), 0, why)) return false;
+  return checkOutputs(plan, seed, &out->wrong, why);
+}
+
+}  // namespace rcn::bench

@@ -1,0 +1,367 @@
+#include "gpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace engine {
+namespace {
+
+void cudaCheck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw EngineError(std::string(what) + ": CUDA error " + cudaGetErrorString(e));
+}
+
+void cublasCheck(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw EngineError(std::string(what) + ": cuBLAS status " + std::to_string(int(s)));
+}
+
+// fp32 -> bf16 with round-to-nearest-even (NaN kept a NaN).
+uint16_t toBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+template <typename T>
+std::vector<T> concat(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c = {}) {
+  std::vector<T> out(a);
+  out.insert(out.end(), b.begin(), b.end());
+  out.insert(out.end(), c.begin(), c.end());
+  return out;
+}
+
+}  // namespace
+
+GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const GpuModelOptions& options,
+                   GpuAllReduce* allReduce)
+    : config_(config), layout_(layout), options_(options), allReduce_(allReduce) {
+  const ModelConfig& c = config_;
+  if (options.maxContext > c.seqLen)
+    throw EngineError("context " + std::to_string(options.maxContext) + " exceeds the model's seq_len " +
+                      std::to_string(c.seqLen));
+  if (c.headDim > 256) throw EngineError("head size above 256 is not supported by the attention kernel");
+  attn_ = {layout.heads, layout.kvHeads, c.headDim, layout.group, layout.headStart, layout.kvStart,
+           options.maxContext, c.ropeTheta, c.normEps, c.ropeInterleaved};
+
+  cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  cublasCheck(cublasCreate(&cublas_), "cublasCreate");
+  cublasCheck(cublasSetStream(cublas_, stream_), "cublasSetStream");
+  // A fixed workspace keeps cuBLAS from allocating during graph capture.
+  const size_t workspaceBytes = 32u << 20;
+  cublasWorkspace_ = allocate(workspaceBytes);
+  cublasCheck(cublasSetWorkspace(cublas_, cublasWorkspace_, workspaceBytes), "cublasSetWorkspace");
+
+  const size_t e = dtypeSize(options.dtype), d = c.dim, hd = c.headDim, T = options.maxTokens;
+  const size_t qDim = size_t(layout.heads) * hd, kvDim = size_t(layout.kvHeads) * hd, hid = layout.hidden;
+  auto weight = [&](size_t elements) {
+    weightBytes_ += elements * e;
+    return allocate(elements * e);
+  };
+  embedding_ = weight(size_t(c.vocab) * d);
+  weightBytes_ -= size_t(c.vocab) * d * e;  // a decode step reads only a few embedding rows
+  finalNorm_ = weight(d);
+  lmHead_ = c.tiedClassifier ? embedding_ : weight(size_t(c.vocab) * d);
+  if (c.tiedClassifier) weightBytes_ += size_t(c.vocab) * d * e;  // the LM head reads all of it
+  const size_t cacheElements = size_t(options.maxSeqs) * options.maxContext * kvDim;
+  for (int l = 0; l < c.layers; ++l) {
+    Layer w{};
+    w.attnNorm = weight(d);
+    w.qkv = weight((qDim + 2 * kvDim) * d);
+    w.wo = weight(d * qDim);
+    w.ffnNorm = weight(d);
+    w.gateUp = weight(2 * hid * d);
+    w.down = weight(d * hid);
+    if (c.qkNorm) {
+      w.qNorm = weight(hd);
+      w.kNorm = weight(hd);
+    }
+    w.keyCache = allocate(cacheElements * e);
+    w.valueCache = allocate(cacheElements * e);
+    layers_.push_back(w);
+  }
+  x_ = static_cast<float*>(allocate(T * d * sizeof(float)));
+  xb_ = allocate(T * std::max(d, qDim) * e);
+  qkvOut_ = allocate(T * (qDim + 2 * kvDim) * e);
+  att_ = allocate(T * qDim * e);
+  delta_ = allocate(T * d * e);
+  gateUpOut_ = allocate(T * 2 * hid * e);
+  act_ = allocate(T * hid * e);
+  xbLast_ = allocate(size_t(options.maxSeqs) * d * e);
+  logits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * c.vocab * sizeof(float)));
+  tokens_ = static_cast<int*>(allocate(T * sizeof(int)));
+  pos_ = static_cast<int*>(allocate(T * sizeof(int)));
+  seq_ = static_cast<int*>(allocate(T * sizeof(int)));
+  lastRow_ = static_cast<int*>(allocate(options.maxSeqs * sizeof(int)));
+}
+
+GpuModel::~GpuModel() {
+  if (graph_) cudaGraphExecDestroy(graph_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (void* p : allocations_) cudaFree(p);
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void* GpuModel::allocate(size_t bytes) {
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 16));
+  if (e != cudaSuccess)
+    throw EngineError("cudaMalloc of " + std::to_string(bytes >> 20) + " MiB failed: " + cudaGetErrorString(e));
+  allocations_.push_back(p);
+  cudaCheck(cudaMemset(p, 0, std::max<size_t>(bytes, 16)), "cudaMemset");
+  return p;
+}
+
+void GpuModel::upload(void* dst, const std::vector<float>& src) {
+  if (options_.dtype == DType::F32) {
+    cudaCheck(cudaMemcpy(dst, src.data(), src.size() * 4, cudaMemcpyHostToDevice), "weight upload");
+    return;
+  }
+  std::vector<uint16_t> half(src.size());
+  for (size_t i = 0; i < src.size(); ++i) half[i] = toBf16(src[i]);
+  cudaCheck(cudaMemcpy(dst, half.data(), half.size() * 2, cudaMemcpyHostToDevice), "weight upload");
+}
+
+void GpuModel::loadWeights(const ModelWeights& w) {
+  upload(embedding_, w.embedding);
+  upload(finalNorm_, w.finalNorm);
+  if (!config_.tiedClassifier) upload(lmHead_, w.classifier);
+  for (int l = 0; l < config_.layers; ++l) {
+    const LayerWeights& s = w.layers[l];
+    Layer& g = layers_[l];
+    upload(g.attnNorm, s.attnNorm);
+    upload(g.qkv, concat(s.wq, s.wk, s.wv));
+    upload(g.wo, s.wo);
+    upload(g.ffnNorm, s.ffnNorm);
+    upload(g.gateUp, concat(s.wGate, s.wUp));
+    upload(g.down, s.wDown);
+    if (config_.qkNorm) {
+      upload(g.qNorm, s.qNorm);
+      upload(g.kNorm, s.kNorm);
+    }
+  }
+}
+
+void GpuModel::randomizeWeights(uint64_t seed) {
+  const ModelConfig& c = config_;
+  const DType t = options_.dtype;
+  const size_t d = c.dim, hd = c.headDim, qDim = size_t(layout_.heads) * hd, kvDim = size_t(layout_.kvHeads) * hd,
+               hid = layout_.hidden;
+  uint64_t tensor = seed * 1000003ull + layout_.rank * 7919ull;
+  auto fill = [&](void* p, size_t n, float scale, float offset) {
+    cudaCheck(launchRandomFill(t, p, n, ++tensor * 0x100000001b3ull, scale, offset, stream_), "random weights");
+  };
+  fill(embedding_, size_t(c.vocab) * d, 1.0f, 0.0f);
+  fill(finalNorm_, d, 0.1f, 1.0f);
+  if (!c.tiedClassifier) fill(lmHead_, size_t(c.vocab) * d, 1.0f / std::sqrt(float(d)), 0.0f);
+  for (Layer& g : layers_) {
+    fill(g.attnNorm, d, 0.1f, 1.0f);
+    fill(g.qkv, (qDim + 2 * kvDim) * d, 1.0f / std::sqrt(float(d)), 0.0f);
+    fill(g.wo, d * qDim, 1.0f / std::sqrt(float(c.heads * hd)), 0.0f);
+    fill(g.ffnNorm, d, 0.1f, 1.0f);
+    fill(g.gateUp, 2 * hid * d, 1.0f / std::sqrt(float(d)), 0.0f);
+    fill(g.down, d * hid, 1.0f / std::sqrt(float(c.hidden)), 0.0f);
+    if (c.qkNorm) {
+      fill(g.qNorm, hd, 0.1f, 1.0f);
+      fill(g.kNorm, hd, 0.1f, 1.0f);
+    }
+  }
+  cudaCheck(cudaStreamSynchronize(stream_), "random weights");
+}
+
+// y[n][out] = x[n][in] . W[out][in]^T, fp32 accumulation.
+void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const void* x, int n, int out, int in) {
+  const cudaDataType_t t = options_.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
+  const float alpha = 1.0f, beta = 0.0f;
+  cublasCheck(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, t, in, x, t, in, &beta, y,
+                           yIsFloat ? CUDA_R_32F : t, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "cublasGemmEx");
+}
+
+void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
+  const ModelConfig& c = config_;
+  const DType t = options_.dtype;
+  const int d = c.dim, qDim = layout_.heads * c.headDim, kvDim = layout_.kvHeads * c.headDim,
+            hid = layout_.hidden;
+  const TokenPlacement place{tokens_, pos_, seq_};
+  auto allReduce = [&](void* data) {
+    if (allReduce_ && withAllReduce) allReduce_->sum(data, size_t(n) * d, t, stream_);
+    mark("allreduce");
+  };
+
+  mark("start");
+  cudaCheck(launchEmbedding(t, x_, embedding_, tokens_, n, d, stream_), "embedding");
+  mark("embedding");
+  const void* pending = nullptr;  // the previous layer's MLP output, added by the next norm
+  for (Layer& w : layers_) {
+    cudaCheck(launchAddRmsNorm(t, xb_, x_, pending, w.attnNorm, nullptr, n, d, c.normEps, stream_), "rmsnorm");
+    mark("rmsnorm");
+    gemm(qkvOut_, false, w.qkv, xb_, n, qDim + 2 * kvDim, d);
+    mark("gemm.qkv");
+    cudaCheck(launchQkvToCache(t, qkvOut_, w.keyCache, w.valueCache, w.qNorm, w.kNorm, place, n, attn_, stream_),
+              "rope");
+    mark("rope+kv");
+    cudaCheck(launchAttention(t, att_, qkvOut_, w.keyCache, w.valueCache, place, n, attn_, stream_), "attention");
+    mark("attention");
+    gemm(delta_, false, w.wo, att_, n, d, qDim);
+    mark("gemm.o");
+    allReduce(delta_);
+    cudaCheck(launchAddRmsNorm(t, xb_, x_, delta_, w.ffnNorm, nullptr, n, d, c.normEps, stream_), "rmsnorm");
+    mark("rmsnorm");
+    gemm(gateUpOut_, false, w.gateUp, xb_, n, 2 * hid, d);
+    mark("gemm.gate_up");
+    cudaCheck(launchSwiGlu(t, act_, gateUpOut_, n, hid, stream_), "swiglu");
+    mark("swiglu");
+    gemm(delta_, false, w.down, act_, n, d, hid);
+    mark("gemm.down");
+    allReduce(delta_);
+    pending = delta_;
+  }
+  cudaCheck(launchAddRmsNorm(t, xbLast_, x_, pending, finalNorm_, lastRow_, seqs, d, c.normEps, stream_),
+            "final norm");
+  mark("rmsnorm");
+  gemm(logits_, true, lmHead_, xbLast_, seqs, c.vocab, d);
+  mark("gemm.lm_head");
+  cudaCheck(launchArgmax(tokens_, pos_, logits_, seqs, c.vocab, advance, stream_), "argmax");
+  mark("argmax");
+}
+
+void GpuModel::mark(const char* op) {
+  if (!profiling_) return;
+  cudaEvent_t e;
+  cudaCheck(cudaEventCreate(&e), "cudaEventCreate");
+  cudaCheck(cudaEventRecord(e, stream_), "cudaEventRecord");
+  marks_.push_back({op, e});
+}
+
+std::vector<std::pair<std::string, double>> GpuModel::profileDecode(int steps) {
+  if (seqs_ == 0) throw EngineError("profile before prefill");
+  std::vector<std::pair<std::string, double>> totals;
+  profiling_ = true;
+  for (int s = 0; s < steps; ++s) {
+    forward(seqs_, seqs_, true, true);
+    cudaCheck(cudaStreamSynchronize(stream_), "profile");
+    for (size_t i = 1; i < marks_.size(); ++i) {
+      float ms = 0;
+      cudaCheck(cudaEventElapsedTime(&ms, marks_[i - 1].second, marks_[i].second), "profile");
+      auto it = std::find_if(totals.begin(), totals.end(), [&](auto& p) { return p.first == marks_[i].first; });
+      if (it == totals.end()) totals.push_back({marks_[i].first, 0.0}), it = totals.end() - 1;
+      it->second += 1000.0 * ms / steps;
+    }
+    for (auto& m : marks_) cudaEventDestroy(m.second);
+    marks_.clear();
+  }
+  profiling_ = false;
+  return totals;
+}
+
+void GpuModel::prefill(const std::vector<std::vector<int>>& prompts) {
+  const int seqs = int(prompts.size());
+  if (seqs < 1 || seqs > options_.maxSeqs)
+    throw EngineError("prefill of " + std::to_string(seqs) + " sequences; the model holds " +
+                      std::to_string(options_.maxSeqs));
+  const int length = int(prompts[0].size());
+  const int n = seqs * length;
+  if (length < 1 || n > options_.maxTokens || length > options_.maxContext)
+    throw EngineError("prefill of " + std::to_string(seqs) + " x " + std::to_string(length) +
+                      " tokens exceeds the model's buffers");
+  std::vector<int> tokens, pos, seq, lastRow;
+  for (int b = 0; b < seqs; ++b) {
+    if (int(prompts[b].size()) != length) throw EngineError("prefill prompts must have equal lengths");
+    for (int i = 0; i < length; ++i) {
+      if (prompts[b][i] < 0 || prompts[b][i] >= config_.vocab)
+        throw EngineError("prompt token " + std::to_string(prompts[b][i]) + " out of vocabulary");
+      tokens.push_back(prompts[b][i]);
+      pos.push_back(i);
+      seq.push_back(b);
+    }
+    lastRow.push_back(b * length + length - 1);
+  }
+  cudaCheck(cudaMemcpyAsync(tokens_, tokens.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream_), "prefill");
+  cudaCheck(cudaMemcpyAsync(pos_, pos.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream_), "prefill");
+  cudaCheck(cudaMemcpyAsync(seq_, seq.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream_), "prefill");
+  cudaCheck(cudaMemcpyAsync(lastRow_, lastRow.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_), "prefill");
+  forward(n, seqs, false, true);
+  placeDecode(seqs, length);
+}
+
+// Decode reads token b of sequence b at the sequence's position.
+void GpuModel::placeDecode(int seqs, int position) {
+  if (graph_ && seqs != seqs_) dropDecodeGraph();
+  seqs_ = seqs;
+  position_ = position;
+  std::vector<int> pos(seqs, position), seq(seqs), lastRow(seqs);
+  for (int b = 0; b < seqs; ++b) seq[b] = lastRow[b] = b;
+  cudaCheck(cudaMemcpyAsync(pos_, pos.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_), "decode setup");
+  cudaCheck(cudaMemcpyAsync(seq_, seq.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_), "decode setup");
+  cudaCheck(cudaMemcpyAsync(lastRow_, lastRow.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_),
+            "decode setup");
+  cudaCheck(cudaStreamSynchronize(stream_), "decode setup");
+}
+
+void GpuModel::rewind(int position) { placeDecode(seqs_, position); }
+
+void GpuModel::decode() {
+  if (seqs_ == 0) throw EngineError("decode before prefill");
+  if (position_ >= options_.maxContext)
+    throw EngineError("context full: " + std::to_string(options_.maxContext) + " positions");
+  if (graph_) {
+    cudaCheck(cudaGraphLaunch(graph_, stream_), "cudaGraphLaunch");
+  } else {
+    forward(seqs_, seqs_, true, true);
+  }
+  ++position_;
+}
+
+void GpuModel::captureDecodeGraph(bool withAllReduce) {
+  if (seqs_ == 0) throw EngineError("capture before prefill");
+  dropDecodeGraph();
+  cudaCheck(cudaStreamSynchronize(stream_), "capture");
+  cudaGraph_t graph;
+  cudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  try {
+    forward(seqs_, seqs_, true, withAllReduce);
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &graph);
+    throw;
+  }
+  cudaCheck(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  cudaError_t e = cudaGraphInstantiate(&graph_, graph, 0);
+  cudaGraphDestroy(graph);
+  cudaCheck(e, "cudaGraphInstantiate");
+}
+
+void GpuModel::dropDecodeGraph() {
+  if (graph_) cudaGraphExecDestroy(graph_);
+  graph_ = nullptr;
+}
+
+std::vector<float> GpuModel::logits(int seq) {
+  std::vector<float> out(config_.vocab);
+  cudaCheck(cudaStreamSynchronize(stream_), "logits");
+  cudaCheck(cudaMemcpy(out.data(), logits_ + size_t(seq) * config_.vocab, out.size() * 4, cudaMemcpyDeviceToHost),
+            "logits");
+  return out;
+}
+
+std::vector<int> GpuModel::nextTokens() {
+  std::vector<int> out(seqs_);
+  cudaCheck(cudaStreamSynchronize(stream_), "next tokens");
+  cudaCheck(cudaMemcpy(out.data(), tokens_, seqs_ * sizeof(int), cudaMemcpyDeviceToHost), "next tokens");
+  return out;
+}
+
+void GpuModel::setNextTokens(const std::vector<int>& tokens) {
+  if (int(tokens.size()) != seqs_) throw EngineError("setNextTokens: one token per sequence");
+  cudaCheck(cudaStreamSynchronize(stream_), "set tokens");
+  cudaCheck(cudaMemcpy(tokens_, tokens.data(), seqs_ * sizeof(int), cudaMemcpyHostToDevice), "set tokens");
+}
+
+size_t GpuModel::kvBytesRead(int context) const {
+  return size_t(config_.layers) * seqs_ * context * 2 * layout_.kvHeads * config_.headDim * dtypeSize(options_.dtype);
+}
+
+}  // namespace engine

@@ -1,0 +1,113 @@
+// One tensor-parallel rank of the model on one GPU. A forward pass takes n
+// tokens, each placed in a sequence (KV-cache slot) at a position, so one
+// code path serves batched prefill (n = batch * prompt) and decode (n = batch).
+// The decode step can be captured once in a CUDA graph and replayed: every
+// input it reads (tokens, positions) lives in device memory, and its last
+// kernel writes the next tokens and advances the positions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "gpu_kernels.h"
+#include "model.h"
+#include "shard.h"
+
+namespace engine {
+
+// Completes the row-parallel products across ranks (rcnAllReduce in rcn_engine).
+class GpuAllReduce {
+ public:
+  virtual ~GpuAllReduce() = default;
+  // In place, on `stream`; throws EngineError on failure.
+  virtual void sum(void* data, size_t count, DType type, cudaStream_t stream) = 0;
+};
+
+struct GpuModelOptions {
+  DType dtype = DType::F32;
+  int maxSeqs = 1;       // sequences decoded together (the batch)
+  int maxTokens = 512;   // tokens in one forward pass (batch * prompt for prefill)
+  int maxContext = 512;  // KV-cache positions per sequence
+};
+
+class GpuModel {
+ public:
+  // allReduce may be null for TP = 1. Allocates everything; weights start as zeros.
+  GpuModel(const ModelConfig& config, const ShardLayout& layout, const GpuModelOptions& options,
+           GpuAllReduce* allReduce);
+  ~GpuModel();
+  GpuModel(const GpuModel&) = delete;
+  GpuModel& operator=(const GpuModel&) = delete;
+
+  // This rank's shard (shardWeights()), converted to the model's dtype.
+  void loadWeights(const ModelWeights& shard);
+  // Random weights generated on the GPU, for benchmarks of big shapes.
+  void randomizeWeights(uint64_t seed);
+
+  // Runs every prompt from position 0 (all of the same length), leaving the
+  // logits of each prompt's last token and their argmax as the next tokens.
+  void prefill(const std::vector<std::vector<int>>& prompts);
+  // One decode step of every sequence from the next tokens; the argmax of
+  // its logits becomes the next tokens. Replays the graph when one is captured.
+  void decode();
+  // Captures decode() in a CUDA graph (without the all-reduces when
+  // withAllReduce is false: the benchmark's compute-only step).
+  void captureDecodeGraph(bool withAllReduce = true);
+  void dropDecodeGraph();
+
+  std::vector<float> logits(int seq);
+  std::vector<int> nextTokens();
+  void setNextTokens(const std::vector<int>& tokens);
+  // Moves every sequence back to `position` (the benchmark replays the same steps).
+  void rewind(int position);
+
+  // Eager decode steps with an event after every operation: the mean
+  // microseconds per step spent in each kind of operation (gemm.qkv, attention, ...).
+  std::vector<std::pair<std::string, double>> profileDecode(int steps);
+
+  int position() const { return position_; }
+  int maxContext() const { return options_.maxContext; }
+  size_t weightBytes() const { return weightBytes_; }
+  size_t kvBytesRead(int context) const;  // KV cache read by one decode step at this context
+  cudaStream_t stream() const { return stream_; }
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  struct Layer {
+    void *attnNorm, *qkv, *wo, *ffnNorm, *gateUp, *down, *qNorm, *kNorm, *keyCache, *valueCache;
+  };
+  void* allocate(size_t bytes);
+  void upload(void* dst, const std::vector<float>& src);
+  void gemm(void* y, bool yIsFloat, const void* w, const void* x, int n, int out, int in);
+  void forward(int n, int seqs, bool advance, bool withAllReduce);
+  void placeDecode(int seqs, int position);
+  void mark(const char* op);  // records the end of `op` when profiling
+
+  ModelConfig config_;
+  ShardLayout layout_;
+  GpuModelOptions options_;
+  GpuAllReduce* allReduce_;
+  AttentionShape attn_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublasWorkspace_ = nullptr;
+  cudaGraphExec_t graph_ = nullptr;
+  std::vector<void*> allocations_;
+  size_t weightBytes_ = 0;
+
+  void *embedding_, *finalNorm_, *lmHead_;
+  std::vector<Layer> layers_;
+  float *x_, *logits_;
+  void *xb_, *qkvOut_, *att_, *delta_, *gateUpOut_, *act_, *xbLast_;
+  int *tokens_, *pos_, *seq_, *lastRow_;
+  int seqs_ = 0, position_ = 0;
+  bool profiling_ = false;
+  std::vector<std::pair<const char*, cudaEvent_t>> marks_;
+};
+
+}  // namespace engine

@@ -1,0 +1,283 @@
+#include "gpu_runner.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <cuda_runtime_api.h>
+
+#include "gpu_model.h"
+#include "launcher.h"
+#include "llama2c_loader.h"
+#include "rcn_allreduce.h"
+#include "shapes.h"
+#include "tokenizer.h"
+
+namespace engine {
+namespace {
+
+void cudaCheck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw EngineError(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+struct Rank {
+  int rank = 0, size = 1, device = 0;
+  rcnComm_t comm = nullptr;
+  std::unique_ptr<RcnAllReduce> allReduce;
+  std::string path = "none";  // how small all-reduces travel
+
+  ~Rank() {
+    if (comm) rcnCommDestroy(comm);
+  }
+};
+
+void setupRank(const EngineOptions& o, Rank& r) {
+  r.rank = std::max(0, o.rank);
+  r.size = o.tp;
+  int devices = 0;
+  cudaCheck(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+  if (devices < 1) throw EngineError("no GPU");
+  if (o.tp > devices) throw EngineError("--tp " + std::to_string(o.tp) + " needs as many GPUs; found " + std::to_string(devices));
+  r.device = r.rank % devices;
+  cudaCheck(cudaSetDevice(r.device), "cudaSetDevice");
+  if (o.tp == 1) return;
+  rcnUniqueId id;
+  fromHex(o.uniqueIdHex, &id, sizeof id);
+  rcnCheck(rcnCommInitRank(&r.comm, o.tp, id, r.rank), "rcnCommInitRank");
+  r.allReduce = std::make_unique<RcnAllReduce>(r.comm);
+  rcnCommInfo info{};
+  if (rcnCommQuery(r.comm, &info) == rcnSuccess) {
+    r.path = info.transport;
+    if (r.rank == 0)
+      std::fprintf(stderr, "rank 0: communicator path %s (fast path up to %zu bytes): %s\n", info.transport,
+                   info.maxBytes, info.reason);
+  }
+}
+
+bool isBigShape(const EngineOptions& o) { return o.randomWeights && o.shape.rfind("tiny", 0) != 0; }
+
+DType pickDtype(const EngineOptions& o) {
+  if (o.dtype == "f32") return DType::F32;
+  if (o.dtype == "bf16") return DType::BF16;
+  return isBigShape(o) ? DType::BF16 : DType::F32;
+}
+
+// Loads or generates this rank's weights into a new model.
+// A maxContext of 0 means the model's seq_len (at most 4096), prefilled in one pass.
+std::unique_ptr<GpuModel> buildModel(const EngineOptions& o, Rank& r, GpuModelOptions mo, ModelConfig* configOut) {
+  auto fitContext = [&](const ModelConfig& c) {
+    if (mo.maxContext > 0) return;
+    mo.maxContext = std::min(c.seqLen, 4096);
+    mo.maxTokens = mo.maxContext;
+  };
+  if (isBigShape(o)) {
+    ModelConfig c = shapeConfig(o.shape);
+    *configOut = c;
+    fitContext(c);
+    auto model = std::make_unique<GpuModel>(c, planShard(c, r.size, r.rank), mo, r.allReduce.get());
+    model->randomizeWeights(o.sampler.seed);
+    return model;
+  }
+  ModelWeights full = o.randomWeights ? randomWeights(shapeConfig(o.shape), o.sampler.seed) : loadLlama2c(o.modelPath);
+  *configOut = full.config;
+  fitContext(full.config);
+  ShardLayout layout = planShard(full.config, r.size, r.rank);
+  auto model = std::make_unique<GpuModel>(full.config, layout, mo, r.allReduce.get());
+  model->loadWeights(shardWeights(full, layout));
+  return model;
+}
+
+int generate(const EngineOptions& o, Rank& r) {
+  GpuModelOptions mo;
+  mo.dtype = pickDtype(o);
+  mo.maxSeqs = 1;
+  mo.maxContext = 0;  // the model's own seq_len
+  ModelConfig c;
+  std::unique_ptr<GpuModel> model = buildModel(o, r, mo, &c);
+  std::unique_ptr<Llama2cTokenizer> tokenizer;
+  if (!o.tokenizerPath.empty()) tokenizer = std::make_unique<Llama2cTokenizer>(o.tokenizerPath, c.vocab);
+  std::vector<int> prompt = tokenizer ? tokenizer->encode(o.prompt, true) : std::vector<int>{1};
+  const bool printer = r.rank == 0 && !o.quiet;
+  if (printer && tokenizer) std::fputs(tokenizer->decodeAll(prompt).c_str(), stdout);
+
+  Sampler sampler(o.sampler);
+  auto start = std::chrono::steady_clock::now();
+  model->prefill({prompt});
+  if (o.cudaGraph) model->captureDecodeGraph();
+  int previous = prompt.back(), generated = 0;
+  for (int step = 0; step < o.steps && model->position() < model->maxContext(); ++step) {
+    int next;
+    if (o.sampler.temperature > 0) {
+      std::vector<float> logits = model->logits(0);
+      next = sampler.sample(logits.data(), c.vocab);
+      model->setNextTokens({next});
+    } else {
+      next = model->nextTokens()[0];
+    }
+    ++generated;
+    if (next == Llama2cTokenizer::kBos || next == Llama2cTokenizer::kEos) break;
+    if (printer) {
+      if (tokenizer) std::fputs(tokenizer->decode(previous, next).c_str(), stdout);
+      else std::printf("%d ", next);
+      std::fflush(stdout);
+    }
+    previous = next;
+    model->decode();
+  }
+  cudaCheck(cudaStreamSynchronize(model->stream()), "generate");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (printer) std::printf("\n");
+  if (r.rank == 0)
+    std::fprintf(stderr, "gpu: %s %s tp=%d: %d tokens, %.1f tokens/s\n", describeConfig(c).c_str(),
+                 dtypeName(mo.dtype), r.size, generated, generated / std::max(seconds, 1e-9));
+  return 0;
+}
+
+// --- benchmark -------------------------------------------------------------
+
+struct BenchResult {
+  int batch = 0;
+  double prefillTokensPerSec = 0, stepUs = 0, computeUs = -1, decodeTokensPerSec = 0, rooflinePct = 0;
+};
+
+// Every rank reaches this point before any continues (an all-reduce of one float).
+void barrier(Rank& r, cudaStream_t stream, float* scratch) {
+  if (r.allReduce) r.allReduce->sum(scratch, 1, DType::F32, stream);
+  cudaCheck(cudaStreamSynchronize(stream), "barrier");
+}
+
+// Mean microseconds of `steps` decode steps from position `from`.
+double timeDecode(GpuModel& model, Rank& r, int from, int steps, float* scratch) {
+  model.rewind(from);
+  for (int i = 0; i < 3; ++i) model.decode();  // warm up
+  model.rewind(from);
+  barrier(r, model.stream(), scratch);
+  cudaEvent_t begin, end;
+  cudaCheck(cudaEventCreate(&begin), "event");
+  cudaCheck(cudaEventCreate(&end), "event");
+  cudaCheck(cudaEventRecord(begin, model.stream()), "event");
+  for (int i = 0; i < steps; ++i) model.decode();
+  cudaCheck(cudaEventRecord(end, model.stream()), "event");
+  cudaCheck(cudaEventSynchronize(end), "decode");
+  float ms = 0;
+  cudaCheck(cudaEventElapsedTime(&ms, begin, end), "event");
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  return 1000.0 * ms / steps;
+}
+
+int bench(const EngineOptions& o, Rank& r) {
+  int maxBatch = 1;
+  for (int b : o.batches) maxBatch = std::max(maxBatch, b);
+  GpuModelOptions mo;
+  mo.dtype = pickDtype(o);
+  mo.maxSeqs = maxBatch;
+  mo.maxTokens = maxBatch * o.promptLen;
+  mo.maxContext = o.promptLen + std::max(o.decodeSteps, 3) + 8;
+  ModelConfig c;
+  std::unique_ptr<GpuModel> model = buildModel(o, r, mo, &c);
+  void* scratchBytes = nullptr;
+  cudaCheck(cudaMalloc(&scratchBytes, sizeof(float)), "cudaMalloc");
+  cudaCheck(cudaMemset(scratchBytes, 0, sizeof(float)), "cudaMemset");
+  float* scratch = static_cast<float*>(scratchBytes);
+
+  std::vector<BenchResult> results;
+  for (int batch : o.batches) {
+    BenchResult res;
+    res.batch = batch;
+    std::vector<std::vector<int>> prompts(batch, std::vector<int>(o.promptLen));
+    uint64_t state = o.sampler.seed + 17;
+    for (auto& p : prompts)
+      for (int& t : p) t = int((state = state * 6364136223846793005ull + 1) >> 33) % c.vocab;
+
+    model->prefill(prompts);  // warm up
+    barrier(r, model->stream(), scratch);
+    auto start = std::chrono::steady_clock::now();
+    model->prefill(prompts);
+    const double prefillSec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    res.prefillTokensPerSec = batch * o.promptLen / prefillSec;
+
+    if (o.cudaGraph) model->captureDecodeGraph(true);
+    res.stepUs = timeDecode(*model, r, o.promptLen, o.decodeSteps, scratch);
+    if (o.cudaGraph && r.size > 1) {
+      model->captureDecodeGraph(false);  // the same step without its all-reduces
+      res.computeUs = timeDecode(*model, r, o.promptLen, o.decodeSteps, scratch);
+    } else if (r.size == 1) {
+      res.computeUs = res.stepUs;
+    }
+    model->dropDecodeGraph();
+    if (o.profile) {
+      model->rewind(o.promptLen);
+      auto ops = model->profileDecode(std::min(o.decodeSteps, 20));
+      if (r.rank == 0) {
+        std::printf("eager decode step, batch %d, us per step by operation (rank 0):", batch);
+        for (auto& op : ops) std::printf(" %s %.1f", op.first.c_str(), op.second);
+        std::printf("\n");
+      }
+    }
+    res.decodeTokensPerSec = batch * 1e6 / res.stepUs;
+    const double bytes = double(model->weightBytes()) + double(model->kvBytesRead(o.promptLen + o.decodeSteps / 2));
+    res.rooflinePct = 100.0 * bytes / (res.stepUs * 1e-6) / 4.3e12;
+    results.push_back(res);
+    barrier(r, model->stream(), scratch);
+  }
+  cudaFree(scratch);
+  if (r.rank != 0) return 0;
+
+  const std::string name = o.randomWeights ? o.shape : o.modelPath;
+  std::printf("\n%-10s %-4s %-3s %-10s %-5s %12s %10s %12s %10s %10s %9s\n", "shape", "type", "tp", "collective",
+              "batch", "prefill t/s", "step us", "decode t/s", "ar us", "rest us", "hbm %");
+  for (const BenchResult& res : results) {
+    char ar[32] = "-", rest[32] = "-";
+    if (res.computeUs >= 0) {
+      std::snprintf(ar, sizeof ar, "%.1f", res.stepUs - res.computeUs);
+      std::snprintf(rest, sizeof rest, "%.1f", res.computeUs);
+    }
+    std::printf("%-10s %-4s %-3d %-10s %-5d %12.0f %10.1f %12.1f %10s %10s %9.1f\n", name.c_str(),
+                dtypeName(mo.dtype), r.size, r.size > 1 ? o.collective.c_str() : "-", res.batch,
+                res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, ar, rest, res.rooflinePct);
+  }
+  std::fflush(stdout);
+  if (!o.jsonPath.empty()) {
+    FILE* f = std::fopen(o.jsonPath.c_str(), "a");
+    if (!f) throw EngineError("cannot write " + o.jsonPath);
+    for (const BenchResult& res : results)
+      std::fprintf(f,
+                   "{\"shape\":\"%s\",\"dtype\":\"%s\",\"tp\":%d,\"collective\":\"%s\",\"path\":\"%s\",\"batch\":%d,"
+                   "\"prompt_len\":%d,\"decode_steps\":%d,\"cuda_graph\":%s,\"prefill_tokens_per_s\":%.1f,"
+                   "\"decode_step_us\":%.2f,\"decode_tokens_per_s\":%.1f,\"compute_us\":%.2f,\"allreduce_us\":%.2f,"
+                   "\"allreduces_per_step\":%d,\"weight_bytes_per_rank\":%zu,\"hbm_roofline_pct\":%.1f}\n",
+                   name.c_str(), dtypeName(mo.dtype), r.size, r.size > 1 ? o.collective.c_str() : "none",
+                   r.path.c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
+                   res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, res.computeUs,
+                   res.computeUs >= 0 ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
+                   model->weightBytes(), res.rooflinePct);
+    std::fclose(f);
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool gpuAvailable() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+int runGpu(const EngineOptions& o, int argc, char** argv) {
+  if (o.tp > 1 && o.rank < 0) {
+    // ROCENANTE_DISABLE=1 sends every call of the children's communicators to NCCL.
+    if (o.collective == "nccl") setenv("ROCENANTE_DISABLE", "1", 1);
+    rcnUniqueId id;
+    rcnCheck(rcnGetUniqueId(&id), "rcnGetUniqueId");
+    return launchRanks(o.tp, argc, argv, toHex(&id, sizeof id));
+  }
+  if (o.collective == "nccl") setenv("ROCENANTE_DISABLE", "1", 1);
+  Rank r;
+  setupRank(o, r);
+  return o.bench ? bench(o, r) : generate(o, r);
+}
+
+}  // namespace engine

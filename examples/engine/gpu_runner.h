@@ -1,0 +1,15 @@
+// The GPU side of rcn_engine: rank setup (device, rcn communicator), model
+// construction, streamed generation, and the --bench measurements.
+#pragma once
+
+#include "options.h"
+
+namespace engine {
+
+bool gpuAvailable();
+
+// Runs the options on the GPU; with --tp N > 1 (and no --rank) launches N
+// rank processes of this program and waits for them. Returns the exit code.
+int runGpu(const EngineOptions& options, int argc, char** argv);
+
+}  // namespace engine

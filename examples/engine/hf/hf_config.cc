@@ -1,0 +1,122 @@
+#include "hf_config.h"
+
+#include <algorithm>
+
+#include "json_util.h"
+
+namespace engine::hf {
+
+namespace {
+
+// The architecture names we accept, and the engine's short name for each.
+const char* archShortName(const std::string& architecture) {
+  if (architecture == "LlamaForCausalLM") return "llama";
+  if (architecture == "MistralForCausalLM") return "mistral";
+  if (architecture == "Qwen2ForCausalLM") return "qwen2";
+  if (architecture == "Qwen3ForCausalLM") return "qwen3";
+  return nullptr;
+}
+
+std::string readArchitecture(const Json& j, const std::string& what) {
+  auto it = j.find("architectures");
+  if (it == j.end() || !it->is_array() || it->empty() || !(*it)[0].is_string())
+    throw EngineError(what + ": field \"architectures\" is missing or not a list of names");
+  return (*it)[0].get<std::string>();
+}
+
+// rope_scaling of type "default" (or none) changes nothing; anything else does.
+std::string readRopeScaling(const Json& j) {
+  auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return "";
+  if (it->is_object()) {
+    std::string type = it->value("rope_type", it->value("type", std::string()));
+    if (type == "default") return "";
+  }
+  return it->dump();
+}
+
+// The longest context the forward pass runs exactly.
+int contextLength(const Json& j, int maxSeqLen, const std::string& what) {
+  int seqLen = requireInt(j, "max_position_embeddings", what);
+  if (maxSeqLen > 0) seqLen = std::min(seqLen, maxSeqLen);
+  // A sliding window only differs from full attention past its width.
+  const bool windowed = boolOr(j, "use_sliding_window", true, what);
+  const int window = intOr(j, "sliding_window", 0, what);
+  if (windowed && window > 0) seqLen = std::min(seqLen, window);
+  return seqLen;
+}
+
+// eos_token_id is one id or a list of them (Llama 3.1 instruct).
+std::vector<int> readTokenIds(const Json& j, const char* key, const std::string& what) {
+  std::vector<int> ids;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return ids;
+  const Json list = it->is_array() ? *it : Json::array({*it});
+  for (const Json& id : list) {
+    if (!id.is_number_integer()) throw EngineError(what + ": field \"" + key + "\" is not a token id or list of them");
+    ids.push_back(id.get<int>());
+  }
+  return ids;
+}
+
+}  // namespace
+
+HfConfig readHfConfig(const std::string& dir, int maxSeqLen) {
+  const std::string what = dir + "/config.json";
+  const Json j = readJsonFile(what);
+  if (!j.is_object()) throw EngineError(what + ": not a JSON object");
+
+  HfConfig hf;
+  hf.architecture = readArchitecture(j, what);
+  const char* arch = archShortName(hf.architecture);
+  if (!arch)
+    throw EngineError(what + ": architecture " + hf.architecture +
+                      " is not supported (LlamaForCausalLM, MistralForCausalLM, "
+                      "Qwen2ForCausalLM, Qwen3ForCausalLM are)");
+  const std::string act = j.value("hidden_act", std::string("silu"));
+  if (act != "silu") throw EngineError(what + ": hidden_act " + act + " is not supported (silu is)");
+
+  ModelConfig& c = hf.config;
+  c.arch = arch;
+  c.dim = requireInt(j, "hidden_size", what);
+  c.hidden = requireInt(j, "intermediate_size", what);
+  c.layers = requireInt(j, "num_hidden_layers", what);
+  c.heads = requireInt(j, "num_attention_heads", what);
+  c.kvHeads = intOr(j, "num_key_value_heads", c.heads, what);
+  c.headDim = intOr(j, "head_dim", c.heads > 0 ? c.dim / c.heads : 0, what);
+  c.vocab = requireInt(j, "vocab_size", what);
+  c.seqLen = contextLength(j, maxSeqLen, what);
+  c.normEps = float(numberOr(j, "rms_norm_eps", 1e-6, what));
+  c.ropeTheta = float(numberOr(j, "rope_theta", 10000.0, what));
+  c.ropeInterleaved = false;  // HF checkpoints are permuted for rotate-half RoPE
+  c.qkNorm = c.arch == "qwen3";
+  c.tiedClassifier = boolOr(j, "tie_word_embeddings", false, what);
+  try {
+    validateConfig(c);
+  } catch (const EngineError& e) {
+    throw EngineError(what + ": " + e.what());
+  }
+
+  // Qwen2 always has q/k/v biases; Llama/Mistral/Qwen3 have them only with
+  // attention_bias, which (for Llama) also puts one on o_proj.
+  if (c.arch == "qwen2") hf.attentionBias = true;
+  else if (boolOr(j, "attention_bias", false, what))
+    throw EngineError(what + ": attention_bias=true is not supported for " + hf.architecture);
+  if (boolOr(j, "mlp_bias", false, what))
+    throw EngineError(what + ": mlp_bias=true is not supported");
+  if (hf.attentionBias) hf.unsupported.push_back(c.arch + " attention biases are not supported by the engine yet");
+  hf.bosToken = intOr(j, "bos_token_id", -1, what);
+  hf.eosTokens = readTokenIds(j, "eos_token_id", what);
+  hf.ropeScaling = readRopeScaling(j);
+  if (!hf.ropeScaling.empty()) hf.unsupported.push_back("rope_scaling " + hf.ropeScaling + " is not supported by the engine yet");
+  return hf;
+}
+
+void requireEngineSupport(const HfConfig& config) {
+  if (config.unsupported.empty()) return;
+  std::string list;
+  for (const std::string& u : config.unsupported) list += (list.empty() ? "" : "; ") + u;
+  throw EngineError(config.architecture + ": " + list);
+}
+
+}  // namespace engine::hf

@@ -1,0 +1,35 @@
+// config.json of a Hugging Face causal LM -> the engine's ModelConfig.
+// Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v
+// biases), Qwen3ForCausalLM (q/k norm). All use HF's rotate-half RoPE.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model.h"
+
+namespace engine::hf {
+
+struct HfConfig {
+  ModelConfig config;
+  std::string architecture;       // as written in config.json, e.g. "Qwen2ForCausalLM"
+  bool attentionBias = false;     // q/k/v projections carry biases (Qwen2)
+  std::string ropeScaling;        // rope_scaling as JSON text; empty when none/default
+  int bosToken = -1;              // bos_token_id, -1 when absent
+  std::vector<int> eosTokens;     // eos_token_id (one or a list): generation stops at any
+  // What this checkpoint needs that the engine's forward pass does not do yet
+  // (attention biases, RoPE scaling), one sentence each; empty when it runs as is.
+  std::vector<std::string> unsupported;
+};
+
+// Reads `dir`/config.json. The context (seqLen) is max_position_embeddings
+// capped at `maxSeqLen` (when > 0) and at a Mistral-style sliding window, so
+// the full-attention forward pass stays exact. Throws EngineError naming the
+// file and field, or the architecture, when it cannot be used.
+HfConfig readHfConfig(const std::string& dir, int maxSeqLen);
+
+// Throws EngineError listing config.unsupported, if any: for callers whose
+// forward pass would otherwise silently compute something else.
+void requireEngineSupport(const HfConfig& config);
+
+}  // namespace engine::hf

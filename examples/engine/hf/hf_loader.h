@@ -1,0 +1,39 @@
+// A Hugging Face checkpoint directory (config.json + safetensors) -> the
+// engine's float32 ModelWeights, whole or one tensor-parallel rank's shard.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hf_config.h"
+#include "model.h"
+#include "shard.h"
+
+namespace engine::hf {
+
+// Qwen2's q/k/v projection biases, which LayerWeights has no place for yet.
+// Sharded like the rows of wq/wk/wv.
+struct AttentionBiases {
+  std::vector<float> q;  // [heads*headDim] (this rank's heads)
+  std::vector<float> k;  // [kvHeads*headDim]
+  std::vector<float> v;  // [kvHeads*headDim]
+};
+
+struct HfModel {
+  HfConfig hf;                          // hf.config == weights.config
+  ModelWeights weights;
+  std::vector<AttentionBiases> biases;  // one per layer when hf.attentionBias, else empty
+};
+
+// The whole model. `maxSeqLen` (> 0) caps the context (see readHfConfig).
+// Throws EngineError naming the file and tensor on any missing, misshapen,
+// truncated or corrupt input.
+HfModel loadHfModel(const std::string& dir, int maxSeqLen);
+
+// Only what rank `rank` of `size` holds, equal to
+// shardWeights(loadHfModel(dir).weights, planShard(config, size, rank)):
+// its rows of Q/K/V/gate/up and columns of O/down are the only parts of those
+// matrices it reads from the mmapped files; embedding, norms and LM head whole.
+HfModel loadHfShard(const std::string& dir, int maxSeqLen, int size, int rank);
+
+}  // namespace engine::hf

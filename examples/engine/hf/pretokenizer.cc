@@ -1,0 +1,94 @@
+#include "pretokenizer.h"
+
+#include "model.h"
+
+#ifdef ENGINE_HF_HAVE_PCRE2
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#endif
+
+namespace engine::hf {
+
+const char* const kGpt2SplitPattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+#ifdef ENGINE_HF_HAVE_PCRE2
+
+namespace {
+
+std::string pcreMessage(int code) {
+  PCRE2_UCHAR buffer[256];
+  pcre2_get_error_message(code, buffer, sizeof buffer);
+  return reinterpret_cast<const char*>(buffer);
+}
+
+}  // namespace
+
+struct RegexSplitter::Compiled {
+  pcre2_code* code = nullptr;
+  ~Compiled() { pcre2_code_free(code); }
+};
+
+RegexSplitter::RegexSplitter(const std::string& pattern) : compiled_(std::make_unique<Compiled>()) {
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  // UCP: \s, \w, \d and [[:classes:]] follow Unicode properties, as in the
+  // Rust regex crate that tokenizers uses.
+  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                  PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
+  if (!compiled_->code)
+    throw EngineError("pre-tokenizer regex does not compile at offset " + std::to_string(offset) + ": " +
+                      pcreMessage(error) + " (pattern " + pattern + ")");
+}
+
+RegexSplitter::~RegexSplitter() = default;
+RegexSplitter::RegexSplitter(RegexSplitter&&) noexcept = default;
+RegexSplitter& RegexSplitter::operator=(RegexSplitter&&) noexcept = default;
+
+std::vector<std::string> RegexSplitter::split(const std::string& text) const {
+  std::vector<std::string> pieces;
+  pcre2_match_data* match = pcre2_match_data_create_from_pattern(compiled_->code, nullptr);
+  if (!match) throw EngineError("pre-tokenizer: out of memory");
+  const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t start = 0, gapStart = 0;
+  uint32_t options = 0;  // the first call checks the whole subject is valid UTF-8
+  while (start <= text.size()) {
+    const int rc = pcre2_match(compiled_->code, subject, text.size(), start, options, match, nullptr);
+    options = PCRE2_NO_UTF_CHECK;
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      pcre2_match_data_free(match);
+      throw EngineError("pre-tokenizer: cannot split the text: " + pcreMessage(rc));
+    }
+    const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match);
+    const size_t begin = span[0], end = span[1];
+    if (end == begin) {
+      // An empty match cuts nothing: step over one whole character.
+      ++start;
+      while (start < text.size() && (uint8_t(text[start]) & 0xC0) == 0x80) ++start;
+      continue;
+    }
+    if (begin > gapStart) pieces.emplace_back(text, gapStart, begin - gapStart);
+    pieces.emplace_back(text, begin, end - begin);
+    gapStart = start = end;
+  }
+  pcre2_match_data_free(match);
+  if (gapStart < text.size()) pieces.emplace_back(text, gapStart, text.size() - gapStart);
+  return pieces;
+}
+
+#else  // no PCRE2
+
+struct RegexSplitter::Compiled {};
+
+RegexSplitter::RegexSplitter(const std::string&) {
+  throw EngineError("built without PCRE2: tokenizer.json needs it (install libpcre2-dev and rebuild)");
+}
+RegexSplitter::~RegexSplitter() = default;
+RegexSplitter::RegexSplitter(RegexSplitter&&) noexcept = default;
+RegexSplitter& RegexSplitter::operator=(RegexSplitter&&) noexcept = default;
+std::vector<std::string> RegexSplitter::split(const std::string& text) const { return {text}; }
+
+#endif
+
+}  // namespace engine::hf

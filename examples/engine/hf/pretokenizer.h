@@ -1,0 +1,35 @@
+// The pre-tokenizer step of tokenizer.json: text is cut into pieces by a
+// Unicode regex before BPE runs on each piece. The pattern comes from the
+// file (Llama 3 and Qwen2 use \p{L}, \p{N}, (?i:'s|'t|...) and lookahead), so
+// it runs on PCRE2 with UTF and UCP; builds without PCRE2 report that when a
+// tokenizer.json is loaded.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace engine::hf {
+
+// GPT-2's pattern, which a ByteLevel pre-tokenizer with use_regex=true applies.
+extern const char* const kGpt2SplitPattern;
+
+// Splits text into the regex's matches and the gaps between them, in order,
+// none dropped (tokenizers' "Isolated" behavior).
+class RegexSplitter {
+ public:
+  // Throws EngineError when the pattern does not compile (or there is no PCRE2).
+  explicit RegexSplitter(const std::string& pattern);
+  ~RegexSplitter();
+  RegexSplitter(RegexSplitter&&) noexcept;
+  RegexSplitter& operator=(RegexSplitter&&) noexcept;
+
+  // Throws EngineError when `text` is not valid UTF-8.
+  std::vector<std::string> split(const std::string& text) const;
+
+ private:
+  struct Compiled;
+  std::unique_ptr<Compiled> compiled_;
+};
+
+}  // namespace engine::hf

@@ -1,0 +1,94 @@
+#include "launcher.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "model.h"
+
+namespace engine {
+
+std::string toHex(const void* data, size_t bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) {
+    const unsigned char b = static_cast<const unsigned char*>(data)[i];
+    out += digits[b >> 4];
+    out += digits[b & 15];
+  }
+  return out;
+}
+
+void fromHex(const std::string& hex, void* data, size_t bytes) {
+  if (hex.size() != 2 * bytes) throw EngineError("--unique-id must be " + std::to_string(2 * bytes) + " hex digits");
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    throw EngineError(std::string("--unique-id: bad hex digit '") + c + "'");
+  };
+  for (size_t i = 0; i < bytes; ++i)
+    static_cast<unsigned char*>(data)[i] = static_cast<unsigned char>(nibble(hex[2 * i]) * 16 + nibble(hex[2 * i + 1]));
+}
+
+int launchRanks(int ranks, int argc, char** argv, const std::string& uniqueIdHex) {
+  std::vector<pid_t> children;
+  for (int r = 0; r < ranks; ++r) {
+    std::vector<std::string> args(argv, argv + argc);
+    args.push_back("--rank");
+    args.push_back(std::to_string(r));
+    args.push_back("--unique-id");
+    args.push_back(uniqueIdHex);
+    pid_t pid = fork();
+    if (pid < 0) throw EngineError("fork failed for rank " + std::to_string(r));
+    if (pid == 0) {
+      std::vector<char*> cargs;
+      for (std::string& a : args) cargs.push_back(&a[0]);
+      cargs.push_back(nullptr);
+      execv("/proc/self/exe", cargs.data());
+      std::perror("rcn_engine: execv /proc/self/exe");
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+
+  const auto grace = std::chrono::seconds(30);
+  std::vector<bool> running(ranks, true);
+  int result = 0, alive = ranks;
+  std::chrono::steady_clock::time_point firstFailure;
+  while (alive > 0) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      for (int r = 0; r < ranks; ++r) {
+        if (children[r] != pid) continue;
+        running[r] = false;
+        --alive;
+        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!ok && result == 0) {
+          result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+          firstFailure = std::chrono::steady_clock::now();
+          std::fprintf(stderr, "rcn_engine: rank %d %s %d\n", r, WIFEXITED(status) ? "exited with" : "killed by signal",
+                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        }
+      }
+      continue;
+    }
+    if (result != 0 && std::chrono::steady_clock::now() - firstFailure > grace) {
+      for (int r = 0; r < ranks; ++r)
+        if (running[r]) {
+          std::fprintf(stderr, "rcn_engine: killing rank %d, still running after another rank failed\n", r);
+          kill(children[r], SIGKILL);
+        }
+      firstFailure = std::chrono::steady_clock::now();  // reap them next
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return result;
+}
+
+}  // namespace engine

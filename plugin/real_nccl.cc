@@ -1,0 +1,45 @@
+// Resolves every entry point of the real NCCL once, from the library that
+// core/nccl_lib.cc opened (never from the global namespace, which holds our
+// own forwarders when we are preloaded).
+#include "plugin/real_nccl.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "core/log.h"
+#include "core/nccl_lib.h"
+
+namespace rcn::shim {
+
+const RealNccl& realNccl() {
+  static const RealNccl real = [] {
+    RealNccl r{};
+    const NcclApi* api = nullptr;
+    if (ncclApi(&api) != rcnSuccess) return r;  // nccl_lib.cc logged which paths it tried
+    void* handle = ncclLibraryHandle();
+#define X(name) r.name = reinterpret_cast<decltype(r.name)>(dlsym(handle, #name));
+#include "plugin/real_nccl.def"
+#undef X
+    return r;
+  }();
+  return real;
+}
+
+void reportMissing(const char* name) {
+  static std::mutex mutex;
+  static std::set<std::string> reported;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!reported.insert(name).second) return;
+  if (!ncclLibraryHandle()) {
+    RCN_WARN(RCN_LOG_SHIM, "%s: no real NCCL library was found to forward to; set "
+             "ROCENANTE_NCCL_LIBRARY to the path of libnccl.so.2", name);
+  } else {
+    RCN_WARN(RCN_LOG_SHIM, "%s: the real NCCL (%s) does not have this entry point (older "
+             "version?); returning ncclInvalidUsage", name, ncclLibraryPath());
+  }
+}
+
+}  // namespace rcn::shim

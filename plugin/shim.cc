@@ -1,0 +1,469 @@
+// The NCCL calls rocenante intercepts. Everything else forwards untouched
+// (forwarders.cc). The user always holds the REAL ncclComm_t; rocenante's
+// state hangs off it in a map keyed by that pointer.
+//
+// Communicator creation: create the real communicator, then build rocenante
+// over it (bootstrapping through the communicator itself, no extra port).
+// Inside ncclGroupStart/End the real communicator is not ready until the
+// outermost ncclGroupEnd, so its setup is deferred there; all communicators
+// of that group are then built in parallel threads, one per communicator,
+// because their bootstrap exchanges depend on each other (one thread driving
+// several GPUs would otherwise wait on itself).
+//
+// Non-blocking communicators (config->blocking = 0) get no rocenante state:
+// building it needs collective exchanges that would block. An INFO line says so.
+//
+// ncclAllReduce inside a group: a call routed to rocenante is enqueued at
+// once, before the group's NCCL work that ncclGroupEnd launches. That is safe:
+// NCCL gives no order between operations of one group, every rank makes the
+// same routing decisions in the same order, and our kernel only waits on the
+// GPU (bounded), never on the host, so one thread can enqueue rank 0's kernel
+// and then rank 1's. Work issued before the group stays ahead of it on the stream.
+#include "plugin/shim.h"
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/bootstrap_nccl.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/dtype.h"
+#include "core/params.h"
+#include "plugin/real_nccl.h"
+
+namespace rcn::shim {
+namespace {
+
+// What the shim knows about one real communicator.
+struct Entry {
+  rcnComm* rc = nullptr;            // null: every call forwards to NCCL
+  bool blocking = true;             // children of a split inherit this
+  std::string why;                  // why rc is null, for rcnShimCommQuery
+  std::atomic<uint32_t> routesLogged{0};
+  std::atomic<bool> asyncWarned{false};
+};
+
+struct Registry {
+  std::shared_mutex mutex;
+  std::unordered_map<ncclComm_t, std::shared_ptr<Entry>> entries;
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: calls may come during exit
+  return *r;
+}
+
+std::shared_ptr<Entry> findEntry(ncclComm_t comm) {
+  Registry& reg = registry();
+  std::shared_lock<std::shared_mutex> lock(reg.mutex);
+  auto it = reg.entries.find(comm);
+  return it == reg.entries.end() ? nullptr : it->second;
+}
+
+void putEntry(ncclComm_t comm, std::shared_ptr<Entry> entry) {
+  Registry& reg = registry();
+  std::unique_lock<std::shared_mutex> lock(reg.mutex);
+  reg.entries[comm] = std::move(entry);
+}
+
+std::shared_ptr<Entry> takeEntry(ncclComm_t comm) {
+  Registry& reg = registry();
+  std::unique_lock<std::shared_mutex> lock(reg.mutex);
+  auto it = reg.entries.find(comm);
+  if (it == reg.entries.end()) return nullptr;
+  std::shared_ptr<Entry> entry = std::move(it->second);
+  reg.entries.erase(it);
+  return entry;
+}
+
+void putForwardOnly(ncclComm_t comm, bool blocking, const std::string& why) {
+  auto entry = std::make_shared<Entry>();
+  entry->blocking = blocking;
+  entry->why = why;
+  putEntry(comm, std::move(entry));
+}
+
+// A communicator created inside a group. NCCL sets *slot early for
+// ncclCommInitRank* but only at the group's end for ncclCommSplit/Shrink, so
+// both the value seen at creation and the slot are kept.
+struct Pending {
+  ncclComm_t* slot;
+  ncclComm_t early;
+  bool blocking;
+};
+
+// Group nesting of this thread, and the communicators created inside it.
+thread_local int tlsGroupDepth = 0;
+thread_local std::vector<Pending> tlsPending;
+
+ncclResult_t toNccl(rcnResult_t r) { return static_cast<ncclResult_t>(r); }
+
+// Restores the caller's CUDA device on scope exit.
+class KeepDevice {
+ public:
+  KeepDevice() {
+    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
+  }
+  ~KeepDevice() {
+    if (saved_ >= 0) cudaSetDevice(saved_);
+  }
+
+ private:
+  int saved_ = -1;
+};
+
+std::string ownLibraryPath() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ownLibraryPath), &info) && info.dli_fname) return info.dli_fname;
+  return "";
+}
+
+// Makes NCCL load our tuner plugin unless the user named one: NCCL reads
+// NCCL_TUNER_PLUGIN when its first communicator is created, so this runs
+// before every real communicator creation (it acts once).
+void installTunerOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!paramBool(ParamId::Tuner) || paramBool(ParamId::Disable)) return;  // plain NCCL asked for
+    if (const char* named = getenv("NCCL_TUNER_PLUGIN")) {
+      RCN_INFO(RCN_LOG_TUNE, "NCCL_TUNER_PLUGIN=%s named by the user; rocenante's tuner stays off", named);
+      return;
+    }
+    std::string self = ownLibraryPath();
+    if (self.empty()) return;
+    setenv("NCCL_TUNER_PLUGIN", self.c_str(), 0);
+    RCN_INFO(RCN_LOG_TUNE, "set NCCL_TUNER_PLUGIN=%s (rocenante's tuner for the calls NCCL keeps)",
+             self.c_str());
+  });
+}
+
+bool configBlocking(const ncclConfig_t* config, bool inherited) {
+  if (!config) return inherited;
+  return config->blocking == NCCL_CONFIG_UNDEF_INT || config->blocking != 0;
+}
+
+// Builds rocenante's state over a ready real communicator on this thread.
+rcnResult_t attach(ncclComm_t comm) {
+  const RealNccl& real = realNccl();
+  if (paramBool(ParamId::Disable)) {
+    putForwardOnly(comm, true, "disabled by ROCENANTE_DISABLE");
+    return rcnSuccess;
+  }
+  int nranks = 0, rank = 0, dev = -1;
+  if (real.ncclCommCount(comm, &nranks) != ncclSuccess ||
+      real.ncclCommUserRank(comm, &rank) != ncclSuccess ||
+      real.ncclCommCuDevice(comm, &dev) != ncclSuccess) {
+    RCN_WARN(RCN_LOG_SHIM, "NCCL comm %p: cannot read its rank, size or device", (void*)comm);
+    return rcnInternalError;
+  }
+  if (nranks < 2) {
+    putForwardOnly(comm, true, "a single-rank communicator: nothing to exchange");
+    return rcnSuccess;
+  }
+  RCN_CUDA_CHECK(cudaSetDevice(dev));
+  std::unique_ptr<NcclBootstrap> boot;
+  RCN_CHECK(bootstrapInitNccl(comm, rank, nranks, dev, &boot));
+  NcclBootstrap* bootView = boot.get();
+  CommInitArgs args;
+  args.rank = rank;
+  args.nranks = nranks;
+  args.cudaDev = dev;
+  args.bootstrap = std::move(boot);
+  args.existingNccl = comm;
+  args.createNccl = false;
+  rcnComm* rc = nullptr;
+  RCN_CHECK(commCreate(std::move(args), &rc));
+  bootView->close();  // rc owns it; nothing more goes over the user's comm
+  auto entry = std::make_shared<Entry>();
+  entry->rc = rc;
+  putEntry(comm, std::move(entry));
+  RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p rank %d/%d dev %d: small all-reduces take %s (up to %zu bytes): %s",
+           (void*)comm, rank, nranks, dev, rc->info.transport, rc->info.maxBytes, rc->info.reason);
+  return rcnSuccess;
+}
+
+// Attaches several communicators at once, one thread each (their bootstrap
+// exchanges need each other). Returns the first failure.
+rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
+  if (comms.size() == 1) {
+    KeepDevice keep;
+    return attach(comms[0]);
+  }
+  std::vector<rcnResult_t> results(comms.size(), rcnSuccess);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < comms.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = attach(comms[i]); });
+  for (std::thread& t : threads) t.join();
+  for (rcnResult_t r : results)
+    if (r != rcnSuccess) return r;
+  return rcnSuccess;
+}
+
+// After a real creation call: attach now, defer to the group's end, or leave
+// rocenante off for a non-blocking communicator. On failure the new real
+// communicator is aborted and the error returned, so no rank runs with a
+// routing that its peers do not share.
+ncclResult_t afterCreate(ncclResult_t created, ncclComm_t* newcomm, bool blocking, const char* caller) {
+  if (created != ncclSuccess && created != ncclInProgress) return created;
+  if (tlsGroupDepth > 0) {
+    tlsPending.push_back({newcomm, *newcomm, blocking && created == ncclSuccess});
+    return created;
+  }
+  ncclComm_t comm = *newcomm;
+  if (!comm) return created;  // e.g. NCCL_SPLIT_NOCOLOR
+  if (!blocking || created == ncclInProgress) {
+    putForwardOnly(comm, false, "non-blocking communicator (config->blocking=0)");
+    RCN_INFO(RCN_LOG_SHIM, "%s: NCCL comm %p is non-blocking; rocenante stays off for it", caller,
+             (void*)comm);
+    return created;
+  }
+  KeepDevice keep;
+  rcnResult_t r = attach(comm);
+  if (r == rcnSuccess) return ncclSuccess;
+  RCN_WARN(RCN_LOG_SHIM, "%s: rocenante could not set up NCCL comm %p (%s); the communicator is "
+           "aborted. ROCENANTE_DISABLE=1 runs plain NCCL", caller, (void*)comm, rcnGetErrorString(r));
+  takeEntry(comm);
+  realNccl().ncclCommAbort(comm);
+  *newcomm = nullptr;
+  return toNccl(r);
+}
+
+// Logs at INFO the first all-reduce of each route on a communicator, so
+// ROCENANTE_DEBUG=INFO shows where calls go without a line per call.
+void logFirstRoute(Entry& entry, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
+  if (!logEnabled(kLogInfo, RCN_LOG_SHIM) || entry.routesLogged.load(std::memory_order_relaxed) == 3) return;
+  rcnComm* rc = entry.rc;
+  CallDesc call;
+  call.bytes = bytes;
+  call.dtype = dtype;
+  call.op = op;
+  call.nranks = rc->nranks;
+  call.transport = rc->fast ? rc->fast->path() : rcnPathNccl;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
+    call.graphCapture = capture == cudaStreamCaptureStatusActive;
+  bool fast = policyRoute(call, rc->policy).route == Route::OneShot && rc->fast &&
+              rc->fast->supports(dtype, op) && bytes <= rc->fast->maxBytes();
+  uint32_t bit = fast ? 1u : 2u;
+  if (entry.routesLogged.fetch_or(bit) & bit) return;
+  RCN_INFO(RCN_LOG_SHIM, "rank %d: first all-reduce %s: %zu bytes %s %s%s", rc->rank,
+           fast ? "on the rocenante path" : "sent to NCCL", bytes, dtypeName(dtype), opName(op),
+           call.graphCapture ? " (graph capture)" : "");
+}
+
+}  // namespace
+
+ncclResult_t shim_ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  installTunerOnce();
+  auto fn = realNccl().ncclCommInitRank;
+  if (!fn) return reportMissing("ncclCommInitRank"), ncclInvalidUsage;
+  return afterCreate(fn(comm, nranks, commId, rank), comm, true, "ncclCommInitRank");
+}
+
+ncclResult_t shim_ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                         ncclConfig_t* config) {
+  installTunerOnce();
+  auto fn = realNccl().ncclCommInitRankConfig;
+  if (!fn) return reportMissing("ncclCommInitRankConfig"), ncclInvalidUsage;
+  return afterCreate(fn(comm, nranks, commId, rank, config), comm, configBlocking(config, true),
+                     "ncclCommInitRankConfig");
+}
+
+ncclResult_t shim_ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                           ncclUniqueId* commIds, ncclConfig_t* config) {
+  installTunerOnce();
+  auto fn = realNccl().ncclCommInitRankScalable;
+  if (!fn) return reportMissing("ncclCommInitRankScalable"), ncclInvalidUsage;
+  return afterCreate(fn(newcomm, nranks, myrank, nId, commIds, config), newcomm,
+                     configBlocking(config, true), "ncclCommInitRankScalable");
+}
+
+ncclResult_t shim_ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  installTunerOnce();
+  auto fn = realNccl().ncclCommInitAll;
+  if (!fn) return reportMissing("ncclCommInitAll"), ncclInvalidUsage;
+  ncclResult_t created = fn(comms, ndev, devlist);
+  if (created != ncclSuccess || ndev <= 0) return created;
+  std::vector<ncclComm_t> list(comms, comms + ndev);
+  rcnResult_t r = attachAll(list);
+  if (r == rcnSuccess) return ncclSuccess;
+  RCN_WARN(RCN_LOG_SHIM, "ncclCommInitAll: rocenante could not set up the %d communicators (%s); "
+           "they are aborted. ROCENANTE_DISABLE=1 runs plain NCCL", ndev, rcnGetErrorString(r));
+  for (int i = 0; i < ndev; ++i) {
+    if (auto entry = takeEntry(comms[i]); entry && entry->rc) commAbort(entry->rc);
+    realNccl().ncclCommAbort(comms[i]);
+    comms[i] = nullptr;
+  }
+  return toNccl(r);
+}
+
+ncclResult_t shim_ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                ncclConfig_t* config) {
+  auto fn = realNccl().ncclCommSplit;
+  if (!fn) return reportMissing("ncclCommSplit"), ncclInvalidUsage;
+  auto parent = findEntry(comm);
+  bool blocking = configBlocking(config, parent ? parent->blocking : true);
+  return afterCreate(fn(comm, color, key, newcomm, config), newcomm, blocking, "ncclCommSplit");
+}
+
+ncclResult_t shim_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                 ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  auto fn = realNccl().ncclCommShrink;
+  if (!fn) return reportMissing("ncclCommShrink"), ncclInvalidUsage;
+  auto parent = findEntry(comm);
+  bool blocking = configBlocking(config, parent ? parent->blocking : true);
+  return afterCreate(fn(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
+                     newcomm, blocking, "ncclCommShrink");
+}
+
+ncclResult_t shim_ncclCommFinalize(ncclComm_t comm) {
+  // NCCL flushes its own work; ours is ordered on the user's streams and is
+  // released at ncclCommDestroy.
+  auto fn = realNccl().ncclCommFinalize;
+  if (!fn) return reportMissing("ncclCommFinalize"), ncclInvalidUsage;
+  return fn(comm);
+}
+
+ncclResult_t shim_ncclCommDestroy(ncclComm_t comm) {
+  auto fn = realNccl().ncclCommDestroy;
+  if (!fn) return reportMissing("ncclCommDestroy"), ncclInvalidUsage;
+  ncclResult_t ours = ncclSuccess;
+  if (auto entry = takeEntry(comm); entry && entry->rc) {
+    KeepDevice keep;
+    ours = toNccl(commDestroy(entry->rc));
+  }
+  ncclResult_t theirs = fn(comm);
+  return theirs != ncclSuccess ? theirs : ours;
+}
+
+ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
+  auto fn = realNccl().ncclCommAbort;
+  if (!fn) return reportMissing("ncclCommAbort"), ncclInvalidUsage;
+  auto entry = takeEntry(comm);
+  // Stop our kernels' waits first, then NCCL's, and only then tear down
+  // (tear-down synchronizes the device, which needs NCCL's kernels gone).
+  if (entry && entry->rc && entry->rc->fast) entry->rc->fast->abort();
+  ncclResult_t theirs = fn(comm);
+  if (entry && entry->rc) {
+    KeepDevice keep;
+    commAbort(entry->rc);
+  }
+  return theirs;
+}
+
+ncclResult_t shim_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  auto fn = realNccl().ncclCommGetAsyncError;
+  if (!fn) return reportMissing("ncclCommGetAsyncError"), ncclInvalidUsage;
+  ncclResult_t res = fn(comm, asyncError);
+  if (res != ncclSuccess || !asyncError || *asyncError != ncclSuccess) return res;
+  auto entry = findEntry(comm);
+  if (!entry || !entry->rc || !entry->rc->fast) return res;
+  std::string why;
+  rcnResult_t ours = entry->rc->fast->asyncError(&why);
+  if (ours == rcnSuccess) return res;
+  *asyncError = toNccl(ours);
+  if (!entry->asyncWarned.exchange(true))
+    RCN_WARN(RCN_LOG_SHIM, "NCCL comm %p: rocenante recorded an asynchronous error: %s", (void*)comm,
+             why.c_str());
+  return res;
+}
+
+ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  auto fn = realNccl().ncclAllReduce;
+  if (!fn) return reportMissing("ncclAllReduce"), ncclInvalidUsage;
+  // User-made ops (ncclRedOpCreatePreMulSum) and anything odd go to NCCL,
+  // which checks arguments with its own messages.
+  bool plain = datatype >= 0 && datatype < ncclNumTypes && op >= 0 && op < ncclNumOps && count > 0 &&
+               sendbuff && recvbuff;
+  std::shared_ptr<Entry> entry = plain ? findEntry(comm) : nullptr;
+  if (!entry || !entry->rc) return fn(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  auto dtype = static_cast<rcnDataType_t>(datatype);
+  auto rop = static_cast<rcnRedOp_t>(op);
+  logFirstRoute(*entry, count * dtypeSize(dtype), dtype, rop, stream);
+  return toNccl(commAllReduce(entry->rc, sendbuff, recvbuff, count, dtype, rop, stream));
+}
+
+ncclResult_t shim_ncclGroupStart() {
+  auto fn = realNccl().ncclGroupStart;
+  if (!fn) return reportMissing("ncclGroupStart"), ncclInvalidUsage;
+  ncclResult_t res = fn();
+  if (res == ncclSuccess) ++tlsGroupDepth;
+  return res;
+}
+
+ncclResult_t shim_ncclGroupEnd() {
+  auto fn = realNccl().ncclGroupEnd;
+  if (!fn) return reportMissing("ncclGroupEnd"), ncclInvalidUsage;
+  ncclResult_t res = fn();
+  if (tlsGroupDepth > 0) --tlsGroupDepth;
+  if (tlsGroupDepth > 0 || tlsPending.empty()) return res;
+  std::vector<Pending> pending;
+  pending.swap(tlsPending);
+  std::vector<ncclComm_t> ready;
+  for (const Pending& p : pending) {
+    ncclComm_t comm = p.early ? p.early : *p.slot;
+    if (!comm) continue;  // NCCL_SPLIT_NOCOLOR, or creation failed
+    if (p.blocking && res == ncclSuccess) {
+      putForwardOnly(comm, true, "rocenante setup at ncclGroupEnd did not complete");
+      ready.push_back(comm);
+    } else {
+      putForwardOnly(comm, p.blocking, p.blocking ? "its group ended with an error or in progress"
+                                                  : "non-blocking communicator (config->blocking=0)");
+    }
+  }
+  if (res != ncclSuccess || ready.empty()) {
+    if (pending.size() != ready.size())
+      RCN_INFO(RCN_LOG_SHIM, "ncclGroupEnd returned %d: rocenante stays off for %zu communicators "
+               "created in the group (non-blocking or not ready)", static_cast<int>(res),
+               pending.size() - ready.size());
+    return res;
+  }
+  rcnResult_t r = attachAll(ready);
+  if (r == rcnSuccess) return ncclSuccess;
+  RCN_WARN(RCN_LOG_SHIM, "ncclGroupEnd: rocenante could not set up the %zu communicators created in "
+           "the group (%s); abort them. ROCENANTE_DISABLE=1 runs plain NCCL", ready.size(),
+           rcnGetErrorString(r));
+  return toNccl(r);
+}
+
+ncclResult_t shim_ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  // Ends the group without launching anything: communicators created in it
+  // stay without rocenante state.
+  auto fn = realNccl().ncclGroupSimulateEnd;
+  if (!fn) return reportMissing("ncclGroupSimulateEnd"), ncclInvalidUsage;
+  ncclResult_t res = fn(simInfo);
+  if (tlsGroupDepth > 0) --tlsGroupDepth;
+  if (tlsGroupDepth == 0) tlsPending.clear();
+  return res;
+}
+
+}  // namespace rcn::shim
+
+extern "C" rcnResult_t rcnShimCommQuery(ncclComm_t comm, rcnCommInfo* info) {
+  RCN_ARG_CHECK(info != nullptr, "rcnShimCommQuery: info is NULL");
+  auto entry = rcn::shim::findEntry(comm);
+  RCN_ARG_CHECK(entry != nullptr, "rcnShimCommQuery: %p is not an NCCL communicator the shim created",
+                (void*)comm);
+  if (entry->rc) {
+    *info = entry->rc->info;
+    return rcnSuccess;
+  }
+  memset(info, 0, sizeof *info);
+  info->path = rcnPathNccl;
+  info->cudaDev = -1;
+  snprintf(info->transport, sizeof info->transport, "nccl");
+  snprintf(info->reason, sizeof info->reason, "%s", entry->why.c_str());
+  return rcnSuccess;
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The p2p transport and the one-shot kernel on 2 GPUs: builds from source,
+# prints the GPU link matrix, runs the latency probe (tests/p2p_latency.cc:
+# both protocols, graph and eager, 1 KB..256 KB bf16 sum), then the p2p tests
+# (in one process, one process per GPU over cuMem and legacy IPC, through the
+# public API, the timeout test). Writes $OUT/p2p.log and prints a summary last.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+set -u -o pipefail
+
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-/tmp/p2p-out}
+BUILD=${P2P_BUILD_DIR:-/tmp/build}
+mkdir -p "$OUT"
+LOG=$OUT/p2p.log
+: > "$LOG"
+say() { echo "== $*" | tee -a "$LOG"; }
+declare -a SUMMARY
+result() { SUMMARY+=("$1: $2"); say "$1: $2"; }
+
+say "build $(date -u +%H:%M:%S) in $BUILD"
+cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+  -DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF >> "$LOG" 2>&1 &&
+  ninja -C "$BUILD" test_reference test_p2p_local test_p2p_ipc test_p2p_api test_p2p_api_local p2p_latency >> "$LOG" 2>&1
+if [ $? -ne 0 ]; then
+  say "BUILD FAILED (last lines):"
+  grep -E "error|FAILED" "$LOG" | head -20
+  tail -30 "$LOG"
+  exit 1
+fi
+say "built $(date -u +%H:%M:%S)"
+nvidia-smi -L >> "$LOG" 2>&1
+nvidia-smi topo -m >> "$LOG" 2>&1
+
+say "latency probe $(date -u +%H:%M:%S)"
+if timeout 180 "$BUILD/tests/p2p_latency" 2 > "$OUT/p2p_latency.txt" 2>&1; then
+  result latency "ok (table below)"
+else
+  result latency "FAILED"
+fi
+cat "$OUT/p2p_latency.txt" >> "$LOG"
+
+for t in test_reference test_p2p_local test_p2p_ipc test_p2p_api_local test_p2p_api; do
+  say "$t $(date -u +%H:%M:%S)"
+  (cd "$BUILD" && timeout 240 ctest -R "^$t\$" --output-on-failure) > "$OUT/ctest.tmp" 2>&1
+  rc=$?
+  cat "$OUT/ctest.tmp" >> "$LOG"
+  if grep -q "Skipped\|Not Run" "$OUT/ctest.tmp"; then result "$t" "SKIPPED"
+  elif [ $rc -eq 0 ]; then result "$t" "passed"
+  else result "$t" "FAILED (rc $rc)"; fi
+done
+rm -f "$OUT/ctest.tmp"
+
+say "summary $(date -u +%H:%M:%S)"
+for line in "${SUMMARY[@]}"; do echo "  $line"; done
+echo
+cat "$OUT/p2p_latency.txt"

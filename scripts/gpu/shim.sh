@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The NCCL shim on 2 GPUs: builds librocenante.so and the shim tests from
+# source, then
+#   1. ctest: policy, tuner, exported symbols (CPU) and test_shim_gpu (eager,
+#      CUDA graph, one thread driving two GPUs in groups, ncclCommInitAll,
+#      forced self-test failure);
+#   2. PyTorch (torch.distributed, NCCL backend, 2 processes), eager and in a
+#      CUDA graph, without and with LD_PRELOAD=librocenante.so: results must be
+#      bit-identical, and the INFO log must show small all-reduces on the
+#      rocenante path and large ones on NCCL;
+#   3. a ctypes client opening librocenante.so by path, as vLLM's pynccl does;
+#   4. PyTorch again with ROCENANTE_SELFTEST_FAIL_RANK=1: every rank falls back.
+# Writes $OUT/shim.log (everything) and prints a summary last.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+set -u -o pipefail
+
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-/tmp/shim-out}
+BUILD=${SHIM_BUILD_DIR:-/tmp/build-shim}
+mkdir -p "$OUT"
+LOG=$OUT/shim.log
+: > "$LOG"
+say() { echo "== $*" | tee -a "$LOG"; }
+declare -a SUMMARY
+result() { SUMMARY+=("$1: $2"); say "$1: $2"; }
+
+say "build $(date -u +%H:%M:%S) in $BUILD"
+cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+  -DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF >> "$LOG" 2>&1 &&
+  ninja -C "$BUILD" rocenante test_policy test_tuner test_shim_symbols test_shim_gpu >> "$LOG" 2>&1
+if [ $? -ne 0 ]; then
+  say "BUILD FAILED (last lines):"
+  tail -30 "$LOG"
+  exit 1
+fi
+LIB=$BUILD/librocenante.so
+nvidia-smi -L >> "$LOG" 2>&1
+
+say "ctest $(date -u +%H:%M:%S)"
+if (cd "$BUILD" && timeout 400 ctest -R 'test_policy|test_tuner|test_shim' --output-on-failure) >> "$LOG" 2>&1; then
+  result ctest PASS
+else
+  result ctest FAIL
+fi
+
+# PyTorch ships its own libnccl (nvidia-nccl wheel). The shim must forward to
+# that one, not to the system's: name it explicitly.
+TORCH_NCCL=$(python3 - <<'PY' 2>/dev/null
+# The libnccl that libtorch_cuda.so itself loaded (whatever the wheel layout).
+import torch
+paths = sorted({l.split()[-1] for l in open("/proc/self/maps") if "libnccl.so" in l})
+print(paths[0] if paths else "")
+PY
+)
+say "torch's NCCL: ${TORCH_NCCL:-(none found; the shim searches the standard places)}"
+[ -n "$TORCH_NCCL" ] && export ROCENANTE_NCCL_LIBRARY=$TORCH_NCCL
+
+# Runs a python program as 2 ranks; extra environment in $RANK_ENV (words).
+run2() {  # tag program args...
+  local tag=$1; shift
+  local port=$((29500 + RANDOM % 1000)) pids=() rc=0
+  for rank in 0 1; do
+    env ${RANK_ENV:-} TORCH_NCCL_USE_COMM_NONBLOCKING=0 RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      timeout 300 python3 "$@" > "$OUT/$tag.rank$rank.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+  for rank in 0 1; do { echo "---- $tag rank $rank"; cat "$OUT/$tag.rank$rank.log"; } >> "$LOG"; done
+  return $rc
+}
+
+say "torch without the shim $(date -u +%H:%M:%S)"
+RANK_ENV="" run2 torch_plain "$SRC/tests/python/shim_torch.py" "$OUT/torch_plain.RANK.json"
+PLAIN=$?
+
+say "torch through LD_PRELOAD=$LIB $(date -u +%H:%M:%S)"
+RANK_ENV="LD_PRELOAD=$LIB ROCENANTE_DEBUG=INFO ROCENANTE_DEBUG_SUBSYS=INIT,SHIM,TUNE" \
+  run2 torch_shim "$SRC/tests/python/shim_torch.py" "$OUT/torch_shim.RANK.json"
+SHIMMED=$?
+
+if [ $PLAIN -eq 0 ] && [ $SHIMMED -eq 0 ]; then result "torch eager+graph (plain, shim)" "PASS (every result within tolerance of the float64 reference)"
+else result "torch eager+graph (plain=$PLAIN shim=$SHIMMED)" FAIL; fi
+SAME=FAIL
+for r in 0 1; do
+  if cmp -s "$OUT/torch_plain.rank$r.json" "$OUT/torch_shim.rank$r.json"; then SAME=PASS; else SAME=FAIL; break; fi
+done
+result "torch results bit-identical with and without the shim" "$SAME"
+FAST_LINES=$(cat "$OUT"/torch_shim.rank*.log | grep -c "first all-reduce on the rocenante path")
+NCCL_LINES=$(cat "$OUT"/torch_shim.rank*.log | grep -c "first all-reduce sent to NCCL")
+grep -h "rocenante path\|sent to NCCL\|rocenante on\|rocenante off\|NCCL_TUNER_PLUGIN\|forwarding to NCCL" \
+  "$OUT"/torch_shim.rank*.log | head -20 | tee -a "$LOG"
+[ "$FAST_LINES" -ge 2 ] && [ "$NCCL_LINES" -ge 2 ] && R=PASS || R=FAIL
+result "log shows small all-reduces on rocenante ($FAST_LINES lines) and large on NCCL ($NCCL_LINES lines)" "$R"
+
+say "ctypes client (vLLM pynccl style) $(date -u +%H:%M:%S)"
+rm -f "$OUT/ctypes.id"
+RANK_ENV="EXPECT_FAST=1" run2 ctypes "$SRC/tests/python/shim_ctypes.py" "$LIB" "$OUT/ctypes.id" && R=PASS || R=FAIL
+grep -h "path" "$OUT"/ctypes.rank*.log | tee -a "$LOG"
+result "ctypes client opening librocenante.so by path" "$R"
+
+say "forced self-test failure on rank 1 $(date -u +%H:%M:%S)"
+RANK_ENV="LD_PRELOAD=$LIB ROCENANTE_DEBUG=INFO ROCENANTE_DEBUG_SUBSYS=INIT,SHIM ROCENANTE_SELFTEST_FAIL_RANK=1" \
+  run2 torch_failrank "$SRC/tests/python/shim_torch.py" "$OUT/torch_failrank.RANK.json"
+FAILRUN=$?
+OFF=$(cat "$OUT"/torch_failrank.rank*.log | grep -c "rocenante off for this communicator.*self-test failed on rank 1")
+ONPATH=$(cat "$OUT"/torch_failrank.rank*.log | grep -c "first all-reduce on the rocenante path")
+grep -h "rocenante off\|self-test failed" "$OUT"/torch_failrank.rank*.log | head -6 | tee -a "$LOG"
+[ $FAILRUN -eq 0 ] && [ "$OFF" -ge 2 ] && [ "$ONPATH" -eq 0 ] && R=PASS || R=FAIL
+result "forced self-test failure: every rank falls back ($OFF off-lines, $ONPATH fast-path lines, run rc $FAILRUN)" "$R"
+
+say "done $(date -u +%H:%M:%S)"
+echo
+echo "shim summary (full log: $LOG)"
+for line in "${SUMMARY[@]}"; do echo "  $line"; done

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The main job: sets up a fresh machine (Debian 12 with the CUDA toolkit),
+# builds the all-reduce sweep and runs it on whatever hardware is here: one
+# process per local GPU, or, with no GPU, 2 processes on the CPU host backend
+# (rocenante only; the NCCL methods say n/a). Extra arguments go to
+# allreduce_sweep (see --help), e.g. bash scripts/run-sweep.sh --dtype fp16.
+# Writes sweep.json, sweep.csv, sweep-policy.yaml and, when matplotlib is
+# installed, sweep.png into $SWEEP_OUT (default build/sweep).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+source scripts/env.sh
+cmake -S . -B "$BUILD_DIR" -G "$GENERATOR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS"
+cmake --build "$BUILD_DIR" -j"$(nproc)" --target allreduce_sweep
+
+OUT_DIR=${SWEEP_OUT:-$BUILD_DIR/sweep}
+mkdir -p "$OUT_DIR"
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${GPUS:-0}" -ge 1 ]; then
+  RANKS=$GPUS
+  echo "run-sweep: $GPUS GPU(s): one process per GPU" >&2
+else
+  RANKS=2
+  echo "run-sweep: no GPU: 2 processes on the host backend (NCCL needs a GPU: n/a)" >&2
+fi
+"$BUILD_DIR/bench/allreduce_sweep" --gpus "$RANKS" \
+  --json "$OUT_DIR/sweep.json" --csv "$OUT_DIR/sweep.csv" --write-policy "$OUT_DIR/sweep-policy.yaml" "$@"
+
+if python3 -c 'import matplotlib' 2>/dev/null; then
+  python3 bench/plot_sweep.py "$OUT_DIR/sweep.json" -o "$OUT_DIR/sweep.png"
+else
+  echo "run-sweep: no plot (matplotlib is not installed); with it: python3 bench/plot_sweep.py $OUT_DIR/sweep.json" >&2
+fi
+echo "run-sweep: results in $OUT_DIR" >&2

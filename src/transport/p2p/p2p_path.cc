@@ -1,0 +1,82 @@
+#include "transport/p2p/p2p_path.h"
+
+#include <cstdint>
+
+#include "core/check.h"
+#include "core/dtype.h"
+
+namespace rcn {
+
+namespace {
+
+// Makes cudaDev current for a scope and puts the caller's device back.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int cudaDev) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != cudaDev) ok_ = cudaSetDevice(cudaDev) == cudaSuccess;
+    else previous_ = -1;  // nothing to restore
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int previous_ = -1;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+P2pPath::~P2pPath() {
+  DeviceGuard guard(cudaDev_);
+  // Freeing device memory waits for kernels still using it; after abort() or a
+  // timeout they have returned, so this is bounded by the kernel timeout.
+  peers_.clear();
+  own_.release();
+  if (state_ && cudaFree(state_) != cudaSuccess) RCN_WARN(RCN_LOG_TRANSPORT, "cudaFree of p2p state failed");
+  if (host_ && cudaFreeHost(host_) != cudaSuccess) RCN_WARN(RCN_LOG_TRANSPORT, "cudaFreeHost of p2p state failed");
+  cudaGetLastError();
+}
+
+rcnResult_t P2pPath::allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                               rcnRedOp_t op, cudaStream_t stream) {
+  if (count == 0) return rcnSuccess;
+  const size_t size = dtypeSize(dtype);
+  const size_t bytes = count * size;
+  RCN_ARG_CHECK(bytes <= maxBytes_, "p2p all-reduce of %zu bytes exceeds the slot size %zu", bytes, maxBytes_);
+  RCN_ARG_CHECK(reinterpret_cast<uintptr_t>(send) % size == 0 && reinterpret_cast<uintptr_t>(recv) % size == 0,
+                "sendbuff %p / recvbuff %p are not aligned to the %zu-byte %s element", send, recv, size,
+                dtypeName(dtype));
+  OneShotArgs args = args_;
+  args.send = send;
+  args.recv = recv;
+  args.count = count;
+  const OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, maxBlocks_, threads_);
+  DeviceGuard guard(cudaDev_);
+  RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
+  return launchOneShot(args, dtype, op, grid, stream);
+}
+
+rcnResult_t P2pPath::asyncError(std::string* why) {
+  volatile OneShotError* e = &host_->error;
+  const uint32_t code = e->code;
+  if (code == kOneShotOk) return rcnSuccess;
+  const uint32_t peer = e->peer, call = e->call, block = e->block;
+  if (code == kOneShotTimeout) {
+    *why = "rank " + std::to_string(rank_) + ": peer " + std::to_string(peer) + " did not arrive within " +
+           std::to_string(timeoutMs_) + " ms (call " + std::to_string(call) + ", block " +
+           std::to_string(block) + ")";
+  } else {
+    *why = "rank " + std::to_string(rank_) + ": aborted while waiting for peer " + std::to_string(peer) +
+           " (call " + std::to_string(call) + ")";
+  }
+  return rcnRemoteError;
+}
+
+void P2pPath::abort() {
+  if (host_) *reinterpret_cast<volatile uint32_t*>(&host_->abort) = 1;
+}
+
+}  // namespace rcn

@@ -1,0 +1,54 @@
+// The p2p fast path: ranks on one host whose GPUs reach each other's memory
+// (NVLink or PCIe peer access). Each rank's kernel stores straight into its
+// peers' exchange regions (src/kernels/one_shot.h). Built by createP2pPath
+// (p2p_create.cc).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/fast_path.h"
+#include "kernels/one_shot.h"
+#include "transport/p2p/ipc_memory.h"
+
+namespace rcn {
+
+// Host-mapped pinned memory the kernel and the host both see.
+struct P2pHostShared {
+  OneShotError error;
+  uint32_t abort;  // set by abort(); kernels give up their waits
+};
+
+class P2pPath final : public FastPath {
+ public:
+  ~P2pPath() override;
+
+  rcnPath_t path() const override { return rcnPathP2p; }
+  const char* transportName() const override { return ipcKindName(kind_); }
+  size_t maxBytes() const override { return maxBytes_; }
+  rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                        rcnRedOp_t op, cudaStream_t stream) override;
+  rcnResult_t asyncError(std::string* why) override;
+  void abort() override;
+
+ private:
+  friend rcnResult_t createP2pPath(const FastPathContext&, std::unique_ptr<FastPath>*, std::string*);
+
+  int rank_ = 0;
+  int cudaDev_ = -1;
+  IpcKind kind_ = IpcKind::Local;
+  size_t maxBytes_ = 0;
+  size_t llMaxBytes_ = 0;
+  int maxBlocks_ = 0;
+  int threads_ = 0;
+  uint64_t timeoutMs_ = 0;
+
+  OneShotArgs args_{};  // every field but the call's own (send, recv, count)
+  DeviceMapping own_;
+  std::vector<DeviceMapping> peers_;  // peers_[rank_] stays empty
+  OneShotState* state_ = nullptr;     // device memory
+  P2pHostShared* host_ = nullptr;     // cudaHostAlloc, mapped
+};
+
+}  // namespace rcn

@@ -1,0 +1,51 @@
+// Every libibverbs call the verbs wire makes goes through this table, so
+// tests can replace it: assert what is posted (opcode, flags, inline length,
+// remote address and key, payload-before-flag order, signaling cadence) and
+// inject failures (create_qp failing, a QP in error, an error completion).
+// The default table calls the real library.
+#pragma once
+
+#if ROCENANTE_HAVE_IBVERBS
+
+#include <infiniband/verbs.h>
+
+namespace rcn {
+
+struct VerbsApi {
+  ibv_device** (*getDeviceList)(int* count);
+  void (*freeDeviceList)(ibv_device** list);
+  const char* (*getDeviceName)(ibv_device* device);
+  ibv_context* (*openDevice)(ibv_device* device);
+  int (*closeDevice)(ibv_context* context);
+  int (*queryDevice)(ibv_context* context, ibv_device_attr* attr);
+  int (*queryPort)(ibv_context* context, uint8_t port, ibv_port_attr* attr);
+  int (*queryGid)(ibv_context* context, uint8_t port, int index, ibv_gid* gid);
+  ibv_pd* (*allocPd)(ibv_context* context);
+  int (*deallocPd)(ibv_pd* pd);
+  ibv_mr* (*regMr)(ibv_pd* pd, void* addr, size_t length, int access);
+  int (*deregMr)(ibv_mr* mr);
+  ibv_cq* (*createCq)(ibv_context* context, int cqe, void* cqContext, ibv_comp_channel* channel,
+                      int compVector);
+  int (*destroyCq)(ibv_cq* cq);
+  ibv_qp* (*createQp)(ibv_pd* pd, ibv_qp_init_attr* attr);
+  int (*destroyQp)(ibv_qp* qp);
+  int (*modifyQp)(ibv_qp* qp, ibv_qp_attr* attr, int mask);
+  int (*queryQp)(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
+  int (*postSend)(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+  int (*pollCq)(ibv_cq* cq, int entries, ibv_wc* wc);
+  const char* (*wcStatusStr)(ibv_wc_status status);
+};
+
+// The table in use (the real library unless a test replaced it).
+const VerbsApi& verbsApi();
+// Tests: replace the table; nullptr restores the real one.
+void setVerbsApiForTest(const VerbsApi* api);
+// The real library's table (tests copy it and override a few entries).
+const VerbsApi& realVerbsApi();
+
+// Test hook: the sysfs directory the GID search reads (default /sys/class/infiniband).
+void setVerbsSysfsRootForTest(const char* root);
+
+}  // namespace rcn
+
+#endif  // ROCENANTE_HAVE_IBVERBS

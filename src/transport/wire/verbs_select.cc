@@ -1,0 +1,110 @@
+#include "transport/wire/verbs_select.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/params.h"
+
+namespace rcn {
+
+HcaFilter parseHcaFilter(const std::string& spec) {
+  HcaFilter filter;
+  std::string rest = spec;
+  if (!rest.empty() && rest[0] == '^') {
+    filter.exclude = true;
+    rest = rest.substr(1);
+  }
+  if (!rest.empty() && rest[0] == '=') {
+    filter.exact = true;
+    rest = rest.substr(1);
+  }
+  std::stringstream items(rest);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.empty()) continue;
+    HcaFilter::Entry entry;
+    size_t colon = item.find(':');
+    entry.name = item.substr(0, colon);
+    if (colon != std::string::npos) entry.port = std::atoi(item.c_str() + colon + 1);
+    filter.entries.push_back(entry);
+  }
+  return filter;
+}
+
+bool hcaFilterAccepts(const HcaFilter& filter, const std::string& device, int port) {
+  if (filter.entries.empty()) return true;
+  bool listed = false;
+  for (const HcaFilter::Entry& e : filter.entries) {
+    bool nameHit = filter.exact ? device == e.name : device.compare(0, e.name.size(), e.name) == 0;
+    if (nameHit && (e.port < 0 || e.port == port)) listed = true;
+  }
+  return filter.exclude ? !listed : listed;
+}
+
+std::string hcaSpecFromEnv() {
+  std::string spec = paramStr(ParamId::IbHca);
+  const char* nccl = std::getenv("NCCL_IB_HCA");
+  if (spec.empty() && nccl) spec = nccl;
+  return spec;
+}
+
+int gidIndexFromEnv() {
+  int64_t index = paramInt(ParamId::IbGidIndex);
+  const char* nccl = std::getenv("NCCL_IB_GID_INDEX");
+  if (index < 0 && nccl && *nccl) index = std::atoi(nccl);
+  return int(index);
+}
+
+bool parseGidText(const std::string& text, uint8_t gid[16]) {
+  unsigned groups[8];
+  if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x:%x:%x", &groups[0], &groups[1], &groups[2],
+                  &groups[3], &groups[4], &groups[5], &groups[6], &groups[7]) != 8)
+    return false;
+  for (int i = 0; i < 8; ++i) {
+    if (groups[i] > 0xffff) return false;
+    gid[2 * i] = uint8_t(groups[i] >> 8);
+    gid[2 * i + 1] = uint8_t(groups[i] & 0xff);
+  }
+  return true;
+}
+
+namespace {
+
+bool readLine(const std::string& path, std::string* line) {
+  std::ifstream in(path);
+  return in && std::getline(in, *line);
+}
+
+bool isIpv4Mapped(const uint8_t gid[16]) {
+  for (int i = 0; i < 10; ++i)
+    if (gid[i]) return false;
+  return gid[10] == 0xff && gid[11] == 0xff;
+}
+
+}  // namespace
+
+int findRoceV2Ipv4Gid(const std::string& sysfsRoot, const std::string& device, int port,
+                      std::string* why) {
+  std::string portDir = sysfsRoot + "/" + device + "/ports/" + std::to_string(port);
+  int seen = 0;
+  // Devices expose a few to a few hundred GIDs; unpopulated entries read as
+  // zeros (and their type file fails to read), so scan a fixed range.
+  for (int i = 0; i < 1024; ++i) {
+    std::string gidText, type;
+    if (!readLine(portDir + "/gids/" + std::to_string(i), &gidText)) break;
+    ++seen;
+    uint8_t gid[16];
+    if (!parseGidText(gidText, gid) || !isIpv4Mapped(gid)) continue;
+    if (!readLine(portDir + "/gid_attrs/types/" + std::to_string(i), &type)) continue;
+    if (type.find("RoCE v2") != std::string::npos) return i;
+  }
+  if (why)
+    *why = "no RoCE v2 IPv4 GID among " + std::to_string(seen) + " GIDs of " + device + ":" +
+           std::to_string(port) + " (" + portDir + "); set ROCENANTE_IB_GID_INDEX";
+  return -1;
+}
+
+}  // namespace rcn

@@ -1,0 +1,42 @@
+// Choosing the RDMA device, port and GID the verbs wire uses. Pure logic over
+// names and sysfs files, so it is tested without hardware (and built without
+// libibverbs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rcn {
+
+// NCCL_IB_HCA syntax: "mlx5_0:1,mlx5_1" (prefix match, optional :port),
+// "=mlx5_0" (exact names), "^mlx5_2" (every device except these).
+struct HcaFilter {
+  struct Entry {
+    std::string name;
+    int port = -1;  // -1: any port
+  };
+  bool exclude = false;
+  bool exact = false;
+  std::vector<Entry> entries;  // empty: every device
+};
+
+HcaFilter parseHcaFilter(const std::string& spec);
+bool hcaFilterAccepts(const HcaFilter& filter, const std::string& device, int port);
+
+// ROCENANTE_IB_HCA, falling back to NCCL_IB_HCA.
+std::string hcaSpecFromEnv();
+// ROCENANTE_IB_GID_INDEX, falling back to NCCL_IB_GID_INDEX; -1 when neither is set.
+int gidIndexFromEnv();
+
+// The first GID index of device:port whose type is RoCE v2 and whose address
+// is IPv4-mapped (::ffff:a.b.c.d), read from
+// <sysfsRoot>/<device>/ports/<port>/gids/<i> and .../gid_attrs/types/<i>.
+// Returns -1 with *why set when there is none.
+int findRoceV2Ipv4Gid(const std::string& sysfsRoot, const std::string& device, int port,
+                      std::string* why);
+
+// Parses sysfs's "fe80:0000:...:0001" text into 16 bytes.
+bool parseGidText(const std::string& text, uint8_t gid[16]);
+
+}  // namespace rcn

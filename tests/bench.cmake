@@ -1,0 +1,17 @@
+# CPU tests of allreduce_sweep's pure parts (bench/): sizes, statistics,
+# tables/CSV/JSON, the policy it writes, launch variables, the reference check.
+if(ROCENANTE_BUILD_BENCH)  # rcn_bench_core is defined in bench/, added after tests/
+  rcn_add_test(test_bench
+    SOURCES test_bench_options.cc test_bench_report.cc test_bench_launch.cc test_bench_check.cc
+    LIBS rcn_bench_core
+    LABELS cpu bench
+    TIMEOUT 120)
+  # The plot script, when matplotlib is installed (skipped otherwise).
+  find_package(Python3 COMPONENTS Interpreter QUIET)
+  if(Python3_Interpreter_FOUND)
+    add_test(NAME test_bench_plot
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/test_plot_sweep.py
+              ${CMAKE_SOURCE_DIR}/bench/plot_sweep.py)
+    set_tests_properties(test_bench_plot PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "cpu;bench")
+  endif()
+endif()

@@ -1,0 +1,85 @@
+#include "p2p_build.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "transport/transport.h"
+
+namespace rcn::test {
+
+namespace {
+
+void setOptionEnv(const P2pOptions& options) {
+  if (options.llMaxBytes) setenv("ROCENANTE_LL_MAX_BYTES", options.llMaxBytes, 1);
+  else unsetenv("ROCENANTE_LL_MAX_BYTES");
+  if (options.ipc) setenv("ROCENANTE_P2P_IPC", options.ipc, 1);
+  else unsetenv("ROCENANTE_P2P_IPC");
+}
+
+bool buildOne(Bootstrap* bootstrap, int rank, int nranks, int device, const P2pOptions& options,
+              std::unique_ptr<FastPath>* out, std::string* why) {
+  if (cudaSetDevice(device) != cudaSuccess) {
+    *why = "cudaSetDevice failed";
+    return false;
+  }
+  FastPathContext ctx;
+  ctx.rank = rank;
+  ctx.nranks = nranks;
+  ctx.cudaDev = device;
+  ctx.maxBytes = options.maxBytes;
+  ctx.maxBlocks = options.maxBlocks;
+  ctx.threads = options.threads;
+  ctx.timeoutMs = options.timeoutMs;
+  ctx.bootstrap = bootstrap;
+  rcnResult_t res = createP2pPath(ctx, out, why);
+  if (res != rcnSuccess) {
+    *why = std::string("createP2pPath returned ") + rcnGetErrorString(res) + ": " + *why;
+    return false;
+  }
+  if (!*out) {
+    *why = "no p2p path: " + *why;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool buildP2pPath(Bootstrap* bootstrap, int rank, int nranks, int device, const P2pOptions& options,
+                  std::unique_ptr<FastPath>* out, std::string* why) {
+  setOptionEnv(options);
+  return buildOne(bootstrap, rank, nranks, device, options, out, why);
+}
+
+bool buildP2pPathsInProcess(int nranks, const P2pOptions& options,
+                            std::vector<std::unique_ptr<FastPath>>* out, std::string* why) {
+  setOptionEnv(options);
+  out->clear();
+  out->resize(nranks);
+  std::vector<std::string> whys(nranks);
+  std::vector<int> ok(nranks, 0);
+  auto group = makeLocalBootstrapGroup(nranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      std::unique_ptr<Bootstrap> bootstrap = bootstrapInitLocal(group, r);
+      ok[r] = buildOne(bootstrap.get(), r, nranks, r, options, &(*out)[r], &whys[r]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < nranks; ++r)
+    if (!ok[r]) {
+      *why = "rank " + std::to_string(r) + ": " + whys[r];
+      return false;
+    }
+  return true;
+}
+
+AllReduceFn pathFn(FastPath* path) {
+  return [path](const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                cudaStream_t stream) { return path->allReduce(send, recv, count, dtype, op, stream); };
+}
+
+}  // namespace rcn::test

@@ -1,0 +1,37 @@
+// Building p2p paths straight through createP2pPath (no communicator, no
+// NCCL), for the p2p tests and the latency probe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/bootstrap.h"
+#include "core/fast_path.h"
+#include "p2p_harness.h"
+
+namespace rcn::test {
+
+struct P2pOptions {
+  size_t maxBytes = 256 * 1024;
+  int maxBlocks = 32;
+  int threads = 512;
+  uint64_t timeoutMs = 10000;
+  const char* llMaxBytes = nullptr;  // ROCENANTE_LL_MAX_BYTES for this path, if set
+  const char* ipc = nullptr;         // ROCENANTE_P2P_IPC for this path, if set
+};
+
+// Builds one path for `rank` over an existing bootstrap (collective).
+// Sets the options' environment variables first (process-wide).
+bool buildP2pPath(Bootstrap* bootstrap, int rank, int nranks, int device, const P2pOptions& options,
+                  std::unique_ptr<FastPath>* out, std::string* why);
+
+// Builds one path per rank, ranks 0..nranks-1 on devices 0..nranks-1 of
+// this process, one thread per rank over an in-process bootstrap.
+bool buildP2pPathsInProcess(int nranks, const P2pOptions& options,
+                            std::vector<std::unique_ptr<FastPath>>* out, std::string* why);
+
+// An AllReduceFn that calls path->allReduce.
+AllReduceFn pathFn(FastPath* path);
+
+}  // namespace rcn::test

@@ -1,0 +1,27 @@
+# The NCCL shim, the routing policy and the tuner plugin (CPU only).
+rcn_add_test(test_policy SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_policy.cc LABELS shim TIMEOUT 60)
+target_compile_definitions(test_policy PRIVATE
+  RCN_SAMPLE_POLICY="${PROJECT_SOURCE_DIR}/policies/sample.yaml")
+
+# These two open librocenante.so itself, as NCCL and applications do.
+find_file(RCN_REAL_NCCL_LIBRARY libnccl.so.2
+  HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR} ${NCCL_INCLUDE_DIR}/../lib
+  PATH_SUFFIXES lib lib64 NO_CACHE)
+if(NOT RCN_REAL_NCCL_LIBRARY)
+  set(RCN_REAL_NCCL_LIBRARY /nonexistent/libnccl.so.2)  # the tests then skip
+endif()
+foreach(t test_tuner test_shim_symbols)
+  rcn_add_test(${t} SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/${t}.cc LABELS shim TIMEOUT 60)
+  add_dependencies(${t} rocenante)
+  target_compile_definitions(${t} PRIVATE RCN_SHARED_LIB="$<TARGET_FILE:rocenante>"
+    RCN_REAL_NCCL="${RCN_REAL_NCCL_LIBRARY}")
+endforeach()
+
+# On GPUs (2): the shim driven through the NCCL API, eager, graphs, groups,
+# ncclCommInitAll and the forced self-test failure. Skipped without GPUs.
+rcn_add_test(test_shim_gpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_shim_gpu.cc LABELS shim gpu TIMEOUT 300)
+add_dependencies(test_shim_gpu rocenante)
+target_compile_definitions(test_shim_gpu PRIVATE RCN_SHARED_LIB="$<TARGET_FILE:rocenante>")
+
+# The self-test and vote on the host backend (no GPU needed).
+rcn_add_test(test_shim_selftest SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_shim_selftest.cc LABELS shim TIMEOUT 120)

@@ -1,0 +1,193 @@
+// allreduce_sweep's tables, CSV/JSON files, crossovers and the policy it writes.
+#include <catch2/catch_approx.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+
+#include "core/policy_file.h"
+#include "sweep_policy.h"
+#include "sweep_report.h"
+
+using namespace rcn::bench;
+
+namespace {
+
+Point measured(const char* method, Mode mode, size_t bytes, double us, long long wrong = 0) {
+  Point p;
+  p.method = methodIndex(method);
+  p.mode = mode;
+  p.bytes = bytes;
+  p.count = bytes / 2;
+  p.measured = true;
+  p.us = summarize({us * 0.99, us, us * 1.02});
+  p.wrong = wrong;
+  return p;
+}
+
+// rocenante wins in graph mode up to 64K, loses from 256K; NCCL Ring LL beats
+// NCCL's default by 20% at the small sizes.
+SweepResults sample() {
+  SweepResults r;
+  r.nranks = 2;
+  r.dtype = rcnBfloat16;
+  r.op = rcnSum;
+  r.backend = "gpu";
+  r.methodUnavailable.assign(kNumMethods, "");
+  r.methodUnavailable[methodIndex("rcn-twoshot")] = "n/a: not built";
+  r.meta = {{"host", "testhost"}, {"note", "a \"quoted\" note"}};
+  const size_t sizes[] = {1024, 16384, 65536, 262144, 1 << 20};
+  const double oneShot[] = {2.5, 2.8, 4.0, 12.0, 30.0};
+  const double nccl[] = {6.0, 7.0, 7.1, 9.5, 15.6};
+  const double ringLL[] = {4.8, 5.6, 7.0, 9.4, 18.0};
+  for (int i = 0; i < 5; ++i) {
+    r.points.push_back(measured("rcn-oneshot", Mode::Graph, sizes[i], oneShot[i]));
+    r.points.push_back(measured("nccl", Mode::Graph, sizes[i], nccl[i]));
+    r.points.push_back(measured("nccl-ring", Mode::Graph, sizes[i], nccl[i] * 1.01));
+    r.points.push_back(measured("nccl-ring-ll", Mode::Graph, sizes[i], ringLL[i]));
+    r.points.push_back(measured("rcn-oneshot", Mode::Eager, sizes[i], oneShot[i] + 3));
+    r.points.push_back(measured("nccl", Mode::Eager, sizes[i], 40.0));
+  }
+  Point na;
+  na.method = methodIndex("nccl-symm");
+  na.mode = Mode::Graph;
+  na.bytes = 1024;
+  na.count = 512;
+  na.note = "ncclCommWindowRegister failed";
+  r.points.push_back(na);
+  return r;
+}
+
+size_t countLines(const std::string& text) {
+  size_t n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("sweep report: bandwidths follow nccl-tests") {
+  // 1 MB in 10 us: algbw 104.8576 GB/s; busbw with 2 ranks equals it, with 8 ranks 7/4 of it.
+  CHECK(algBandwidthGBs(1 << 20, 10.0) == Catch::Approx(104.8576));
+  CHECK(busBandwidthGBs(1 << 20, 10.0, 2) == Catch::Approx(104.8576));
+  CHECK(busBandwidthGBs(1 << 20, 10.0, 8) == Catch::Approx(104.8576 * 14 / 8));
+  CHECK(algBandwidthGBs(1024, 0) == 0);
+}
+
+TEST_CASE("sweep report: speedups and the crossover") {
+  SweepResults r = sample();
+  const Point* p = findPoint(r, methodIndex("rcn-oneshot"), Mode::Graph, 1024);
+  REQUIRE(p);
+  CHECK(speedupOver(r, *p, kBaselineDefault) == Catch::Approx(6.0 / 2.5));
+  CHECK(speedupOver(r, *p, kBaselineRing) == Catch::Approx(6.06 / 2.5));
+  CHECK(bestNcclAt(r, Mode::Graph, 1024) == methodIndex("nccl-ring-ll"));
+  Crossover c = findCrossover(r, methodIndex("rcn-oneshot"), Mode::Graph);
+  CHECK(c.compared);
+  CHECK(c.winsUpTo == 65536);
+  CHECK(c.firstLoss == 262144);
+  Crossover e = findCrossover(r, methodIndex("rcn-oneshot"), Mode::Eager);
+  CHECK(e.winsUpTo == 1 << 20);
+  CHECK(e.firstLoss == 0);
+  // A wrong result never counts as a win.
+  r.points[0].wrong = 3;
+  CHECK(findCrossover(r, methodIndex("rcn-oneshot"), Mode::Graph).winsUpTo == 0);
+}
+
+TEST_CASE("sweep report: table, CSV and JSON carry every point") {
+  SweepResults r = sample();
+  std::string table = formatTables(r);
+  CHECK(table.find("#wrong") != std::string::npos);
+  CHECK(table.find("busbw") != std::string::npos);
+  CHECK(table.find("rocenante one-shot") != std::string::npos);
+  CHECK(table.find("rcn-twoshot: unavailable: n/a: not built") != std::string::npos);
+  CHECK(table.find("n/a: ncclCommWindowRegister failed") != std::string::npos);
+  CHECK(table.find("up to 64K, not at 256K") != std::string::npos);
+  CHECK(table.find("2.40x") != std::string::npos);
+
+  std::string csv = toCsv(r);
+  CHECK(countLines(csv) == 1 + r.points.size());
+  CHECK(csv.rfind("mode,method,bytes,count,type,redop,nranks,time_us", 0) == 0);
+  CHECK(csv.find("graph,rcn-oneshot,1024,512,bf16,sum,2,2.5000") != std::string::npos);
+
+  std::string json = toJson(r);
+  CHECK(json.find("\"wins_up_to_bytes\": 65536") != std::string::npos);
+  CHECK(json.find("a \\\"quoted\\\" note") != std::string::npos);
+  CHECK(json.find("\"measured\": false") != std::string::npos);
+  CHECK(jsonEscape("a\nb\\") == "a\\nb\\\\");
+}
+
+TEST_CASE("sweep policy: crossovers and NCCL preferences") {
+  SweepResults r = sample();
+  PolicyChoice c = choosePolicy(r);
+  CHECK(c.haveGraph);
+  CHECK(c.haveEager);
+  CHECK(c.oneShotMaxBytesGraph == 65536);
+  CHECK(c.oneShotMaxBytes == 1 << 20);
+  // Ring LL is >= 5% faster than the default up to 16K, not beyond.
+  REQUIRE(c.nccl.size() == 2);
+  CHECK(c.nccl[0].maxBytes == 16384);
+  CHECK(std::string(c.nccl[0].algo) == "ring");
+  CHECK(std::string(c.nccl[0].proto) == "ll");
+  CHECK(c.nccl[1].maxBytes == 1 << 20);
+  CHECK(std::string(c.nccl[1].proto) == "default");
+
+  std::string yaml = policyYaml(r, c, "single_host");
+  CHECK(yaml.find("one_shot_max_bytes_graph: 65536") != std::string::npos);
+  CHECK(yaml.find("one_shot_max_bytes: 1048576") != std::string::npos);
+  // 1 MB is more than the fast path's default buffers: the file says how to get them.
+  CHECK(yaml.find("ROCENANTE_MAX_BYTES=1048576") != std::string::npos);
+#ifdef ROCENANTE_HAVE_YAML
+  // The library itself accepts what the sweep writes.
+  rcn::PolicyFile file;
+  std::string error;
+  REQUIRE(rcn::policyFileParse(yaml, "sweep.yaml", &file, &error) == rcnSuccess);
+  const rcn::PolicyOverrides& o = file.perClass.at(rcn::TopoClass::SingleHost);
+  CHECK(*o.oneShotMaxBytes == 1u << 20);
+  CHECK(*o.oneShotMaxBytesGraph == 65536);
+  REQUIRE(o.ncclPrefs);
+  CHECK(o.ncclPrefs->size() == 2);
+  CHECK((*o.ncclPrefs)[0].proto == rcn::NcclProto::LL);
+  CHECK((*o.ncclPrefs)[0].algo == rcn::NcclAlgo::Ring);
+  REQUIRE(rcn::policyFileParse(policyYaml(r, c, "default"), "sweep.yaml", &file, &error) == rcnSuccess);
+  CHECK(*file.all.oneShotMaxBytesGraph == 65536);
+#endif
+}
+
+TEST_CASE("sweep policy: no NCCL overrides when the default is best, 0 when rocenante never wins") {
+  SweepResults r;
+  r.nranks = 2;
+  r.backend = "gpu";
+  r.methodUnavailable.assign(kNumMethods, "");
+  r.points.push_back(measured("rcn-oneshot", Mode::Graph, 1024, 9.0));
+  r.points.push_back(measured("nccl", Mode::Graph, 1024, 6.0));
+  r.points.push_back(measured("nccl-ring-ll", Mode::Graph, 1024, 5.9));  // within 5%: noise
+  PolicyChoice c = choosePolicy(r);
+  CHECK(c.haveGraph);
+  CHECK_FALSE(c.haveEager);
+  CHECK(c.oneShotMaxBytesGraph == 0);
+  CHECK(c.nccl.empty());
+  std::string yaml = policyYaml(r, c, "single_host");
+  CHECK(yaml.find("# one_shot_max_bytes: not measured") != std::string::npos);
+#ifdef ROCENANTE_HAVE_YAML
+  rcn::PolicyFile file;
+  std::string error;
+  CHECK(rcn::policyFileParse(yaml, "sweep.yaml", &file, &error) == rcnSuccess);
+#endif
+}
+
+TEST_CASE("sweep policy: a run with nothing to compare still writes a file the library accepts") {
+  SweepResults r;
+  r.nranks = 2;
+  r.backend = "host";
+  r.methodUnavailable.assign(kNumMethods, "");
+  r.points.push_back(measured("rcn-oneshot", Mode::Eager, 1024, 9.0));
+  PolicyChoice c = choosePolicy(r);
+  CHECK_FALSE(c.haveEager);
+  std::string yaml = policyYaml(r, c, "single_host");
+  CHECK(yaml.find("single_host: {}") != std::string::npos);
+#ifdef ROCENANTE_HAVE_YAML
+  rcn::PolicyFile file;
+  std::string error;
+  CHECK(rcn::policyFileParse(yaml, "sweep.yaml", &file, &error) == rcnSuccess);
+  CHECK(error.empty());
+#endif
+}

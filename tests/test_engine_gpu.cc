@@ -1,0 +1,204 @@
+// The engine's GPU path against its CPU reference: stories260K (interleaved
+// RoPE, grouped-query attention) and a random Qwen3-style model (q/k norm,
+// rotate-half RoPE), batched prefill, CUDA-graph decode, and TP = 2 over the
+// rcn API (rocenante, then NCCL through ROCENANTE_DISABLE=1) against TP = 1.
+// Every case runs in forked ranks so that the parent never touches CUDA.
+#include <catch2/catch_test_macros.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cpu_model.h"
+#include "gpu_model.h"
+#include "llama2c_loader.h"
+#include "rcn_allreduce.h"
+#include "sampler.h"
+#include "shapes.h"
+#include "support/gpu.h"
+#include "support/multiproc.h"
+#include "tokenizer.h"
+
+using namespace engine;
+
+namespace {
+
+// ../shared/models/<file>, or "" when absent (the GPU host may not have it:
+// those cases skip, the random-model cases still run).
+std::string sharedModel(const char* file) {
+  const char* dir = std::getenv("ROCENANTE_SHARED_DIR");
+  std::string path = std::string(dir ? dir : "../shared") + "/models/" + file;
+  return std::ifstream(path).good() ? path : "";
+}
+
+bool haveStories() { return !sharedModel("stories260K.bin").empty() && !sharedModel("tok512.bin").empty(); }
+
+double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+  return worst;
+}
+
+struct Run {
+  const ModelWeights* weights;
+  std::vector<std::vector<int>> prompts;  // one per sequence, equal lengths
+  int decodeSteps = 20;
+  DType dtype = DType::F32;
+  double tolerance = 2e-3;  // on logits, absolute
+  bool graph = true;
+};
+
+// Runs `run` on this rank's GPU (shard rank of size) and checks every step's
+// logits against one CPU model per sequence (TP = 1, fp32). Returns 0 when all agree.
+int compareWithCpu(const Run& run, int rank, int size, GpuAllReduce* allReduce) {
+  const ModelConfig& c = run.weights->config;
+  const int seqs = int(run.prompts.size()), length = int(run.prompts[0].size());
+  ShardLayout layout = planShard(c, size, rank);
+  GpuModelOptions mo;
+  mo.dtype = run.dtype;
+  mo.maxSeqs = seqs;
+  mo.maxTokens = seqs * length;
+  mo.maxContext = length + run.decodeSteps + 1;
+  GpuModel gpu(c, layout, mo, allReduce);
+  gpu.loadWeights(shardWeights(*run.weights, layout));
+
+  std::vector<std::unique_ptr<CpuTpModel>> cpu;
+  std::vector<std::vector<float>> expected(seqs);
+  for (int b = 0; b < seqs; ++b) {
+    cpu.push_back(std::make_unique<CpuTpModel>(*run.weights, 1));
+    for (int pos = 0; pos < length; ++pos) expected[b] = cpu[b]->forward(run.prompts[b][pos], pos);
+  }
+  gpu.prefill(run.prompts);
+  if (run.graph) gpu.captureDecodeGraph();
+  int failures = 0;
+  for (int step = 0; step <= run.decodeSteps; ++step) {
+    std::vector<int> next = gpu.nextTokens();
+    for (int b = 0; b < seqs; ++b) {
+      std::vector<float> logits = gpu.logits(b);
+      const double diff = maxAbsDiff(logits, expected[b]);
+      const int cpuToken = argmax(expected[b].data(), c.vocab);
+      // In bf16 a near tie may flip; the GPU's pick must then be as good within tolerance.
+      const bool tokenOk = next[b] == cpuToken || expected[b][next[b]] >= expected[b][cpuToken] - run.tolerance;
+      if (diff > run.tolerance || !tokenOk) {
+        std::printf("rank %d step %d seq %d: max |logit diff| %.3g (tolerance %.3g), gpu token %d cpu token %d\n",
+                    rank, step, b, diff, run.tolerance, next[b], cpuToken);
+        if (++failures > 5) return 1;
+      }
+      if (step < run.decodeSteps) expected[b] = cpu[b]->forward(next[b], length + step);
+    }
+    if (step < run.decodeSteps) gpu.decode();
+  }
+  return failures ? 1 : 0;
+}
+
+// The unique id travels from rank 0 to the others through a pipe made before the fork.
+int runTp(int size, bool ncclOnly, const std::function<int(int, GpuAllReduce*)>& body) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  auto outcomes = rcn::test::runRanks(size, [&](int rank) -> int {
+    try {
+      if (ncclOnly) setenv("ROCENANTE_DISABLE", "1", 1);
+      if (cudaSetDevice(rank) != cudaSuccess) return 2;
+      rcnUniqueId id;
+      if (rank == 0) {
+        rcnCheck(rcnGetUniqueId(&id), "rcnGetUniqueId");
+        for (int r = 1; r < size; ++r)
+          if (write(fds[1], &id, sizeof id) != ssize_t(sizeof id)) return 3;
+      } else if (read(fds[0], &id, sizeof id) != ssize_t(sizeof id)) {
+        return 3;
+      }
+      rcnComm_t comm;
+      rcnCheck(rcnCommInitRank(&comm, size, id, rank), "rcnCommInitRank");
+      int result;
+      {
+        RcnAllReduce allReduce(comm);
+        result = body(rank, &allReduce);
+      }
+      rcnCheck(rcnCommDestroy(comm), "rcnCommDestroy");
+      return result;
+    } catch (const std::exception& e) {
+      std::printf("rank %d: %s\n", rank, e.what());
+      return 1;
+    }
+  });
+  close(fds[0]);
+  close(fds[1]);
+  std::string report;
+  bool ok = rcn::test::allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+  return ok ? 0 : 1;
+}
+
+int runSingle(const std::function<int()>& body) {
+  auto outcomes = rcn::test::runRanks(1, [&](int) -> int {
+    try {
+      return body();
+    } catch (const std::exception& e) {
+      std::printf("%s\n", e.what());
+      return 1;
+    }
+  });
+  std::string report;
+  bool ok = rcn::test::allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+  return ok ? 0 : 1;
+}
+
+const ModelWeights& stories() {
+  static ModelWeights w = loadLlama2c(sharedModel("stories260K.bin"));
+  return w;
+}
+
+std::vector<int> storyPrompt() {
+  static Llama2cTokenizer tok(sharedModel("tok512.bin"), 512);
+  return tok.encode("Once upon a time", true);
+}
+
+}  // namespace
+
+TEST_CASE("GPU matches the CPU reference on stories260K (fp32, graph)", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  if (!haveStories()) SKIP("stories260K.bin / tok512.bin not found (set ROCENANTE_SHARED_DIR)");
+  Run run{&stories(), {storyPrompt()}, 40};
+  runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+  run.graph = false;
+  runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+}
+
+TEST_CASE("GPU bf16 stays within bf16 tolerance of the CPU reference", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  if (!haveStories()) SKIP("stories260K.bin / tok512.bin not found (set ROCENANTE_SHARED_DIR)");
+  Run run{&stories(), {storyPrompt()}, 10, DType::BF16, 0.5};
+  runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+}
+
+TEST_CASE("GPU batched prefill and decode of a random Qwen3-style model", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  ModelWeights m = randomWeights(shapeConfig("tiny-qwen3"), 5);
+  Run run{&m, {{1, 7, 99, 3, 200}, {1, 8, 100, 4, 201}, {1, 250, 2, 9, 77}}, 12};
+  runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+}
+
+TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {
+  rcn::test::requireGpus(2);
+  ModelWeights llama = randomWeights(shapeConfig("tiny-llama"), 9);
+  ModelWeights qwen = randomWeights(shapeConfig("tiny-qwen3"), 10);
+  std::vector<Run> runs = {Run{&llama, {{1, 7, 99, 3}, {1, 5, 6, 250}}, 10}, Run{&qwen, {{1, 7, 99, 3}}, 10}};
+  if (haveStories()) runs.push_back(Run{&stories(), {storyPrompt(), storyPrompt()}, 30});
+  for (bool ncclOnly : {false, true}) {
+    INFO((ncclOnly ? "ROCENANTE_DISABLE=1 (NCCL)" : "rocenante"));
+    for (const Run& run : runs)
+      runTp(2, ncclOnly, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(run, rank, 2, ar); });
+  }
+  Run bf16{&llama, {{1, 7, 99, 3}}, 10, DType::BF16, 0.5};
+  runTp(2, false, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(bf16, rank, 2, ar); });
+}

@@ -1,0 +1,163 @@
+// Fault injection on the host backend: a rank killed in the middle of its
+// calls, a rank that never joins, a rank that never calls, a corrupted tcp
+// frame. Every surviving rank must get an error, name a peer, and never hang.
+#include <catch2/catch_test_macros.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "support/multiproc.h"
+#include "test_host_util.h"
+#include "transport/wire/tcp_wire.h"
+
+using namespace rcn;
+using namespace rcn::test;
+
+namespace {
+
+constexpr uint64_t kTimeoutMs = 3000;
+constexpr int kSurvivorError = 0;  // what a survivor returns when it saw the error it should
+constexpr int kNoError = 10;
+
+std::unique_ptr<FastPath> buildPath(Bootstrap* bs, const char* wire) {
+  setenv("ROCENANTE_WIRE", wire, 1);
+  std::unique_ptr<FastPath> path;
+  std::string why;
+  if (createHostPath(hostContext(bs, 1 << 16, kTimeoutMs), &path, &why) != rcnSuccess) return nullptr;
+  return path;
+}
+
+// Calls until one fails; returns how it ended. A survivor must fail within
+// the timeout plus slack, and asyncError must name the problem.
+int callUntilError(FastPath* path, int rank, double limitSec) {
+  std::vector<float> in(4096, 1.0f), out(4096);
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    rcnResult_t res = path->allReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, nullptr);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (res != rcnSuccess) {
+      std::string why;
+      if (path->asyncError(&why) == rcnSuccess || why.find("rank") == std::string::npos) return 20;
+      std::fprintf(stderr, "rank %d got the error after %.2f s: %s\n", rank, took, why.c_str());
+      // Later calls fail at once.
+      if (path->allReduce(in.data(), out.data(), 16, rcnFloat32, rcnSum, nullptr) == rcnSuccess) return 21;
+      return took < limitSec ? kSurvivorError : 22;
+    }
+    if (took > limitSec) return kNoError;
+  }
+}
+
+void expectSurvivorsFail(const std::vector<RankOutcome>& outcomes, int victim) {
+  std::string report;
+  allSucceeded(outcomes, &report);
+  INFO(report);
+  for (int r = 0; r < int(outcomes.size()); ++r) {
+    if (r == victim) continue;
+    CHECK(!outcomes[r].timedOut);
+    CHECK(outcomes[r].exitCode == kSurvivorError);
+  }
+}
+
+void killedMidCall(const char* wire) {
+  rcnUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+  const int nranks = 3, victim = 2;
+  auto outcomes = runRanks(nranks, [&](int rank) {
+    auto bs = joinBootstrap(id, rank, nranks);
+    if (!bs) return 30;
+    auto path = buildPath(bs.get(), wire);
+    if (!path) return 31;
+    if (rank == victim) {
+      // Die at an arbitrary moment while calls are in flight.
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        raise(SIGKILL);
+      }).detach();
+    }
+    return callUntilError(path.get(), rank, (kTimeoutMs + 4000) / 1000.0);
+  }, 60);
+  CHECK(outcomes[victim].signal == SIGKILL);
+  expectSurvivorsFail(outcomes, victim);
+}
+
+}  // namespace
+
+TEST_CASE("host backend over shm: a rank killed mid-call fails every survivor", "[host][fault]") {
+  killedMidCall("shm");
+}
+
+TEST_CASE("host backend over tcp: a rank killed mid-call fails every survivor", "[host][fault]") {
+  killedMidCall("tcp");
+}
+
+TEST_CASE("host backend: a rank that never calls makes the others time out naming it", "[host][fault]") {
+  rcnUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+  const int nranks = 3, idle = 1;
+  auto outcomes = runRanks(nranks, [&](int rank) {
+    auto bs = joinBootstrap(id, rank, nranks);
+    if (!bs) return 30;
+    auto path = buildPath(bs.get(), "shm");
+    if (!path) return 31;
+    if (rank == idle) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs + 1500));
+      return 0;
+    }
+    std::vector<float> in(64, 1.0f), out(64);
+    auto start = std::chrono::steady_clock::now();
+    rcnResult_t res = path->allReduce(in.data(), out.data(), 64, rcnFloat32, rcnSum, nullptr);
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string why;
+    path->asyncError(&why);
+    std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, took, why.c_str());
+    if (res == rcnSuccess) return 40;
+    if (why.find("rank 1") == std::string::npos) return 41;  // must name the idle rank
+    return took < kTimeoutMs / 1000.0 + 1.5 ? 0 : 42;
+  }, 60);
+  std::string report;
+  bool ok = allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+}
+
+TEST_CASE("host backend: a rank that never joins fails the others' setup in bounded time", "[host][fault]") {
+  setenv("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "2000", 1);
+  rcnUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+  const int nranks = 3, absent = 2;
+  auto outcomes = runRanks(nranks, [&](int rank) {
+    if (rank == absent) return 0;  // never shows up
+    auto bs = joinBootstrap(id, rank, nranks);
+    if (!bs) return 0;  // the bootstrap noticed: that is the error we want
+    return buildPath(bs.get(), "tcp") ? 50 : 0;
+  }, 30);
+  unsetenv("ROCENANTE_BOOTSTRAP_TIMEOUT_MS");
+  std::string report;
+  bool ok = allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+}
+
+TEST_CASE("host backend over tcp: a corrupted frame fails every rank", "[host][fault]") {
+  rcnUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+  const int nranks = 3, corrupter = 1;
+  auto outcomes = runRanks(nranks, [&](int rank) {
+    auto bs = joinBootstrap(id, rank, nranks);
+    if (!bs) return 30;
+    auto path = buildPath(bs.get(), "tcp");
+    if (!path) return 31;
+    std::vector<float> in(256, 1.0f), out(256);
+    for (int i = 0; i < 5; ++i)
+      if (path->allReduce(in.data(), out.data(), 256, rcnFloat32, rcnSum, nullptr) != rcnSuccess) return 32;
+    if (rank == corrupter) gTcpWireCorruptFrames.store(1);
+    return callUntilError(path.get(), rank, (kTimeoutMs + 4000) / 1000.0);
+  }, 60);
+  std::string report;
+  bool ok = allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+}

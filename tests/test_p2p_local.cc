@@ -1,0 +1,94 @@
+// The p2p path with every rank in this process (the rcnCommInitAll case):
+// raw pointers and peer access, one thread per rank to build, one thread to
+// drive. Three paths at once: default protocol split, all LL, all flags.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include "p2p_build.h"
+#include "p2p_harness.h"
+#include "support/gpu.h"
+
+using namespace rcn;
+using namespace rcn::test;
+
+namespace {
+
+constexpr int kRanks = 2;
+constexpr size_t kMaxBytes = 256 * 1024;
+
+struct ThreePaths {
+  std::vector<std::unique_ptr<FastPath>> split, ll, flags;  // [rank]
+};
+
+void buildThree(ThreePaths* p) {
+  std::string why;
+  P2pOptions options;
+  options.maxBytes = kMaxBytes;
+  if (!buildP2pPathsInProcess(kRanks, options, &p->split, &why)) FAIL(why);
+  options.llMaxBytes = "262144";
+  if (!buildP2pPathsInProcess(kRanks, options, &p->ll, &why)) FAIL(why);
+  options.llMaxBytes = "0";
+  if (!buildP2pPathsInProcess(kRanks, options, &p->flags, &why)) FAIL(why);
+  REQUIRE(std::string(p->split[0]->transportName()) == "p2p-local");
+}
+
+std::vector<LocalRank> localRanks(ThreePaths& p) {
+  std::vector<LocalRank> locals(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    locals[r].rank = r;
+    locals[r].device = r;
+    locals[r].comms = {pathFn(p.split[r].get()), pathFn(p.ll[r].get()), pathFn(p.flags[r].get())};
+  }
+  return locals;
+}
+
+BatchRunner::Exchange identity() {
+  return [](const std::vector<uint64_t>& local, std::vector<uint64_t>* all) {
+    *all = local;
+    return true;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("p2p in one process: every dtype x op, unaligned, in place, three protocols", "[p2p][gpu]") {
+  requireGpus(kRanks);
+  ThreePaths paths;
+  buildThree(&paths);
+  BatchRunner runner(kRanks, kMaxBytes, localRanks(paths), identity());
+  std::string why;
+  if (!runner.setUp(&why)) FAIL(why);
+  const std::vector<Call> calls = everyTypeAndOp(11, kMaxBytes, 3);
+  if (!runInBatches(runner, calls, 100, false, &why)) FAIL(why);
+  for (int r = 0; r < kRanks; ++r) {
+    std::string err;
+    REQUIRE(paths.split[r]->asyncError(&err) == rcnSuccess);
+  }
+}
+
+TEST_CASE("p2p in one process: CUDA graph replay with changing inputs", "[p2p][gpu]") {
+  requireGpus(kRanks);
+  ThreePaths paths;
+  buildThree(&paths);
+  BatchRunner runner(kRanks, kMaxBytes, localRanks(paths), identity());
+  std::string why;
+  if (!runner.setUp(&why)) FAIL(why);
+  // Sizes on both sides of the LL threshold in one graph: grids differ per call.
+  std::vector<Call> calls;
+  const size_t counts[] = {1, 3, 512, 4096, 8192, 32768, 65536, 100000};
+  int i = 0;
+  for (size_t count : counts) {
+    Call c;
+    c.dtype = rcnBfloat16;
+    c.op = rcnSum;
+    c.count = count;
+    c.comm = i % 3;
+    c.recvOffset = i % 2;
+    c.inPlace = (i % 4) == 3;
+    calls.push_back(c);
+    ++i;
+  }
+  if (!runner.run(calls, 5, true, 3, &why)) FAIL(why);
+  if (!runInBatches(runner, everyTypeAndOp(12, kMaxBytes, 3), 200, true, &why)) FAIL(why);
+}

@@ -1,0 +1,275 @@
+// The routing policy: built-in defaults, the YAML file, the environment on
+// top, the route function, and clear errors for malformed files and values.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "core/log.h"
+#include "core/policy.h"
+#include "core/policy_file.h"
+
+using namespace rcn;
+
+namespace {
+
+// Sets (or clears, for nullptr) one variable for the scope of a test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) had_ = true, old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+std::string writeTemp(const std::string& text) {
+  char path[] = "/tmp/rcn_policy_XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  FILE* f = fdopen(fd, "w");
+  fputs(text.c_str(), f);
+  fclose(f);
+  return path;
+}
+
+CallDesc call(size_t bytes, rcnPath_t transport = rcnPathP2p, int nranks = 2) {
+  CallDesc c;
+  c.bytes = bytes;
+  c.nranks = nranks;
+  c.transport = transport;
+  c.topo = TopoClass::SingleHost;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("built-in defaults differ per topology class") {
+  CHECK(policyDefaults(TopoClass::SingleHost).oneShotMaxBytes == 256 * 1024);
+  CHECK(policyDefaults(TopoClass::MultiNodeAnyToAny).oneShotMaxBytes == 1024 * 1024);
+  PolicyConfig partial = policyDefaults(TopoClass::MultiNodePartial);
+  CHECK(partial.oneShotMaxBytes == 0);
+  REQUIRE(partial.ncclPrefs.size() == 2);
+  CHECK(partial.ncclPrefs[0].algo == NcclAlgo::Ring);
+  CHECK(partial.ncclPrefs[0].proto == NcclProto::LL);
+}
+
+TEST_CASE("policyRoute: thresholds, graph capture, force, disable") {
+  PolicyConfig c = policyDefaults(TopoClass::SingleHost);
+  c.oneShotMaxBytesGraph = 1024 * 1024;
+  CHECK(policyRoute(call(8 * 1024), c).route == Route::OneShot);
+  CHECK(policyRoute(call(256 * 1024), c).route == Route::OneShot);
+  CHECK(policyRoute(call(256 * 1024 + 16), c).route == Route::Nccl);
+  CallDesc graph = call(512 * 1024);
+  graph.graphCapture = true;
+  CHECK(policyRoute(graph, c).route == Route::OneShot);
+  CHECK(policyRoute(call(0), c).route == Route::Nccl);
+  CHECK(policyRoute(call(1024, rcnPathNccl), c).route == Route::Nccl);  // no fast path built
+  CHECK(policyRoute(call(1024, rcnPathP2p, 1), c).route == Route::Nccl);
+  CHECK(policyRoute(call(1024, rcnPathP2p, 16), c).route == Route::Nccl);  // beyond max_ranks
+  CallDesc partial = call(1024);
+  partial.topo = TopoClass::MultiNodePartial;
+  CHECK(policyRoute(partial, c).route == Route::Nccl);
+
+  PolicyConfig forced = c;
+  forced.force = 1;
+  CHECK(policyRoute(call(64 << 20), forced).route == Route::OneShot);
+  CHECK(policyRoute(call(1024, rcnPathNccl), forced).route == Route::Nccl);
+  forced.force = -1;
+  CHECK(policyRoute(call(1024), forced).route == Route::Nccl);
+  PolicyConfig off = c;
+  off.disabled = true;
+  CHECK(policyRoute(call(1024), off).route == Route::Nccl);
+
+  c.twoShotMaxBytes = 4 << 20;
+  CHECK(policyRoute(call(1 << 20), c).route == Route::TwoShot);
+}
+
+TEST_CASE("policyRoute carries NCCL preferences for calls NCCL keeps") {
+  PolicyConfig c = policyDefaults(TopoClass::MultiNodePartial);
+  CallDesc small = call(4096, rcnPathNccl);
+  RouteDecision d = policyRoute(small, c);
+  CHECK(d.route == Route::Nccl);
+  CHECK(d.algo == NcclAlgo::Ring);
+  CHECK(d.proto == NcclProto::LL);
+  d = policyRoute(call(512 * 1024, rcnPathNccl), c);
+  CHECK(d.proto == NcclProto::LL128);
+  d = policyRoute(call(8 << 20, rcnPathNccl), c);
+  CHECK(d.algo == NcclAlgo::Default);
+  CHECK(d.proto == NcclProto::Default);
+}
+
+TEST_CASE("the agreement text changes with every routing field") {
+  PolicyConfig a = policyDefaults(TopoClass::SingleHost), b = a;
+  CHECK(policyAgreementText(a) == policyAgreementText(b));
+  b.oneShotMaxBytes += 16;
+  CHECK(policyAgreementText(a) != policyAgreementText(b));
+  b = a;
+  b.ncclPrefs.push_back({1024, NcclAlgo::Tree, NcclProto::Simple});
+  CHECK(policyAgreementText(a) != policyAgreementText(b));
+}
+
+TEST_CASE("environment on top of defaults, and malformed values are errors") {
+  ScopedEnv noFile("ROCENANTE_POLICY", nullptr);
+  ScopedEnv noForce("ROCENANTE_FORCE", nullptr);
+  ScopedEnv noDisable("ROCENANTE_DISABLE", nullptr);
+  PolicyConfig c;
+  {
+    ScopedEnv max("ROCENANTE_MAX_BYTES", "64K");
+    REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
+    CHECK(c.oneShotMaxBytes == 64 * 1024);
+    CHECK(c.oneShotMaxBytesGraph == 64 * 1024);
+  }
+  {
+    ScopedEnv force("ROCENANTE_FORCE", "nccl");
+    REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
+    CHECK(c.force == -1);
+  }
+  {
+    ScopedEnv force("ROCENANTE_FORCE", "sometimes");
+    clearLastError();
+    CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
+    CHECK(std::string(lastErrorText()).find("ROCENANTE_FORCE") != std::string::npos);
+  }
+  {
+    ScopedEnv max("ROCENANTE_MAX_BYTES", "lots");
+    clearLastError();
+    CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
+    CHECK(std::string(lastErrorText()).find("ROCENANTE_MAX_BYTES") != std::string::npos);
+  }
+  {
+    ScopedEnv disable("ROCENANTE_DISABLE", "maybe");
+    CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
+  }
+}
+
+#ifdef ROCENANTE_HAVE_YAML
+
+TEST_CASE("the shipped sample policy parses") {
+  PolicyFile file;
+  std::string error;
+  REQUIRE(policyFileLoad(RCN_SAMPLE_POLICY, &file, &error) == rcnSuccess);
+  CHECK(file.force == 0);
+  REQUIRE(file.perClass.count(TopoClass::MultiNodePartial) == 1);
+  CHECK(file.perClass[TopoClass::MultiNodePartial].ncclPrefs->size() == 2);
+  CHECK(*file.perClass[TopoClass::SingleHost].oneShotMaxBytes == 256 * 1024);
+}
+
+TEST_CASE("precedence: defaults < classes.default < own class < environment") {
+  std::string path = writeTemp(
+      "classes:\n"
+      "  default:\n"
+      "    one_shot_max_bytes: 32K\n"
+      "    max_ranks: 4\n"
+      "  single_host:\n"
+      "    one_shot_max_bytes: 128K\n"
+      "    nccl:\n"
+      "      - {max_bytes: 1M, algo: tree, proto: simple}\n"
+      "      - {max_bytes: 4K, proto: ll}\n");
+  ScopedEnv file("ROCENANTE_POLICY", path.c_str());
+  ScopedEnv noMax("ROCENANTE_MAX_BYTES", nullptr);
+  ScopedEnv noForce("ROCENANTE_FORCE", nullptr);
+  PolicyConfig c;
+  REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
+  CHECK(c.oneShotMaxBytes == 128 * 1024);          // own class beats classes.default
+  CHECK(c.oneShotMaxBytesGraph == 256 * 1024);     // not in the file: built-in default
+  CHECK(c.maxRanks == 4);                          // from classes.default
+  REQUIRE(c.ncclPrefs.size() == 2);
+  CHECK(c.ncclPrefs[0].maxBytes == 4096);          // sorted by size
+  CHECK(c.ncclPrefs[0].proto == NcclProto::LL);
+  REQUIRE(policyLoad(TopoClass::MultiNodeAnyToAny, rcnPathProxy, 2, &c) == rcnSuccess);
+  CHECK(c.oneShotMaxBytes == 32 * 1024);           // classes.default only
+  {
+    ScopedEnv max("ROCENANTE_MAX_BYTES", "8K");
+    REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
+    CHECK(c.oneShotMaxBytes == 8 * 1024);          // environment beats the file
+  }
+  remove(path.c_str());
+}
+
+namespace {
+
+// Parses text and returns the error message ("" on success).
+std::string parseError(const std::string& text) {
+  PolicyFile file;
+  std::string error;
+  if (policyFileParse(text, "bad.yaml", &file, &error) == rcnSuccess) return "";
+  return error;
+}
+
+}  // namespace
+
+TEST_CASE("malformed files name the file, the line and the key") {
+  std::string e = parseError("version: 1\nclasses:\n  single_host:\n    one_shot_max_byte: 4K\n");
+  CHECK(e.find("bad.yaml:4:") != std::string::npos);
+  CHECK(e.find("classes.single_host.one_shot_max_byte") != std::string::npos);
+  CHECK(e.find("unknown key") != std::string::npos);
+
+  e = parseError("classes:\n  single_host:\n    one_shot_max_bytes: big\n");
+  CHECK(e.find("bad.yaml:3:") != std::string::npos);
+  CHECK(e.find("one_shot_max_bytes") != std::string::npos);
+
+  e = parseError("force: always\n");
+  CHECK(e.find("bad.yaml:1:") != std::string::npos);
+  CHECK(e.find("'force'") != std::string::npos);
+
+  e = parseError("classes:\n  rack:\n    max_ranks: 2\n");
+  CHECK(e.find("classes.rack") != std::string::npos);
+
+  e = parseError("classes:\n  default:\n    nccl:\n      - {algo: ring}\n");
+  CHECK(e.find("max_bytes") != std::string::npos);
+
+  e = parseError("classes:\n  default:\n    nccl:\n      - {max_bytes: 1K, proto: fast}\n");
+  CHECK(e.find("bad.yaml:4:") != std::string::npos);
+  CHECK(e.find("proto") != std::string::npos);
+
+  e = parseError("classes: [1, 2\n");
+  CHECK(e.find("not valid YAML") != std::string::npos);
+
+  e = parseError("version: 2\n");
+  CHECK(e.find("version") != std::string::npos);
+
+  CHECK(parseError("") == "");  // an empty file changes nothing
+}
+
+TEST_CASE("policyLoad fails at a bad or missing file, naming it") {
+  std::string path = writeTemp("classes:\n  default:\n    max_ranks: -3\n");
+  {
+    ScopedEnv file("ROCENANTE_POLICY", path.c_str());
+    PolicyConfig c;
+    clearLastError();
+    CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
+    std::string last = lastErrorText();
+    CHECK(last.find(path + ":3:") != std::string::npos);
+    CHECK(last.find("max_ranks") != std::string::npos);
+  }
+  remove(path.c_str());
+  {
+    ScopedEnv file("ROCENANTE_POLICY", "/nonexistent/policy.yaml");
+    PolicyConfig c;
+    clearLastError();
+    CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
+    CHECK(std::string(lastErrorText()).find("/nonexistent/policy.yaml") != std::string::npos);
+  }
+}
+
+#else
+
+TEST_CASE("without yaml-cpp a policy file is a clear error") {
+  PolicyFile file;
+  std::string error;
+  CHECK(policyFileParse("version: 1\n", "p.yaml", &file, &error) == rcnInvalidArgument);
+  CHECK(error.find("built without yaml-cpp") != std::string::npos);
+}
+
+#endif

@@ -1,0 +1,323 @@
+// The shim on GPUs (2 needed): librocenante.so opened by path the way an
+// application opens libnccl.so.2, driven through the plain NCCL API.
+// Checks results against a CPU reference on random inputs, eager and in a
+// CUDA graph; one thread driving two GPUs inside ncclGroupStart/End;
+// ncclCommInitAll; and a forced self-test failure making every rank fall back.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <nccl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rocenante/rocenante.h"
+#include "support/gpu.h"
+#include "support/multiproc.h"
+
+namespace {
+
+// The NCCL entry points, taken from librocenante.so.
+struct Shim {
+  decltype(&ncclGetUniqueId) getUniqueId;
+  decltype(&ncclCommInitRank) commInitRank;
+  decltype(&ncclCommInitAll) commInitAll;
+  decltype(&ncclCommDestroy) commDestroy;
+  decltype(&ncclCommSplit) commSplit;
+  decltype(&ncclAllReduce) allReduce;
+  decltype(&ncclGroupStart) groupStart;
+  decltype(&ncclGroupEnd) groupEnd;
+  rcnResult_t (*query)(ncclComm_t, rcnCommInfo*);
+  bool ok = false;
+};
+
+Shim openShim() {
+  Shim s;
+  void* lib = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return fprintf(stderr, "dlopen: %s\n", dlerror()), s;
+#define BIND(field, name) s.field = reinterpret_cast<decltype(s.field)>(dlsym(lib, name))
+  BIND(getUniqueId, "ncclGetUniqueId");
+  BIND(commInitRank, "ncclCommInitRank");
+  BIND(commInitAll, "ncclCommInitAll");
+  BIND(commDestroy, "ncclCommDestroy");
+  BIND(commSplit, "ncclCommSplit");
+  BIND(allReduce, "ncclAllReduce");
+  BIND(groupStart, "ncclGroupStart");
+  BIND(groupEnd, "ncclGroupEnd");
+  BIND(query, "rcnShimCommQuery");
+#undef BIND
+  s.ok = s.getUniqueId && s.commInitRank && s.commInitAll && s.commDestroy && s.commSplit && s.allReduce &&
+         s.groupStart && s.groupEnd && s.query;
+  return s;
+}
+
+#define EXPECT(cond)                                                        \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);   \
+      return 1;                                                             \
+    }                                                                       \
+  } while (0)
+
+// Inputs of one rank: random, from a seed every rank can recompute.
+std::vector<float> inputOf(int rank, size_t count, unsigned seed) {
+  std::mt19937 gen(seed * 131 + rank);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// Compares a result with the double-precision sum of every rank's input.
+bool matchesReference(const std::vector<float>& got, int nranks, unsigned seed) {
+  size_t count = got.size();
+  std::vector<double> want(count, 0.0);
+  for (int r = 0; r < nranks; ++r) {
+    std::vector<float> in = inputOf(r, count, seed);
+    for (size_t i = 0; i < count; ++i) want[i] += in[i];
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= 1e-5 * nranks + 1e-6 * std::fabs(want[i]))) {
+      fprintf(stderr, "element %zu of %zu: got %.9g want %.9g\n", i, count, got[i], want[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Device buffers of one rank for one all-reduce; output poisoned with NaN.
+struct Buffers {
+  float* send = nullptr;
+  float* recv = nullptr;
+  size_t count = 0;
+  bool fill(int rank, size_t n, unsigned seed) {
+    count = n;
+    if (cudaMalloc(&send, n * 4) != cudaSuccess || cudaMalloc(&recv, n * 4) != cudaSuccess) return false;
+    std::vector<float> in = inputOf(rank, n, seed);
+    return cudaMemcpy(send, in.data(), n * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+           cudaMemset(recv, 0xff, n * 4) == cudaSuccess;
+  }
+  std::vector<float> result() {
+    std::vector<float> out(count);
+    cudaMemcpy(out.data(), recv, count * 4, cudaMemcpyDeviceToHost);
+    return out;
+  }
+  ~Buffers() {
+    cudaFree(send);
+    cudaFree(recv);
+  }
+};
+
+// The unique id travels from rank 0 to the others through shared memory.
+struct SharedId {
+  volatile int ready;
+  ncclUniqueId id;
+};
+
+SharedId* makeSharedId() {
+  void* p = mmap(nullptr, sizeof(SharedId), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  memset(p, 0, sizeof(SharedId));
+  return static_cast<SharedId*>(p);
+}
+
+ncclComm_t initRank(const Shim& s, SharedId* shared, int rank, int nranks) {
+  if (rank == 0) {
+    if (s.getUniqueId(const_cast<ncclUniqueId*>(&shared->id)) != ncclSuccess) return nullptr;
+    __sync_synchronize();
+    shared->ready = 1;
+  }
+  for (int i = 0; i < 60000 && !shared->ready; ++i) usleep(1000);
+  ncclComm_t comm = nullptr;
+  ncclUniqueId id;
+  memcpy(&id, const_cast<ncclUniqueId*>(&shared->id), sizeof id);
+  if (s.commInitRank(&comm, nranks, id, rank) != ncclSuccess) return nullptr;
+  return comm;
+}
+
+// One rank of the two-process test: small (rocenante) and large (NCCL)
+// all-reduces, eager and captured in a graph.
+int twoProcessRank(int rank, SharedId* shared, bool expectFast) {
+  if (cudaSetDevice(rank) != cudaSuccess) return 2;
+  Shim s = openShim();
+  EXPECT(s.ok);
+  ncclComm_t comm = initRank(s, shared, rank, 2);
+  EXPECT(comm != nullptr);
+  rcnCommInfo info;
+  EXPECT(s.query(comm, &info) == rcnSuccess);
+  fprintf(stderr, "rank %d: path %d transport %s selftest %d (%.1f us vs %.1f us): %s\n", rank, info.path,
+          info.transport, info.selfTestPassed, info.selfTestUsFast, info.selfTestUsNccl, info.reason);
+  if (expectFast) EXPECT(info.path != rcnPathNccl);
+  else EXPECT(info.path == rcnPathNccl && info.selfTestPassed == 0);
+
+  cudaStream_t stream;
+  EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  unsigned seed = 1;
+  for (size_t count : {size_t(1), size_t(1000), size_t(2048), size_t(65536), size_t(1) << 20}) {
+    Buffers b;
+    EXPECT(b.fill(rank, count, ++seed));
+    EXPECT(s.allReduce(b.send, b.recv, count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+    EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+    EXPECT(matchesReference(b.result(), 2, seed));
+  }
+  // Captured in a graph and replayed: each replay must give the same sum.
+  Buffers g;
+  EXPECT(g.fill(rank, 4096, ++seed));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  EXPECT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  for (int i = 0; i < 4; ++i)
+    EXPECT(s.allReduce(g.send, g.recv, g.count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  EXPECT(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  EXPECT(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  for (int replay = 0; replay < 3; ++replay) {
+    EXPECT(cudaMemset(g.recv, 0xff, g.count * 4) == cudaSuccess);
+    EXPECT(cudaGraphLaunch(exec, stream) == cudaSuccess);
+    EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+    EXPECT(matchesReference(g.result(), 2, seed));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  EXPECT(s.commDestroy(comm) == ncclSuccess);
+  return 0;
+}
+
+// One thread drives both GPUs: creation and all-reduces inside groups.
+int oneThreadTwoGpus(bool useInitAll) {
+  Shim s = openShim();
+  EXPECT(s.ok);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  if (useInitAll) {
+    EXPECT(s.commInitAll(comms, 2, nullptr) == ncclSuccess);
+  } else {
+    ncclUniqueId id;
+    EXPECT(s.getUniqueId(&id) == ncclSuccess);
+    EXPECT(s.groupStart() == ncclSuccess);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT(cudaSetDevice(i) == cudaSuccess);
+      EXPECT(s.commInitRank(&comms[i], 2, id, i) == ncclSuccess);
+    }
+    EXPECT(s.groupEnd() == ncclSuccess);
+  }
+  for (int i = 0; i < 2; ++i) {
+    rcnCommInfo info;
+    EXPECT(s.query(comms[i], &info) == rcnSuccess);
+    fprintf(stderr, "dev %d: path %d (%s): %s\n", i, info.path, info.transport, info.reason);
+    EXPECT(info.path != rcnPathNccl);
+  }
+  cudaStream_t streams[2];
+  Buffers small[2], large[2];
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking) == cudaSuccess);
+    EXPECT(small[i].fill(i, 3000, 77));
+    EXPECT(large[i].fill(i, 1 << 20, 78));
+  }
+  // Mixed in one group: the small one runs on rocenante, the large on NCCL.
+  EXPECT(s.groupStart() == ncclSuccess);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(s.allReduce(large[i].send, large[i].recv, large[i].count, ncclFloat32, ncclSum, comms[i],
+                       streams[i]) == ncclSuccess);
+    EXPECT(s.allReduce(small[i].send, small[i].recv, small[i].count, ncclFloat32, ncclSum, comms[i],
+                       streams[i]) == ncclSuccess);
+  }
+  EXPECT(s.groupEnd() == ncclSuccess);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(cudaStreamSynchronize(streams[i]) == cudaSuccess);
+    EXPECT(matchesReference(small[i].result(), 2, 77));
+    EXPECT(matchesReference(large[i].result(), 2, 78));
+  }
+  for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(comms[i]) == ncclSuccess);
+  return 0;
+}
+
+// Splits of both communicators inside one group (NCCL fills the new handles
+// only at the group's end), then an all-reduce on the children.
+int splitInGroup() {
+  Shim s = openShim();
+  EXPECT(s.ok);
+  ncclComm_t parents[2] = {nullptr, nullptr}, children[2] = {nullptr, nullptr};
+  EXPECT(s.commInitAll(parents, 2, nullptr) == ncclSuccess);
+  EXPECT(s.groupStart() == ncclSuccess);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(s.commSplit(parents[i], 0, i, &children[i], nullptr) == ncclSuccess);
+  }
+  EXPECT(s.groupEnd() == ncclSuccess);
+  Buffers b[2];
+  cudaStream_t streams[2];
+  for (int i = 0; i < 2; ++i) {
+    rcnCommInfo info;
+    EXPECT(children[i] != nullptr);
+    EXPECT(s.query(children[i], &info) == rcnSuccess);
+    fprintf(stderr, "split child %d: path %d (%s): %s\n", i, info.path, info.transport, info.reason);
+    EXPECT(info.path != rcnPathNccl);
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking) == cudaSuccess);
+    EXPECT(b[i].fill(i, 5000, 91));
+  }
+  EXPECT(s.groupStart() == ncclSuccess);
+  for (int i = 0; i < 2; ++i)
+    EXPECT(s.allReduce(b[i].send, b[i].recv, b[i].count, ncclFloat32, ncclSum, children[i], streams[i]) ==
+           ncclSuccess);
+  EXPECT(s.groupEnd() == ncclSuccess);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(cudaStreamSynchronize(streams[i]) == cudaSuccess);
+    EXPECT(matchesReference(b[i].result(), 2, 91));
+  }
+  for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(children[i]) == ncclSuccess);
+  for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(parents[i]) == ncclSuccess);
+  return 0;
+}
+
+void expectAllSucceed(const std::vector<rcn::test::RankOutcome>& outcomes) {
+  std::string report;
+  bool ok = rcn::test::allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+}
+
+}  // namespace
+
+TEST_CASE("two processes through the shim: small on rocenante, large on NCCL, eager and graph") {
+  rcn::test::requireGpus(2);
+  SharedId* shared = makeSharedId();
+  expectAllSucceed(rcn::test::runRanks(2, [&](int rank) { return twoProcessRank(rank, shared, true); }));
+  munmap(shared, sizeof(SharedId));
+}
+
+TEST_CASE("a forced self-test failure on one rank makes every rank fall back") {
+  rcn::test::requireGpus(2);
+  SharedId* shared = makeSharedId();
+  expectAllSucceed(rcn::test::runRanks(2, [&](int rank) {
+    setenv("ROCENANTE_SELFTEST_FAIL_RANK", "1", 1);
+    return twoProcessRank(rank, shared, false);
+  }));
+  munmap(shared, sizeof(SharedId));
+}
+
+TEST_CASE("one thread, two GPUs: ncclCommInitRank and all-reduces inside groups") {
+  rcn::test::requireGpus(2);
+  expectAllSucceed(rcn::test::runRanks(1, [](int) { return oneThreadTwoGpus(false); }));
+}
+
+TEST_CASE("one thread, two GPUs: ncclCommInitAll") {
+  rcn::test::requireGpus(2);
+  expectAllSucceed(rcn::test::runRanks(1, [](int) { return oneThreadTwoGpus(true); }));
+}
+
+TEST_CASE("one thread, two GPUs: ncclCommSplit inside a group") {
+  rcn::test::requireGpus(2);
+  expectAllSucceed(rcn::test::runRanks(1, [](int) { return splitInGroup(); }));
+}

@@ -1,0 +1,164 @@
+// Topology files (ROCENANTE_TOPO_FILE / ROCENANTE_TOPO_DUMP_FILE), the binary
+// blob ranks exchange, and the gather over an in-process bootstrap.
+#include <catch2/catch_test_macros.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "core/log.h"
+#include "test_topology_support.h"
+
+using namespace rcn;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+CommTopo probedSpark() {
+  TopoProbeOptions opt;
+  opt.root = topotest::fixture("sysfs/spark");
+  opt.useCuda = false;
+  CommTopo topo;
+  topo.ranks.resize(1);
+  REQUIRE(topoProbeLocal(opt, 0, &topo.ranks[0]) == rcnSuccess);
+  GpuInfo g;
+  g.index = 0;
+  g.pciBusId = "000f:01:00.0";
+  g.name = "NVIDIA \"GB10\"\\";  // quotes and backslashes must survive
+  g.ccMajor = 12;
+  g.ccMinor = 1;
+  g.integrated = true;
+  g.gdr = Support::No;
+  g.dmaBuf = Support::Yes;
+  g.links.push_back(GpuLink{1, true, true, 0});
+  topo.ranks[0].gpus.push_back(g);
+  topo.ranks[0].cudaDev = 0;
+  REQUIRE(topoClassify(&topo) == rcnSuccess);
+  return topo;
+}
+
+// The error text of parsing `text` as a topology file named "bad.yaml".
+std::string parseError(const std::string& text) {
+  clearLastError();
+  std::vector<RankTopo> ranks;
+  rcnResult_t r = topoParseText(text, "bad.yaml", &ranks);
+  CHECK(r != rcnSuccess);
+  return lastErrorText();
+}
+
+const char* kGoodRank =
+    "version: 1\n"
+    "ranks:\n"
+    "  - rank: 0\n"
+    "    host: a\n";
+
+}  // namespace
+
+TEST_CASE("binary blob: round trip and truncation") {
+  CommTopo topo = probedSpark();
+  std::string blob = topoEncode(topo.ranks[0]);
+  RankTopo back;
+  REQUIRE(topoDecode(blob, &back) == rcnSuccess);
+  CHECK(topoEncode(back) == blob);
+  CHECK(back.nics.size() == 4);
+  CHECK(back.gpus[0].name == topo.ranks[0].gpus[0].name);
+  for (size_t cut : {size_t(0), size_t(7), blob.size() / 2, blob.size() - 1})
+    CHECK(topoDecode(blob.substr(0, cut), &back) != rcnSuccess);
+  std::string foreign = blob;
+  foreign[0] ^= 0x55;
+  CHECK(topoDecode(foreign, &back) != rcnSuccess);
+}
+
+TEST_CASE("topology file: a dump reads back to the same description") {
+  CommTopo topo = probedSpark();
+  std::string json = topoToJson(topo, "{\"used\": false}");
+  std::vector<RankTopo> ranks;
+  REQUIRE(topoParseText(json, "dump.json", &ranks) == rcnSuccess);
+  REQUIRE(ranks.size() == 1);
+  ranks[0].source = topo.ranks[0].source;
+  CHECK(topoEncode(ranks[0]) == topoEncode(topo.ranks[0]));
+}
+
+TEST_CASE("topology file: every fixture layout survives dump and reload") {
+  for (const char* name : {"spark-2node-direct.yaml", "spark-4node-ring.yaml", "switch-4node.yaml",
+                           "nvlink-host-8gpu.yaml"}) {
+    CommTopo topo = topotest::classifyFile(name);
+    REQUIRE(!topo.ranks.empty());
+    CommTopo again;
+    REQUIRE(topoParseText(topoToJson(topo), name, &again.ranks) == rcnSuccess);
+    REQUIRE(topoClassify(&again) == rcnSuccess);
+    CHECK(again.cls == topo.cls);
+    CHECK(again.reason == topo.reason);
+  }
+}
+
+TEST_CASE("topology file: bad files name the file, the line and the key") {
+  CHECK(contains(parseError(std::string(kGoodRank) + "    hots: b\n"), "bad.yaml:5: key 'ranks[0].hots': unknown key"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "    cuda_dev: zero\n"),
+                 "bad.yaml:5: key 'ranks[0].cuda_dev': expected an integer, got 'zero'"));
+  CHECK(contains(parseError("version: 1\nranks:\n  - rank: 0\n"), "key 'ranks[0].host': missing required key"));
+  CHECK(contains(parseError("version: 2\nranks: []\n"), "bad.yaml:1: key 'version': only version 1 is known"));
+  CHECK(contains(parseError("version: 1\n"), "key 'ranks': missing or empty list of ranks"));
+  CHECK(contains(parseError("version: 1\nranks:\n  - rank: 0\n    host: [a\n"), "bad.yaml:"));
+  CHECK(contains(parseError("version: 1\nranks:\n  - rank: 0\n    host: [a\n"), "not valid YAML/JSON"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "    netifs:\n      - {name: e0, ipv4: 10.0.0.300/24}\n"),
+                 "bad.yaml:6: key 'ranks[0].netifs[0].ipv4': expected a.b.c.d/prefix, got '10.0.0.300/24'"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "  - rank: 2\n    host: b\n"),
+                 "key 'ranks[1].rank': ranks must be listed in order 0..n-1, got 2"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "    gpus:\n      - {index: 0, gdr: maybe}\n"),
+                 "key 'ranks[0].gpus[0].gdr': expected yes, no or unknown, got 'maybe'"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "    nics: mlx5_0\n"), "key 'ranks[0].nics': expected a list"));
+  CHECK(contains(parseError("- 1\n- 2\n"), "bad.yaml:1: top level: expected a mapping"));
+  CHECK(contains(parseError("version: 1\nranks:\n  - 5\n"), "bad.yaml:3: key 'ranks[0]': expected a mapping"));
+  CHECK(contains(parseError("version: 1\nranks: 7\n"), "bad.yaml:2: key 'ranks': expected a list"));
+  CHECK(contains(parseError(""), "top level: expected a mapping"));
+}
+
+TEST_CASE("topology file: a missing file is a clear error") {
+  clearLastError();
+  std::vector<RankTopo> ranks;
+  CHECK(topoLoadFile("/nonexistent/topo.yaml", &ranks) != rcnSuccess);
+  CHECK(contains(lastErrorText(), "cannot read topology file /nonexistent/topo.yaml"));
+}
+
+TEST_CASE("gather over the bootstrap, ROCENANTE_TOPO_FILE in, ROCENANTE_TOPO_DUMP_FILE out") {
+  char dumpPath[] = "/tmp/rcn-topo-dump-XXXXXX";
+  int fd = mkstemp(dumpPath);
+  REQUIRE(fd >= 0);
+  close(fd);
+  topotest::ScopedEnv file("ROCENANTE_TOPO_FILE", topotest::fixture("spark-4node-ring.yaml").c_str());
+  topotest::ScopedEnv dump("ROCENANTE_TOPO_DUMP_FILE", dumpPath);
+  const int n = 4;
+  auto group = makeLocalBootstrapGroup(n);
+  std::vector<CommTopo> seen(n);
+  std::vector<rcnResult_t> results(n, rcnInternalError);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; r++)
+    threads.emplace_back([&, r] {
+      auto boot = bootstrapInitLocal(group, r);
+      results[r] = topoBuild(*boot, -1, &seen[r]);
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; r++) {
+    REQUIRE(results[r] == rcnSuccess);
+    CHECK(seen[r].cls == TopoClass::MultiNodePartial);
+    CHECK(seen[r].reason == seen[0].reason);
+    CHECK(seen[r].ranks[r].source == topotest::fixture("spark-4node-ring.yaml"));
+  }
+  std::vector<RankTopo> dumped;
+  REQUIRE(topoLoadFile(dumpPath, &dumped) == rcnSuccess);
+  REQUIRE(dumped.size() == 4);
+  CHECK(dumped[2].host == "spark-3");
+  unlink(dumpPath);
+}
+
+TEST_CASE("ROCENANTE_TOPO_FILE without an entry for this rank is an error") {
+  topotest::ScopedEnv file("ROCENANTE_TOPO_FILE", topotest::fixture("spark-2node-direct.yaml").c_str());
+  clearLastError();
+  RankTopo t;
+  CHECK(topoDiscoverLocal(5, -1, &t) == rcnInvalidArgument);
+  CHECK(contains(lastErrorText(), "no entry for rank 5 (it describes 2 ranks)"));
+}

@@ -1,0 +1,70 @@
+// The launcher-style bootstrap (MASTER_ADDR:MASTER_PORT, src/core/bootstrap_env.cc)
+// and the topology exchange across forked processes, as rocenante-probe runs it.
+#include <catch2/catch_test_macros.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/bootstrap_env.h"
+#include "support/multiproc.h"
+#include "test_topology_support.h"
+
+using namespace rcn;
+
+namespace {
+
+// A port nobody listens on right now (the kernel picks it; small race accepted).
+int freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+TEST_CASE("ranks gather over MASTER_ADDR:PORT and agree on the class") {
+  topotest::ScopedEnv file("ROCENANTE_TOPO_FILE", topotest::fixture("spark-3node-ring.yaml").c_str());
+  int port = freePort();
+  auto outcomes = test::runRanks(3, [port](int rank) {
+    std::unique_ptr<Bootstrap> boot;
+    if (bootstrapInitFromEnv(rank, 3, "127.0.0.1", port, &boot) != rcnSuccess) return 10;
+    CommTopo topo;
+    if (topoBuild(*boot, -1, &topo) != rcnSuccess) return 11;
+    if (topo.cls != TopoClass::MultiNodeAnyToAny || topo.nnodes != 3) return 12;
+    if (topo.ranks[2].host != "spark-3") return 13;
+    return boot->barrier() == rcnSuccess ? 0 : 14;
+  }, 60.0);
+  std::string report;
+  bool ok = test::allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+}
+
+TEST_CASE("a rank launched with another world size is refused with a reason") {
+  topotest::ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "3000");
+  int port = freePort();
+  auto outcomes = test::runRanks(2, [port](int rank) {
+    std::unique_ptr<Bootstrap> boot;
+    rcnResult_t r = bootstrapInitFromEnv(rank, rank == 0 ? 2 : 3, "127.0.0.1", port, &boot);
+    return r == rcnSuccess ? 0 : 1;
+  }, 30.0);
+  REQUIRE(outcomes.size() == 2);
+  CHECK(outcomes[1].exitCode == 1);  // told it disagrees with rank 0
+  CHECK(outcomes[0].exitCode == 1);  // rank 0 never gets its second rank: bounded failure
+  CHECK_FALSE(outcomes[0].timedOut);
+}
+
+TEST_CASE("bad launcher arguments are rejected before any socket") {
+  std::unique_ptr<Bootstrap> boot;
+  CHECK(bootstrapInitFromEnv(2, 2, "127.0.0.1", 29500, &boot) == rcnInvalidArgument);
+  CHECK(bootstrapInitFromEnv(1, 2, "", 29500, &boot) == rcnInvalidArgument);
+  CHECK(bootstrapInitFromEnv(1, 2, "127.0.0.1", 70000, &boot) == rcnInvalidArgument);
+}

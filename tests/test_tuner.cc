@@ -1,0 +1,191 @@
+// The tuner plugin, loaded the way NCCL loads it (dlopen + dlsym of
+// ncclTunerPlugin_v5 / _v4) and driven with synthetic cost tables.
+#include <catch2/catch_test_macros.hpp>
+
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+// Our own view of NCCL's tuner ABI, written independently of plugin/tuner.cc
+// from NCCL's ext-tuner documentation, so a layout slip there shows here.
+typedef void (*Logger)(int, unsigned long, const char*, int, const char*, ...);
+typedef ncclResult_t (*GetCollInfo)(void*, int, size_t, int, float**, int, int, int, int*);
+struct V4 {
+  const char* name;
+  ncclResult_t (*init)(size_t, size_t, Logger, void**);
+  GetCollInfo getCollInfo;
+  ncclResult_t (*destroy)(void*);
+};
+struct NvlInfo {
+  int nNvlDomains, minRanks, maxRanks;
+};
+struct V5 {
+  const char* name;
+  ncclResult_t (*init)(void**, uint64_t, size_t, size_t, Logger, NvlInfo*, void*);
+  GetCollInfo getCollInfo;
+  ncclResult_t (*finalize)(void*);
+};
+
+constexpr int kAlgos = 7, kProtos = 3;  // NCCL 2.27/2.28: Tree Ring CollNetDirect CollNetChain NVLS NVLSTree PAT; LL LL128 Simple
+constexpr int kAllReduce = 4, kAllGather = 2;
+constexpr int kTree = 0, kRing = 1, kNvls = 4;
+constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
+
+struct Table {
+  float cost[kAlgos][kProtos];
+  Table() {
+    for (int a = 0; a < kAlgos; ++a)
+      for (int p = 0; p < kProtos; ++p) cost[a][p] = 10.0f + a + 0.1f * p;
+    for (int p = 0; p < kProtos; ++p) cost[kNvls][p] = -1.0f;  // not applicable here
+  }
+  float** raw() { return reinterpret_cast<float**>(cost); }
+  // The entry NCCL would pick: the cheapest applicable one.
+  std::pair<int, int> chosen() const {
+    std::pair<int, int> best{-1, -1};
+    float bestCost = 0;
+    for (int a = 0; a < kAlgos; ++a)
+      for (int p = 0; p < kProtos; ++p)
+        if (cost[a][p] >= 0 && (best.first < 0 || cost[a][p] < bestCost))
+          best = {a, p}, bestCost = cost[a][p];
+    return best;
+  }
+};
+
+void* openLibrary() {
+  void* handle = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) FAIL("dlopen " << RCN_SHARED_LIB << ": " << dlerror());
+  return handle;
+}
+
+std::string writePolicy(const char* text) {
+  char path[] = "/tmp/rcn_tuner_XXXXXX";
+  int fd = mkstemp(path);
+  FILE* f = fdopen(fd, "w");
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+const char* kPolicy =
+    "classes:\n"
+    "  single_host:\n"
+    "    nccl:\n"
+    "      - {max_bytes: 64K, algo: ring, proto: ll}\n"
+    "      - {max_bytes: 1M, algo: tree}\n"
+    "      - {max_bytes: 8M, algo: default, proto: simple}\n"
+    "      - {max_bytes: 16M, algo: default, proto: default}\n"
+    "  unknown:\n"
+    "    nccl:\n"
+    "      - {max_bytes: 1G, algo: ring, proto: ll128}\n";
+
+}  // namespace
+
+TEST_CASE("both tuner ABI versions are exported") {
+  void* lib = openLibrary();
+  auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
+  auto* v4 = static_cast<V4*>(dlsym(lib, "ncclTunerPlugin_v4"));
+  REQUIRE(v5 != nullptr);
+  REQUIRE(v4 != nullptr);
+  CHECK(std::string(v5->name) == "rocenante");
+  CHECK(std::string(v4->name) == "rocenante");
+}
+
+TEST_CASE("v5: the policy's NCCL preferences reweight the cost table") {
+  std::string path = writePolicy(kPolicy);
+  setenv("ROCENANTE_POLICY", path.c_str(), 1);
+  void* lib = openLibrary();
+  auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
+  REQUIRE(v5);
+  void* ctx = nullptr;
+  NvlInfo nvl{1, 2, 2};
+  double constants[512] = {};  // opaque to the plugin
+  REQUIRE(v5->init(&ctx, 42, 2, 1, nullptr, &nvl, constants) == ncclSuccess);
+  REQUIRE(ctx != nullptr);
+
+  Table t;
+  int channels = -7;
+  REQUIRE(v5->getCollInfo(ctx, kAllReduce, 8192, 1, t.raw(), kAlgos, kProtos, 0, &channels) == ncclSuccess);
+  CHECK(t.chosen() == std::make_pair(kRing, kLL));
+  CHECK(channels == -7);  // channels are left to NCCL
+
+  Table algoOnly;
+  v5->getCollInfo(ctx, kAllReduce, 512 * 1024, 1, algoOnly.raw(), kAlgos, kProtos, 0, &channels);
+  CHECK(algoOnly.chosen() == std::make_pair(kTree, kLL));  // tree's cheapest protocol
+
+  Table protoOnly;
+  v5->getCollInfo(ctx, kAllReduce, 4 << 20, 1, protoOnly.raw(), kAlgos, kProtos, 0, &channels);
+  CHECK(protoOnly.chosen() == std::make_pair(kTree, kSimple));  // simple's cheapest algorithm
+
+  Table untouched, reference;
+  v5->getCollInfo(ctx, kAllReduce, 12 << 20, 1, untouched.raw(), kAlgos, kProtos, 0, &channels);
+  CHECK(memcmp(untouched.cost, reference.cost, sizeof reference.cost) == 0);
+  v5->getCollInfo(ctx, kAllReduce, 64 << 20, 1, untouched.raw(), kAlgos, kProtos, 0, &channels);
+  CHECK(memcmp(untouched.cost, reference.cost, sizeof reference.cost) == 0);
+  v5->getCollInfo(ctx, kAllGather, 8192, 1, untouched.raw(), kAlgos, kProtos, 0, &channels);
+  CHECK(memcmp(untouched.cost, reference.cost, sizeof reference.cost) == 0);
+
+  // A preferred entry NCCL marked not applicable is never picked.
+  Table noRingLL;
+  noRingLL.cost[kRing][kLL] = -1.0f;
+  v5->getCollInfo(ctx, kAllReduce, 8192, 1, noRingLL.raw(), kAlgos, kProtos, 0, &channels);
+  CHECK(noRingLL.cost[kRing][kLL] == -1.0f);
+  CHECK(v5->finalize(ctx) == ncclSuccess);
+
+  // Five nodes: the tuner cannot tell a switch from a ring, so classes.unknown applies.
+  REQUIRE(v5->init(&ctx, 43, 40, 5, nullptr, &nvl, constants) == ncclSuccess);
+  Table multi;
+  v5->getCollInfo(ctx, kAllReduce, 8192, 1, multi.raw(), kAlgos, kProtos, 0, &channels);
+  CHECK(multi.chosen() == std::make_pair(kRing, kLL128));
+  CHECK(v5->finalize(ctx) == ncclSuccess);
+  unsetenv("ROCENANTE_POLICY");
+  remove(path.c_str());
+}
+
+TEST_CASE("v4: the same policy through the 2.27 ABI") {
+  std::string path = writePolicy(kPolicy);
+  setenv("ROCENANTE_POLICY", path.c_str(), 1);
+  void* lib = openLibrary();
+  auto* v4 = static_cast<V4*>(dlsym(lib, "ncclTunerPlugin_v4"));
+  REQUIRE(v4);
+  void* ctx = nullptr;
+  REQUIRE(v4->init(2, 1, nullptr, &ctx) == ncclSuccess);
+  Table t;
+  int channels = 0;
+  REQUIRE(v4->getCollInfo(ctx, kAllReduce, 1024, 1, t.raw(), kAlgos, kProtos, 0, &channels) == ncclSuccess);
+  CHECK(t.chosen() == std::make_pair(kRing, kLL));
+  CHECK(v4->destroy(ctx) == ncclSuccess);
+  unsetenv("ROCENANTE_POLICY");
+  remove(path.c_str());
+}
+
+TEST_CASE("a malformed policy fails the tuner's init (NCCL then reports it)") {
+  std::string path = writePolicy("classes:\n  single_host:\n    nccl: 3\n");
+  setenv("ROCENANTE_POLICY", path.c_str(), 1);
+  void* lib = openLibrary();
+  auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
+  void* ctx = nullptr;
+  NvlInfo nvl{1, 2, 2};
+  CHECK(v5->init(&ctx, 1, 2, 1, nullptr, &nvl, nullptr) == ncclInvalidArgument);
+  unsetenv("ROCENANTE_POLICY");
+  remove(path.c_str());
+}
+
+TEST_CASE("without a policy file the tuner leaves NCCL's table alone on one host") {
+  unsetenv("ROCENANTE_POLICY");
+  void* lib = openLibrary();
+  auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
+  void* ctx = nullptr;
+  NvlInfo nvl{1, 2, 2};
+  REQUIRE(v5->init(&ctx, 1, 2, 1, nullptr, &nvl, nullptr) == ncclSuccess);
+  Table t, reference;
+  int channels = 0;
+  v5->getCollInfo(ctx, kAllReduce, 4096, 1, t.raw(), kAlgos, kProtos, 0, &channels);
+  CHECK(memcmp(t.cost, reference.cost, sizeof reference.cost) == 0);
+  v5->finalize(ctx);
+}
