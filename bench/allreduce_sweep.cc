@@ -167,10 +167,14 @@ rcnResult_t sweep(const Setup& s, World* world, Pools* pools, MethodSet* methods
   if (s.gpu && s.opts.graph) modes.push_back(Mode::Graph);
   if (s.opts.eager || !s.gpu) modes.push_back(Mode::Eager);
   Progress progress(s.opts.progress && world->rank == 0, s.sizes.size());
-  std::vector<std::string> broken(kNumMethods);  // why a method stopped partway
+  // Why a method stopped partway, per mode: a method that cannot be captured
+  // in a graph may still run eagerly.
+  std::vector<std::string> broken[2] = {std::vector<std::string>(kNumMethods), std::vector<std::string>(kNumMethods)};
   size_t elem = dtypeSize(s.opts.dtype);
   for (size_t si = 0; si < s.sizes.size(); ++si) {
     size_t bytes = s.sizes[si];
+    SizeData data;  // fresh inputs and their reference, shared by every method and mode at this size
+    makeSizeData(sizeSeed(bytes), world->nranks, bytes / elem, s.opts.dtype, s.opts.op, s.opts.verify, &data);
     for (Mode mode : modes) {
       for (int m = 0; m < kNumMethods; ++m) {
         if (!methods->byIndex[m]) continue;
@@ -180,21 +184,22 @@ rcnResult_t sweep(const Setup& s, World* world, Pools* pools, MethodSet* methods
         point.mode = mode;
         point.bytes = plan.bytes;
         point.count = plan.count;
-        if (!broken[m].empty()) {
+        std::string& stopped = broken[static_cast<int>(mode)][m];
+        if (!stopped.empty()) {
           point.note = "skipped after an earlier failure";
         } else if (bytes > methods->byIndex[m]->maxBytes()) {
           point.note = "above its fast-path slot (" + formatBytes(methods->byIndex[m]->maxBytes()) +
                        "; --oneshot-max-bytes)";
         } else {
           progress.point(si, bytes, mode, kMethods[m].name);
-          RankPoint mine = runner.run(*methods->byIndex[m], mode, plan, pointSeed(bytes, m, int(mode)));
+          RankPoint mine = runner.run(*methods->byIndex[m], mode, plan, data);
           std::vector<RankPoint> all;
           if (gatherAll(world->bootstrap.get(), mine, &all) != rcnSuccess) {
             *why = "gathering results over the bootstrap failed (a rank has died?)";
             return rcnRemoteError;
           }
           point = combine(all, m, mode, plan);
-          if (!point.measured) broken[m] = point.note;
+          if (!point.measured) stopped = point.note;
         }
         results->points.push_back(point);
       }
@@ -202,10 +207,11 @@ rcnResult_t sweep(const Setup& s, World* world, Pools* pools, MethodSet* methods
     progress.sizeDone(si, bytes);
   }
   progress.finish();
-  for (int m = 0; m < kNumMethods; ++m)
-    if (!broken[m].empty() && world->rank == 0)
-      std::fprintf(stderr, "allreduce_sweep: %s failed and was skipped from then on: %s\n", kMethods[m].name,
-                   broken[m].c_str());
+  for (Mode mode : modes)
+    for (int m = 0; m < kNumMethods; ++m)
+      if (!broken[static_cast<int>(mode)][m].empty() && world->rank == 0)
+        std::fprintf(stderr, "allreduce_sweep: %s (%s) failed and was skipped from then on: %s\n",
+                     kMethods[m].name, modeName(mode), broken[static_cast<int>(mode)][m].c_str());
   return rcnSuccess;
 }
 

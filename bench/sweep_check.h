@@ -1,8 +1,8 @@
-// The #wrong column: each rank computes, in double precision on its CPU, the
-// expected all-reduce of every rank's pattern input and counts the output
-// elements that differ by more than the rounding the data type allows.
-// Outputs are poisoned with NaN before each checked run, so an element that
-// was never written counts as wrong.
+// The #wrong column. For each size, every rank builds every rank's pattern
+// input on its CPU and the float64 reference of their all-reduce with
+// tests/support/reference.h (the same reference the library's tests use);
+// both are reused by every method and mode at that size. Outputs are
+// poisoned before each checked run, so an element never written counts.
 #pragma once
 
 #include <cstddef>
@@ -10,35 +10,39 @@
 #include <vector>
 
 #include "rocenante/rocenante.h"
+#include "support/reference.h"
 
 namespace rcn::bench {
 
-// The expected output of one all-reduce, as float (exact for the pattern's
-// values) plus the allowed absolute error of each element.
-struct Expected {
+struct SizeData {
+  size_t bytes = 0;
+  size_t count = 0;
   rcnDataType_t dtype = rcnBfloat16;
-  std::vector<float> value;
-  std::vector<float> tolerance;
+  std::vector<std::vector<char>> inputs;  // inputs[r]: rank r's count elements
+  rcn::test::Reference reference;         // empty when the check is off
+  std::vector<char> expectedBits;         // the reference stored in dtype: what a correct result holds
 };
 
-// Computes the expected result of reducing the pattern of ranks 0..nranks-1.
-void computeExpected(uint64_t seed, int nranks, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
-                     Expected* out);
+// The pattern of every rank (and, when withReference, the reference) for one size.
+void makeSizeData(uint64_t seed, int nranks, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                  bool withReference, SizeData* out);
 
-// Elements of out (count elements of expected.dtype) that do not match.
-long long countWrong(const void* out, const Expected& expected);
+// Elements of out (count elements) farther from the reference than its tolerance.
+// The pattern's results are exact, so a correct output is bit-identical to
+// expectedBits: a memcmp settles most checks; only a mismatch is counted
+// element by element.
+long long countWrong(const void* out, const SizeData& data);
 
-// Fills a host buffer with rank's pattern (host backend; device buffers use
-// sweep_fill.cu, which writes the same bits).
-void fillPatternHost(void* dst, size_t count, rcnDataType_t dtype, uint64_t seed, int rank);
+// Writes rank's pattern into dst (count elements of dtype).
+void fillPattern(void* dst, size_t count, rcnDataType_t dtype, uint64_t seed, int rank);
 
-// A seed unique to one (size, method, mode) point, so every point runs on fresh inputs.
-uint64_t pointSeed(size_t bytes, int method, int mode);
+// Outputs are filled with this byte before each checked run: 0xFFFF and
+// 0xFFFFFFFF are NaN in bf16, fp16 and fp32, which no tolerance accepts. (The
+// tests' kPoisonByte is a tiny number instead; the pattern's sums are often
+// exactly 0, and a tiny number would pass as 0.)
+inline constexpr unsigned char kPoison = 0xff;
 
-// Host conversions (round to nearest even; NaN stays NaN).
-uint16_t floatToBf16Bits(float f);
-float bf16BitsToFloat(uint16_t bits);
-uint16_t floatToHalfBits(float f);
-float halfBitsToFloat(uint16_t bits);
+// A seed unique to one size, so every size runs on fresh inputs.
+uint64_t sizeSeed(size_t bytes);
 
 }  // namespace rcn::bench

@@ -179,8 +179,8 @@ std::string commDescription(rcnComm_t comm) {
   if (info.selfTestUsFast > 0)
     std::snprintf(timing, sizeof timing, " (%.2f us vs NCCL %.2f us)", info.selfTestUsFast, info.selfTestUsNccl);
   char text[512];
-  std::snprintf(text, sizeof text, "transport %s, fast path up to %zu bytes, self-test %s%s; %s",
-                info.transport, info.maxBytes, info.selfTestPassed ? "passed" : "not passed", timing,
+  std::snprintf(text, sizeof text, "transport %s, fast path up to %zu bytes, self-test passed: %s%s; %s",
+                info.transport, info.maxBytes, info.selfTestPassed ? "yes" : "no", timing,
                 info.reason);
   return text;
 }

@@ -11,7 +11,7 @@ namespace rcn::bench {
 // NCCL symmetric windows and 16-byte vector access.
 inline constexpr size_t kSlotAlign = 4096;
 // At most this many buffer slots rotate; with the default 128 MB pool, every
-// size from 512 KB up cycles through more memory than H200's 60 MB L2.
+// size from 256 KB up cycles through at least 64 MB per pool, more than H200's 60 MB L2.
 inline constexpr size_t kMaxSlots = 256;
 // Each trial moves about this many bytes of messages (bounded below and above).
 inline constexpr size_t kTrialBytes = 512u << 20;

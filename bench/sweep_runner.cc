@@ -1,5 +1,6 @@
 #include "sweep_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -7,8 +8,6 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "sweep_check.h"
-#include "sweep_fill.h"
 
 namespace rcn::bench {
 namespace {
@@ -61,10 +60,10 @@ void* PointRunner::recvSlot(const PointPlan& plan, size_t slot) const {
   return static_cast<char*>(pools_->recv) + slot * plan.stride;
 }
 
-RankPoint PointRunner::run(SweepMethod& method, Mode mode, const PointPlan& plan, uint64_t seed) {
+RankPoint PointRunner::run(SweepMethod& method, Mode mode, const PointPlan& plan, const SizeData& data) {
   RankPoint out;
   std::string why;
-  bool ok = gpu_ ? runDevice(method, mode, plan, seed, &out, &why) : runHost(method, plan, seed, &out, &why);
+  bool ok = gpu_ ? runDevice(method, mode, plan, data, &out, &why) : runHost(method, plan, data, &out, &why);
   destroyGraphs();
   out.ok = ok ? 1 : 0;
   if (!ok) setWhy(&out, why);
@@ -141,13 +140,32 @@ void PointRunner::destroyGraphs() {
   graphs_.clear();
 }
 
-bool PointRunner::runDevice(SweepMethod& method, Mode mode, const PointPlan& plan, uint64_t seed,
+// This rank's input into slot 0, then copied to every other slot, doubling
+// the filled prefix each time (slots are evenly spaced).
+bool PointRunner::loadInputs(const PointPlan& plan, const SizeData& data, std::string* why) {
+  const void* mine = data.inputs[world_->rank].data();
+  char* send = static_cast<char*>(pools_->send);
+  if (!gpu_) {
+    std::memcpy(send, mine, data.bytes);
+  } else if (!cudaOk(cudaMemcpyAsync(send, mine, data.bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpy", why)) {
+    return false;
+  }
+  for (size_t filled = 1; filled < plan.slots; filled *= 2) {
+    size_t copy = std::min(filled, plan.slots - filled) * plan.stride;
+    char* dst = send + filled * plan.stride;
+    if (!gpu_) std::memcpy(dst, send, copy);
+    else if (!cudaOk(cudaMemcpyAsync(dst, send, copy, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpy", why))
+      return false;
+  }
+  return true;
+}
+
+bool PointRunner::runDevice(SweepMethod& method, Mode mode, const PointPlan& plan, const SizeData& data,
                             RankPoint* out, std::string* why) {
   bool graph = mode == Mode::Graph;
   size_t used = plan.slots * plan.stride;
-  if (!cudaOk(fillPatternDevice(pools_->send, plan.slots, plan.stride, plan.count, opts_.dtype, seed,
-                                world_->rank, stream_), "filling the inputs", why) ||
-      !cudaOk(cudaMemsetAsync(pools_->recv, 0xff, used, stream_), "cudaMemsetAsync", why) ||
+  if (!loadInputs(plan, data, why) ||
+      !cudaOk(cudaMemsetAsync(pools_->recv, kPoison, used, stream_), "cudaMemsetAsync", why) ||
       !waitStream("preparing buffers", why))
     return false;
   if (graph && !captureGraphs(method, plan, why)) return false;
@@ -174,32 +192,32 @@ bool PointRunner::runDevice(SweepMethod& method, Mode mode, const PointPlan& pla
   if (!opts_.verify) return true;
 
   // The checked run: poisoned outputs, then one all-reduce into every slot.
-  if (!cudaOk(cudaMemsetAsync(pools_->recv, 0xff, used, stream_), "cudaMemsetAsync", why)) return false;
+  if (!cudaOk(cudaMemsetAsync(pools_->recv, kPoison, used, stream_), "cudaMemsetAsync", why))
+    return false;
   bool enqueued = graph ? launchGraphs(plan.graphs, 0, why)
                         : enqueueEager(method, plan, static_cast<int>(plan.slots), 0, why);
   if (!enqueued || !waitStream("the checked run", why)) return false;
-  return checkOutputs(plan, seed, &out->wrong, why);
+  return checkOutputs(plan, data, &out->wrong, why);
 }
 
-bool PointRunner::checkOutputs(const PointPlan& plan, uint64_t seed, long long* wrong, std::string* why) {
-  std::vector<char> host(plan.slots * plan.stride);
+bool PointRunner::checkOutputs(const PointPlan& plan, const SizeData& data, long long* wrong, std::string* why) {
+  std::vector<char>& host = hostCopy_;
+  if (host.size() < plan.slots * plan.stride) host.resize(plan.slots * plan.stride);
   if (gpu_) {
-    if (!cudaOk(cudaMemcpy(host.data(), pools_->recv, host.size(), cudaMemcpyDeviceToHost), "cudaMemcpy", why))
+    if (!cudaOk(cudaMemcpy(host.data(), pools_->recv, plan.slots * plan.stride, cudaMemcpyDeviceToHost), "cudaMemcpy", why))
       return false;
   } else {
-    std::memcpy(host.data(), pools_->recv, host.size());
+    std::memcpy(host.data(), pools_->recv, plan.slots * plan.stride);
   }
-  Expected expected;
-  computeExpected(seed, world_->nranks, plan.count, opts_.dtype, opts_.op, &expected);
   *wrong = 0;
-  for (size_t s = 0; s < plan.slots; ++s) *wrong += countWrong(host.data() + s * plan.stride, expected);
+  for (size_t s = 0; s < plan.slots; ++s) *wrong += countWrong(host.data() + s * plan.stride, data);
   return true;
 }
 
-bool PointRunner::runHost(SweepMethod& method, const PointPlan& plan, uint64_t seed, RankPoint* out,
+bool PointRunner::runHost(SweepMethod& method, const PointPlan& plan, const SizeData& data, RankPoint* out,
                           std::string* why) {
-  for (size_t s = 0; s < plan.slots; ++s) fillPatternHost(sendSlot(plan, s), plan.count, opts_.dtype, seed, world_->rank);
-  std::memset(pools_->recv, 0xff, plan.slots * plan.stride);
+  if (!loadInputs(plan, data, why)) return false;
+  std::memset(pools_->recv, kPoison, plan.slots * plan.stride);
   if (!enqueueEager(method, plan, plan.warmupOps, 0, why)) return false;
   if (world_->bootstrap->barrier() != rcnSuccess) {
     *why = "barrier before the trials failed";
@@ -214,9 +232,9 @@ bool PointRunner::runHost(SweepMethod& method, const PointPlan& plan, uint64_t s
   }
   storeStats(usPerOp, out);
   if (!opts_.verify) return true;
-  std::memset(pools_->recv, 0xff, plan.slots * plan.stride);
+  std::memset(pools_->recv, kPoison, plan.slots * plan.stride);
   if (!enqueueEager(method, plan, static_cast<int>(plan.slots), 0, why)) return false;
-  return checkOutputs(plan, seed, &out->wrong, why);
+  return checkOutputs(plan, data, &out->wrong, why);
 }
 
 }  // namespace rcn::bench

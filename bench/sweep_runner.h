@@ -7,7 +7,9 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
+#include "sweep_check.h"
 #include "sweep_methods.h"
 #include "sweep_plan.h"
 #include "sweep_results.h"
@@ -31,18 +33,21 @@ class PointRunner {
   ~PointRunner();
   // Sets up the stream and events; false with why on failure.
   bool init(std::string* why);
-  RankPoint run(SweepMethod& method, Mode mode, const PointPlan& plan, uint64_t seed);
+  // data: this size's inputs and reference (makeSizeData), shared by every point of the size.
+  RankPoint run(SweepMethod& method, Mode mode, const PointPlan& plan, const SizeData& data);
 
  private:
-  bool runDevice(SweepMethod& method, Mode mode, const PointPlan& plan, uint64_t seed, RankPoint* out,
+  bool runDevice(SweepMethod& method, Mode mode, const PointPlan& plan, const SizeData& data, RankPoint* out,
                  std::string* why);
-  bool runHost(SweepMethod& method, const PointPlan& plan, uint64_t seed, RankPoint* out, std::string* why);
+  bool runHost(SweepMethod& method, const PointPlan& plan, const SizeData& data, RankPoint* out,
+               std::string* why);
+  bool loadInputs(const PointPlan& plan, const SizeData& data, std::string* why);
   bool enqueueEager(SweepMethod& method, const PointPlan& plan, int ops, int firstOp, std::string* why);
   bool captureGraphs(SweepMethod& method, const PointPlan& plan, std::string* why);
   bool launchGraphs(int launches, int first, std::string* why);
   void destroyGraphs();
   bool waitStream(const char* what, std::string* why);
-  bool checkOutputs(const PointPlan& plan, uint64_t seed, long long* wrong, std::string* why);
+  bool checkOutputs(const PointPlan& plan, const SizeData& data, long long* wrong, std::string* why);
   void* sendSlot(const PointPlan& plan, size_t slot) const;
   void* recvSlot(const PointPlan& plan, size_t slot) const;
 
@@ -53,6 +58,7 @@ class PointRunner {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<cudaGraphExec_t> graphs_;
+  std::vector<char> hostCopy_;  // outputs copied back for the check, reused across points
 };
 
 // The bound on any wait for the GPU: past it a peer has almost surely died.

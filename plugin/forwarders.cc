@@ -200,20 +200,10 @@ extern "C" RCN_NCCL_EXPORT const char* pncclGetErrorString(ncclResult_t result) 
 }
 
 extern "C" RCN_NCCL_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
-  auto fn = rcn::shim::realNccl().ncclGetLastError;
-  if (!fn) {
-    rcn::shim::reportMissing("ncclGetLastError");
-    return "(entry point missing in the real NCCL)";
-  }
-  return fn(comm);
+  return rcn::shim::shim_ncclGetLastError(comm);
 }
 extern "C" RCN_NCCL_EXPORT const char* pncclGetLastError(ncclComm_t comm) {
-  auto fn = rcn::shim::realNccl().ncclGetLastError;
-  if (!fn) {
-    rcn::shim::reportMissing("ncclGetLastError");
-    return "(entry point missing in the real NCCL)";
-  }
-  return fn(comm);
+  return rcn::shim::shim_ncclGetLastError(comm);
 }
 
 extern "C" RCN_NCCL_EXPORT void ncclResetDebugInit() {

@@ -20,7 +20,7 @@ INTERCEPTED = [
     "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",
     "ncclCommInitRankScalable", "ncclCommShrink", "ncclCommDestroy", "ncclCommAbort",
     "ncclCommFinalize", "ncclCommGetAsyncError", "ncclAllReduce", "ncclGroupStart",
-    "ncclGroupEnd", "ncclGroupSimulateEnd",
+    "ncclGroupEnd", "ncclGroupSimulateEnd", "ncclGetLastError",
 ]
 
 # Host functions of the device API, exported by libnccl.so.2 but declared in

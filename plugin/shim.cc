@@ -215,6 +215,7 @@ rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
 // communicator is aborted and the error returned, so no rank runs with a
 // routing that its peers do not share.
 ncclResult_t afterCreate(ncclResult_t created, ncclComm_t* newcomm, bool blocking, const char* caller) {
+  clearLastError();  // what ncclGetLastError reports must come from this call
   if (created != ncclSuccess && created != ncclInProgress) return created;
   if (tlsGroupDepth > 0) {
     tlsPending.push_back({newcomm, *newcomm, blocking && created == ncclSuccess});
@@ -393,6 +394,17 @@ ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t cou
   auto rop = static_cast<rcnRedOp_t>(op);
   logFirstRoute(*entry, count * dtypeSize(dtype), dtype, rop, stream);
   return toNccl(commAllReduce(entry->rc, sendbuff, recvbuff, count, dtype, rop, stream));
+}
+
+const char* shim_ncclGetLastError(ncclComm_t comm) {
+  // NCCL's own text first; when NCCL has none, ours (this thread's last WARN,
+  // e.g. a malformed policy file that failed ncclCommInitRank), so that
+  // frameworks printing "last error" show why.
+  auto fn = realNccl().ncclGetLastError;
+  const char* theirs = fn ? fn(comm) : nullptr;
+  if (theirs && *theirs) return theirs;
+  const char* ours = lastErrorText();
+  return ours && *ours ? ours : (theirs ? theirs : "");
 }
 
 ncclResult_t shim_ncclGroupStart() {

@@ -16,6 +16,8 @@ void setOptionEnv(const P2pOptions& options) {
   else unsetenv("ROCENANTE_LL_MAX_BYTES");
   if (options.ipc) setenv("ROCENANTE_P2P_IPC", options.ipc, 1);
   else unsetenv("ROCENANTE_P2P_IPC");
+  // Unset only what this helper set: a ROCENANTE_PDL from the caller's environment stays.
+  if (options.pdl) setenv("ROCENANTE_PDL", options.pdl, 1);
 }
 
 bool buildOne(Bootstrap* bootstrap, int rank, int nranks, int device, const P2pOptions& options,

@@ -19,6 +19,7 @@ struct P2pOptions {
   uint64_t timeoutMs = 10000;
   const char* llMaxBytes = nullptr;  // ROCENANTE_LL_MAX_BYTES for this path, if set
   const char* ipc = nullptr;         // ROCENANTE_P2P_IPC for this path, if set
+  const char* pdl = nullptr;         // ROCENANTE_PDL for this path, if set
 };
 
 // Builds one path for `rank` over an existing bootstrap (collective).

@@ -1,8 +1,8 @@
 // A quick latency probe of the p2p one-shot kernel (not a ctest test; the
 // full benchmark is bench/allreduce_sweep). One process per GPU, bf16 sum,
 // 1 KB..256 KB: microseconds per all-reduce in CUDA graphs (20 calls per
-// graph) and eagerly, for each protocol and block size. Prints a table on
-// rank 0. Usage: p2p_latency [nranks]
+// graph) and eagerly, for each protocol, block limit and launch mode. Prints
+// a table on rank 0. Usage: p2p_latency [nranks]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -29,13 +29,13 @@ constexpr size_t kMaxBytes = 256 * 1024;
 struct Config {
   const char* name;
   const char* llMaxBytes;
-  int threads;
+  int maxBlocks;
+  const char* pdl;
 };
 const Config kConfigs[] = {
-    {"LL/512", "262144", 512},
-    {"flags/512", "0", 512},
-    {"LL/256", "262144", 256},
-    {"flags/256", "0", 256},
+    {"LL/32", "262144", 32, "0"},     {"LL/64", "262144", 64, "0"},   {"LL/128", "262144", 128, "0"},
+    {"flags/32", "0", 32, "0"},       {"flags/128", "0", 128, "0"},   {"LL/64+pdl", "262144", 64, "1"},
+    {"flags/128+pdl", "0", 128, "1"},
 };
 const size_t kSizes[] = {1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144};
 constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
@@ -126,8 +126,9 @@ int rankMain(const rcnUniqueId& id, int rank, int nranks) {
   for (int c = 0; c < kNumConfigs; ++c) {
     P2pOptions options;
     options.maxBytes = kMaxBytes;
-    options.threads = kConfigs[c].threads;
+    options.maxBlocks = kConfigs[c].maxBlocks;
     options.llMaxBytes = kConfigs[c].llMaxBytes;
+    options.pdl = kConfigs[c].pdl;
     std::unique_ptr<FastPath> path;
     std::string why;
     if (!buildP2pPath(boot.get(), rank, nranks, rank, options, &path, &why)) {
@@ -152,12 +153,12 @@ int rankMain(const rcnUniqueId& id, int rank, int nranks) {
     std::printf("bf16 sum, %d ranks, us per all-reduce (median of %d; graph: %d calls x %d replays)\n", nranks,
                 kRepeats, kCallsPerGraph, kReplays);
     std::printf("%8s", "bytes");
-    for (const Config& c : kConfigs) std::printf(" %11s-g %11s-e", c.name, c.name);
+    for (const Config& c : kConfigs) std::printf(" %13s-g %13s-e", c.name, c.name);
     std::printf("\n");
     for (int s = 0; s < kNumSizes; ++s) {
       std::printf("%8zu", kSizes[s]);
       for (int c = 0; c < kNumConfigs; ++c)
-        std::printf(" %13.2f %13.2f", results[(c * kNumSizes + s) * 2], results[(c * kNumSizes + s) * 2 + 1]);
+        std::printf(" %15.2f %15.2f", results[(c * kNumSizes + s) * 2], results[(c * kNumSizes + s) * 2 + 1]);
       std::printf("\n");
     }
     std::fflush(stdout);

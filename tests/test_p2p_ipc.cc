@@ -50,7 +50,7 @@ int correctnessRank(const rcnUniqueId& id, int rank, const char* ipc, const char
   P2pOptions options;
   options.maxBytes = kMaxBytes;
   options.ipc = ipc;
-  const char* ll[3] = {nullptr, "262144", "0"};
+  const char* ll[3] = {"65536", "262144", "0"};  // split at 64 KB, all LL, all separate flags
   std::string why;
   for (int i = 0; i < 3; ++i) {
     options.llMaxBytes = ll[i];

@@ -25,6 +25,7 @@ void buildThree(ThreePaths* p) {
   std::string why;
   P2pOptions options;
   options.maxBytes = kMaxBytes;
+  options.llMaxBytes = "65536";  // LL up to 64 KB, separate flags above
   if (!buildP2pPathsInProcess(kRanks, options, &p->split, &why)) FAIL(why);
   options.llMaxBytes = "262144";
   if (!buildP2pPathsInProcess(kRanks, options, &p->ll, &why)) FAIL(why);

@@ -113,5 +113,7 @@ TEST_CASE("one-shot grid depends on bytes only and respects the limits", "[refer
   REQUIRE(L.llOffset >= L.slotsOffset + 2 * 16 * L.slotBytes);
   REQUIRE(L.totalBytes >= L.llOffset + 2 * 16 * L.llSlotBytes);
   REQUIRE(L.slotsOffset % 16 == 0);
+  REQUIRE(L.slotBytes == 262144);
+  REQUIRE(regionLayout(2, 262144, 32, 262144).slotBytes == 0);  // LL takes every size: no flag slots
   REQUIRE(L.llOffset % 16 == 0);
 }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <sys/stat.h>
@@ -17,7 +19,9 @@ class FakeSysfs {
     char dir[] = "/tmp/rcn-sysfs-XXXXXX";
     root_ = mkdtemp(dir) ? dir : "";
   }
-  ~FakeSysfs() { std::system(("rm -rf '" + root_ + "'").c_str()); }
+  ~FakeSysfs() {
+    if (std::system(("rm -rf '" + root_ + "'").c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", root_.c_str());
+  }
   const std::string& root() const { return root_; }
 
   // type empty: the types file is absent (sysfs fails to read unpopulated entries).

@@ -121,7 +121,7 @@ __global__ void qkvToCacheKernel(T* qkv, T* keyCache, T* valueCache, const T* qN
 // so each warp works on kUnroll positions at once, with clamped indices so
 // that the loads never sit behind a branch.
 constexpr int kAttentionThreads = 512;
-constexpr int kUnroll = 4;
+constexpr int kUnroll = 8;
 
 template <typename T>
 __global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, const T* qkv, const T* keyCache,
@@ -227,6 +227,56 @@ __global__ void argmaxKernel(int* tokens, int* pos, const float* logits, int voc
   }
 }
 
+// y[b][row] = W[row] . x[b] for up to kGemvMaxTokens tokens, bf16 weights.
+// Decode GEMMs are matrix-vector products bound by reading W once: one warp
+// per row, 16-byte loads, every token's accumulator kept in registers.
+// Measured on H200: a little faster than cuBLAS for 1 token, much slower
+// for 8 (the activations are re-read per row), so it stops at 2.
+constexpr int kGemvMaxTokens = 2;
+constexpr int kGemvWarps = 8;
+
+__device__ inline void unpackBf16x8(const uint4& v, float* f) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 pair = __bfloat1622float2(h[k]);
+    f[2 * k] = pair.x;
+    f[2 * k + 1] = pair.y;
+  }
+}
+
+template <typename OutT>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemvBf16Kernel(OutT* y, const __nv_bfloat16* W,
+                                                                  const __nv_bfloat16* x, int n, int out, int in) {
+  const int lane = threadIdx.x % 32;
+  const int row = blockIdx.x * kGemvWarps + threadIdx.x / 32;
+  if (row >= out) return;
+  const uint4* w = reinterpret_cast<const uint4*>(W + size_t(row) * in);
+  const uint4* xs = reinterpret_cast<const uint4*>(x);
+  const int vectors = in / 8;
+  float acc[kGemvMaxTokens] = {};
+#pragma unroll 4
+  for (int v = lane; v < vectors; v += 32) {
+    float wf[8];
+    unpackBf16x8(__ldcs(w + v), wf);  // weights are read once: do not keep them in cache
+#pragma unroll
+    for (int b = 0; b < kGemvMaxTokens; ++b) {
+      if (b >= n) break;
+      float xf[8];
+      unpackBf16x8(xs[size_t(b) * vectors + v], xf);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc[b] += wf[k] * xf[k];
+    }
+  }
+#pragma unroll
+  for (int b = 0; b < kGemvMaxTokens; ++b) {
+    if (b >= n) break;
+    float sum = acc[b];
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (lane == 0) y[size_t(b) * out + row] = fromFloat<OutT>(sum);
+  }
+}
+
 template <typename T>
 __global__ void randomFillKernel(T* data, size_t n, uint64_t seed, float scale, float offset) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -301,6 +351,22 @@ cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidd
 cudaError_t launchArgmax(int* tokens, int* pos, const float* logits, int seqs, int vocab, bool advance,
                          cudaStream_t stream) {
   argmaxKernel<<<seqs, 1024, 0, stream>>>(tokens, pos, logits, vocab, advance);
+  return cudaGetLastError();
+}
+
+bool gemvFits(int n, int in) { return n >= 1 && n <= kGemvMaxTokens && in % 8 == 0; }
+
+cudaError_t launchGemvBf16(void* y, bool yIsFloat, const void* w, const void* x, int n, int out, int in,
+                           cudaStream_t stream) {
+  if (!gemvFits(n, in)) return cudaErrorInvalidValue;
+  const int blocks = (out + kGemvWarps - 1) / kGemvWarps;
+  const auto* wb = static_cast<const __nv_bfloat16*>(w);
+  const auto* xb = static_cast<const __nv_bfloat16*>(x);
+  if (yIsFloat)
+    gemvBf16Kernel<float><<<blocks, kGemvWarps * 32, 0, stream>>>(static_cast<float*>(y), wb, xb, n, out, in);
+  else
+    gemvBf16Kernel<__nv_bfloat16><<<blocks, kGemvWarps * 32, 0, stream>>>(static_cast<__nv_bfloat16*>(y), wb, xb,
+                                                                          n, out, in);
   return cudaGetLastError();
 }
 

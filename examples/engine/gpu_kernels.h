@@ -57,6 +57,12 @@ cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidd
 cudaError_t launchArgmax(int* tokens, int* pos, const float* logits, int seqs, int vocab, bool advance,
                          cudaStream_t stream);
 
+// y[b][:] = W x[b] for n <= 2 tokens with bf16 W and x (in % 8 == 0): the
+// decode path's matrix products, faster than a GEMM at this size.
+bool gemvFits(int n, int in);
+cudaError_t launchGemvBf16(void* y, bool yIsFloat, const void* w, const void* x, int n, int out, int in,
+                           cudaStream_t stream);
+
 // Fills n values with offset + scale * uniform[-1, 1) from a counter hash of seed.
 cudaError_t launchRandomFill(DType t, void* data, size_t n, uint64_t seed, float scale, float offset,
                              cudaStream_t stream);

@@ -174,6 +174,10 @@ void GpuModel::randomizeWeights(uint64_t seed) {
 
 // y[n][out] = x[n][in] . W[out][in]^T, fp32 accumulation.
 void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const void* x, int n, int out, int in) {
+  if (options_.dtype == DType::BF16 && options_.gemv && gemvFits(n, in)) {
+    cudaCheck(launchGemvBf16(y, yIsFloat, w, x, n, out, in, stream_), "gemv");
+    return;
+  }
   const cudaDataType_t t = options_.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   const float alpha = 1.0f, beta = 0.0f;
   cublasCheck(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, t, in, x, t, in, &beta, y,

@@ -33,6 +33,7 @@ struct GpuModelOptions {
   int maxSeqs = 1;       // sequences decoded together (the batch)
   int maxTokens = 512;   // tokens in one forward pass (batch * prompt for prefill)
   int maxContext = 512;  // KV-cache positions per sequence
+  bool gemv = true;      // bf16 decode products with the engine's own kernel instead of cuBLAS
 };
 
 class GpuModel {

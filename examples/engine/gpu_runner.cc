@@ -92,6 +92,7 @@ std::unique_ptr<GpuModel> buildModel(const EngineOptions& o, Rank& r, GpuModelOp
 int generate(const EngineOptions& o, Rank& r) {
   GpuModelOptions mo;
   mo.dtype = pickDtype(o);
+  mo.gemv = o.gemv;
   mo.maxSeqs = 1;
   mo.maxContext = 0;  // the model's own seq_len
   ModelConfig c;
@@ -173,6 +174,7 @@ int bench(const EngineOptions& o, Rank& r) {
   for (int b : o.batches) maxBatch = std::max(maxBatch, b);
   GpuModelOptions mo;
   mo.dtype = pickDtype(o);
+  mo.gemv = o.gemv;
   mo.maxSeqs = maxBatch;
   mo.maxTokens = maxBatch * o.promptLen;
   mo.maxContext = o.promptLen + std::max(o.decodeSteps, 3) + 8;

@@ -22,6 +22,7 @@ struct EngineOptions {
   std::string collective = "rocenante";  // rocenante or nccl
   std::string dtype = "auto";   // GPU weights/activations: f32, bf16, auto
   bool cudaGraph = true;
+  bool gemv = true;             // --no-gemv: cuBLAS for every product
   bool bench = false;
   std::vector<int> batches = {1};
   int promptLen = 128;          // bench prefill tokens per sequence

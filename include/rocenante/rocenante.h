@@ -120,6 +120,14 @@ rcnResult_t rcnCommCount(rcnComm_t comm, int* count);
 rcnResult_t rcnCommUserRank(rcnComm_t comm, int* rank);
 rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device);
 
+/* For programs running under the NCCL shim (LD_PRELOAD / VLLM_NCCL_SO_PATH):
+ * what rocenante decided for an NCCL communicator, the same fields
+ * rcnCommQuery reports. A communicator rocenante built no state for
+ * (disabled, non-blocking, one rank) reports rcnPathNccl and says why in
+ * reason; rcnInvalidArgument for an unknown handle. */
+struct ncclComm;
+rcnResult_t rcnShimCommQuery(struct ncclComm* comm, rcnCommInfo* info);
+
 const char* rcnGetErrorString(rcnResult_t result);
 
 /* The last error message logged by this thread (empty if none). */

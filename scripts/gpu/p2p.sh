@@ -39,16 +39,26 @@ else
 fi
 cat "$OUT/p2p_latency.txt" >> "$LOG"
 
-for t in test_reference test_p2p_local test_p2p_ipc test_p2p_api_local test_p2p_api; do
-  say "$t $(date -u +%H:%M:%S)"
-  (cd "$BUILD" && timeout 240 ctest -R "^$t\$" --output-on-failure) > "$OUT/ctest.tmp" 2>&1
-  rc=$?
+run_test() {  # name, label, extra environment...
+  local t=$1 label=$2
+  shift 2
+  say "$label $(date -u +%H:%M:%S)"
+  (cd "$BUILD" && env "$@" timeout 240 ctest -R "^$t\$" -V) > "$OUT/ctest.tmp" 2>&1
+  local rc=$?
   cat "$OUT/ctest.tmp" >> "$LOG"
-  if grep -q "Skipped\|Not Run" "$OUT/ctest.tmp"; then result "$t" "SKIPPED"
-  elif [ $rc -eq 0 ]; then result "$t" "passed"
-  else result "$t" "FAILED (rc $rc)"; fi
+  if grep -q "Skipped\|Not Run" "$OUT/ctest.tmp"; then result "$label" "SKIPPED"
+  elif [ $rc -eq 0 ]; then result "$label" "passed"
+  else result "$label" "FAILED (rc $rc)"; grep -E "rank [0-9]+:|FAILED|REQUIRE|with expansion" "$OUT/ctest.tmp" | head -8; fi
+}
+for t in test_reference test_p2p_local test_p2p_ipc test_p2p_api_local test_p2p_api; do
+  run_test "$t" "$t" ROCENANTE_PDL=0
+done
+# The same kernels launched with programmatic dependent launch.
+for t in test_p2p_local test_p2p_ipc test_p2p_api_local; do
+  run_test "$t" "$t+pdl" ROCENANTE_PDL=1
 done
 rm -f "$OUT/ctest.tmp"
+grep -h "rank 0 saw\|rank 0 after" "$LOG" | sed 's/^[0-9]*: //' | head -4
 
 say "summary $(date -u +%H:%M:%S)"
 for line in "${SUMMARY[@]}"; do echo "  $line"; done

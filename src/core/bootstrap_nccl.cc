@@ -116,8 +116,12 @@ class NcclBootstrapImpl : public NcclBootstrap {
                nccl_->getErrorString(res));
       return fromNccl(res);
     }
+    // Wait (bounded) before copying back: a copy into pageable memory would
+    // block the host until the all-gather finished, however long that takes.
+    RCN_CHECK(waitStream());
     RCN_CUDA_CHECK(cudaMemcpyAsync(data, buffer_, total, cudaMemcpyDeviceToHost, stream_));
-    return waitStream();
+    RCN_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return rcnSuccess;
   }
 
   rcnResult_t reserve(size_t total) {

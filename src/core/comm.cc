@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -78,24 +79,36 @@ TransportKind autoTransport(const rcnComm* comm, const CommTopo& topo, std::stri
   return TransportKind::Auto;  // none
 }
 
+rcnPath_t pathOf(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::P2p: return rcnPathP2p;
+    case TransportKind::Proxy: return rcnPathProxy;
+    case TransportKind::Host: return rcnPathHost;
+    default: return rcnPathNccl;
+  }
+}
+
+// Chooses the transport, loads the policy for it (its thresholds size the
+// exchange slots) and builds the fast path. Collective: every rank takes the
+// same branches, since the topology and the parameters are agreed.
 rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why) {
   TransportKind kind;
   RCN_CHECK(parseTransport(&kind));
-  if (kind == TransportKind::Auto) {
-    kind = autoTransport(comm, topo, why);
-    if (kind == TransportKind::Auto) return rcnSuccess;  // no fast path; every rank agrees
-  }
+  if (kind == TransportKind::Auto) kind = autoTransport(comm, topo, why);
+  RCN_CHECK(policyLoad(topo.cls, pathOf(kind), comm->nranks, &comm->policy));
+  if (kind == TransportKind::Auto) return rcnSuccess;  // no fast path fits this topology
   FastPathContext ctx;
   ctx.rank = comm->rank;
   ctx.nranks = comm->nranks;
   ctx.cudaDev = comm->cudaDev;
-  ctx.maxBytes = static_cast<size_t>(paramInt(ParamId::MaxBytes));
+  size_t largest = std::max(comm->policy.oneShotMaxBytes, comm->policy.oneShotMaxBytesGraph);
+  ctx.maxBytes = (std::max<size_t>(largest, 16) + 15) / 16 * 16;
   ctx.maxBlocks = static_cast<int>(paramInt(ParamId::MaxBlocks));
   ctx.threads = static_cast<int>(paramInt(ParamId::Threads));
   ctx.timeoutMs = static_cast<uint64_t>(paramInt(ParamId::TimeoutMs));
   ctx.bootstrap = comm->bootstrap.get();
-  RCN_ARG_CHECK(ctx.maxBytes > 0 && ctx.maxBytes % 16 == 0,
-                "ROCENANTE_MAX_BYTES=%zu must be a positive multiple of 16", ctx.maxBytes);
+  RCN_ARG_CHECK(ctx.maxBytes <= (size_t(1) << 30), "the one-shot threshold of %zu bytes is over 1 GiB",
+                ctx.maxBytes);
   RCN_ARG_CHECK(ctx.maxBlocks >= 1 && ctx.maxBlocks <= 1024, "ROCENANTE_MAX_BLOCKS=%d must be in 1..1024",
                 ctx.maxBlocks);
   RCN_ARG_CHECK(ctx.threads >= 32 && ctx.threads <= 1024 && ctx.threads % 32 == 0,
@@ -131,15 +144,13 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
   RCN_CHECK(topoBuild(*comm->bootstrap, comm->cudaDev, &topo));
   comm->topoClass = topo.cls;
   comm->nnodes = topo.nnodes;
-  rcnPath_t transport = rcnPathNccl;
   std::string reason;
   if (paramBool(ParamId::Disable)) {
     reason = "disabled by ROCENANTE_DISABLE";
+    RCN_CHECK(policyLoad(topo.cls, rcnPathNccl, comm->nranks, &comm->policy));
   } else {
     RCN_CHECK(buildFastPath(comm, topo, &reason));
-    if (comm->fast) transport = comm->fast->path();
   }
-  RCN_CHECK(policyLoad(topo.cls, transport, comm->nranks, &comm->policy));
   if (comm->fast) {
     reason = std::string("fast path ") + comm->fast->transportName();
     RCN_CHECK(selfTestAndVote(comm, &reason));

@@ -2,9 +2,10 @@
 //   1. hash the routing config and gather the hashes: any difference turns
 //      the fast path off everywhere (ranks would otherwise route differently);
 //   2. run known-pattern float32 sums through the fast path at a few sizes,
-//      check them bit-exactly, and time them against NCCL on the same comm;
-//   3. gather every rank's verdict: one failure or one "slower" turns the
-//      fast path off on every rank.
+//      check them bit-exactly, and gather every rank's verdict;
+//   3. only if every rank passed: time them against NCCL on the same comm
+//      and gather again. One failure or one "slower" turns the fast path off
+//      on every rank.
 // A local failure in step 2 never returns early: the rank still votes, so no
 // peer is left waiting in the exchange. Where there is no NCCL (the host
 // backend) a failed vote fails creation instead: the fast path is the only path.
@@ -190,25 +191,28 @@ rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>
   return rcnSuccess;
 }
 
-// This rank's verdict; never returns early on a test failure.
-Vote runLocalTest(rcnComm* comm, std::string* why) {
-  Vote vote{1, 0, 0.f, 0.f};
-  std::vector<size_t> sizes = testSizes(comm);
-  bool device = comm->cudaDev >= 0;
-  TestBuffers buf(device);
+// Phase 1 on this rank: every size checked bit-exactly. Every rank issues the
+// same calls; a rank whose check fails stops early, and a peer still
+// exchanging with it times out (bounded by ROCENANTE_TIMEOUT_MS) and fails too.
+bool checkCorrectness(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes,
+                      std::string* why) {
   rcnResult_t res = sizes.empty() ? rcnSuccess : buf.allocate(sizes.back());
   for (size_t i = 0; res == rcnSuccess && i < sizes.size(); ++i) res = checkOnce(comm, buf, sizes[i], why);
   if (res != rcnSuccess) {
     if (why->empty()) *why = std::string("error ") + rcnGetErrorString(res) + " during the check";
-    vote.passed = 0;
-    return vote;
+    return false;
   }
   if (static_cast<int>(paramInt(ParamId::SelfTestFail)) == comm->rank) {
     *why = "failure forced by ROCENANTE_SELFTEST_FAIL_RANK";
-    vote.passed = 0;
-    return vote;
+    return false;
   }
-  if (!device || !comm->nccl || sizes.empty()) return vote;  // host backend: correctness only
+  return true;
+}
+
+// Phase 2, run only when every rank passed phase 1, so every rank issues the
+// same NCCL calls (a rank skipping them would leave NCCL waiting unbounded).
+Vote timeAgainstNccl(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes, std::string* why) {
+  Vote vote{1, 0, 0.f, 0.f};
   double usFast = 0, usNccl = 0;
   if (timePaths(comm, buf, sizes, &usFast, &usNccl) != rcnSuccess) {
     *why = "error while timing";
@@ -219,6 +223,13 @@ Vote runLocalTest(rcnComm* comm, std::string* why) {
   vote.usNccl = static_cast<float>(usNccl);
   vote.slower = comm->policy.force <= 0 && usFast > usNccl * kSlowerMargin;
   return vote;
+}
+
+// Gathers every rank's vote; true when the fast path stays on.
+rcnResult_t gatherVotes(rcnComm* comm, const Vote& mine, std::vector<Vote>* votes) {
+  votes->assign(comm->nranks, Vote{});
+  (*votes)[comm->rank] = mine;
+  return comm->bootstrap->allGather(votes->data(), sizeof(Vote));
 }
 
 // Gathers every rank's config hash; names the first rank that differs from rank 0.
@@ -288,21 +299,30 @@ rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
     *reason += "; self-test skipped (ROCENANTE_SELFTEST=0)";
     return rcnSuccess;
   }
-  std::vector<Vote> votes(comm->nranks);
-  votes[comm->rank] = runLocalTest(comm, &why);
-  if (!votes[comm->rank].passed)
-    RCN_WARN(RCN_LOG_INIT, "rank %d: rocenante self-test failed: %s", comm->rank, why.c_str());
-  RCN_CHECK(comm->bootstrap->allGather(votes.data(), sizeof(Vote)));
+  std::vector<size_t> sizes = testSizes(comm);
+  TestBuffers buf(comm->cudaDev >= 0);
+  Vote mine{1, 0, 0.f, 0.f};
+  mine.passed = checkCorrectness(comm, buf, sizes, &why);
+  if (!mine.passed) RCN_WARN(RCN_LOG_INIT, "rank %d: rocenante self-test failed: %s", comm->rank, why.c_str());
+  std::vector<Vote> votes;
+  RCN_CHECK(gatherVotes(comm, mine, &votes));
   bool keep = false;
   std::string verdict = describeVotes(votes, &keep);
-  comm->info.selfTestUsFast = votes[comm->rank].usFast;
-  comm->info.selfTestUsNccl = votes[comm->rank].usNccl;
   if (!keep) return turnOff(comm, verdict, reason);
+  if (comm->cudaDev >= 0 && comm->nccl && !sizes.empty()) {  // the host backend: correctness only
+    mine = timeAgainstNccl(comm, buf, sizes, &why);
+    if (!mine.passed) RCN_WARN(RCN_LOG_INIT, "rank %d: rocenante self-test failed: %s", comm->rank, why.c_str());
+    RCN_CHECK(gatherVotes(comm, mine, &votes));
+    verdict = describeVotes(votes, &keep);
+    comm->info.selfTestUsFast = mine.usFast;
+    comm->info.selfTestUsNccl = mine.usNccl;
+    if (!keep) return turnOff(comm, verdict, reason);
+  }
   comm->info.selfTestPassed = 1;
   char text[160];
-  if (votes[comm->rank].usNccl > 0)
+  if (mine.usNccl > 0)
     snprintf(text, sizeof text, "; %s (fast %.1f us, nccl %.1f us summed over sizes)", verdict.c_str(),
-             votes[comm->rank].usFast, votes[comm->rank].usNccl);
+             mine.usFast, mine.usNccl);
   else
     snprintf(text, sizeof text, "; %s (correctness only: no NCCL to time against)", verdict.c_str());
   *reason += text;

@@ -57,7 +57,7 @@ __device__ inline uint4 loadLine(const uint4* p) {
 // Records the first failure of this communicator's calls: the device flag
 // stops later calls, the host-mapped record tells the host who was missing.
 __device__ void recordError(const OneShotArgs& a, uint32_t code, int peer, uint32_t call) {
-  if (atomicCAS(&a.state->failed, 0u, 1u) != 0u) return;
+  if (atomicCAS(&a.state[0], 0u, 1u) != 0u) return;
   volatile OneShotError* e = a.error;
   e->peer = static_cast<uint32_t>(peer);
   e->block = blockIdx.x;
@@ -79,7 +79,7 @@ struct WaitBudget {
     const uint64_t now = globalTimerNs();
     if (start == 0) start = now;
     if (now - start > a.timeoutNs) return kOneShotTimeout;
-    if (*reinterpret_cast<volatile uint32_t*>(&a.state->failed) != 0) return kOneShotAborted;
+    if (*reinterpret_cast<volatile uint32_t*>(&a.state[0]) != 0) return kOneShotAborted;
     if ((spins & 4095u) == 0 && *a.abortFlag != 0) return kOneShotAborted;
     return kOneShotOk;
   }
@@ -135,20 +135,31 @@ __device__ inline V finishChunk(const Acc (&acc)[E], int nranks) {
   return out;
 }
 
-// ---- the end of every call -------------------------------------------------
+// ---- the start and end of every call --------------------------------------
 
-// The last block to finish advances the epoch, so the next kernel on this
-// stream (or the next graph replay) sees call + 1 whatever its grid size.
+// PDL: allow the next kernel to be scheduled now, then wait until every
+// earlier kernel on the stream has finished and its writes are visible. Both
+// are no-ops when the launch did not ask for programmatic serialization.
+__device__ inline void waitForPreviousKernels() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+// The call number of this block's slot; 0 when an earlier call failed.
+// Call numbers tag flags and lines, and 0 means "cleared", so 0 is skipped on
+// wrap-around (0xffffffff is followed by 2, keeping the phase alternating).
+__device__ inline uint32_t callNumber(const OneShotArgs& a) {
+  const uint32_t failed = __ldcg(a.state);
+  uint32_t call = __ldcg(a.state + 1 + blockIdx.x) + 1;
+  if (call == 0) call = 2;
+  return failed ? 0 : call;
+}
+
+// Advances every slot this block owns. Callers have passed a block barrier
+// since reading the slot, so no thread of this block still needs it.
 __device__ void finishCall(const OneShotArgs& a, uint32_t call) {
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  __threadfence();
-  if (atomicAdd(&a.state->done, 1u) == gridDim.x - 1) {
-    volatile OneShotState* st = a.state;
-    st->done = 0;
-    st->epoch = call;
-    __threadfence();
-  }
+  for (int j = blockIdx.x + threadIdx.x * gridDim.x; j < a.maxBlocks; j += blockDim.x * gridDim.x)
+    a.state[1 + j] = call;
 }
 
 __device__ inline char* slotOf(const OneShotArgs& a, int owner, int phase, int from) {
@@ -249,8 +260,10 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 
   // 1. Each unit, tagged twice with the call number, into every peer's lines.
+  uint2 firstUnit = make_uint2(0, 0);  // kept for step 2: most threads own one unit
   for (size_t u = first; u < units; u += stride) {
     const uint2 d = loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
+    if (u == first) firstUnit = d;
     const uint4 line = make_uint4(d.x, call, d.y, call);
     for (int i = 1; i < n; ++i) storeLine(linesOf(a, (me + i) % n, phase, me) + u, line);
   }
@@ -262,7 +275,7 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
     for (int r = 0; r < n && !failed; ++r) {
       uint2 d;
       if (r == me) {
-        d = loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
+        d = u == first ? firstUnit : loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
       } else {
         const uint4* src = linesOf(a, me, phase, r) + u;
         uint4 line = loadLine(src);
@@ -290,12 +303,9 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(const OneShotArgs a, int ll) {
-  volatile OneShotState* st = a.state;
-  if (st->failed) return;  // an earlier call lost a peer: do nothing, never wait again
-  // Call numbers tag flags and lines; 0 means "cleared", so it is skipped on
-  // wrap-around (0xffffffff is followed by 2, keeping the phase alternating).
-  uint32_t call = st->epoch + 1;
-  if (call == 0) call = 2;
+  waitForPreviousKernels();
+  const uint32_t call = callNumber(a);
+  if (call == 0) return;  // an earlier call lost a peer: do nothing, never wait again
   if (ll)
     runLL<T, Op>(a, call);
   else
@@ -326,7 +336,8 @@ RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llM
   RegionLayout L{};
   const size_t perPhase = static_cast<size_t>(2) * nranks;  // [2 phases][nranks]
   L.flagsOffset = 0;
-  L.slotBytes = roundUp(maxBytes, 16);
+  // Separate-flag slots only exist for messages the LL protocol does not take.
+  L.slotBytes = maxBytes > llMaxBytes ? roundUp(maxBytes, 16) : 0;
   L.slotsOffset = roundUp(perPhase * maxBlocks * sizeof(uint32_t), 256);
   L.llSlotBytes = roundUp(2 * llMaxBytes, 16);
   L.llOffset = roundUp(L.slotsOffset + perPhase * L.slotBytes, 256);
@@ -348,11 +359,25 @@ OneShotGrid oneShotGrid(size_t bytes, size_t llMaxBytes, int maxBlocks, int thre
 }
 
 rcnResult_t launchOneShot(const OneShotArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
-                          const OneShotGrid& grid, cudaStream_t stream) {
+                          const OneShotGrid& grid, const OneShotLaunchOptions& options,
+                          cudaStream_t stream) {
   const KernelFn kernel = kKernels[dtype][op];
   const int ll = grid.protocol == OneShotProtocol::LL ? 1 : 0;
-  kernel<<<grid.blocks, grid.threads, 0, stream>>>(args, ll);
-  RCN_CUDA_CHECK(cudaGetLastError());
+  if (!options.programmaticLaunch) {
+    kernel<<<grid.blocks, grid.threads, 0, stream>>>(args, ll);
+    RCN_CUDA_CHECK(cudaGetLastError());
+    return rcnSuccess;
+  }
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid.blocks);
+  config.blockDim = dim3(grid.threads);
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  RCN_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args, ll));
   return rcnSuccess;
 }
 

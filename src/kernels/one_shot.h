@@ -24,13 +24,14 @@ namespace rcn {
 
 constexpr int kOneShotMaxRanks = 16;
 
-// Per-communicator, per-rank device state (local, never shared with peers).
-struct OneShotState {
-  uint32_t epoch;   // calls completed; call k uses epoch k (k = epoch + 1 at start)
-  uint32_t done;    // blocks of the current call that finished (last one resets it)
-  uint32_t failed;  // set once a wait timed out or was aborted: later calls do nothing
-  uint32_t pad;
-};
+// Per-communicator, per-rank device state (local, never shared with peers):
+// word 0 is `failed` (set once a wait timed out or was aborted: later calls
+// do nothing), words 1..maxBlocks the call counter of each block slot.
+// Block b of a call reads slot b; at its end it writes the call number to
+// slots b, b + grid, b + 2 grid, ... so every slot advances once per call
+// whatever the grid size, without atomics or fences (the next kernel on the
+// stream sees them). Call k uses epoch k (k = slot + 1 at start).
+constexpr size_t oneShotStateWords(int maxBlocks) { return 1 + static_cast<size_t>(maxBlocks); }
 
 // What a failed wait leaves for the host, in host-mapped pinned memory.
 enum OneShotErrorCode : uint32_t { kOneShotOk = 0, kOneShotTimeout = 1, kOneShotAborted = 2 };
@@ -45,7 +46,7 @@ struct OneShotError {
 struct RegionLayout {
   size_t flagsOffset;    // uint32 flag[2][nranks][maxBlocks]
   size_t slotsOffset;    // slot[2][nranks][slotBytes]
-  size_t slotBytes;      // maxBytes rounded up to 16
+  size_t slotBytes;      // maxBytes rounded up to 16; 0 when LL takes every size
   size_t llOffset;       // line[2][nranks][llSlotBytes]: 16-byte lines of 8 data bytes + 2 flags
   size_t llSlotBytes;    // 2 * llMaxBytes rounded up to 16
   size_t totalBytes;
@@ -61,10 +62,17 @@ struct OneShotArgs {
   int maxBlocks;
   char* region[kOneShotMaxRanks];  // every rank's exchange region, mapped here
   RegionLayout layout;
-  OneShotState* state;               // device memory
+  uint32_t* state;                   // device memory, oneShotStateWords(maxBlocks) words
   OneShotError* error;               // device pointer to host-mapped memory
   const volatile uint32_t* abortFlag;  // device pointer to host-mapped memory
   uint64_t timeoutNs;
+};
+
+// Launch attribute: let the next kernel on the stream start its launch while
+// this one runs (programmatic dependent launch); each kernel still waits for
+// the previous one to finish before touching memory.
+struct OneShotLaunchOptions {
+  bool programmaticLaunch = false;
 };
 
 enum class OneShotProtocol { Flags, LL };
@@ -83,6 +91,7 @@ OneShotGrid oneShotGrid(size_t bytes, size_t llMaxBytes, int maxBlocks, int thre
 // Enqueues one all-reduce. Assumes checked arguments: count * size <= maxBytes,
 // pointers aligned to the element size.
 rcnResult_t launchOneShot(const OneShotArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
-                          const OneShotGrid& grid, cudaStream_t stream);
+                          const OneShotGrid& grid, const OneShotLaunchOptions& options,
+                          cudaStream_t stream);
 
 }  // namespace rcn

@@ -135,6 +135,7 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   path->maxBlocks_ = ctx.maxBlocks;
   path->threads_ = ctx.threads;
   path->timeoutMs_ = ctx.timeoutMs;
+  path->launch_.programmaticLaunch = paramBool(ParamId::Pdl);
   const RegionLayout layout = regionLayout(n, ctx.maxBytes, ctx.maxBlocks, path->llMaxBytes_);
 
   // 2. Verdict and region.
@@ -144,9 +145,10 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   FdListener listener;
   if (myRegion.verdict.ok) {
     std::string err;
+    const size_t stateBytes = oneShotStateWords(ctx.maxBlocks) * sizeof(uint32_t);
     bool ok = path->own_.allocate(path->kind_, ctx.cudaDev, layout.totalBytes) == rcnSuccess &&
-              cudaMalloc(reinterpret_cast<void**>(&path->state_), sizeof(OneShotState)) == cudaSuccess &&
-              cudaMemset(path->state_, 0, sizeof(OneShotState)) == cudaSuccess &&
+              cudaMalloc(reinterpret_cast<void**>(&path->state_), stateBytes) == cudaSuccess &&
+              cudaMemset(path->state_, 0, stateBytes) == cudaSuccess &&
               cudaHostAlloc(reinterpret_cast<void**>(&path->host_), sizeof(P2pHostShared), cudaHostAllocMapped) == cudaSuccess &&
               cudaDeviceSynchronize() == cudaSuccess;
     if (ok) {

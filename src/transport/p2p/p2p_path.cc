@@ -56,7 +56,7 @@ rcnResult_t P2pPath::allReduce(const void* send, void* recv, size_t count, rcnDa
   const OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, maxBlocks_, threads_);
   DeviceGuard guard(cudaDev_);
   RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
-  return launchOneShot(args, dtype, op, grid, stream);
+  return launchOneShot(args, dtype, op, grid, launch_, stream);
 }
 
 rcnResult_t P2pPath::asyncError(std::string* why) {

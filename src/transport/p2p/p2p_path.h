@@ -43,11 +43,12 @@ class P2pPath final : public FastPath {
   int maxBlocks_ = 0;
   int threads_ = 0;
   uint64_t timeoutMs_ = 0;
+  OneShotLaunchOptions launch_;
 
   OneShotArgs args_{};  // every field but the call's own (send, recv, count)
   DeviceMapping own_;
   std::vector<DeviceMapping> peers_;  // peers_[rank_] stays empty
-  OneShotState* state_ = nullptr;     // device memory
+  uint32_t* state_ = nullptr;         // device memory (one_shot.h: oneShotStateWords)
   P2pHostShared* host_ = nullptr;     // cudaHostAlloc, mapped
 };
 

@@ -1,12 +1,198 @@
-// Placeholder until the proxy path lands.
+// The proxy path: a GPU kernel and a host proxy thread per communicator,
+// moving bytes over a wire (shm on one host, verbs across RoCE, tcp
+// anywhere). The exchange region is the wire's registered host memory,
+// mapped into the GPU with cudaHostRegister, so the kernel stages into it and
+// reads peers' slices from it, and the wire writes into it.
+#include <cstring>
+#include <memory>
+
+#include "core/check.h"
+#include "core/dtype.h"
+#include "core/params.h"
+#include "transport/proxy/proxy_engine.h"
+#include "transport/proxy/proxy_kernel.h"
 #include "transport/transport.h"
+#include "transport/wire/exchange_layout.h"
+#include "transport/wire/wire.h"
 
 namespace rcn {
+
+namespace {
+
+// Host-mapped pinned memory the kernels and the host both see.
+struct ProxyHostShared {
+  OneShotError error;
+  uint32_t abort;  // set by abort() or the proxy on a wire error
+};
+
+class ProxyPath final : public FastPath {
+ public:
+  ~ProxyPath() override { release(); }
+
+  rcnPath_t path() const override { return rcnPathProxy; }
+  const char* transportName() const override { return name_; }
+  size_t maxBytes() const override { return maxBytes_; }
+
+  rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                        rcnRedOp_t op, cudaStream_t stream) override {
+    ProxyKernelArgs args = args_;
+    args.send = send;
+    args.recv = recv;
+    args.count = count;
+    OneShotGrid grid = oneShotGrid(count * dtypeSize(dtype), /*llMaxBytes=*/0, maxBlocks_, threads_);
+    return launchProxyKernel(args, dtype, op, grid, stream);
+  }
+
+  rcnResult_t asyncError(std::string* why) override;
+  void abort() override {
+    if (host_) host_->abort = 1;
+    if (engine_) engine_->stop();
+    if (wire_) wire_->abort();
+  }
+
+  rcnResult_t build(const FastPathContext& ctx, std::string* why);
+
+ private:
+  void release();
+
+  int rank_ = 0;
+  int cudaDev_ = -1;
+  size_t maxBytes_ = 0;
+  int maxBlocks_ = 0;
+  int threads_ = 0;
+  uint64_t timeoutMs_ = 0;
+  char name_[32] = "proxy";
+  ExchangeLayout layout_;
+  std::unique_ptr<Wire> wire_;
+  std::unique_ptr<ProxyEngine> engine_;
+  bool registered_ = false;
+  ProxyState* state_ = nullptr;       // device memory
+  ProxyHostShared* host_ = nullptr;     // cudaHostAlloc, mapped
+  ProxyDoorbell* doorbells_ = nullptr;  // cudaHostAlloc, mapped
+  ProxyKernelArgs args_{};
+};
+
+rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
+  rank_ = ctx.rank;
+  cudaDev_ = ctx.cudaDev;
+  maxBytes_ = ctx.maxBytes;
+  maxBlocks_ = ctx.maxBlocks;
+  threads_ = ctx.threads;
+  timeoutMs_ = ctx.timeoutMs;
+  layout_ = ExchangeLayout::make(ctx.nranks, ctx.maxBytes, ctx.maxBlocks);
+
+  WireKind kind;
+  std::string wireText = paramStr(ParamId::Wire);
+  RCN_ARG_CHECK(parseWireKind(wireText, &kind),
+                "ROCENANTE_WIRE='%s' is not one of auto, verbs, shm, tcp", wireText.c_str());
+  RCN_CHECK(createWire(ctx, kind, layout_.wireLayout(), &wire_, why));
+  if (!wire_) return rcnSuccess;  // no wire fits; why says so
+  std::snprintf(name_, sizeof name_, "proxy-%s", wire_->name());
+
+  // The GPU reads and writes the wire's region directly (zero-copy).
+  RCN_CUDA_CHECK(cudaSetDevice(cudaDev_));
+  RCN_CUDA_CHECK(cudaHostRegister(wire_->region(), layout_.region.totalBytes,
+                                  cudaHostRegisterMapped | cudaHostRegisterPortable));
+  registered_ = true;
+  void* deviceRegion = nullptr;
+  RCN_CUDA_CHECK(cudaHostGetDevicePointer(&deviceRegion, wire_->region(), 0));
+
+  RCN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(ProxyState)));
+  RCN_CUDA_CHECK(cudaMemset(state_, 0, sizeof(ProxyState)));
+  RCN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(ProxyHostShared),
+                               cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(host_, 0, sizeof *host_);
+  size_t bellBytes = sizeof(ProxyDoorbell) * ExchangeLayout::kPhases * maxBlocks_;
+  RCN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&doorbells_), bellBytes,
+                               cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(doorbells_, 0, bellBytes);
+
+  args_.rank = ctx.rank;
+  args_.nranks = ctx.nranks;
+  args_.maxBlocks = maxBlocks_;
+  args_.region = static_cast<char*>(deviceRegion);
+  args_.layout = layout_.region;
+  void* p = nullptr;
+  RCN_CUDA_CHECK(cudaHostGetDevicePointer(&p, doorbells_, 0));
+  args_.doorbells = static_cast<ProxyDoorbell*>(p);
+  args_.state = state_;
+  RCN_CUDA_CHECK(cudaHostGetDevicePointer(&p, &host_->error, 0));
+  args_.error = static_cast<OneShotError*>(p);
+  RCN_CUDA_CHECK(cudaHostGetDevicePointer(&p, &host_->abort, 0));
+  args_.abortFlag = static_cast<const volatile uint32_t*>(p);
+  args_.timeoutNs = timeoutMs_ * 1000000ull;
+
+  engine_ = std::make_unique<ProxyEngine>(wire_.get(), layout_, rank_, doorbells_, &host_->abort,
+                                          paramInt(ParamId::ProxySpinUs));
+  engine_->start();
+  return rcnSuccess;
+}
+
+rcnResult_t ProxyPath::asyncError(std::string* why) {
+  if (host_) {
+    uint32_t code = __atomic_load_n(&host_->error.code, __ATOMIC_ACQUIRE);
+    if (code != kOneShotOk) {
+      if (why) {
+        char text[200];
+        std::snprintf(text, sizeof text, "proxy path: rank %d, block %u of call %u %s rank %u", rank_,
+                      host_->error.block, host_->error.call,
+                      code == kOneShotTimeout ? "timed out waiting for" : "gave up waiting for",
+                      host_->error.peer);
+        *why = text;
+        std::string proxyWhy;
+        if (engine_ && engine_->error(&proxyWhy) != rcnSuccess) *why += " (" + proxyWhy + ")";
+      }
+      return rcnRemoteError;
+    }
+  }
+  if (engine_) return engine_->error(why);
+  return rcnSuccess;
+}
+
+// Frees in reverse order. Before the engine stops, it forwards every call the
+// GPU already finished, so a peer still waiting for our last flags gets them.
+void ProxyPath::release() {
+  if (engine_ && state_) {
+    ProxyState st{};
+    if (cudaSetDevice(cudaDev_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+        cudaMemcpy(&st, state_, sizeof st, cudaMemcpyDeviceToHost) == cudaSuccess && !st.failed)
+      engine_->drain(st.epoch, timeoutMs_);
+  }
+  std::string why;
+  bool healthy = engine_ && engine_->error(&why) == rcnSuccess && host_ &&
+                 host_->error.code == kOneShotOk && !host_->abort;
+  engine_.reset();
+  if (wire_) {
+    if (healthy) wire_->close();
+    else wire_->abort();
+  }
+  if (registered_) cudaHostUnregister(wire_->region());
+  if (state_) cudaFree(state_);
+  if (host_) cudaFreeHost(host_);
+  if (doorbells_) cudaFreeHost(doorbells_);
+  wire_.reset();
+}
+
+}  // namespace
 
 rcnResult_t createProxyPath(const FastPathContext& ctx, std::unique_ptr<FastPath>* out,
                             std::string* why) {
   out->reset();
-  *why = "proxy path: not built yet";
+  if (ctx.cudaDev < 0) {
+    *why = "proxy path: no GPU";
+    return rcnSuccess;
+  }
+  RCN_ARG_CHECK(ctx.nranks >= 1 && ctx.nranks <= kOneShotMaxRanks,
+                "proxy path: %d ranks (at most %d)", ctx.nranks, kOneShotMaxRanks);
+  RCN_ARG_CHECK(ctx.maxBlocks >= 1 && ctx.threads >= 32 && ctx.maxBytes % 16 == 0,
+                "proxy path: bad limits (blocks %d, threads %d, maxBytes %zu)", ctx.maxBlocks,
+                ctx.threads, ctx.maxBytes);
+  auto path = std::make_unique<ProxyPath>();
+  RCN_CHECK(path->build(ctx, why));
+  if (path->transportName() == std::string("proxy")) return rcnSuccess;  // no wire fits
+  RCN_INFO(RCN_LOG_INIT, "proxy path: rank %d of %d over %s", ctx.rank, ctx.nranks,
+           path->transportName());
+  *out = std::move(path);
   return rcnSuccess;
 }
 

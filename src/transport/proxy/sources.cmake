@@ -1,2 +1,4 @@
 target_sources(rocenante_internal PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/proxy_path.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/proxy_path.cc
+  ${CMAKE_CURRENT_LIST_DIR}/proxy_engine.cc
+  ${CMAKE_CURRENT_LIST_DIR}/proxy_kernel.cu)

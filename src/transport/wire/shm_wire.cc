@@ -9,6 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -35,6 +39,31 @@ void segmentName(uint64_t commId, int rank, char* name, size_t size) {
   std::snprintf(name, size, "/rcn-%016llx-%d", static_cast<unsigned long long>(commId), rank);
 }
 
+// Copies a payload into a peer's segment with stores that bypass this CPU's
+// cache: the reader is the peer (its GPU over PCIe on the proxy path), so
+// ordinary stores would only add read-for-ownership traffic now and snoops
+// later. Non-temporal stores are weakly ordered; putFlag fences them.
+void copyToPeer(uint8_t* dst, const uint8_t* src, size_t bytes) {
+#if defined(__x86_64__)
+  if (bytes >= 1024 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+    size_t lines = bytes / 64;
+    for (size_t i = 0; i < lines; ++i) {
+      const __m128i* s = reinterpret_cast<const __m128i*>(src + 64 * i);
+      __m128i* d = reinterpret_cast<__m128i*>(dst + 64 * i);
+      __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+      __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+      _mm_stream_si128(d, a);
+      _mm_stream_si128(d + 1, b);
+      _mm_stream_si128(d + 2, c);
+      _mm_stream_si128(d + 3, e);
+    }
+    std::memcpy(dst + 64 * lines, src + 64 * lines, bytes - 64 * lines);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
 class ShmWire final : public Wire {
  public:
   ~ShmWire() override {
@@ -50,7 +79,7 @@ class ShmWire final : public Wire {
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
     RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes, layout_.regionBytes));
-    std::memcpy(mapped_[peer] + remoteOffset, mapped_[rank_] + localOffset, bytes);
+    copyToPeer(mapped_[peer] + remoteOffset, mapped_[rank_] + localOffset, bytes);
     return rcnSuccess;
   }
 
@@ -58,6 +87,9 @@ class ShmWire final : public Wire {
     RCN_CHECK(checkPeer(peer));
     RCN_ARG_CHECK(flagIndex < layout_.flagCount, "shm wire: flag index %zu out of range", flagIndex);
     uint32_t* flags = reinterpret_cast<uint32_t*>(mapped_[peer] + layout_.flagOffset);
+#if defined(__x86_64__)
+    _mm_sfence();  // the payload's non-temporal stores land before the flag
+#endif
     __atomic_store_n(&flags[flagIndex], value, __ATOMIC_RELEASE);
     return rcnSuccess;
   }

@@ -1,0 +1,58 @@
+// The one-shot kernel of the proxy path, as the host sees it. Each block
+// stages its slice of the input into this rank's own slot (pinned host
+// memory mapped into the GPU), rings its doorbell with the call number, waits
+// (bounded) for every peer's flag in the local region, which the proxy
+// threads of the peers write through the wire, and reduces in rank order.
+// The call number lives in device memory and the kernel advances it, so CUDA
+// graph replays stay in step; the region layout is the p2p kernel's own
+// (kernels/one_shot.h), with one flag per (phase, rank, block).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/one_shot.h"
+#include "rocenante/rocenante.h"
+
+namespace rcn {
+
+// One per (phase, block), in host-mapped memory; the kernel fills the slice
+// description, then publishes `call` with a system-scope release.
+struct ProxyDoorbell {
+  uint32_t call;
+  uint32_t blocks;  // grid size of this call: how many doorbells the proxy must serve
+  uint32_t offset;  // byte offset of this block's slice inside the slot
+  uint32_t bytes;   // length of the slice (a multiple of 16, possibly 0)
+};
+
+// Per-communicator device state of the proxy kernel (local to this rank).
+struct ProxyState {
+  uint32_t epoch;   // calls completed; call k uses epoch k (k = epoch + 1 at start)
+  uint32_t done;    // blocks of the current call that finished (the last one resets it)
+  uint32_t failed;  // set once a wait timed out or was aborted: later calls do nothing
+  uint32_t pad;
+};
+
+struct ProxyKernelArgs {
+  const void* send;
+  void* recv;
+  size_t count;
+  int rank;
+  int nranks;
+  int maxBlocks;
+  char* region;              // this rank's exchange region (device pointer to host memory)
+  RegionLayout layout;
+  ProxyDoorbell* doorbells;  // [2 phases][maxBlocks], device pointer to host memory
+  ProxyState* state;         // device memory
+  OneShotError* error;       // device pointer to host-mapped memory
+  const volatile uint32_t* abortFlag;
+  uint64_t timeoutNs;
+};
+
+// Enqueues one all-reduce; grid from oneShotGrid (flags protocol).
+rcnResult_t launchProxyKernel(const ProxyKernelArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
+                              const OneShotGrid& grid, cudaStream_t stream);
+
+}  // namespace rcn

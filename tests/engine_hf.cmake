@@ -1,0 +1,17 @@
+# rcn_engine_hf (examples/engine/hf): Hugging Face checkpoints and
+# tokenizer.json. The library is built only where nlohmann-json is found
+# (the same test as examples/engine/hf/CMakeLists.txt makes); without it the
+# tests are registered as skips (exit 77). The tokenizer test skips itself
+# when the library was built without PCRE2.
+if(ROCENANTE_BUILD_EXAMPLES)
+  find_package(nlohmann_json 3 QUIET)
+  if(nlohmann_json_FOUND)
+    rcn_add_test(test_engine_hf SOURCES test_engine_hf.cc test_engine_hf_writer.cc
+      LIBS rcn_engine_hf nlohmann_json::nlohmann_json TIMEOUT 120)
+    rcn_add_test(test_engine_hf_tokenizer SOURCES test_engine_hf_tokenizer.cc test_engine_hf_writer.cc
+      LIBS rcn_engine_hf nlohmann_json::nlohmann_json TIMEOUT 60)
+  else()
+    rcn_add_test(test_engine_hf SOURCES test_engine_hf_skip.cc)
+    rcn_add_test(test_engine_hf_tokenizer SOURCES test_engine_hf_skip.cc)
+  endif()
+endif()

@@ -1,0 +1,394 @@
+// The Hugging Face checkpoint loader (examples/engine/hf): random small
+// models of every supported architecture written by test_engine_hf_writer
+// load back exactly (F32) or to BF16 rounding, tensor-parallel shard loads
+// equal shardWeights of the full load, bad inputs give clear errors, and a
+// loaded model's TP=2 logits (from per-rank shard loads) match TP=1.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cpu_model.h"
+#include "hf_loader.h"
+#include "safetensors.h"
+#include "shapes.h"
+#include "shard.h"
+#include "test_engine_hf_writer.h"
+
+using namespace engine;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+// A fresh directory for one test, removed at scope exit.
+struct TempDir {
+  std::string path = hftest::makeTempDir();
+  ~TempDir() { hftest::removeDir(path); }
+};
+
+// Small but not trivial: grouped-query attention (4 query heads over 2 KV
+// heads) so TP=2 splits KV heads and TP=4 replicates them.
+ModelConfig smallConfig(const std::string& arch) {
+  ModelConfig c;
+  c.arch = arch;
+  c.dim = 32;
+  c.hidden = 48;
+  c.layers = 2;
+  c.heads = 4;
+  c.kvHeads = 2;
+  c.headDim = arch == "qwen3" ? 16 : 8;  // Qwen3 states a head_dim other than dim/heads
+  c.vocab = 40;
+  c.seqLen = 32;
+  c.normEps = 1e-6f;
+  c.ropeTheta = arch == "llama" ? 500000.0f : 1000000.0f;
+  c.ropeInterleaved = false;
+  c.qkNorm = arch == "qwen3";
+  c.tiedClassifier = arch == "qwen3";
+  return c;
+}
+
+void requireSame(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.size() == want.size());
+  size_t mismatches = 0;
+  for (size_t i = 0; i < got.size(); ++i) mismatches += got[i] != want[i];
+  REQUIRE(mismatches == 0);
+}
+
+void requireSameWeights(const ModelWeights& got, const ModelWeights& want) {
+  REQUIRE(describeConfig(got.config) == describeConfig(want.config));
+  requireSame(got.embedding, want.embedding, "embedding");
+  requireSame(got.finalNorm, want.finalNorm, "final norm");
+  requireSame(got.classifier, want.classifier, "classifier");
+  REQUIRE(got.layers.size() == want.layers.size());
+  for (size_t i = 0; i < got.layers.size(); ++i) {
+    const LayerWeights &g = got.layers[i], &w = want.layers[i];
+    const std::string l = "layer " + std::to_string(i) + " ";
+    requireSame(g.attnNorm, w.attnNorm, l + "attnNorm");
+    requireSame(g.ffnNorm, w.ffnNorm, l + "ffnNorm");
+    requireSame(g.wq, w.wq, l + "wq");
+    requireSame(g.wk, w.wk, l + "wk");
+    requireSame(g.wv, w.wv, l + "wv");
+    requireSame(g.wo, w.wo, l + "wo");
+    requireSame(g.wGate, w.wGate, l + "wGate");
+    requireSame(g.wUp, w.wUp, l + "wUp");
+    requireSame(g.wDown, w.wDown, l + "wDown");
+    requireSame(g.qNorm, w.qNorm, l + "qNorm");
+    requireSame(g.kNorm, w.kNorm, l + "kNorm");
+  }
+}
+
+// What a BF16 checkpoint of `w` holds, as float32.
+ModelWeights roundedToBf16(ModelWeights w) {
+  auto r = [](std::vector<float>& v) { v = hftest::roundToBf16(v); };
+  r(w.embedding), r(w.finalNorm), r(w.classifier);
+  for (LayerWeights& l : w.layers) {
+    r(l.attnNorm), r(l.ffnNorm), r(l.wq), r(l.wk), r(l.wv), r(l.wo), r(l.wGate), r(l.wUp), r(l.wDown);
+    r(l.qNorm), r(l.kNorm);
+  }
+  return w;
+}
+
+std::string errorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const EngineError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+void writeText(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE("bf16 and f16 conversions") {
+  CHECK(hf::bf16ToFloat(0x3f80) == 1.0f);
+  CHECK(hf::bf16ToFloat(0xc000) == -2.0f);
+  CHECK(hf::floatToBf16(1.0f) == 0x3f80);
+  CHECK(hf::floatToBf16(1.00390625f) == 0x3f80);  // halfway: rounds to even
+  CHECK(hf::floatToBf16(1.01171875f) == 0x3f82);  // halfway: rounds to even (up)
+  CHECK(hf::f16ToFloat(0x3c00) == 1.0f);
+  CHECK(hf::f16ToFloat(0xc000) == -2.0f);
+  CHECK(hf::f16ToFloat(0x7bff) == 65504.0f);
+  CHECK(hf::f16ToFloat(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(hf::f16ToFloat(0x0200) == std::ldexp(1.0f, -15));
+  CHECK(std::isinf(hf::f16ToFloat(0x7c00)));
+  CHECK(std::isnan(hf::f16ToFloat(0x7e00)));
+}
+
+TEST_CASE("every architecture loads back what was written, F32 exactly and BF16 rounded") {
+  for (const char* arch : {"llama", "mistral", "qwen2", "qwen3"}) {
+    for (bool bf16 : {false, true}) {
+      for (int shards : {1, 3}) {
+        DYNAMIC_SECTION(arch << (bf16 ? " bf16" : " f32") << " shards=" << shards) {
+          TempDir dir;
+          const ModelWeights written = randomWeights(smallConfig(arch), 7);
+          hftest::WriteOptions o;
+          o.architecture = hftest::architectureOf(arch);
+          o.bf16 = bf16;
+          o.shards = shards;
+          if (std::string(arch) == "qwen2") o.biases = hftest::randomBiases(written.config, 3);
+          hftest::writeHfModel(dir.path, written, o);
+
+          const hf::HfModel loaded = hf::loadHfModel(dir.path, 0);
+          CHECK(loaded.hf.architecture == o.architecture);
+          CHECK(loaded.hf.bosToken == 1);
+          CHECK(loaded.hf.eosTokens == std::vector<int>{2, 3});
+          requireSameWeights(loaded.weights, bf16 ? roundedToBf16(written) : written);
+          if (std::string(arch) == "qwen2") {
+            REQUIRE(loaded.biases.size() == o.biases.size());
+            for (size_t i = 0; i < o.biases.size(); ++i) {
+              auto want = [&](const std::vector<float>& v) { return bf16 ? hftest::roundToBf16(v) : v; };
+              requireSame(loaded.biases[i].q, want(o.biases[i].q), "q bias");
+              requireSame(loaded.biases[i].k, want(o.biases[i].k), "k bias");
+              requireSame(loaded.biases[i].v, want(o.biases[i].v), "v bias");
+            }
+            CHECK(!loaded.hf.unsupported.empty());
+          } else {
+            CHECK(loaded.biases.empty());
+            CHECK(loaded.hf.unsupported.empty());
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("BF16 rounding stays within half a BF16 step") {
+  const ModelWeights w = randomWeights(smallConfig("llama"), 11);
+  const std::vector<float> r = hftest::roundToBf16(w.layers[0].wq);
+  for (size_t i = 0; i < r.size(); ++i) REQUIRE(std::fabs(r[i] - w.layers[0].wq[i]) <= std::ldexp(std::fabs(w.layers[0].wq[i]), -8));
+}
+
+TEST_CASE("config.json maps onto ModelConfig") {
+  TempDir dir;
+  ModelConfig c = smallConfig("qwen3");
+  c.seqLen = 4096;
+  hftest::WriteOptions o;
+  o.architecture = "Qwen3ForCausalLM";
+  hftest::writeHfModel(dir.path, randomWeights(c, 1), o);
+  const hf::HfConfig hf = hf::readHfConfig(dir.path, 128);
+  CHECK(hf.config.arch == "qwen3");
+  CHECK(hf.config.headDim == 16);
+  CHECK(hf.config.seqLen == 128);  // capped by the argument
+  CHECK(hf.config.qkNorm);
+  CHECK(!hf.config.ropeInterleaved);
+  CHECK(hf.config.tiedClassifier);
+  CHECK(hf.config.ropeTheta == 1000000.0f);
+  CHECK(hf.config.normEps == 1e-6f);
+  CHECK(hf::readHfConfig(dir.path, 0).config.seqLen == 4096);
+}
+
+TEST_CASE("shard loads equal shardWeights of the full load") {
+  for (const char* arch : {"llama", "qwen3", "qwen2"}) {
+    for (int tp : {2, 4}) {
+      DYNAMIC_SECTION(arch << " tp=" << tp) {
+        TempDir dir;
+        const ModelWeights written = randomWeights(smallConfig(arch), 5);
+        hftest::WriteOptions o;
+        o.architecture = hftest::architectureOf(arch);
+        o.bf16 = true;
+        o.shards = 2;
+        if (std::string(arch) == "qwen2") o.biases = hftest::randomBiases(written.config, 9);
+        hftest::writeHfModel(dir.path, written, o);
+        const hf::HfModel full = hf::loadHfModel(dir.path, 0);
+        for (int rank = 0; rank < tp; ++rank) {
+          INFO("rank " << rank);
+          const ShardLayout layout = planShard(full.weights.config, tp, rank);
+          const hf::HfModel shard = hf::loadHfShard(dir.path, 0, tp, rank);
+          requireSameWeights(shard.weights, shardWeights(full.weights, layout));
+          if (!o.biases.empty()) {
+            const int hd = full.weights.config.headDim;
+            for (size_t i = 0; i < o.biases.size(); ++i) {
+              const auto& f = full.biases[i];
+              auto slice = [&](const std::vector<float>& v, int first, int count) {
+                return std::vector<float>(v.begin() + first * hd, v.begin() + (first + count) * hd);
+              };
+              requireSame(shard.biases[i].q, slice(f.q, layout.headStart, layout.heads), "q bias shard");
+              requireSame(shard.biases[i].k, slice(f.k, layout.kvStart, layout.kvHeads), "k bias shard");
+              requireSame(shard.biases[i].v, slice(f.v, layout.kvStart, layout.kvHeads), "v bias shard");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a model that does not split gives a clear error") {
+  TempDir dir;
+  hftest::writeHfModel(dir.path, randomWeights(smallConfig("llama"), 2), {});
+  CHECK_THAT(errorOf([&] { hf::loadHfShard(dir.path, 0, 3, 0); }), ContainsSubstring("cannot split the model over 3 ranks"));
+}
+
+TEST_CASE("unsupported architectures and configs are named") {
+  TempDir dir;
+  hftest::WriteOptions o;
+  o.architecture = "GPT2LMHeadModel";
+  hftest::writeHfModel(dir.path, randomWeights(smallConfig("llama"), 2), o);
+  const std::string e = errorOf([&] { hf::loadHfModel(dir.path, 0); });
+  CHECK_THAT(e, ContainsSubstring("GPT2LMHeadModel"));
+  CHECK_THAT(e, ContainsSubstring("config.json"));
+
+  std::string config = readText(dir.path + "/config.json");
+  config.replace(config.find("GPT2LMHeadModel"), 15, "LlamaForCausalLM");
+  writeText(dir.path + "/config.json", config);
+  REQUIRE_NOTHROW(hf::loadHfModel(dir.path, 0));
+
+  writeText(dir.path + "/config.json", "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32}");
+  CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("intermediate_size"));
+  writeText(dir.path + "/config.json", "{ not json");
+  CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("not valid JSON"));
+  CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path + "/nowhere", 0); }), ContainsSubstring("cannot open"));
+}
+
+TEST_CASE("qwen2 biases load but the engine support check names them") {
+  TempDir dir;
+  const ModelWeights w = randomWeights(smallConfig("qwen2"), 2);
+  hftest::WriteOptions o;
+  o.architecture = "Qwen2ForCausalLM";
+  o.biases = hftest::randomBiases(w.config, 1);
+  hftest::writeHfModel(dir.path, w, o);
+  const hf::HfModel m = hf::loadHfModel(dir.path, 0);
+  CHECK_THAT(errorOf([&] { hf::requireEngineSupport(m.hf); }),
+             ContainsSubstring("qwen2 attention biases are not supported by the engine yet"));
+}
+
+TEST_CASE("truncated and corrupt safetensors files give errors naming file and tensor") {
+  TempDir dir;
+  hftest::writeHfModel(dir.path, randomWeights(smallConfig("llama"), 4), {});
+  const std::string path = dir.path + "/model.safetensors";
+  const std::string good = readText(path);
+
+  SECTION("truncated data") {
+    writeText(path, good.substr(0, good.size() - 10));
+    const std::string e = errorOf([&] { hf::loadHfModel(dir.path, 0); });
+    CHECK_THAT(e, ContainsSubstring("model.safetensors"));
+    CHECK_THAT(e, ContainsSubstring("lm_head.weight"));  // the last tensor written
+    CHECK_THAT(e, ContainsSubstring("truncated"));
+  }
+  SECTION("truncated inside the header") {
+    writeText(path, good.substr(0, 100));
+    CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("header length"));
+  }
+  SECTION("shorter than the length field") {
+    writeText(path, good.substr(0, 5));
+    CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("too short"));
+  }
+  SECTION("empty file") {
+    writeText(path, "");
+    CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("too short"));
+  }
+  SECTION("huge header length") {
+    std::string bad = good;
+    bad[7] = char(0x7f);
+    writeText(path, bad);
+    CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("header length"));
+  }
+  SECTION("garbage header") {
+    std::string bad = good;
+    bad[8] = '#';
+    writeText(path, bad);
+    CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("not valid JSON"));
+  }
+  SECTION("offsets that do not match the shape") {
+    std::string bad = good;
+    const size_t at = bad.find("\"shape\":[32]");
+    REQUIRE(at != std::string::npos);
+    bad.replace(at, 12, "\"shape\":[31]");
+    writeText(path, bad);
+    const std::string e = errorOf([&] { hf::loadHfModel(dir.path, 0); });
+    CHECK_THAT(e, ContainsSubstring("do not hold shape [31]"));
+  }
+  SECTION("missing file") {
+    ::unlink(path.c_str());
+    CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("model.safetensors: cannot open"));
+  }
+  SECTION("missing shard named by the index") {
+    writeText(dir.path + "/model.safetensors.index.json",
+              "{\"weight_map\": {\"model.norm.weight\": \"model-00002-of-00002.safetensors\"}}");
+    CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("model-00002-of-00002.safetensors: cannot open"));
+  }
+}
+
+TEST_CASE("missing, misshapen and untyped tensors are named") {
+  TempDir dir;
+  ModelConfig c = smallConfig("llama");
+  hftest::writeHfModel(dir.path, randomWeights(c, 4), {});
+  std::string config = readText(dir.path + "/config.json");
+
+  SECTION("untied config without lm_head") {
+    c.tiedClassifier = true;
+    hftest::writeHfModel(dir.path, randomWeights(c, 4), {});
+    writeText(dir.path + "/config.json", config);  // says untied
+    CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("lm_head.weight is missing"));
+  }
+  SECTION("config larger than the tensors") {
+    config.replace(config.find("\"intermediate_size\": 48"), 23, "\"intermediate_size\": 64");
+    writeText(dir.path + "/config.json", config);
+    const std::string e = errorOf([&] { hf::loadHfModel(dir.path, 0); });
+    CHECK_THAT(e, ContainsSubstring("model.layers.0.mlp.gate_proj.weight has shape [48, 32]"));
+  }
+  SECTION("unsupported dtype") {
+    std::string st = readText(dir.path + "/model.safetensors");
+    const size_t at = st.find("\"F32\"");
+    st.replace(at, 5, "\"I32\"");
+    writeText(dir.path + "/model.safetensors", st);
+    CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("dtype I32"));
+  }
+}
+
+// TP=2 from per-rank shard loads (each rank reading only its slices) against
+// TP=1 from the full load: same logits up to float32 summation order.
+TEST_CASE("HF models decode the same with TP=2 shard loads as with TP=1") {
+  for (const char* arch : {"llama", "qwen3"}) {
+    DYNAMIC_SECTION(arch) {
+      TempDir dir;
+      hftest::WriteOptions o;
+      o.architecture = hftest::architectureOf(arch);
+      o.bf16 = true;
+      hftest::writeHfModel(dir.path, randomWeights(smallConfig(arch), 21), o);
+      const hf::HfModel full = hf::loadHfModel(dir.path, 0);
+      const ModelConfig& c = full.weights.config;
+      NoAllReduce none;
+      CpuModel tp1(full.weights, planShard(c, 1, 0), &none);
+
+      const int tp = 2;
+      LocalAllReduce reduce(tp);
+      std::vector<CpuModel> ranks;
+      for (int r = 0; r < tp; ++r)
+        ranks.emplace_back(hf::loadHfShard(dir.path, 0, tp, r).weights, planShard(c, tp, r), &reduce.rank(r));
+
+      const std::vector<int> tokens = {1, 7, 30, 2, 19, 5};
+      for (int pos = 0; pos < int(tokens.size()); ++pos) {
+        const std::vector<float> want = tp1.forward(tokens[pos], pos);
+        std::vector<std::vector<float>> got(tp);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < tp; ++r) threads.emplace_back([&, r] { got[r] = ranks[r].forward(tokens[pos], pos); });
+        for (auto& t : threads) t.join();
+        for (int r = 0; r < tp; ++r) {
+          REQUIRE(got[r].size() == want.size());
+          for (size_t i = 0; i < want.size(); ++i) REQUIRE(std::fabs(got[r][i] - want[i]) <= 1e-4f + 1e-4f * std::fabs(want[i]));
+        }
+        for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[0][i] == got[1][i]);  // every rank the same
+      }
+    }
+  }
+}

@@ -1,0 +1,239 @@
+// tokenizer.json byte-level BPE (examples/engine/hf/bpe_tokenizer.h) on tiny
+// handmade tokenizers whose results can be worked out by hand: merge order,
+// both merge spellings, the Llama-3 and GPT-2 split patterns, added and
+// special tokens, the post-processor's BOS, and encode/decode round trips.
+// Skips (exit 77) when rcn_engine_hf was built without PCRE2.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bpe_tokenizer.h"
+#include "byte_unicode.h"
+#include "model.h"
+#include "test_engine_hf_writer.h"
+
+using namespace engine;
+using Catch::Matchers::ContainsSubstring;
+using Json = nlohmann::json;
+
+namespace {
+
+// Llama 3's pre-tokenizer pattern, as its tokenizer.json spells it.
+const char* const kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+struct TempDir {
+  std::string path = hftest::makeTempDir();
+  ~TempDir() { hftest::removeDir(path); }
+};
+
+// The vocabulary in id order ("Ġ" is the space byte, "Ã" "©" the two bytes of é).
+const std::vector<std::string> kVocab = {
+    "h", "e", "l", "o", "w", "r", "d", "Ġ", "he", "ll", "lo", "hell", "hello", "Ġw", "or", "Ġwor",  // 0-15
+    "ld", "'", "s", "'s", "1", "2", "3", "4", "5", "12", "34", "123", "45", "Ã", "©", "Ã©", "Ċ"};  // 16-32
+const std::vector<std::pair<std::string, std::string>> kMerges = {
+    {"h", "e"}, {"l", "l"}, {"l", "o"}, {"he", "ll"}, {"hell", "o"}, {"Ġ", "w"}, {"o", "r"}, {"Ġw", "or"},
+    {"l", "d"}, {"'", "s"}, {"1", "2"}, {"3", "4"}, {"12", "3"}, {"4", "5"}, {"Ã", "©"}};
+constexpr int kEndOfText = 33, kBegin = 34;
+
+enum class Style { Llama3, Gpt2 };
+
+// A tokenizer.json in the shape Llama 3 (Split + ByteLevel, array merges) or
+// GPT-2 (ByteLevel with its built-in regex, "a b" merges) files have.
+Json tokenizerJson(Style style) {
+  Json vocab = Json::object();
+  for (size_t i = 0; i < kVocab.size(); ++i) vocab[kVocab[i]] = i;
+  Json merges = Json::array();
+  for (const auto& [a, b] : kMerges) merges.push_back(style == Style::Llama3 ? Json::array({a, b}) : Json(a + " " + b));
+  Json j;
+  j["version"] = "1.0";
+  j["added_tokens"] = {{{"id", kEndOfText}, {"content", "<|endoftext|>"}, {"special", true}},
+                       {{"id", kBegin}, {"content", "<|begin|>"}, {"special", true}}};
+  j["normalizer"] = nullptr;
+  if (style == Style::Llama3) {
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers",
+                           {{{"type", "Split"}, {"pattern", {{"Regex", kLlama3Pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+                            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
+    j["post_processor"] = {
+        {"type", "Sequence"},
+        {"processors",
+         {{{"type", "ByteLevel"}, {"trim_offsets", false}},
+          {{"type", "TemplateProcessing"},
+           {"single", {{{"SpecialToken", {{"id", "<|begin|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+           {"special_tokens", {{"<|begin|>", {{"id", "<|begin|>"}, {"ids", {kBegin}}, {"tokens", {"<|begin|>"}}}}}}}}}};
+  } else {
+    j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+    j["post_processor"] = {{"type", "ByteLevel"}, {"trim_offsets", false}};
+  }
+  j["decoder"] = {{"type", "ByteLevel"}};
+  j["model"] = {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"ignore_merges", false}};
+  return j;
+}
+
+std::string writeJson(const std::string& dir, const Json& j) {
+  const std::string path = dir + "/tokenizer.json";
+  std::ofstream(path) << j.dump(1);
+  return path;
+}
+
+// Skips the whole test when the library has no PCRE2, after checking it says so.
+void requirePcre2(const std::string& path) {
+#ifndef ENGINE_HF_HAVE_PCRE2
+  try {
+    hf::BpeTokenizer tokenizer(path);
+  } catch (const EngineError& e) {
+    if (std::string(e.what()).find("built without PCRE2") != std::string::npos) {
+      std::printf("SKIP: %s\n", e.what());
+      std::fflush(stdout);
+      std::_Exit(77);
+    }
+  }
+  FAIL("a build without PCRE2 must refuse tokenizer.json with \"built without PCRE2\"");
+#else
+  (void)path;
+#endif
+}
+
+std::string errorOf(const std::string& path) {
+  try {
+    hf::BpeTokenizer tokenizer(path);
+  } catch (const EngineError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+using Ids = std::vector<int>;
+
+}  // namespace
+
+TEST_CASE("byte-level alphabet") {
+  CHECK(hf::byteToUnicode(' ') == "Ġ");
+  CHECK(hf::byteToUnicode('\n') == "Ċ");
+  CHECK(hf::byteToUnicode('a') == "a");
+  CHECK(hf::byteToUnicode(0xC3) == "Ã");
+  CHECK(hf::byteToUnicode(0xAD) == "Ń");  // soft hyphen is not printable: 256 + 33 + 34 = U+0143
+  std::string all, back;
+  for (int b = 0; b < 256; ++b) all += hf::byteToUnicode(uint8_t(b));
+  hf::unicodeToBytes(all, back);
+  REQUIRE(back.size() == 256);
+  for (int b = 0; b < 256; ++b) CHECK(uint8_t(back[b]) == b);
+}
+
+TEST_CASE("pre-tokenizer regexes split as tokenizers does") {
+  TempDir dir;
+  requirePcre2(writeJson(dir.path, tokenizerJson(Style::Llama3)));
+  const hf::RegexSplitter llama3(kLlama3Pattern);
+  CHECK(llama3.split("hello wörld 12345 's") ==
+        std::vector<std::string>{"hello", " wörld", " ", "123", "45", " '", "s"});
+  CHECK(llama3.split("HELLO'S") == std::vector<std::string>{"HELLO", "'S"});  // (?i:...)
+  CHECK(llama3.split("a\n\nb") == std::vector<std::string>{"a", "\n\n", "b"});
+  CHECK(llama3.split("") == std::vector<std::string>{});
+  const hf::RegexSplitter gpt2(hf::kGpt2SplitPattern);
+  CHECK(gpt2.split("a  b 12345") == std::vector<std::string>{"a", " ", " b", " 12345"});
+  CHECK(gpt2.split("Grüße, 世界") == std::vector<std::string>{"Grüße", ",", " 世界"});
+  CHECK_THROWS_WITH(gpt2.split(std::string("bad \xff utf8")), ContainsSubstring("cannot split"));
+  CHECK_THROWS_WITH(hf::RegexSplitter("(unclosed"), ContainsSubstring("does not compile"));
+}
+
+TEST_CASE("BPE merges lowest rank first, in both merge spellings") {
+  TempDir dir;
+  for (Style style : {Style::Llama3, Style::Gpt2}) {
+    const std::string path = writeJson(dir.path, tokenizerJson(style));
+    requirePcre2(path);
+    const hf::BpeTokenizer tok(path);
+    INFO((style == Style::Llama3 ? "llama3 style" : "gpt2 style"));
+    // h e l l o: he(0) -> ll(1) -> hell(3) -> hello(4).
+    CHECK(tok.encode("hello", false) == Ids{12});
+    // Ġ w o r l d: Ġw(5) -> or(6) -> Ġwor(7) -> ld(8).
+    CHECK(tok.encode(" world", false) == Ids{15, 16});
+    CHECK(tok.encode("hello world", false) == Ids{12, 15, 16});
+    // h o l l o w: ll(1) beats lo(2), and "ll o" is no merge.
+    CHECK(tok.encode("hollow", false) == Ids{0, 3, 9, 3, 4});
+    CHECK(tok.encode("hello's", false) == Ids{12, 19});
+    CHECK(tok.encode("é", false) == Ids{31});
+    CHECK(tok.encode("hello\n", false) == Ids{12, 32});
+    CHECK(tok.vocabSize() == 35);
+    CHECK(tok.tokenId("hello") == 12);
+    CHECK(tok.tokenId("<|endoftext|>") == kEndOfText);
+    CHECK(tok.tokenId("nope") == -1);
+  }
+}
+
+TEST_CASE("the split pattern comes from the file") {
+  TempDir dir;
+  // Llama 3 cuts digits in threes: "123" "45"; GPT-2 keeps "12345" whole, and
+  // there 1 2 -> 12, 3 4 -> 34 (rank 11 before 12 3 at rank 12), 5 stays.
+  const std::string llamaPath = writeJson(dir.path, tokenizerJson(Style::Llama3));
+  requirePcre2(llamaPath);
+  CHECK(hf::BpeTokenizer(llamaPath).encode("12345", false) == Ids{27, 28});
+  const std::string gptPath = writeJson(dir.path, tokenizerJson(Style::Gpt2));
+  CHECK(hf::BpeTokenizer(gptPath).encode("12345", false) == Ids{25, 26, 24});
+}
+
+TEST_CASE("added tokens, special tokens and the post-processor") {
+  TempDir dir;
+  const std::string path = writeJson(dir.path, tokenizerJson(Style::Llama3));
+  requirePcre2(path);
+  const hf::BpeTokenizer tok(path);
+  CHECK(tok.encode("hello<|endoftext|> world", false) == Ids{12, kEndOfText, 15, 16});
+  CHECK(tok.encode("<|endoftext|><|endoftext|>", false) == Ids{kEndOfText, kEndOfText});
+  CHECK(tok.encode("hello", true) == Ids{kBegin, 12});
+  CHECK(tok.encode("", true) == Ids{kBegin});
+  CHECK(tok.decode({kBegin, 12, kEndOfText, 15, 16}, false) == "<|begin|>hello<|endoftext|> world");
+  CHECK(tok.decode({kBegin, 12, kEndOfText, 15, 16}, true) == "hello world");
+  CHECK(tok.decodeToken(31) == "é");
+  CHECK(tok.decodeToken(29) == "\xC3");  // half a character: bytes, not re-encoded
+  CHECK_THROWS_WITH(tok.decodeToken(99), ContainsSubstring("outside"));
+  // The GPT-2 style file has no template: no BOS.
+  const std::string gpt = writeJson(dir.path, tokenizerJson(Style::Gpt2));
+  CHECK(hf::BpeTokenizer(gpt).encode("hello", true) == Ids{12});
+}
+
+TEST_CASE("encode then decode gives the text back") {
+  TempDir dir;
+  // Every byte in the vocabulary, so any UTF-8 text can be encoded, plus the merges above.
+  Json j = tokenizerJson(Style::Llama3);
+  int next = int(kVocab.size()) + 2;
+  for (int b = 0; b < 256; ++b)
+    if (!j["model"]["vocab"].contains(hf::byteToUnicode(uint8_t(b)))) j["model"]["vocab"][hf::byteToUnicode(uint8_t(b))] = next++;
+  const std::string path = writeJson(dir.path, j);
+  requirePcre2(path);
+  const hf::BpeTokenizer tok(path);
+  for (const std::string text : {"hello world", "Grüße, 世界! 12345\n\ttabs  and  spaces ",
+                                 "it's <|endoftext|> done", "emoji 🦀 and \x01 control", ""}) {
+    INFO(text);
+    const Ids ids = tok.encode(text, false);
+    CHECK(tok.decode(ids, false) == text);
+  }
+}
+
+TEST_CASE("malformed or unsupported tokenizer.json files are named") {
+  TempDir dir;
+  requirePcre2(writeJson(dir.path, tokenizerJson(Style::Llama3)));
+  Json j = tokenizerJson(Style::Gpt2);
+  j["model"]["merges"][0] = "h e x";
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("model.merges[0]"));
+  j = tokenizerJson(Style::Llama3);
+  j["model"]["type"] = "Unigram";
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("Unigram"));
+  j = tokenizerJson(Style::Llama3);
+  j["pre_tokenizer"] = {{"type", "Metaspace"}};
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("Metaspace"));
+  j = tokenizerJson(Style::Llama3);
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(";
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("does not compile"));
+  j = tokenizerJson(Style::Llama3);
+  j["normalizer"] = {{"type", "Lowercase"}};
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("normalizer Lowercase"));
+  CHECK_THAT(errorOf(dir.path + "/absent.json"), ContainsSubstring("cannot open"));
+  std::ofstream(dir.path + "/bad.json") << "{\"model\": ";
+  CHECK_THAT(errorOf(dir.path + "/bad.json"), ContainsSubstring("not valid JSON"));
+}

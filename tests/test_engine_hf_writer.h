@@ -1,0 +1,38 @@
+// Writes small Hugging Face checkpoints (config.json + safetensors) from the
+// engine's ModelWeights, for the HF loader tests: every supported
+// architecture, BF16 or F32, one file or several shards with an index.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "hf_loader.h"
+#include "model.h"
+
+namespace hftest {
+
+struct WriteOptions {
+  std::string architecture = "LlamaForCausalLM";
+  bool bf16 = false;
+  int shards = 1;  // > 1 writes model-0000k-of-0000n.safetensors + index
+  // Qwen2's q/k/v biases, one per layer; written when not empty.
+  std::vector<engine::hf::AttentionBiases> biases;
+};
+
+// A fresh empty directory under $TMPDIR (or /tmp), removed by removeDir.
+std::string makeTempDir();
+void removeDir(const std::string& dir);
+
+// The HF architecture name for the engine's short name (llama -> LlamaForCausalLM).
+std::string architectureOf(const std::string& arch);
+
+// Writes `dir`/config.json and the safetensors file(s) holding `w`.
+void writeHfModel(const std::string& dir, const engine::ModelWeights& w, const WriteOptions& options);
+
+// `values` as they come back from a BF16 checkpoint (rounded to nearest even).
+std::vector<float> roundToBf16(const std::vector<float>& values);
+
+// Random biases in [-0.1, 0.1] for every layer of `config`.
+std::vector<engine::hf::AttentionBiases> randomBiases(const engine::ModelConfig& config, unsigned seed);
+
+}  // namespace hftest

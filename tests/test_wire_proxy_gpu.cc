@@ -1,0 +1,196 @@
+// The proxy path on GPUs (2 processes, one GPU each, shm wire by default):
+// every dtype and op against a float64 reference with poisoned outputs,
+// unaligned pointers, bit-identical results on every rank, CUDA graph
+// replay, and the latency of bf16 sum at 48 KB in a CUDA graph.
+// Skips (exit 77) without 2 GPUs.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+
+#include "core/params.h"
+#include "support/gpu.h"
+#include "support/multiproc.h"
+#include "test_host_util.h"
+
+using namespace rcn;
+using namespace rcn::test;
+
+namespace {
+
+constexpr size_t kMaxBytes = 256 * 1024;
+
+#define CUDA_OK(call)                                                                     \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      return 90;                                                                          \
+    }                                                                                     \
+  } while (0)
+
+struct Rank {
+  int rank, nranks;
+  std::unique_ptr<Bootstrap> bs;
+  std::unique_ptr<FastPath> path;
+  cudaStream_t stream = nullptr;
+  uint8_t* dsend = nullptr;
+  uint8_t* drecv = nullptr;
+};
+
+// One all-reduce with a fresh input, checked; returns failures.
+int checkedCall(Rank& R, uint64_t seed, size_t count, rcnDataType_t t, rcnRedOp_t op, size_t misalign) {
+  auto in = rankInput(seed, R.rank, count, t, op);
+  std::vector<uint8_t> out(in.size());
+  CUDA_OK(cudaMemcpy(R.dsend + misalign, in.data(), in.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(R.drecv, 0xA5, kMaxBytes + 64));
+  if (R.path->allReduce(R.dsend + misalign, R.drecv + misalign, count, t, op, R.stream) != rcnSuccess) return 91;
+  CUDA_OK(cudaStreamSynchronize(R.stream));
+  CUDA_OK(cudaMemcpy(out.data(), R.drecv + misalign, out.size(), cudaMemcpyDeviceToHost));
+  int failures = checkAgainstReference(out.data(), seed, R.nranks, count, t, op, "proxy") != 0;
+  std::vector<uint64_t> hashes(R.nranks);
+  hashes[R.rank] = hashBytes(out.data(), out.size());
+  if (R.bs->allGather(hashes.data(), sizeof(uint64_t)) != rcnSuccess) return 92;
+  for (int r = 0; r < R.nranks; ++r) failures += hashes[r] != hashes[0];
+  return failures;
+}
+
+int allTypesAndOps(Rank& R) {
+  int failures = 0;
+  uint64_t seed = 1000;
+  std::mt19937_64 countRng(7);  // the same counts on every rank
+  for (int t = 0; t < rcnNumTypes; ++t) {
+    for (int o = 0; o < rcnNumOps; ++o) {
+      auto dtype = rcnDataType_t(t);
+      const size_t size = dtypeSize(dtype);
+      const size_t counts[] = {1, 1 + countRng() % 5000, kMaxBytes / size};
+      for (size_t count : counts) {
+        size_t misalign = (seed % 4 == 1 && count < kMaxBytes / size) ? size : 0;
+        int f = checkedCall(R, ++seed, count, dtype, rcnRedOp_t(o), misalign);
+        if (f >= 90) return f;
+        failures += f;
+      }
+    }
+  }
+  return failures;
+}
+
+// Captures one call, replays it with new inputs each time.
+int graphReplay(Rank& R) {
+  const size_t count = 24576;  // 48 KB of bf16
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(R.stream, cudaStreamCaptureModeThreadLocal));
+  rcnResult_t res = R.path->allReduce(R.dsend, R.drecv, count, rcnBfloat16, rcnSum, R.stream);
+  CUDA_OK(cudaStreamEndCapture(R.stream, &graph));
+  if (res != rcnSuccess) return 93;
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  int failures = 0;
+  for (int i = 0; i < 6; ++i) {
+    uint64_t seed = 5000 + i;
+    auto in = rankInput(seed, R.rank, count, rcnBfloat16, rcnSum);
+    std::vector<uint8_t> out(in.size());
+    CUDA_OK(cudaMemcpy(R.dsend, in.data(), in.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(R.drecv, 0xA5, in.size()));
+    CUDA_OK(cudaGraphLaunch(exec, R.stream));
+    CUDA_OK(cudaStreamSynchronize(R.stream));
+    CUDA_OK(cudaMemcpy(out.data(), R.drecv, out.size(), cudaMemcpyDeviceToHost));
+    failures += checkAgainstReference(out.data(), seed, R.nranks, count, rcnBfloat16, rcnSum, "graph") != 0;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return failures;
+}
+
+// 20 calls per graph, as serving stacks capture them; microseconds per call.
+int latency(Rank& R, size_t bytes, double* usPerCall) {
+  const size_t count = bytes / 2;
+  const int perGraph = 20, replays = 100;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(R.stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < perGraph; ++i)
+    R.path->allReduce(R.dsend, R.drecv, count, rcnBfloat16, rcnSum, R.stream);
+  CUDA_OK(cudaStreamEndCapture(R.stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 10; ++i) CUDA_OK(cudaGraphLaunch(exec, R.stream));
+  CUDA_OK(cudaStreamSynchronize(R.stream));
+  if (R.bs->barrier() != rcnSuccess) return 94;
+  cudaEvent_t start, stop;
+  CUDA_OK(cudaEventCreate(&start));
+  CUDA_OK(cudaEventCreate(&stop));
+  CUDA_OK(cudaEventRecord(start, R.stream));
+  for (int i = 0; i < replays; ++i) CUDA_OK(cudaGraphLaunch(exec, R.stream));
+  CUDA_OK(cudaEventRecord(stop, R.stream));
+  CUDA_OK(cudaEventSynchronize(stop));
+  float ms = 0;
+  CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+  *usPerCall = ms * 1000.0 / (perGraph * replays);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return 0;
+}
+
+int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
+  Rank R{rank, nranks};
+  CUDA_OK(cudaSetDevice(rank % gpuCount()));
+  setenv("ROCENANTE_WIRE", wire, 1);
+  R.bs = joinBootstrap(id, rank, nranks);
+  if (!R.bs) return 80;
+  FastPathContext ctx = hostContext(R.bs.get(), kMaxBytes, 10000);
+  ctx.cudaDev = rank % gpuCount();
+  ctx.maxBlocks = int(paramInt(ParamId::MaxBlocks));  // 32 and 512 unless the run sweeps them
+  ctx.threads = int(paramInt(ParamId::Threads));
+  std::string why;
+  if (createProxyPath(ctx, &R.path, &why) != rcnSuccess || !R.path) {
+    std::fprintf(stderr, "rank %d: no proxy path: %s\n", rank, why.c_str());
+    return 81;
+  }
+  if (R.path->path() != rcnPathProxy) return 82;
+  CUDA_OK(cudaStreamCreateWithFlags(&R.stream, cudaStreamNonBlocking));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&R.dsend), kMaxBytes + 64));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&R.drecv), kMaxBytes + 64));
+  int failures = allTypesAndOps(R);
+  if (failures) std::fprintf(stderr, "rank %d: %d dtype/op failures\n", rank, failures);
+  if (failures < 90) failures += graphReplay(R);
+  for (size_t kb : {size_t(8), size_t(48), size_t(256)}) {
+    if (failures) break;
+    double us = 0;
+    failures += latency(R, kb * 1024, &us);
+    if (rank == 0)
+      std::printf("LATENCY %s bf16 sum %zu KB: %.2f us per all-reduce (CUDA graph, %d ranks, %d threads/block)\n",
+                  R.path->transportName(), kb, us, nranks, ctx.threads);
+  }
+  std::string asyncWhy;
+  if (R.path->asyncError(&asyncWhy) != rcnSuccess) {
+    std::fprintf(stderr, "rank %d: async error: %s\n", rank, asyncWhy.c_str());
+    ++failures;
+  }
+  R.path.reset();
+  cudaFree(R.dsend);
+  cudaFree(R.drecv);
+  cudaStreamDestroy(R.stream);
+  return failures;
+}
+
+void runAll(const char* wire) {
+  requireGpus(2);
+  rcnUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+  auto outcomes = runRanks(2, [&](int rank) { return runRank(id, rank, 2, wire); }, 240);
+  std::string report;
+  bool ok = allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+}
+
+}  // namespace
+
+TEST_CASE("proxy path over shm: 2 GPUs, every dtype and op, graph replay, latency", "[gpu][proxy]") {
+  runAll("shm");
+}
+
+TEST_CASE("proxy path over tcp: 2 GPUs, every dtype and op, graph replay, latency", "[gpu][proxy]") {
+  runAll("tcp");
+}
