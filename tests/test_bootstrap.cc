@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/bootstrap.h"
+#include "support/scoped_env.h"
 #include "core/log.h"
 #include "support/multiproc.h"
 
@@ -26,24 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Sets an environment variable for one test case; forked ranks inherit it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old) old_ = old, hadOld_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::string old_;
-  bool hadOld_ = false;
-};
+using rcn::test::ScopedEnv;
 
 double msSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();

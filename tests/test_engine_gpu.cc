@@ -65,7 +65,8 @@ int compareWithCpu(const Run& run, int rank, int size, GpuAllReduce* allReduce) 
   mo.dtype = run.dtype;
   mo.maxSeqs = seqs;
   mo.maxTokens = seqs * length;
-  mo.maxContext = length + run.decodeSteps + 1;
+  // At least 128 positions, so that decode spreads attention over 2+ blocks (splits of 64).
+  mo.maxContext = std::min(c.seqLen, std::max(128, length + run.decodeSteps + 1));
   GpuModel gpu(c, layout, mo, allReduce);
   gpu.loadWeights(shardWeights(*run.weights, layout));
 
@@ -168,7 +169,7 @@ std::vector<int> storyPrompt() {
 TEST_CASE("GPU matches the CPU reference on stories260K (fp32, graph)", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   if (!haveStories()) SKIP("stories260K.bin / tok512.bin not found (set ROCENANTE_SHARED_DIR)");
-  Run run{&stories(), {storyPrompt()}, 40};
+  Run run{&stories(), {storyPrompt()}, 100};  // positions past 64: both attention splits in use
   runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
   run.graph = false;
   runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });

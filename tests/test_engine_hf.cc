@@ -196,6 +196,29 @@ TEST_CASE("config.json maps onto ModelConfig") {
   CHECK(hf::readHfConfig(dir.path, 0).config.seqLen == 4096);
 }
 
+TEST_CASE("Llama 3.1 rope_scaling is parsed, reported, and turned into frequencies") {
+  TempDir dir;
+  ModelConfig c = smallConfig("llama");
+  c.dim = 128, c.heads = 2, c.kvHeads = 1, c.headDim = 64;
+  hftest::writeHfModel(dir.path, randomWeights(c, 1), {});
+  std::string config = readText(dir.path + "/config.json");
+  config.replace(config.find("\"rope_scaling\": null"), 20,
+                 "\"rope_scaling\": {\"factor\": 32.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+                 "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}");
+  writeText(dir.path + "/config.json", config);
+  const hf::HfConfig hf = hf::readHfConfig(dir.path, 0);
+  CHECK(hf.rope.type == "llama3");
+  CHECK(hf.rope.factor == 32.0);
+  CHECK_THAT(errorOf([&] { hf::requireEngineSupport(hf); }), ContainsSubstring("rope_scaling"));
+  const std::vector<double> f = hf::ropeFrequencies(hf);
+  REQUIRE(f.size() == 32);
+  CHECK(f[0] == 1.0);                                            // short wavelength: kept
+  CHECK(std::fabs(f[31] / (std::pow(500000.0, -62.0 / 64) / 32) - 1) < 1e-12);  // long: slowed 32x
+  // i = 16: wavelength 2*pi*sqrt(500000) = 4442.9 lies between 8192/4 and 8192,
+  // smooth = (8192/4442.9 - 1)/3, blended from f/32 and f.
+  CHECK(std::fabs(f[16] - 0.00042955679655936815) < 1e-12);
+}
+
 TEST_CASE("shard loads equal shardWeights of the full load") {
   for (const char* arch : {"llama", "qwen3", "qwen2"}) {
     for (int tp : {2, 4}) {

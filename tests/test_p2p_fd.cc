@@ -31,8 +31,10 @@ int exchangeRank(const rcnUniqueId& id, int rank, int nranks, bool corruptToken)
   if (corruptToken && rank == 0) endpoints[1].token ^= 1;  // rank 0 presents a wrong token to rank 1
   int fds[2];
   if (pipe(fds) != 0) return 13;
-  int32_t mine = 1000 + rank;
-  if (write(fds[1], &mine, sizeof mine) != sizeof mine) return 14;
+  // One copy per peer: the peers share the pipe and each reads one.
+  const int32_t mine = 1000 + rank;
+  for (int p = 1; p < nranks; ++p)
+    if (write(fds[1], &mine, sizeof mine) != sizeof mine) return 14;
   std::vector<int> received;
   rcnResult_t res = exchangeFds(listener, rank, endpoints, fds[0], deadlineAfterMs(3000), &received, &why);
   if (corruptToken) {

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "core/bootstrap.h"
 #include "p2p_build.h"
 #include "p2p_harness.h"
@@ -123,7 +125,48 @@ int timeoutRank(const rcnUniqueId& id, int rank, const char* llMaxBytes) {
   return 0;
 }
 
+// Rank 1 never calls; rank 0's abort() must end the wait long before the 10 s timeout.
+int abortRank(const rcnUniqueId& id, int rank) {
+  std::unique_ptr<Bootstrap> bootstrap;
+  CHILD_CHECK(bootstrapInitTcp(id, rank, kRanks, &bootstrap) == rcnSuccess, "bootstrap failed");
+  P2pOptions options;
+  options.maxBytes = kMaxBytes;
+  options.timeoutMs = 10000;
+  std::unique_ptr<FastPath> path;
+  std::string why;
+  CHILD_CHECK(buildP2pPath(bootstrap.get(), rank, kRanks, rank, options, &path, &why), "%s", why.c_str());
+  if (rank == 0) {
+    void* buf = nullptr;
+    CHILD_CHECK(cudaMalloc(&buf, 1 << 20) == cudaSuccess, "cudaMalloc");
+    CHILD_CHECK(cudaMemset(buf, 0, 1 << 20) == cudaSuccess, "cudaMemset");
+    const auto start = std::chrono::steady_clock::now();
+    // Many waiting threads: 256 KB is 32768 LL units.
+    CHILD_CHECK(path->allReduce(buf, buf, 65536, rcnFloat32, rcnSum, nullptr) == rcnSuccess, "launch");
+    usleep(200 * 1000);
+    path->abort();
+    CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, "the kernel must return, not trap");
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    CHILD_CHECK(ms < 3000, "abort took %.0f ms to end the wait", ms);
+    CHILD_CHECK(path->asyncError(&why) == rcnRemoteError, "no async error after abort");
+    CHILD_CHECK(why.find("aborted") != std::string::npos, "message: %s", why.c_str());
+    std::fprintf(stderr, "rank 0 saw: %s (after %.0f ms)\n", why.c_str(), ms);
+    cudaFree(buf);
+  }
+  CHILD_CHECK(bootstrap->barrier() == rcnSuccess, "final barrier");
+  path.reset();
+  return 0;
+}
+
 }  // namespace
+
+TEST_CASE("p2p abort: a pending wait ends promptly and says so", "[p2p][gpu]") {
+  requireGpus(kRanks);
+  rcnUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+  auto outcomes = runRanks(kRanks, [&](int rank) { return abortRank(id, rank); }, 60);
+  std::string report;
+  if (!allSucceeded(outcomes, &report)) FAIL(report);
+}
 
 TEST_CASE("p2p, one process per GPU over cuMem IPC: every dtype x op, graphs", "[p2p][gpu]") {
   runCorrectness(nullptr, "p2p-ipc", true);

@@ -6,18 +6,11 @@
 #include <sstream>
 
 #include "core/params.h"
+#include "support/scoped_env.h"
 
 using rcn::ParamId;
 
-namespace {
-
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
-
-}  // namespace
+using rcn::test::ScopedEnv;
 
 TEST_CASE("integers parse with suffixes and reject garbage") {
   int64_t v = 0;

@@ -9,29 +9,14 @@
 
 #include "core/log.h"
 #include "core/policy.h"
+#include "support/scoped_env.h"
 #include "core/policy_file.h"
 
 using namespace rcn;
 
 namespace {
 
-// Sets (or clears, for nullptr) one variable for the scope of a test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) had_ = true, old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using rcn::test::ScopedEnv;
 
 std::string writeTemp(const std::string& text) {
   char path[] = "/tmp/rcn_policy_XXXXXX";

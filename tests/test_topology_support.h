@@ -1,5 +1,6 @@
 // Shared helpers of the topology tests.
 #pragma once
+#include "support/scoped_env.h"
 
 #include <cstdlib>
 #include <string>
@@ -11,22 +12,7 @@ namespace topotest {
 
 inline std::string fixture(const std::string& name) { return std::string(RCN_TOPO_FIXTURES) + "/" + name; }
 
-// Sets an environment variable for one test case.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, hadOld_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool hadOld_ = false;
-};
+using rcn::test::ScopedEnv;
 
 // Loads a topology file and classifies it.
 inline rcn::CommTopo classifyFile(const std::string& name) {

@@ -185,7 +185,57 @@ void runAll(const char* wire) {
   CHECK(ok);
 }
 
+// The proxy path as users reach it: ROCENANTE_TRANSPORT=proxy, rcnCommInitRank,
+// rcnAllReduce on device buffers, rcnCommQuery.
+int runApiRank(const rcnUniqueId& id, int rank, int nranks) {
+  CUDA_OK(cudaSetDevice(rank % gpuCount()));
+  setenv("ROCENANTE_TRANSPORT", "proxy", 1);
+  setenv("ROCENANTE_WIRE", "shm", 1);
+  setenv("ROCENANTE_FORCE", "rocenante", 1);
+  rcnComm_t comm = nullptr;
+  if (rcnCommInitRank(&comm, nranks, id, rank) != rcnSuccess) return 60;
+  rcnCommInfo info{};
+  if (rcnCommQuery(comm, &info) != rcnSuccess) return 61;
+  if (info.path != rcnPathProxy || std::string(info.transport) != "proxy-shm") {
+    std::fprintf(stderr, "rank %d: path %d transport '%s' reason '%s'\n", rank, info.path,
+                 info.transport, info.reason);
+    return 62;
+  }
+  const size_t count = 12288;
+  uint8_t *dsend = nullptr, *drecv = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&dsend), count * 4));
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&drecv), count * 4));
+  int failures = 0;
+  for (uint64_t seed = 9000; seed < 9004; ++seed) {
+    auto in = rankInput(seed, rank, count, rcnFloat32, rcnSum);
+    std::vector<uint8_t> out(in.size());
+    CUDA_OK(cudaMemcpy(dsend, in.data(), in.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(drecv, 0xA5, in.size()));
+    if (rcnAllReduce(dsend, drecv, count, rcnFloat32, rcnSum, comm, nullptr) != rcnSuccess) return 63;
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(out.data(), drecv, out.size(), cudaMemcpyDeviceToHost));
+    failures += checkAgainstReference(out.data(), seed, nranks, count, rcnFloat32, rcnSum, "api") != 0;
+  }
+  rcnResult_t async = rcnInProgress;
+  if (rcnCommGetAsyncError(comm, &async) != rcnSuccess || async != rcnSuccess) ++failures;
+  if (rcnCommDestroy(comm) != rcnSuccess) ++failures;
+  cudaFree(dsend);
+  cudaFree(drecv);
+  return failures;
+}
+
 }  // namespace
+
+TEST_CASE("proxy path through the public API (ROCENANTE_TRANSPORT=proxy)", "[gpu][proxy][api]") {
+  requireGpus(2);
+  rcnUniqueId id;
+  REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+  auto outcomes = runRanks(2, [&](int rank) { return runApiRank(id, rank, 2); }, 120);
+  std::string report;
+  bool ok = allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+}
 
 TEST_CASE("proxy path over shm: 2 GPUs, every dtype and op, graph replay, latency", "[gpu][proxy]") {
   runAll("shm");

@@ -5,6 +5,8 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 namespace engine {
 namespace {
 
@@ -116,24 +118,34 @@ __global__ void qkvToCacheKernel(T* qkv, T* keyCache, T* valueCache, const T* qN
   }
 }
 
-// Block (head, token), 512 threads. Scores live in shared memory, one per
-// cached position. Decode is latency-bound (few blocks, long dependent loops),
-// so each warp works on kUnroll positions at once, with clamped indices so
-// that the loads never sit behind a branch.
+// Block (head, token, split), 512 threads. Split z covers the cached
+// positions [z * chunk, (z + 1) * chunk) up to the token's own position; with
+// one split the block writes the output, with several it writes its running
+// max, exp-sum and unnormalised sum (flash-decoding) and combineKernel merges
+// them. Scores live in shared memory. Decode is latency-bound, so each warp
+// works on kUnroll positions at once, with clamped indices so that the loads
+// never sit behind a branch.
 constexpr int kAttentionThreads = 512;
 constexpr int kUnroll = 8;
+constexpr int kMaxSplits = 16;
 
 template <typename T>
-__global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, const T* qkv, const T* keyCache,
-                                                                     const T* valueCache, TokenPlacement place,
-                                                                     AttentionShape s) {
+__global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, float* partials, const T* qkv,
+                                                                     const T* keyCache, const T* valueCache,
+                                                                     TokenPlacement place, AttentionShape s,
+                                                                     int chunk) {
   extern __shared__ float shared[];
-  const int d = s.headDim, i = blockIdx.y, h = blockIdx.x;
-  float* q = shared;                       // [d]
-  float* scores = q + d;                   // [maxContext]
-  float* partial = scores + s.maxContext;  // [groups][d]
+  const int d = s.headDim, i = blockIdx.y, h = blockIdx.x, split = blockIdx.z, splits = gridDim.z;
+  float* q = shared;                  // [d]
+  float* scores = q + d;              // [chunk]
+  float* partial = scores + chunk;    // [groups][d]
   const int kvh = (s.headStart + h) / s.group - s.kvStart;
-  const int last = place.pos[i];
+  const int begin = split * chunk, last = min(place.pos[i], begin + chunk - 1);
+  float* mine = partials + ((size_t(i) * s.heads + h) * splits + split) * (d + 2);  // [max, sum, acc[d]]
+  if (begin > last) {  // the whole split lies beyond this token's position
+    for (int j = threadIdx.x; j < d + 2; j += blockDim.x) mine[j] = j == 0 ? -INFINITY : 0.0f;
+    return;
+  }
   const size_t stride = size_t(s.heads + 2 * s.kvHeads) * d;
   const size_t rowStride = size_t(s.kvHeads) * d;
   const T* keys = keyCache + size_t(place.seq[i]) * s.maxContext * rowStride + size_t(kvh) * d;
@@ -144,7 +156,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, con
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const float scale = rsqrtf(float(d));
-  for (int t0 = warp; t0 <= last; t0 += warps * kUnroll) {
+  for (int t0 = begin + warp; t0 <= last; t0 += warps * kUnroll) {
     float dot[kUnroll] = {};
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -154,28 +166,29 @@ __global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, con
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       for (int offset = 16; offset > 0; offset >>= 1) dot[u] += __shfl_xor_sync(0xffffffffu, dot[u], offset);
-      if (lane == 0 && t0 + u * warps <= last) scores[t0 + u * warps] = dot[u] * scale;
+      if (lane == 0 && t0 + u * warps <= last) scores[t0 + u * warps - begin] = dot[u] * scale;
     }
   }
   __syncthreads();
+  const int count = last - begin + 1;
   float localMax = -INFINITY;
-  for (int t = threadIdx.x; t <= last; t += blockDim.x) localMax = fmaxf(localMax, scores[t]);
+  for (int t = threadIdx.x; t < count; t += blockDim.x) localMax = fmaxf(localMax, scores[t]);
   const float maxScore = blockMax(localMax);
   float localSum = 0;
-  for (int t = threadIdx.x; t <= last; t += blockDim.x) localSum += scores[t] = __expf(scores[t] - maxScore);
+  for (int t = threadIdx.x; t < count; t += blockDim.x) localSum += scores[t] = __expf(scores[t] - maxScore);
   const float total = blockSum(localSum);  // also orders the score writes before the reads below
 
   // Thread groups of d threads split the positions; group g takes t = g, g + groups, ...
   const int groups = blockDim.x / d, group = threadIdx.x / d, j = threadIdx.x % d;
   if (group < groups) {
     float acc = 0;
-    for (int t0 = group; t0 <= last; t0 += groups * kUnroll) {
+    for (int t0 = group; t0 < count; t0 += groups * kUnroll) {
       float v[kUnroll], p[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int t = t0 + u * groups;
-        v[u] = toFloat(values[min(t, last) * rowStride + j]);
-        p[u] = t <= last ? scores[min(t, last)] : 0.0f;
+        const int t = min(t0 + u * groups, count - 1);
+        v[u] = toFloat(values[(begin + t) * rowStride + j]);
+        p[u] = t0 + u * groups < count ? scores[t] : 0.0f;
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) acc += p[u] * v[u];
@@ -186,7 +199,30 @@ __global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, con
   for (int jj = threadIdx.x; jj < d; jj += blockDim.x) {
     float acc = 0;
     for (int g = 0; g < groups; ++g) acc += partial[g * d + jj];
-    out[(size_t(i) * s.heads + h) * d + jj] = fromFloat<T>(acc / total);
+    if (splits == 1) {
+      out[(size_t(i) * s.heads + h) * d + jj] = fromFloat<T>(acc / total);
+    } else {
+      mine[2 + jj] = acc;
+      if (jj == 0) mine[0] = maxScore, mine[1] = total;
+    }
+  }
+}
+
+// Block (head, token): merges the splits of attentionKernel in split order.
+template <typename T>
+__global__ void combineKernel(T* out, const float* partials, int heads, int d, int splits) {
+  const int i = blockIdx.y, h = blockIdx.x;
+  const float* parts = partials + (size_t(i) * heads + h) * splits * (d + 2);
+  float maxScore = -INFINITY;
+  for (int z = 0; z < splits; ++z) maxScore = fmaxf(maxScore, parts[z * (d + 2)]);
+  float total = 0;
+  for (int z = 0; z < splits; ++z)
+    if (parts[z * (d + 2) + 1] > 0) total += parts[z * (d + 2) + 1] * __expf(parts[z * (d + 2)] - maxScore);
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    float acc = 0;
+    for (int z = 0; z < splits; ++z)
+      if (parts[z * (d + 2) + 1] > 0) acc += parts[z * (d + 2) + 2 + j] * __expf(parts[z * (d + 2)] - maxScore);
+    out[(size_t(i) * heads + h) * d + j] = fromFloat<T>(acc / total);
   }
 }
 
@@ -325,20 +361,37 @@ cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCach
   return cudaGetLastError();
 }
 
-cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
-                            TokenPlacement place, int n, const AttentionShape& s, cudaStream_t stream) {
+int attentionSplits(int maxContext, bool decode) {
+  if (!decode) return 1;
+  return std::max(1, std::min(kMaxSplits, (maxContext + 63) / 64));  // about 64 positions a block
+}
+
+size_t attentionScratchFloats(int tokens, const AttentionShape& s) {
+  return size_t(tokens) * s.heads * kMaxSplits * (s.headDim + 2);
+}
+
+cudaError_t launchAttention(DType t, void* out, float* scratch, const void* qkv, const void* keyCache,
+                            const void* valueCache, TokenPlacement place, int n, int splits, const AttentionShape& s,
+                            cudaStream_t stream) {
   const int block = kAttentionThreads;
-  if (s.headDim > 256) return cudaErrorInvalidValue;
-  const size_t smem = (s.headDim + s.maxContext + (block / s.headDim) * s.headDim) * sizeof(float);
-  dim3 grid(s.heads, n);
+  if (s.headDim > 256 || splits < 1 || splits > kMaxSplits) return cudaErrorInvalidValue;
+  const int chunk = (s.maxContext + splits - 1) / splits;
+  const size_t smem = (s.headDim + chunk + (block / s.headDim) * s.headDim) * sizeof(float);
+  dim3 grid(s.heads, n, splits);
   if (smem > 48 * 1024) {
     cudaError_t e = t == DType::F32
         ? cudaFuncSetAttribute(attentionKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))
         : cudaFuncSetAttribute(attentionKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
   }
-  ENGINE_DISPATCH(t, attentionKernel, grid, block, smem, stream, static_cast<T*>(out), static_cast<const T*>(qkv),
-                  static_cast<const T*>(keyCache), static_cast<const T*>(valueCache), place, s);
+  ENGINE_DISPATCH(t, attentionKernel, grid, block, smem, stream, static_cast<T*>(out), scratch,
+                  static_cast<const T*>(qkv), static_cast<const T*>(keyCache), static_cast<const T*>(valueCache),
+                  place, s, chunk);
+  if (splits > 1) {
+    const int threads = (s.headDim + 31) / 32 * 32;
+    ENGINE_DISPATCH(t, combineKernel, dim3(s.heads, n), threads, 0, stream, static_cast<T*>(out), scratch, s.heads,
+                    s.headDim, splits);
+  }
   return cudaGetLastError();
 }
 

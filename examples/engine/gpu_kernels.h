@@ -47,8 +47,14 @@ cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCach
                              cudaStream_t stream);
 
 // out[i][h] = softmax(q . K[0..pos[i]] / sqrt(d)) V for each token i and local head h.
-cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
-                            TokenPlacement place, int n, const AttentionShape& s, cudaStream_t stream);
+// With splits > 1 each head's context is spread over that many blocks, merged
+// by a second kernel through `scratch` (attentionScratchFloats(n) floats).
+cudaError_t launchAttention(DType t, void* out, float* scratch, const void* qkv, const void* keyCache,
+                            const void* valueCache, TokenPlacement place, int n, int splits, const AttentionShape& s,
+                            cudaStream_t stream);
+// How many splits a pass uses: several for decode (few blocks otherwise), one for prefill.
+int attentionSplits(int maxContext, bool decode);
+size_t attentionScratchFloats(int tokens, const AttentionShape& s);
 
 // out[i][j] = silu(gateUp[i][j]) * gateUp[i][hidden + j]
 cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidden, cudaStream_t stream);

@@ -91,6 +91,7 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   act_ = allocate(T * hid * e);
   xbLast_ = allocate(size_t(options.maxSeqs) * d * e);
   logits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * c.vocab * sizeof(float)));
+  attentionScratch_ = static_cast<float*>(allocate(attentionScratchFloats(options.maxSeqs, attn_) * sizeof(float)));
   tokens_ = static_cast<int*>(allocate(T * sizeof(int)));
   pos_ = static_cast<int*>(allocate(T * sizeof(int)));
   seq_ = static_cast<int*>(allocate(T * sizeof(int)));
@@ -191,6 +192,7 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   const int d = c.dim, qDim = layout_.heads * c.headDim, kvDim = layout_.kvHeads * c.headDim,
             hid = layout_.hidden;
   const TokenPlacement place{tokens_, pos_, seq_};
+  const int splits = attentionSplits(options_.maxContext, n <= options_.maxSeqs);
   auto allReduce = [&](void* data) {
     if (allReduce_ && withAllReduce) allReduce_->sum(data, size_t(n) * d, t, stream_);
     mark("allreduce");
@@ -208,7 +210,9 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
     cudaCheck(launchQkvToCache(t, qkvOut_, w.keyCache, w.valueCache, w.qNorm, w.kNorm, place, n, attn_, stream_),
               "rope");
     mark("rope+kv");
-    cudaCheck(launchAttention(t, att_, qkvOut_, w.keyCache, w.valueCache, place, n, attn_, stream_), "attention");
+    cudaCheck(launchAttention(t, att_, attentionScratch_, qkvOut_, w.keyCache, w.valueCache, place, n, splits, attn_,
+                              stream_),
+              "attention");
     mark("attention");
     gemm(delta_, false, w.wo, att_, n, d, qDim);
     mark("gemm.o");

@@ -103,7 +103,7 @@ class GpuModel {
 
   void *embedding_, *finalNorm_, *lmHead_;
   std::vector<Layer> layers_;
-  float *x_, *logits_;
+  float *x_, *logits_, *attentionScratch_;
   void *xb_, *qkvOut_, *att_, *delta_, *gateUpOut_, *act_, *xbLast_;
   int *tokens_, *pos_, *seq_, *lastRow_;
   int seqs_ = 0, position_ = 0;

@@ -10,7 +10,7 @@
 
 #include "gpu_model.h"
 #include "launcher.h"
-#include "llama2c_loader.h"
+#include "checkpoint.h"
 #include "rcn_allreduce.h"
 #include "shapes.h"
 #include "tokenizer.h"
@@ -80,12 +80,21 @@ std::unique_ptr<GpuModel> buildModel(const EngineOptions& o, Rank& r, GpuModelOp
     model->randomizeWeights(o.sampler.seed);
     return model;
   }
-  ModelWeights full = o.randomWeights ? randomWeights(shapeConfig(o.shape), o.sampler.seed) : loadLlama2c(o.modelPath);
-  *configOut = full.config;
-  fitContext(full.config);
-  ShardLayout layout = planShard(full.config, r.size, r.rank);
-  auto model = std::make_unique<GpuModel>(full.config, layout, mo, r.allReduce.get());
-  model->loadWeights(shardWeights(full, layout));
+  if (o.randomWeights) {
+    ModelWeights full = randomWeights(shapeConfig(o.shape), o.sampler.seed);
+    *configOut = full.config;
+    fitContext(full.config);
+    ShardLayout layout = planShard(full.config, r.size, r.rank);
+    auto model = std::make_unique<GpuModel>(full.config, layout, mo, r.allReduce.get());
+    model->loadWeights(shardWeights(full, layout));
+    return model;
+  }
+  ModelWeights shard = loadCheckpointShard(o.modelPath, r.size, r.rank);  // only this rank's part
+  *configOut = shard.config;
+  fitContext(shard.config);
+  auto model = std::make_unique<GpuModel>(shard.config, planShard(shard.config, r.size, r.rank), mo,
+                                          r.allReduce.get());
+  model->loadWeights(shard);
   return model;
 }
 

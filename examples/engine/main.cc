@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "cpu_model.h"
-#include "llama2c_loader.h"
+#include "checkpoint.h"
 #include "options.h"
 #include "sampler.h"
 #include "shapes.h"
@@ -21,7 +21,7 @@ namespace {
 // Prompt in, streamed text out, on the float32 CPU path (TP ranks as threads).
 int generateOnCpu(const EngineOptions& o) {
   ModelWeights weights = o.randomWeights ? randomWeights(shapeConfig(o.shape), o.sampler.seed)
-                                         : loadLlama2c(o.modelPath);
+                                         : loadCheckpointShard(o.modelPath, 1, 0);
   const ModelConfig config = weights.config;
   std::fprintf(stderr, "cpu: %s, tp=%d\n", describeConfig(config).c_str(), o.tp);
   CpuTpModel model(weights, o.tp);

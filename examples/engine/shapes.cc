@@ -25,12 +25,12 @@ ModelConfig shapeConfig(const std::string& name) {
   } else if (name == "tiny-llama") {
     c.arch = "llama";
     c.dim = 96, c.hidden = 160, c.layers = 3, c.heads = 6, c.kvHeads = 2, c.headDim = 16;
-    c.vocab = 300, c.seqLen = 64, c.tiedClassifier = false;
+    c.vocab = 300, c.seqLen = 128, c.tiedClassifier = false;
     c.ropeInterleaved = true;  // as llama2.c checkpoints
   } else if (name == "tiny-qwen3") {
     c.arch = "qwen3";
     c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kvHeads = 2, c.headDim = 32;
-    c.vocab = 256, c.seqLen = 64, c.ropeTheta = 1000000.0f, c.qkNorm = true, c.tiedClassifier = true;
+    c.vocab = 256, c.seqLen = 128, c.ropeTheta = 1000000.0f, c.qkNorm = true, c.tiedClassifier = true;
   } else {
     throw EngineError("unknown shape '" + name +
                       "' (known: llama3-1b, llama3-8b, qwen3-32b, tiny-llama, tiny-qwen3)");

@@ -107,6 +107,11 @@ rcnResult_t rcnCommDestroy(rcnComm_t comm);
 /* Stops every pending wait of this communicator and frees it. Always returns. */
 rcnResult_t rcnCommAbort(rcnComm_t comm);
 
+/* Like ncclAllReduce. Calls on one communicator must be ordered: issue them on
+ * one stream, or order the streams with events (as NCCL requires). sendbuff
+ * may be any device pointer of any alignment; sendbuff == recvbuff is in-place.
+ * On the host backend (no GPU) the buffers are host memory and the call
+ * returns when the result is in recvbuff. */
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,
                          rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);
 

@@ -20,7 +20,7 @@ result() { SUMMARY+=("$1: $2"); say "$1: $2"; }
 say "build $(date -u +%H:%M:%S) in $BUILD"
 cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
   -DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF >> "$LOG" 2>&1 &&
-  ninja -C "$BUILD" test_reference test_p2p_local test_p2p_ipc test_p2p_api test_p2p_api_local p2p_latency >> "$LOG" 2>&1
+  ninja -C "$BUILD" test_reference test_p2p_fd test_p2p_local test_p2p_ipc test_p2p_api test_p2p_api_local p2p_latency >> "$LOG" 2>&1
 if [ $? -ne 0 ]; then
   say "BUILD FAILED (last lines):"
   grep -E "error|FAILED" "$LOG" | head -20
@@ -50,7 +50,7 @@ run_test() {  # name, label, extra environment...
   elif [ $rc -eq 0 ]; then result "$label" "passed"
   else result "$label" "FAILED (rc $rc)"; grep -E "rank [0-9]+:|FAILED|REQUIRE|with expansion" "$OUT/ctest.tmp" | head -8; fi
 }
-for t in test_reference test_p2p_local test_p2p_ipc test_p2p_api_local test_p2p_api; do
+for t in test_reference test_p2p_fd test_p2p_local test_p2p_ipc test_p2p_api_local test_p2p_api; do
   run_test "$t" "$t" ROCENANTE_PDL=0
 done
 # The same kernels launched with programmatic dependent launch.
@@ -58,7 +58,7 @@ for t in test_p2p_local test_p2p_ipc test_p2p_api_local; do
   run_test "$t" "$t+pdl" ROCENANTE_PDL=1
 done
 rm -f "$OUT/ctest.tmp"
-grep -h "rank 0 saw\|rank 0 after" "$LOG" | sed 's/^[0-9]*: //' | head -4
+grep -h "rank 0 saw\|rank 0 after" "$LOG" | sed 's/^[0-9]*: //' | head -8
 
 say "summary $(date -u +%H:%M:%S)"
 for line in "${SUMMARY[@]}"; do echo "  $line"; done

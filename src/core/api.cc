@@ -144,7 +144,7 @@ rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError) {
     std::string why;
     *asyncError = comm->fast->asyncError(&why);
     if (*asyncError != rcnSuccess) {
-      RCN_WARN(RCN_LOG_COLL, "rank %d: %s", comm->rank, why.c_str());
+      RCN_WARN(RCN_LOG_COLL, "%s", why.c_str());
       return rcnSuccess;
     }
   }

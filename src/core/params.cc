@@ -153,7 +153,7 @@ std::string paramAgreementText() {
   static const ParamId agreed[] = {ParamId::Disable, ParamId::Force, ParamId::MaxBytes,
                                    ParamId::Transport, ParamId::Wire, ParamId::Backend,
                                    ParamId::MaxBlocks, ParamId::Threads, ParamId::SelfTest,
-                                   ParamId::Policy};
+                                   ParamId::Policy, ParamId::LlMaxBytes};
   std::ostringstream text;
   for (ParamId id : agreed) text << info(id).name << '=' << rawText(id) << ';';
   return text.str();

@@ -80,7 +80,10 @@ struct WaitBudget {
     if (start == 0) start = now;
     if (now - start > a.timeoutNs) return kOneShotTimeout;
     if (*reinterpret_cast<volatile uint32_t*>(&a.state[0]) != 0) return kOneShotAborted;
-    if ((spins & 4095u) == 0 && *a.abortFlag != 0) return kOneShotAborted;
+    // Host memory is read by the lowest lane still spinning in each warp; it
+    // then sets the device flag that the others see.
+    const bool reader = (threadIdx.x & 31) == static_cast<unsigned>(__ffs(__activemask()) - 1);
+    if ((spins & 4095u) == 0 && reader && *a.abortFlag != 0) return kOneShotAborted;
     return kOneShotOk;
   }
 };

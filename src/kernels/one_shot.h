@@ -10,7 +10,8 @@
 //    copies of the call number, so the reader polls the data itself and no
 //    fence or separate flag is needed; half the bandwidth, one NVLink trip.
 // The call number (epoch) lives in device memory and the kernel advances it,
-// so CUDA graph replays stay in step on every rank.
+// so CUDA graph replays stay in step on every rank. Hence one communicator's
+// calls must be stream-ordered (one stream, or streams ordered by events).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -124,7 +124,8 @@ BpeTokenizer::BpeTokenizer(const std::string& path) : path_(path) {
   std::stable_sort(added_.begin(), added_.end(),
                    [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
   special_.assign(pieces_.size(), false);
-  for (const AddedToken& a : added_) special_[a.id] = a.special;
+  addedId_.assign(pieces_.size(), false);
+  for (const AddedToken& a : added_) special_[a.id] = a.special, addedId_[a.id] = true;
 
   // normalizer: none, or NFC (which we take the input to be in already).
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
@@ -242,8 +243,7 @@ std::string BpeTokenizer::decodeToken(int token) const {
   if (token < 0 || token >= int(pieces_.size()))
     throw EngineError("token id " + std::to_string(token) + " is outside the tokenizer's " +
                       std::to_string(pieces_.size()) + " tokens");
-  for (const AddedToken& a : added_)
-    if (a.id == token) return a.content;
+  if (addedId_[token]) return pieces_[token];
   std::string bytes;
   unicodeToBytes(pieces_[token], bytes);
   return bytes;

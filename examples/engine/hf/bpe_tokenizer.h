@@ -51,7 +51,8 @@ class BpeTokenizer {
   std::unordered_map<std::string, int> ids_;     // vocabulary string -> id
   std::unordered_map<std::string, int> ranks_;   // left + '\0' + right -> merge rank
   std::vector<AddedToken> added_;                // longest content first
-  std::vector<bool> special_;                    // id -> special added token
+  std::vector<bool> addedId_;                   // id -> an added token (decoded verbatim)
+  std::vector<bool> special_;                    // id -> a special added token
   std::vector<RegexSplitter> splitters_;         // applied in order
   bool ignoreMerges_ = false;                    // a piece already in the vocabulary is one token
   bool addPrefixSpace_ = false;

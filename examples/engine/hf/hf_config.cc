@@ -1,6 +1,7 @@
 #include "hf_config.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "json_util.h"
 
@@ -33,6 +34,20 @@ std::string readRopeScaling(const Json& j) {
     if (type == "default") return "";
   }
   return it->dump();
+}
+
+RopeScaling parseRopeScaling(const Json& j, const std::string& what) {
+  RopeScaling r;
+  auto it = j.find("rope_scaling");
+  if (it == j.end() || !it->is_object()) return r;
+  const std::string where = what + ": rope_scaling";
+  r.type = it->value("rope_type", it->value("type", std::string()));
+  if (r.type == "default") r.type.clear();
+  r.factor = numberOr(*it, "factor", 1.0, where);
+  r.lowFreqFactor = numberOr(*it, "low_freq_factor", 1.0, where);
+  r.highFreqFactor = numberOr(*it, "high_freq_factor", 4.0, where);
+  r.originalContext = intOr(*it, "original_max_position_embeddings", 8192, where);
+  return r;
 }
 
 // The longest context the forward pass runs exactly.
@@ -108,8 +123,37 @@ HfConfig readHfConfig(const std::string& dir, int maxSeqLen) {
   hf.bosToken = intOr(j, "bos_token_id", -1, what);
   hf.eosTokens = readTokenIds(j, "eos_token_id", what);
   hf.ropeScaling = readRopeScaling(j);
+  hf.rope = parseRopeScaling(j, what);
   if (!hf.ropeScaling.empty()) hf.unsupported.push_back("rope_scaling " + hf.ropeScaling + " is not supported by the engine yet");
   return hf;
+}
+
+std::vector<double> ropeFrequencies(const HfConfig& hf) {
+  const ModelConfig& c = hf.config;
+  const RopeScaling& r = hf.rope;
+  std::vector<double> freq(c.headDim / 2);
+  for (size_t i = 0; i < freq.size(); ++i) freq[i] = std::pow(double(c.ropeTheta), -2.0 * double(i) / c.headDim);
+  if (hf.ropeScaling.empty()) return freq;
+  if (r.type == "linear") {
+    for (double& f : freq) f /= r.factor;
+    return freq;
+  }
+  if (r.type != "llama3") throw EngineError("rope_scaling type \"" + r.type + "\" is not supported");
+  if (r.highFreqFactor <= r.lowFreqFactor) throw EngineError("rope_scaling: high_freq_factor must exceed low_freq_factor");
+  // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, and
+  // those between blended smoothly.
+  const double kPi = 3.14159265358979323846;
+  const double lowWavelen = r.originalContext / r.lowFreqFactor, highWavelen = r.originalContext / r.highFreqFactor;
+  for (double& f : freq) {
+    const double wavelen = 2 * kPi / f;
+    if (wavelen > lowWavelen) {
+      f /= r.factor;
+    } else if (wavelen >= highWavelen) {
+      const double smooth = (r.originalContext / wavelen - r.lowFreqFactor) / (r.highFreqFactor - r.lowFreqFactor);
+      f = (1 - smooth) * f / r.factor + smooth * f;
+    }
+  }
+  return freq;
 }
 
 void requireEngineSupport(const HfConfig& config) {

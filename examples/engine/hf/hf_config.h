@@ -10,11 +10,22 @@
 
 namespace engine::hf {
 
+// rope_scaling of config.json. "llama3" (Llama 3.1/3.2) and "linear" are
+// understood; the engine's RoPE does not apply them yet (see ropeFrequencies).
+struct RopeScaling {
+  std::string type;             // empty: none
+  double factor = 1.0;
+  double lowFreqFactor = 1.0;   // llama3
+  double highFreqFactor = 4.0;  // llama3
+  int originalContext = 8192;   // llama3: original_max_position_embeddings
+};
+
 struct HfConfig {
   ModelConfig config;
   std::string architecture;       // as written in config.json, e.g. "Qwen2ForCausalLM"
   bool attentionBias = false;     // q/k/v projections carry biases (Qwen2)
   std::string ropeScaling;        // rope_scaling as JSON text; empty when none/default
+  RopeScaling rope;               // parsed, when of a type we understand
   int bosToken = -1;              // bos_token_id, -1 when absent
   std::vector<int> eosTokens;     // eos_token_id (one or a list): generation stops at any
   // What this checkpoint needs that the engine's forward pass does not do yet
@@ -27,6 +38,12 @@ struct HfConfig {
 // the full-attention forward pass stays exact. Throws EngineError naming the
 // file and field, or the architecture, when it cannot be used.
 HfConfig readHfConfig(const std::string& dir, int maxSeqLen);
+
+// RoPE's inverse frequency for each of the headDim/2 rotation pairs,
+// theta^(-2i/headDim), adjusted by rope_scaling: what a forward pass that
+// supports Llama 3.1/3.2 checkpoints would rotate by. Throws EngineError for
+// scaling types it does not know (e.g. yarn, dynamic).
+std::vector<double> ropeFrequencies(const HfConfig& config);
 
 // Throws EngineError listing config.unsupported, if any: for callers whose
 // forward pass would otherwise silently compute something else.

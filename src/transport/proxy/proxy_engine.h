@@ -1,13 +1,17 @@
-// The proxy thread of one communicator: it polls the kernel's doorbells and,
-// for each block that rang, has the wire put the block's slice into every
-// peer's slot and then raise that peer's flag, in that order. It spins while
-// work is recent and backs off to short sleeps when idle
-// (ROCENANTE_PROXY_SPIN_US). A wire error stops it, raises the abort flag the
-// kernels watch, and closes the wire so that peers learn of it too.
+// The proxy of one communicator: threads that poll the kernel's doorbells
+// and, for each block that rang, have the wire put the block's slice into
+// every peer's slot and then raise that peer's flag, in that order. On wires
+// where the CPU itself copies (shm), several threads ("lanes") share the
+// blocks (block b goes to lane b % lanes), so copies of one call run in
+// parallel; wires with ordered connections (tcp, verbs) get one lane.
+// Threads spin while work is recent and back off to short sleeps when idle
+// (ROCENANTE_PROXY_SPIN_US). A wire error stops every lane, raises the abort
+// flag the kernels watch, and shuts the wire so peers learn of it too.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -24,22 +28,33 @@ class ProxyEngine {
  public:
   // doorbells and abortFlag are host pointers to host-mapped memory.
   ProxyEngine(Wire* wire, const ExchangeLayout& layout, int rank, ProxyDoorbell* doorbells,
-              volatile uint32_t* abortFlag, int64_t spinUs);
+              volatile uint32_t* abortFlag, int64_t spinUs, int lanes);
   ~ProxyEngine();
 
   void start();
-  // Stops the thread (joins it). Never waits for a peer.
+  // Stops the threads (joins them). Never waits for a peer.
   void stop();
   // Waits (bounded) until every call up to `epoch` has been forwarded.
   rcnResult_t drain(uint32_t epoch, uint64_t timeoutMs);
-
   rcnResult_t error(std::string* why) const;
+  int lanes() const { return int(lanes_.size()); }
 
  private:
-  void loop();
-  // Forwards whatever doorbells of the current call rang. True if any did.
-  bool serveDoorbells();
-  rcnResult_t forward(int block, const ProxyDoorbell& d, int phase);
+  // One thread's share: blocks b with b % lanes == index.
+  struct Lane {
+    int index = 0;
+    uint32_t call = 1;          // the call being forwarded
+    uint32_t blocksOfCall = 0;  // the call's grid size, once known
+    uint32_t servedOfCall = 0;
+    std::vector<uint8_t> served;  // [block] of the current call
+    std::atomic<uint32_t> lastDone{0};
+    std::thread thread;
+  };
+
+  void loop(Lane& lane);
+  bool serveDoorbells(Lane& lane);
+  bool finishCallIfDone(Lane& lane);
+  rcnResult_t forward(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   void fail(const std::string& text);
 
   Wire* wire_;
@@ -48,14 +63,8 @@ class ProxyEngine {
   ProxyDoorbell* doorbells_;
   volatile uint32_t* abortFlag_;
   int64_t spinUs_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
 
-  uint32_t call_ = 1;             // the call being forwarded
-  uint32_t blocksOfCall_ = 0;     // known once its first doorbell rang
-  uint32_t servedOfCall_ = 0;
-  std::vector<uint8_t> served_;   // [block] of the current call
-  std::atomic<uint32_t> lastDone_{0};  // the last call fully forwarded
-
-  std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
   mutable std::mutex errorMutex_;

@@ -108,12 +108,13 @@ __global__ void __launch_bounds__(kMaxThreads) proxyKernel(const ProxyKernelArgs
   __syncthreads();
 
   // 2. Ring this block's doorbell: the slice first, the call number last.
+  // The barrier above orders the block's staging stores before this
+  // thread's system-scope release, which the proxy acquires.
   if (threadIdx.x == 0) {
     volatile ProxyDoorbell* d = a.doorbells + static_cast<size_t>(phase) * a.maxBlocks + blockIdx.x;
     d->blocks = gridDim.x;
     d->offset = static_cast<uint32_t>(begin * 16);
     d->bytes = static_cast<uint32_t>((end - begin) * 16);
-    __threadfence_system();
     storeReleaseSys(const_cast<uint32_t*>(&d->call), call);
   }
 

@@ -123,7 +123,8 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   args_.timeoutNs = timeoutMs_ * 1000000ull;
 
   engine_ = std::make_unique<ProxyEngine>(wire_.get(), layout_, rank_, doorbells_, &host_->abort,
-                                          paramInt(ParamId::ProxySpinUs));
+                                          paramInt(ParamId::ProxySpinUs),
+                                          int(paramInt(ParamId::ProxyThreads)));
   engine_->start();
   return rcnSuccess;
 }

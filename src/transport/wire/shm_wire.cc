@@ -73,6 +73,8 @@ class ShmWire final : public Wire {
   }
 
   const char* name() const override { return "shm"; }
+  // Copies to disjoint slots and flag stores need no lock.
+  bool concurrentPuts() const override { return true; }
   uint8_t* region() const override { return mapped_[rank_]; }
 
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);

@@ -57,6 +57,9 @@ class Wire {
   virtual void abort() = 0;
   // Tells peers this rank is leaving on purpose (so they do not see an error).
   virtual void close() {}
+  // Whether put/putFlag may be called from several threads at once (to
+  // different slots). progress() is always called from one thread only.
+  virtual bool concurrentPuts() const { return false; }
 
  protected:
   WireLayout layout_;

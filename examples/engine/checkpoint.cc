@@ -1,0 +1,42 @@
+#include "checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "llama2c_loader.h"
+#include "shard.h"
+#ifdef ENGINE_HAVE_HF
+#include "hf_loader.h"
+#endif
+
+namespace engine {
+
+namespace {
+constexpr int kMaxContext = 4096;
+
+bool isDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+}  // namespace
+
+ModelWeights loadCheckpointShard(const std::string& path, int size, int rank) {
+  if (isDirectory(path)) {
+#ifdef ENGINE_HAVE_HF
+    hf::HfModel m = hf::loadHfShard(path, kMaxContext, size, rank);
+    if (!m.biases.empty())
+      throw EngineError(path + ": q/k/v projection biases (Qwen2) are not supported by the engine yet");
+    return std::move(m.weights);
+#else
+    throw EngineError(path + " is a directory (a Hugging Face checkpoint?), but this build has no rcn_engine_hf "
+                      "(it needs nlohmann-json)");
+#endif
+  }
+  ModelWeights full = loadLlama2c(path);
+  full.config.seqLen = std::min(full.config.seqLen, kMaxContext);
+  if (size == 1) return full;
+  return shardWeights(full, planShard(full.config, size, rank));
+}
+
+}  // namespace engine
