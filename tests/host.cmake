@@ -1,5 +1,6 @@
 # The host backend (no GPU): across processes over the shm and tcp wires,
 # fault injection, and tcp across network namespaces.
+rcn_add_test(test_host_reduce SOURCES test_host_reduce.cc LABELS cpu host TIMEOUT 60)
 rcn_add_test(test_host_allreduce SOURCES test_host_allreduce.cc LABELS cpu host TIMEOUT 120)
 rcn_add_test(test_host_faults SOURCES test_host_faults.cc LABELS cpu host TIMEOUT 120)
 rcn_add_test(test_host_netns SOURCES test_host_netns.cc LABELS cpu host TIMEOUT 90)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -87,9 +88,9 @@ void requireSameWeights(const ModelWeights& got, const ModelWeights& want) {
   }
 }
 
-// What a BF16 checkpoint of `w` holds, as float32.
-ModelWeights roundedToBf16(ModelWeights w) {
-  auto r = [](std::vector<float>& v) { v = hftest::roundToBf16(v); };
+// What a `dtype` checkpoint of `w` holds, as float32.
+ModelWeights roundedTo(const std::string& dtype, ModelWeights w) {
+  auto r = [&](std::vector<float>& v) { v = hftest::roundTo(dtype, v); };
   r(w.embedding), r(w.finalNorm), r(w.classifier);
   for (LayerWeights& l : w.layers) {
     r(l.attnNorm), r(l.ffnNorm), r(l.wq), r(l.wk), r(l.wv), r(l.wo), r(l.wGate), r(l.wUp), r(l.wDown);
@@ -133,16 +134,16 @@ TEST_CASE("bf16 and f16 conversions") {
   CHECK(std::isnan(hf::f16ToFloat(0x7e00)));
 }
 
-TEST_CASE("every architecture loads back what was written, F32 exactly and BF16 rounded") {
+TEST_CASE("every architecture loads back what was written, F32 exactly, BF16 and F16 rounded") {
   for (const char* arch : {"llama", "mistral", "qwen2", "qwen3"}) {
-    for (bool bf16 : {false, true}) {
+    for (const char* dtype : {"F32", "BF16", "F16"}) {
       for (int shards : {1, 3}) {
-        DYNAMIC_SECTION(arch << (bf16 ? " bf16" : " f32") << " shards=" << shards) {
+        DYNAMIC_SECTION(arch << " " << dtype << " shards=" << shards) {
           TempDir dir;
           const ModelWeights written = randomWeights(smallConfig(arch), 7);
           hftest::WriteOptions o;
           o.architecture = hftest::architectureOf(arch);
-          o.bf16 = bf16;
+          o.dtype = dtype;
           o.shards = shards;
           if (std::string(arch) == "qwen2") o.biases = hftest::randomBiases(written.config, 3);
           hftest::writeHfModel(dir.path, written, o);
@@ -151,11 +152,11 @@ TEST_CASE("every architecture loads back what was written, F32 exactly and BF16 
           CHECK(loaded.hf.architecture == o.architecture);
           CHECK(loaded.hf.bosToken == 1);
           CHECK(loaded.hf.eosTokens == std::vector<int>{2, 3});
-          requireSameWeights(loaded.weights, bf16 ? roundedToBf16(written) : written);
+          requireSameWeights(loaded.weights, roundedTo(dtype, written));
           if (std::string(arch) == "qwen2") {
             REQUIRE(loaded.biases.size() == o.biases.size());
             for (size_t i = 0; i < o.biases.size(); ++i) {
-              auto want = [&](const std::vector<float>& v) { return bf16 ? hftest::roundToBf16(v) : v; };
+              auto want = [&](const std::vector<float>& v) { return hftest::roundTo(dtype, v); };
               requireSame(loaded.biases[i].q, want(o.biases[i].q), "q bias");
               requireSame(loaded.biases[i].k, want(o.biases[i].k), "k bias");
               requireSame(loaded.biases[i].v, want(o.biases[i].v), "v bias");
@@ -171,10 +172,19 @@ TEST_CASE("every architecture loads back what was written, F32 exactly and BF16 
   }
 }
 
-TEST_CASE("BF16 rounding stays within half a BF16 step") {
+TEST_CASE("BF16 and F16 rounding stay within half a step") {
   const ModelWeights w = randomWeights(smallConfig("llama"), 11);
-  const std::vector<float> r = hftest::roundToBf16(w.layers[0].wq);
-  for (size_t i = 0; i < r.size(); ++i) REQUIRE(std::fabs(r[i] - w.layers[0].wq[i]) <= std::ldexp(std::fabs(w.layers[0].wq[i]), -8));
+  const std::vector<float>& x = w.layers[0].wq;
+  const std::vector<float> b = hftest::roundTo("BF16", x), h = hftest::roundTo("F16", x);
+  for (size_t i = 0; i < x.size(); ++i) {
+    REQUIRE(std::fabs(b[i] - x[i]) <= std::ldexp(std::fabs(x[i]), -8));
+    REQUIRE(std::fabs(h[i] - x[i]) <= std::max(std::ldexp(std::fabs(x[i]), -11), std::ldexp(1.0f, -25)));
+  }
+  CHECK(hftest::floatToF16(1.0f) == 0x3c00);
+  CHECK(hftest::floatToF16(-2.0f) == 0xc000);
+  CHECK(hftest::floatToF16(65504.0f) == 0x7bff);
+  CHECK(hftest::floatToF16(std::ldexp(1.0f, -24)) == 0x0001);
+  CHECK(hftest::floatToF16(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);  // halfway: to even
 }
 
 TEST_CASE("config.json maps onto ModelConfig") {
@@ -227,7 +237,7 @@ TEST_CASE("shard loads equal shardWeights of the full load") {
         const ModelWeights written = randomWeights(smallConfig(arch), 5);
         hftest::WriteOptions o;
         o.architecture = hftest::architectureOf(arch);
-        o.bf16 = true;
+        o.dtype = "BF16";
         o.shards = 2;
         if (std::string(arch) == "qwen2") o.biases = hftest::randomBiases(written.config, 9);
         hftest::writeHfModel(dir.path, written, o);
@@ -277,6 +287,8 @@ TEST_CASE("unsupported architectures and configs are named") {
 
   writeText(dir.path + "/config.json", "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32}");
   CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("intermediate_size"));
+  writeText(dir.path + "/config.json", "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_act\": 7}");
+  CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("unexpected structure"));
   writeText(dir.path + "/config.json", "{ not json");
   CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("not valid JSON"));
   CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path + "/nowhere", 0); }), ContainsSubstring("cannot open"));
@@ -386,7 +398,7 @@ TEST_CASE("HF models decode the same with TP=2 shard loads as with TP=1") {
       TempDir dir;
       hftest::WriteOptions o;
       o.architecture = hftest::architectureOf(arch);
-      o.bf16 = true;
+      o.dtype = "BF16";
       hftest::writeHfModel(dir.path, randomWeights(smallConfig(arch), 21), o);
       const hf::HfModel full = hf::loadHfModel(dir.path, 0);
       const ModelConfig& c = full.weights.config;

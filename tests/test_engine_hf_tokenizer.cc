@@ -233,6 +233,9 @@ TEST_CASE("malformed or unsupported tokenizer.json files are named") {
   j = tokenizerJson(Style::Llama3);
   j["normalizer"] = {{"type", "Lowercase"}};
   CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("normalizer Lowercase"));
+  j = tokenizerJson(Style::Llama3);
+  j["model"]["ignore_merges"] = "yes";
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("unexpected structure"));
   CHECK_THAT(errorOf(dir.path + "/absent.json"), ContainsSubstring("cannot open"));
   std::ofstream(dir.path + "/bad.json") << "{\"model\": ";
   CHECK_THAT(errorOf(dir.path + "/bad.json"), ContainsSubstring("not valid JSON"));

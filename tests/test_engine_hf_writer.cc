@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -65,21 +66,21 @@ void writeFile(const std::string& path, const std::string& bytes) {
 }
 
 // One safetensors file: u64 header length, JSON header, then the data.
-void writeSafetensors(const std::string& path, const std::vector<Tensor>& tensors, bool bf16) {
+void writeSafetensors(const std::string& path, const std::vector<Tensor>& tensors, const std::string& dtype) {
   Json header = Json::object();
   header["__metadata__"] = {{"format", "pt"}};
   std::string data;
   for (const Tensor& t : tensors) {
     const size_t begin = data.size();
     for (float v : *t.values) {
-      if (bf16) {
-        const uint16_t bits = engine::hf::floatToBf16(v);
-        data.append(reinterpret_cast<const char*>(&bits), 2);
-      } else {
+      if (dtype == "F32") {
         data.append(reinterpret_cast<const char*>(&v), 4);
+      } else {
+        const uint16_t bits = dtype == "BF16" ? engine::hf::floatToBf16(v) : floatToF16(v);
+        data.append(reinterpret_cast<const char*>(&bits), 2);
       }
     }
-    header[t.name] = {{"dtype", bf16 ? "BF16" : "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+    header[t.name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the format pads the header to 8 bytes
@@ -103,7 +104,7 @@ Json configJson(const engine::ModelConfig& c, const WriteOptions& o) {
             {"rms_norm_eps", c.normEps},
             {"rope_theta", c.ropeTheta},
             {"tie_word_embeddings", c.tiedClassifier},
-            {"torch_dtype", o.bf16 ? "bfloat16" : "float32"},
+            {"torch_dtype", o.dtype == "F32" ? "float32" : o.dtype == "BF16" ? "bfloat16" : "float16"},
             {"bos_token_id", 1},
             {"eos_token_id", {2, 3}},
             {"rope_scaling", nullptr}};
@@ -142,7 +143,7 @@ std::string architectureOf(const std::string& arch) {
 void writeHfModel(const std::string& dir, const engine::ModelWeights& w, const WriteOptions& o) {
   writeFile(dir + "/config.json", configJson(w.config, o).dump(2));
   const std::vector<Tensor> tensors = hfTensors(w, o);
-  if (o.shards <= 1) return writeSafetensors(dir + "/model.safetensors", tensors, o.bf16);
+  if (o.shards <= 1) return writeSafetensors(dir + "/model.safetensors", tensors, o.dtype);
 
   // Round-robin the tensors over the shards, as a real split scatters them.
   Json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", Json::object()}};
@@ -151,7 +152,7 @@ void writeHfModel(const std::string& dir, const engine::ModelWeights& w, const W
   for (int s = 0; s < o.shards; ++s) {
     char name[64];
     std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, o.shards);
-    writeSafetensors(dir + "/" + name, perShard[s], o.bf16);
+    writeSafetensors(dir + "/" + name, perShard[s], o.dtype);
     for (const Tensor& t : perShard[s]) index["weight_map"][t.name] = name;
   }
   writeFile(dir + "/model.safetensors.index.json", index.dump(2));
@@ -160,6 +161,29 @@ void writeHfModel(const std::string& dir, const engine::ModelWeights& w, const W
 std::vector<float> roundToBf16(const std::vector<float>& values) {
   std::vector<float> out(values.size());
   for (size_t i = 0; i < values.size(); ++i) out[i] = engine::hf::bf16ToFloat(engine::hf::floatToBf16(values[i]));
+  return out;
+}
+
+uint16_t floatToF16(float value) {
+  const uint16_t sign = std::signbit(value) ? 0x8000 : 0;
+  const float a = std::fabs(value);
+  if (std::isnan(a)) return 0x7e00;
+  if (a >= 65520.0f) return sign | 0x7c00;  // rounds to infinity
+  if (a < std::ldexp(1.0f, -14))            // subnormal: multiples of 2^-24
+    return sign | uint16_t(std::nearbyint(std::ldexp(a, 24)));
+  int e;
+  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1)
+  int exponent = e - 1;
+  int mantissa = int(std::nearbyint(std::ldexp(a, 10 - exponent)));  // in [1024, 2048]
+  if (mantissa == 2048) mantissa = 1024, ++exponent;
+  return sign | uint16_t((exponent + 15) << 10) | uint16_t(mantissa - 1024);
+}
+
+std::vector<float> roundTo(const std::string& dtype, const std::vector<float>& values) {
+  if (dtype == "BF16") return roundToBf16(values);
+  if (dtype == "F32") return values;
+  std::vector<float> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out[i] = engine::hf::f16ToFloat(floatToF16(values[i]));
   return out;
 }
 

@@ -3,6 +3,7 @@
 // architecture, BF16 or F32, one file or several shards with an index.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,7 @@ namespace hftest {
 
 struct WriteOptions {
   std::string architecture = "LlamaForCausalLM";
-  bool bf16 = false;
+  std::string dtype = "F32";  // F32, BF16 or F16
   int shards = 1;  // > 1 writes model-0000k-of-0000n.safetensors + index
   // Qwen2's q/k/v biases, one per layer; written when not empty.
   std::vector<engine::hf::AttentionBiases> biases;
@@ -29,8 +30,13 @@ std::string architectureOf(const std::string& arch);
 // Writes `dir`/config.json and the safetensors file(s) holding `w`.
 void writeHfModel(const std::string& dir, const engine::ModelWeights& w, const WriteOptions& options);
 
-// `values` as they come back from a BF16 checkpoint (rounded to nearest even).
+// `values` as they come back from a BF16 / F16 checkpoint (rounded to nearest
+// even), or unchanged for F32.
 std::vector<float> roundToBf16(const std::vector<float>& values);
+std::vector<float> roundTo(const std::string& dtype, const std::vector<float>& values);
+
+// float -> IEEE half, round to nearest even, subnormals included.
+uint16_t floatToF16(float value);
 
 // Random biases in [-0.1, 0.1] for every layer of `config`.
 std::vector<engine::hf::AttentionBiases> randomBiases(const engine::ModelConfig& config, unsigned seed);

@@ -40,8 +40,8 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
                                1 + countRng() % (3 * kSlotBytes)};
       for (size_t count : counts) {
         ++seed;
-        std::vector<uint8_t> in = rankInput(seed, rank, count, dtype, op);
-        std::vector<uint8_t> out(in.size(), 0xA5);  // poisoned
+        std::vector<uint8_t> in = rankInput(seed, rank, nranks, count, dtype, op);
+        std::vector<uint8_t> out(in.size(), kPoisonByte);
         bool inPlace = (seed % 3) == 0;
         rcnResult_t res = inPlace ? path->allReduce(in.data(), in.data(), count, dtype, op, nullptr)
                                   : path->allReduce(in.data(), out.data(), count, dtype, op, nullptr);

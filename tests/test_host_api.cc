@@ -32,8 +32,8 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
   for (size_t count : {size_t(3), size_t(12288), size_t(300000)}) {
     for (rcnDataType_t t : {rcnFloat32, rcnBfloat16, rcnFloat16, rcnInt64}) {
       ++seed;
-      auto in = rankInput(seed, rank, count, t, rcnSum);
-      std::vector<uint8_t> out(in.size(), 0xA5);
+      auto in = rankInput(seed, rank, nranks, count, t, rcnSum);
+      std::vector<uint8_t> out(in.size(), kPoisonByte);
       if (rcnAllReduce(in.data(), out.data(), count, t, rcnSum, comm, nullptr) != rcnSuccess) return 73;
       failures += checkAgainstReference(out.data(), seed, nranks, count, t, rcnSum, wire) != 0;
     }

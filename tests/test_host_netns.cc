@@ -90,8 +90,8 @@ int runRank(const Netns& net, int rank, int idPipe[2]) {
   for (rcnDataType_t t : {rcnFloat32, rcnBfloat16, rcnInt32}) {
     for (size_t count : {size_t(1), size_t(1000), size_t(20000)}) {
       ++seed;
-      auto in = rankInput(seed, rank, count, t, rcnSum);
-      std::vector<uint8_t> out(in.size(), 0xA5);
+      auto in = rankInput(seed, rank, kRanks, count, t, rcnSum);
+      std::vector<uint8_t> out(in.size(), kPoisonByte);
       if (path->allReduce(in.data(), out.data(), count, t, rcnSum, nullptr) != rcnSuccess) return 66;
       failures += checkAgainstReference(out.data(), seed, kRanks, count, t, rcnSum, "netns") != 0;
     }

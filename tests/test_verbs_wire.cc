@@ -485,8 +485,8 @@ TEST_CASE("host backend runs end to end over the mocked verbs wire", "[verbs][ho
       for (rcnDataType_t t : {rcnFloat32, rcnBfloat16, rcnInt32, rcnFloat8e4m3}) {
         for (size_t count : {size_t(5), size_t(3000)}) {  // 3000 floats: chunked through 2 KB slots
           ++seed;
-          auto in = rankInput(seed, r, count, t, rcnSum);
-          std::vector<uint8_t> out(in.size(), 0xA5);
+          auto in = rankInput(seed, r, kRanks, count, t, rcnSum);
+          std::vector<uint8_t> out(in.size(), kPoisonByte);
           if (path->allReduce(in.data(), out.data(), count, t, rcnSum, nullptr) != rcnSuccess) {
             failures[r] += 10;
             return;

@@ -7,6 +7,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <signal.h>
+
+#include <chrono>
 #include <cstdlib>
 
 #include "core/params.h"
@@ -41,10 +44,10 @@ struct Rank {
 
 // One all-reduce with a fresh input, checked; returns failures.
 int checkedCall(Rank& R, uint64_t seed, size_t count, rcnDataType_t t, rcnRedOp_t op, size_t misalign) {
-  auto in = rankInput(seed, R.rank, count, t, op);
+  auto in = rankInput(seed, R.rank, R.nranks, count, t, op);
   std::vector<uint8_t> out(in.size());
   CUDA_OK(cudaMemcpy(R.dsend + misalign, in.data(), in.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(R.drecv, 0xA5, kMaxBytes + 64));
+  if (!poisonDevice(R.drecv, kMaxBytes + 64)) return 90;
   if (R.path->allReduce(R.dsend + misalign, R.drecv + misalign, count, t, op, R.stream) != rcnSuccess) return 91;
   CUDA_OK(cudaStreamSynchronize(R.stream));
   CUDA_OK(cudaMemcpy(out.data(), R.drecv + misalign, out.size(), cudaMemcpyDeviceToHost));
@@ -89,10 +92,10 @@ int graphReplay(Rank& R) {
   int failures = 0;
   for (int i = 0; i < 6; ++i) {
     uint64_t seed = 5000 + i;
-    auto in = rankInput(seed, R.rank, count, rcnBfloat16, rcnSum);
+    auto in = rankInput(seed, R.rank, R.nranks, count, rcnBfloat16, rcnSum);
     std::vector<uint8_t> out(in.size());
     CUDA_OK(cudaMemcpy(R.dsend, in.data(), in.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(R.drecv, 0xA5, in.size()));
+    if (!poisonDevice(R.drecv, in.size())) return 90;
     CUDA_OK(cudaGraphLaunch(exec, R.stream));
     CUDA_OK(cudaStreamSynchronize(R.stream));
     CUDA_OK(cudaMemcpy(out.data(), R.drecv, out.size(), cudaMemcpyDeviceToHost));
@@ -207,10 +210,10 @@ int runApiRank(const rcnUniqueId& id, int rank, int nranks) {
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&drecv), count * 4));
   int failures = 0;
   for (uint64_t seed = 9000; seed < 9004; ++seed) {
-    auto in = rankInput(seed, rank, count, rcnFloat32, rcnSum);
+    auto in = rankInput(seed, rank, nranks, count, rcnFloat32, rcnSum);
     std::vector<uint8_t> out(in.size());
     CUDA_OK(cudaMemcpy(dsend, in.data(), in.size(), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemset(drecv, 0xA5, in.size()));
+    if (!poisonDevice(drecv, in.size())) return 90;
     if (rcnAllReduce(dsend, drecv, count, rcnFloat32, rcnSum, comm, nullptr) != rcnSuccess) return 63;
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(out.data(), drecv, out.size(), cudaMemcpyDeviceToHost));
@@ -224,7 +227,51 @@ int runApiRank(const rcnUniqueId& id, int rank, int nranks) {
   return failures;
 }
 
+// Rank 1 dies between calls; rank 0 keeps calling and must get an async error
+// naming rank 1 well within the timeout, with every kernel returning.
+int runKilledPeerRank(const rcnUniqueId& id, int rank) {
+  CUDA_OK(cudaSetDevice(rank % gpuCount()));
+  setenv("ROCENANTE_WIRE", "shm", 1);
+  auto bs = joinBootstrap(id, rank, 2);
+  if (!bs) return 70;
+  FastPathContext ctx = hostContext(bs.get(), kMaxBytes, 5000);
+  ctx.cudaDev = rank % gpuCount();
+  ctx.maxBlocks = 32;
+  ctx.threads = 512;
+  std::unique_ptr<FastPath> path;
+  std::string why;
+  if (createProxyPath(ctx, &path, &why) != rcnSuccess || !path) return 71;
+  float* buf = nullptr;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&buf), 1 << 16));
+  CUDA_OK(cudaMemset(buf, 0, 1 << 16));
+  auto start = std::chrono::steady_clock::now();
+  for (int call = 0; call < 200; ++call) {
+    if (rank == 1 && call == 20) raise(SIGKILL);
+    if (path->allReduce(buf, buf, 16384, rcnFloat32, rcnSum, nullptr) != rcnSuccess) return 72;
+    CUDA_OK(cudaDeviceSynchronize());
+    if (path->asyncError(&why) != rcnSuccess) {
+      double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "rank %d: async error after %.2f s: %s\n", rank, took, why.c_str());
+      return why.find("rank 1") != std::string::npos && took < 4.0 ? 0 : 73;
+    }
+  }
+  return rank == 1 ? 74 : 75;  // the survivor never saw the error
+}
+
 }  // namespace
+
+TEST_CASE("proxy path: a peer killed mid-run gives the survivor an async error, no hang", "[gpu][proxy][fault]") {
+  requireGpus(2);
+  rcnUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+  auto outcomes = runRanks(2, [&](int rank) { return runKilledPeerRank(id, rank); }, 60);
+  std::string report;
+  allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(outcomes[1].signal == SIGKILL);
+  CHECK(outcomes[0].exitCode == 0);
+  CHECK_FALSE(outcomes[0].timedOut);
+}
 
 TEST_CASE("proxy path through the public API (ROCENANTE_TRANSPORT=proxy)", "[gpu][proxy][api]") {
   requireGpus(2);

@@ -52,8 +52,9 @@ cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCach
 cudaError_t launchAttention(DType t, void* out, float* scratch, const void* qkv, const void* keyCache,
                             const void* valueCache, TokenPlacement place, int n, int splits, const AttentionShape& s,
                             cudaStream_t stream);
-// How many splits a pass uses: several for decode (few blocks otherwise), one for prefill.
-int attentionSplits(int maxContext, bool decode);
+// How many splits a pass of `blocks` (tokens x heads) blocks uses: several
+// while the blocks are fewer than the SMs (small-batch decode), else one.
+int attentionSplits(int maxContext, int blocks);
 size_t attentionScratchFloats(int tokens, const AttentionShape& s);
 
 // out[i][j] = silu(gateUp[i][j]) * gateUp[i][hidden + j]

@@ -192,7 +192,8 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   const int d = c.dim, qDim = layout_.heads * c.headDim, kvDim = layout_.kvHeads * c.headDim,
             hid = layout_.hidden;
   const TokenPlacement place{tokens_, pos_, seq_};
-  const int splits = attentionSplits(options_.maxContext, n <= options_.maxSeqs);
+  // Split attention needs scratch for at most maxSeqs tokens.
+  const int splits = n <= options_.maxSeqs ? attentionSplits(options_.maxContext, n * layout_.heads) : 1;
   auto allReduce = [&](void* data) {
     if (allReduce_ && withAllReduce) allReduce_->sum(data, size_t(n) * d, t, stream_);
     mark("allreduce");

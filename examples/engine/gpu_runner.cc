@@ -1,5 +1,6 @@
 #include "gpu_runner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,7 @@
 // rcn_engine: a tensor-parallel decode engine that drives rocenante.
 //   rcn_engine --model stories260K.bin --tokenizer tok512.bin --prompt "Once upon a time"
 //   rcn_engine --device gpu --tp 2 --random-weights --shape llama3-8b --bench --batch 1,8
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>

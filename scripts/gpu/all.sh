@@ -19,7 +19,7 @@ mkdir -p "$WORK" "$FINAL_OUT"
 
 echo "== build $(date -u +%H:%M:%S)"
 if ! { cmake -S "$SRC" -B "$B" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
-       ninja -C "$B"; } > "$WORK/build.log" 2>&1; then
+       ninja -k 0 -C "$B"; } > "$WORK/build.log" 2>&1; then
   grep -E "error|FAILED" "$WORK/build.log" | head -30
   tail -20 "$WORK/build.log"
 fi

@@ -80,7 +80,9 @@ void readPostProcessor(const Json& p, std::vector<int>& prefix, std::vector<int>
 
 }  // namespace
 
-BpeTokenizer::BpeTokenizer(const std::string& path) : path_(path) {
+// A field of an unexpected JSON type surfaces from nlohmann-json as its own
+// exception; the function-try-block turns it into an EngineError naming the file.
+BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
   const Json j = readJsonFile(path);
   const std::string what = path;
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
@@ -162,6 +164,8 @@ BpeTokenizer::BpeTokenizer(const std::string& path) : path_(path) {
   if (!byteLevel) throw EngineError(what + ": no ByteLevel pre-tokenizer; only byte-level BPE is supported");
 
   readPostProcessor(j.contains("post_processor") ? j["post_processor"] : Json(), prefix_, suffix_, what);
+} catch (const Json::exception& e) {
+  throw EngineError(path + ": unexpected structure (" + e.what() + ")");
 }
 
 int BpeTokenizer::tokenId(const std::string& content) const {

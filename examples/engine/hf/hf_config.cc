@@ -76,7 +76,7 @@ std::vector<int> readTokenIds(const Json& j, const char* key, const std::string&
 
 }  // namespace
 
-HfConfig readHfConfig(const std::string& dir, int maxSeqLen) {
+HfConfig readHfConfig(const std::string& dir, int maxSeqLen) try {
   const std::string what = dir + "/config.json";
   const Json j = readJsonFile(what);
   if (!j.is_object()) throw EngineError(what + ": not a JSON object");
@@ -126,6 +126,8 @@ HfConfig readHfConfig(const std::string& dir, int maxSeqLen) {
   hf.rope = parseRopeScaling(j, what);
   if (!hf.ropeScaling.empty()) hf.unsupported.push_back("rope_scaling " + hf.ropeScaling + " is not supported by the engine yet");
   return hf;
+} catch (const Json::exception& e) {  // a field of an unexpected JSON type
+  throw EngineError(dir + "/config.json: unexpected structure (" + e.what() + ")");
 }
 
 std::vector<double> ropeFrequencies(const HfConfig& hf) {

@@ -90,6 +90,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   }
   try {
     parseHeader();
+  } catch (const Json::exception& e) {
+    ::munmap(map_, size_);
+    throw EngineError(path + ": unexpected header structure (" + e.what() + ")");
   } catch (...) {
     ::munmap(map_, size_);
     throw;
@@ -158,7 +161,7 @@ void SafetensorsFile::parseHeader() {
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   const std::string indexPath = dir + "/model.safetensors.index.json";
   std::vector<std::string> fileNames;
-  if (std::ifstream(indexPath).good()) {
+  if (std::ifstream(indexPath).good()) {  // every access below is type-checked
     const Json index = readJsonFile(indexPath);
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       throw EngineError(indexPath + ": no \"weight_map\" object");

@@ -85,6 +85,10 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads) proxyKernel(const ProxyKernelArgs a) {
   using Acc = typename ElemTraits<T>::Acc;
   constexpr int E = 16 / sizeof(T);
+  // PDL: let the next kernel be scheduled now, then wait until every earlier
+  // kernel on the stream finished (no-ops without programmatic serialization).
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   volatile ProxyState* st = a.state;
   if (st->failed) return;  // an earlier call lost a peer: never wait again
   uint32_t call = st->epoch + 1;
@@ -191,9 +195,23 @@ const KernelFn kKernels[rcnNumTypes][rcnNumOps] = {
 }  // namespace
 
 rcnResult_t launchProxyKernel(const ProxyKernelArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
-                              const OneShotGrid& grid, cudaStream_t stream) {
-  kKernels[dtype][op]<<<grid.blocks, grid.threads, 0, stream>>>(args);
-  RCN_CUDA_CHECK(cudaGetLastError());
+                              const OneShotGrid& grid, bool programmaticLaunch, cudaStream_t stream) {
+  const KernelFn kernel = kKernels[dtype][op];
+  if (!programmaticLaunch) {
+    kernel<<<grid.blocks, grid.threads, 0, stream>>>(args);
+    RCN_CUDA_CHECK(cudaGetLastError());
+    return rcnSuccess;
+  }
+  cudaLaunchAttribute attribute;
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid.blocks);
+  config.blockDim = dim3(grid.threads);
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  RCN_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args));
   return rcnSuccess;
 }
 

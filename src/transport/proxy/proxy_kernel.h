@@ -19,8 +19,10 @@
 namespace rcn {
 
 // One per (phase, block), in host-mapped memory; the kernel fills the slice
-// description, then publishes `call` with a system-scope release.
-struct ProxyDoorbell {
+// description, then publishes `call` with a system-scope release. Each has
+// its own cache line, so a GPU write to one does not disturb the proxy
+// threads polling the others.
+struct alignas(64) ProxyDoorbell {
   uint32_t call;
   uint32_t blocks;  // grid size of this call: how many doorbells the proxy must serve
   uint32_t offset;  // byte offset of this block's slice inside the slot
@@ -52,7 +54,9 @@ struct ProxyKernelArgs {
 };
 
 // Enqueues one all-reduce; grid from oneShotGrid (flags protocol).
+// programmaticLaunch: let it be scheduled while the previous kernel on the
+// stream runs (PDL, ROCENANTE_PDL); it still waits for that kernel to finish.
 rcnResult_t launchProxyKernel(const ProxyKernelArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
-                              const OneShotGrid& grid, cudaStream_t stream);
+                              const OneShotGrid& grid, bool programmaticLaunch, cudaStream_t stream);
 
 }  // namespace rcn
