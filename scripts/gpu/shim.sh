@@ -36,6 +36,17 @@ fi
 LIB=$BUILD/librocenante.so
 nvidia-smi -L >> "$LOG" 2>&1
 
+# The 2026-11-30 run segfaulted in every case of test_shim_gpu before the first
+# all-reduce, with no log line. Narrow it down first: one case, INFO logs, with
+# rocenante's tuner off, then on.
+say "bisect $(date -u +%H:%M:%S)"
+for tuner in 0 1; do
+  (cd "$BUILD" && ROCENANTE_TUNER=$tuner ROCENANTE_DEBUG=INFO NCCL_DEBUG=WARN timeout 90 \
+    tests/test_shim_gpu "two processes through the shim*") > "$OUT/bisect-tuner$tuner.txt" 2>&1
+  result "test_shim_gpu two-process case, ROCENANTE_TUNER=$tuner" "exit $?"
+  cat "$OUT/bisect-tuner$tuner.txt" >> "$LOG"
+done
+
 say "ctest $(date -u +%H:%M:%S)"
 if (cd "$BUILD" && timeout 400 ctest -R 'test_policy|test_tuner|test_shim' --output-on-failure) >> "$LOG" 2>&1; then
   result ctest PASS

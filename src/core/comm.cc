@@ -67,10 +67,16 @@ rcnResult_t parseTransport(TransportKind* kind) {
   return rcnSuccess;
 }
 
-// Auto: p2p where every GPU pair of one host has peer access, the proxy path
-// where nodes (or GPUs without peer access) all reach each other, nothing on a
-// partial topology (a 4+ node physical ring: NCCL's ring fits it better).
+// Auto: nothing on a partial topology (a 4+ node physical ring: NCCL's ring
+// fits it better; on the host backend creation then fails, see buildComm),
+// else the host path without a GPU, p2p where every GPU pair of one host has
+// peer access, the proxy path where nodes (or GPUs without peer access) all
+// reach each other.
 TransportKind autoTransport(const rcnComm* comm, const CommTopo& topo, std::string* why) {
+  if (topo.cls == TopoClass::MultiNodePartial) {
+    *why = "topology: " + topo.reason;
+    return TransportKind::Auto;  // none
+  }
   if (comm->cudaDev < 0) return TransportKind::Host;
   if (topo.cls == TopoClass::SingleHost && topo.p2pEligible) return TransportKind::P2p;
   if (topo.cls == TopoClass::SingleHost || topo.cls == TopoClass::MultiNodeAnyToAny)
@@ -129,6 +135,18 @@ void fillInfo(rcnComm* comm, const std::string& reason) {
   snprintf(info.reason, sizeof info.reason, "%s", reason.c_str());
 }
 
+// The host backend has no NCCL behind it: without a fast path no call could
+// run, so creation fails with the reason (the same on every rank) instead of
+// every all-reduce failing later.
+rcnResult_t requireSomePath(const rcnComm* comm, const std::string& reason) {
+  if (comm->fast || comm->nccl) return rcnSuccess;
+  bool topology = reason.rfind("topology: ", 0) == 0;
+  RCN_WARN(RCN_LOG_INIT, "rank %d/%d: no fast path (%s), and there is no NCCL to fall back to%s",
+           comm->rank, comm->nranks, reason.c_str(),
+           topology ? "; ROCENANTE_TRANSPORT=host takes the host path anyway" : "");
+  return rcnInvalidUsage;
+}
+
 rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
   RCN_CHECK(paramValidate());
   RCN_CHECK(pickDevice(args.cudaDev, &comm->cudaDev));
@@ -155,6 +173,7 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
     reason = std::string("fast path ") + comm->fast->transportName();
     RCN_CHECK(selfTestAndVote(comm, &reason));
   }
+  RCN_CHECK(requireSomePath(comm, reason));
   fillInfo(comm, reason);
   RCN_INFO(RCN_LOG_INIT, "comm %p rank %d/%d dev %d: %s path, up to %zu bytes (%s)", (void*)comm,
            comm->rank, comm->nranks, comm->cudaDev, comm->info.transport, comm->info.maxBytes,

@@ -2,18 +2,21 @@
 // machine (GPUs, links, RDMA NICs, GIDs, locality, GPUDirect support).
 // Started by a launcher on several ranks (torchrun / mpirun / srun variables,
 // MASTER_ADDR and MASTER_PORT), it gathers every rank's view and prints the
-// communicator's class and whether rocenante would be used, and why.
+// communicator's class and whether rocenante would be used, and why; with
+// --comm it then builds a real communicator to show what creation decided.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/bootstrap_env.h"
 #include "core/check.h"
 #include "core/params.h"
 #include "launch_env.h"
+#include "probe_comm.h"
 #include "probe_verdict.h"
 #include "topology/topology.h"
 
@@ -21,18 +24,22 @@ namespace {
 
 struct Options {
   bool json = false;
+  bool comm = false;  // also build a communicator (rcnCommInitRank) and run one all-reduce
   std::string root;  // probe a sysfs tree instead of this machine (tests, demos)
   int gpu = -2;      // -2: pick from the local rank
 };
 
 const char* kUsage =
-    "usage: rocenante-probe [--json] [--gpu N] [--root DIR]\n"
+    "usage: rocenante-probe [--json] [--comm] [--gpu N] [--root DIR]\n"
     "  Alone: prints this machine's GPUs, GPU links, RDMA devices, ports, GIDs\n"
     "  (RoCE version, IPv4 subnet), GPU-to-NIC locality and GPUDirect RDMA support.\n"
     "  Under a launcher (RANK/WORLD_SIZE with MASTER_ADDR/MASTER_PORT, or the\n"
     "  OMPI_COMM_WORLD_*, PMI_* or SLURM_* equivalents): every rank probes, rank 0\n"
     "  prints the communicator's topology class and whether rocenante would be used.\n"
     "  --json     machine-readable output (the ROCENANTE_TOPO_FILE format)\n"
+    "  --comm     under a launcher: then build a communicator (rcnCommInitRank), run\n"
+    "             one checked all-reduce and print what rcnCommQuery reports on every\n"
+    "             rank (path, transport, self-test, reason), or why creation failed\n"
     "  --gpu N    this rank's GPU (default: local rank modulo the GPU count)\n"
     "  --root DIR read sysfs/procfs under DIR instead of / (no CUDA; for tests)\n"
     "  Environment: ROCENANTE_TOPO_FILE, ROCENANTE_TOPO_DUMP_FILE (docs/TOPOLOGY.md).\n";
@@ -42,6 +49,8 @@ bool parseArgs(int argc, char** argv, Options* opt) {
     std::string a = argv[i];
     if (a == "--json") {
       opt->json = true;
+    } else if (a == "--comm") {
+      opt->comm = true;
     } else if ((a == "--root" || a == "--gpu") && i + 1 < argc) {
       std::string v = argv[++i];
       if (a == "--root") {
@@ -150,7 +159,8 @@ int runRanks(const Options& opt, const rcn::bench::LaunchInfo& launch) {
   }
   rcn::RankTopo local;
   rcn::CommTopo topo;
-  if (discover(opt, launch.rank, pickGpu(opt, launch), &local) != rcnSuccess ||
+  int gpu = pickGpu(opt, launch);
+  if (discover(opt, launch.rank, gpu, &local) != rcnSuccess ||
       rcn::topoGather(*boot, local, &topo) != rcnSuccess || rcn::topoClassify(&topo) != rcnSuccess) {
     fprintf(stderr, "rocenante-probe: rank %d: topology exchange failed (see the warning above)\n", launch.rank);
     return 1;
@@ -166,12 +176,25 @@ int runRanks(const Options& opt, const rcn::bench::LaunchInfo& launch) {
     printf("class: %s (%d node%s, %zu ranks)\n", rcn::topoClassName(topo.cls), topo.nnodes,
            topo.nnodes == 1 ? "" : "s", topo.ranks.size());
     printf("why: %s\n", topo.reason.c_str());
-    printf("rocenante: %s (%s)\n", v.used ? "will be used" : "will not be used; NCCL takes every call",
+    printf("rocenante: %s (%s)\n",
+           v.used ? "will be used" : v.path == "nccl" ? "will not be used; NCCL takes every call" : "will not be used",
            v.reason.c_str());
   }
   // Summaries go to stderr under --json so stdout stays one JSON document.
-  fprintf(opt.json ? stderr : stdout, "%s\n", summaryLine(launch.rank, topo, v).c_str());
+  FILE* summaries = opt.json ? stderr : stdout;
+  fprintf(summaries, "%s\n", summaryLine(launch.rank, topo, v).c_str());
   fflush(stdout);
+  if (opt.comm) {
+    std::string line;
+    // Under --root the GPU index names the fixture's device, not one of this machine's.
+    rcnResult_t res = rcn::probe::tryComm(*boot, launch.rank, launch.nranks, opt.root.empty() ? gpu : -1, &line);
+    if (!line.empty()) fprintf(summaries, "%s\n", line.c_str());
+    fflush(summaries);
+    if (res != rcnSuccess) {
+      fprintf(stderr, "rocenante-probe: rank %d: the communicator check failed (see above)\n", launch.rank);
+      return 1;
+    }
+  }
   // Keep rank 0's bootstrap alive until everyone has its answer.
   return boot->barrier() == rcnSuccess ? 0 : 1;
 }

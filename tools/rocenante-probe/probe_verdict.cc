@@ -7,6 +7,10 @@ namespace rcn::probe {
 
 // The fast path comm creation would try for this picture.
 static rcnPath_t likelyPath(const CommTopo& topo, std::string* name) {
+  if (paramStr(ParamId::Backend) == "host") {
+    *name = "host backend (ROCENANTE_BACKEND=host)";
+    return rcnPathHost;
+  }
   for (const RankTopo& t : topo.ranks)
     if (t.cudaDev < 0) {
       *name = "host backend (rank " + std::to_string(t.rank) + " has no GPU)";
@@ -21,11 +25,31 @@ static rcnPath_t likelyPath(const CommTopo& topo, std::string* name) {
   return rcnPathProxy;
 }
 
+// Without a GPU there is no NCCL, and no policy either: the host path takes
+// every call where comm creation builds it (src/core/comm.cc), and creation
+// fails where it does not.
+static Verdict hostVerdict(const CommTopo& topo, const std::string& pathName) {
+  Verdict v;
+  v.path = "none";
+  const char* noNccl = "without a GPU there is no NCCL to fall back to, so creating a communicator fails";
+  if (paramBool(ParamId::Disable)) {
+    v.reason = std::string("ROCENANTE_DISABLE is set; ") + noNccl;
+  } else if (topo.cls == TopoClass::MultiNodePartial && paramStr(ParamId::Transport) == "auto") {
+    v.reason = topo.reason + "; " + noNccl + " (ROCENANTE_TRANSPORT=host takes the host path anyway)";
+  } else {
+    v.used = true;
+    v.path = pathName;
+    v.reason = "every all-reduce takes the " + pathName + " path; the startup self-test checks it";
+  }
+  return v;
+}
+
 Verdict verdictFor(const CommTopo& topo) {
   Verdict v;
   int nranks = static_cast<int>(topo.ranks.size());
   std::string pathName;
   rcnPath_t path = likelyPath(topo, &pathName);
+  if (path == rcnPathHost) return hostVerdict(topo, pathName);
   PolicyConfig config;
   if (policyLoad(topo.cls, path, nranks, &config) != rcnSuccess) {
     v.reason = "the policy (ROCENANTE_POLICY / environment) did not load; see the warning above";

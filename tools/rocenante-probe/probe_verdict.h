@@ -11,7 +11,7 @@ namespace rcn::probe {
 
 struct Verdict {
   bool used = false;
-  std::string path;    // "p2p", "proxy over rdma", ... or "nccl"
+  std::string path;    // "p2p", "proxy over rdma", ... "nccl", or "none" (host backend, no path)
   std::string reason;  // one line
 };
 
