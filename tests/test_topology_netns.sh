@@ -1,10 +1,18 @@
 #!/bin/bash
-# rocenante-probe across network namespaces, one per rank, each with its own
-# host name (a UTS namespace), bootstrapped over TCP from MASTER_ADDR:PORT:
-#   switch-4: four nodes on one bridge            -> any-to-any
-#   ring-3:   three nodes, a veth pair per neighbour -> any-to-any
-#   ring-4:   four nodes in a ring                -> partial; every rank says
-#             rocenante is not used, with the same reason
+# rocenante-probe --comm across network namespaces, one per rank, each with
+# its own host name (a UTS namespace), bootstrapped over TCP from
+# MASTER_ADDR:PORT. Every rank prints the probe's class and verdict, then
+# builds a real communicator (rcnCommInitRank, the host backend: no GPU here,
+# and ROCENANTE_BACKEND=host makes it so anywhere) and runs a checked
+# all-reduce; the two must agree:
+#   switch-4: four nodes on one bridge               -> any-to-any; host path
+#             over the tcp wire, self-test passed, on every rank
+#   ring-3:   three nodes, a veth pair per neighbour -> the same
+#   ring-4:   four nodes in a ring                   -> partial; rocenante is
+#             not used: with no NCCL behind the host backend, creation fails
+#             on every rank with the same reason, naming the topology;
+#             with the override that reason gives (ROCENANTE_TRANSPORT=host
+#             and a slot size) both say the host path is taken, and it works
 # The ring namespaces forward IP clockwise, so the bootstrap reaches rank 0
 # over several hops while the class still sees that opposite nodes share no
 # subnet (as on a real routed ring). No RDMA devices exist in a namespace, so
@@ -43,13 +51,15 @@ newns() {
 }
 
 # Starts rank i of n in namespace ns$i; the output goes to $WORK/$layout.$i.
+# $5: extra environment for every rank (VAR=value ...).
 run_layout() {
-  local layout=$1 n=$2 master=$3 port=$4
+  local layout=$1 n=$2 master=$3 port=$4 extra=${5:-}
   local pids=()
   for ((i = 0; i < n; i++)); do
     ip netns exec ${PREFIX}n$i unshare -u sh -c \
       "hostname $layout-node$i; RANK=$i WORLD_SIZE=$n MASTER_ADDR=$master MASTER_PORT=$port \
-       ROCENANTE_BOOTSTRAP_TIMEOUT_MS=20000 exec $PROBE" >"$WORK/$layout.$i" 2>&1 &
+       ROCENANTE_BOOTSTRAP_TIMEOUT_MS=20000 ROCENANTE_TIMEOUT_MS=20000 ROCENANTE_BACKEND=host $extra \
+       exec timeout 50 $PROBE --comm" >"$WORK/$layout.$i" 2>&1 &
     pids+=($!)
   done
   local rc=0
@@ -73,6 +83,36 @@ check_layout() {
     local verdict=${line#*: }
     if [ -z "$first" ]; then first=$verdict
     elif [ "$verdict" != "$first" ]; then fail "$layout: rank $i disagrees with rank 0"; fi
+  done
+}
+
+# Every rank's communicator line: on "ok" the host path over tcp with the
+# self-test passed and the all-reduce right; on "failed" creation failed with
+# one reason on every rank, naming the topology reason the probe gave.
+check_comm() {
+  local layout=$1 n=$2 expect=$3
+  local first=""
+  for ((i = 0; i < n; i++)); do
+    local line probe
+    line=$(grep "^rank $i/$n comm:" "$WORK/$layout.$i")
+    probe=$(grep "^rank $i/$n:" "$WORK/$layout.$i")
+    if [ -z "$line" ]; then
+      fail "$layout: rank $i printed no communicator line:"; cat "$WORK/$layout.$i"; continue
+    fi
+    echo "$layout: $line"
+    local reason=${line#*reason: }
+    if [ "$expect" = ok ]; then
+      [[ "$line" == *"init=ok path=host transport=host-tcp selftest=passed allreduce=ok "* ]] ||
+        fail "$layout: rank $i: expected the host path over tcp, self-test passed, a right all-reduce"
+    else
+      [[ "$line" == *"init=failed "* ]] || fail "$layout: rank $i: expected communicator creation to fail"
+      local topo=${probe#*reason: }
+      topo=${topo%%; without a GPU*}
+      [[ "$reason" == *"no fast path (topology: $topo)"*"no NCCL to fall back to"* ]] ||
+        fail "$layout: rank $i: the failure does not name the probe's topology reason"
+      if [ -z "$first" ]; then first=$reason
+      elif [ "$reason" != "$first" ]; then fail "$layout: rank $i's reason differs from rank 0's"; fi
+    fi
   done
 }
 
@@ -129,17 +169,24 @@ PORT=$((20000 + $$ % 20000))
 setup_switch 4 || skip "could not build the bridge namespaces"
 run_layout switch-4 4 10.77.0.1 $PORT || fail "switch-4: a rank failed"
 check_layout switch-4 4 multi_node_any_to_any yes
+check_comm switch-4 4 ok
 teardown_nodes 4
 
 setup_ring 3 || skip "could not build the ring namespaces"
 run_layout ring-3 3 10.78.1.1 $((PORT + 1)) || fail "ring-3: a rank failed"
 check_layout ring-3 3 multi_node_any_to_any yes
+check_comm ring-3 3 ok
 teardown_nodes 3
 
 setup_ring 4 || skip "could not build the ring namespaces"
 run_layout ring-4 4 10.78.1.1 $((PORT + 2)) || fail "ring-4: a rank failed"
 check_layout ring-4 4 multi_node_partial no
+check_comm ring-4 4 failed
 grep -q "share no IPv4 subnet" "$WORK/ring-4.0" || fail "ring-4: the reason does not name the pair without a path"
+run_layout ring-4-forced 4 10.78.1.1 $((PORT + 3)) "ROCENANTE_TRANSPORT=host ROCENANTE_MAX_BYTES=262144" ||
+  fail "ring-4-forced: a rank failed"
+check_layout ring-4-forced 4 multi_node_partial yes
+check_comm ring-4-forced 4 ok
 teardown_nodes 4
 
 if [ $FAILED != 0 ]; then
@@ -147,4 +194,4 @@ if [ $FAILED != 0 ]; then
   echo "test_topology_netns: FAILED"
   exit 1
 fi
-echo "test_topology_netns: all layouts classified as expected"
+echo "test_topology_netns: all layouts classified as expected; the communicators agree"

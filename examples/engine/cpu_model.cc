@@ -21,11 +21,10 @@ void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) 
   for (int i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-void rope(float* head, int headDim, int pos, float theta, bool interleaved) {
+void rope(float* head, int headDim, int pos, const float* invFreq, bool interleaved) {
   const int half = headDim / 2;
   for (int i = 0; i < half; ++i) {
-    const float freq = std::pow(theta, -2.0f * i / headDim);
-    const float angle = pos * freq;
+    const float angle = pos * invFreq[i];
     const float c = std::cos(angle), s = std::sin(angle);
     float* a = interleaved ? &head[2 * i] : &head[i];
     float* b = interleaved ? &head[2 * i + 1] : &head[i + half];
@@ -35,8 +34,14 @@ void rope(float* head, int headDim, int pos, float theta, bool interleaved) {
   }
 }
 
+void addBias(float* x, const std::vector<float>& bias, int n) {
+  if (bias.empty()) return;
+  for (int i = 0; i < n; ++i) x[i] += bias[i];
+}
+
 CpuModel::CpuModel(ModelWeights weights, const ShardLayout& layout, AllReduceHook* allReduce)
-    : w_(std::move(weights)), layout_(layout), allReduce_(allReduce) {
+    : w_(std::move(weights)), layout_(layout), allReduce_(allReduce),
+      ropeFreqs_(ropeInverseFrequencies(w_.config)) {
   const ModelConfig& c = w_.config;
   const int hd = c.headDim;
   x_.resize(c.dim);
@@ -76,15 +81,18 @@ void CpuModel::attention(int l, int pos) {
   matvec(q_.data(), w.wq.data(), xb_.data(), layout_.heads * hd, c.dim);
   matvec(k_.data(), w.wk.data(), xb_.data(), kvDim, c.dim);
   matvec(v_.data(), w.wv.data(), xb_.data(), kvDim, c.dim);
+  addBias(q_.data(), w.bq, layout_.heads * hd);
+  addBias(k_.data(), w.bk, kvDim);
+  addBias(v_.data(), w.bv, kvDim);
   for (int h = 0; h < layout_.heads; ++h) {
     float* head = &q_[h * hd];
     if (c.qkNorm) rmsnorm(head, head, w.qNorm.data(), hd, c.normEps);
-    rope(head, hd, pos, c.ropeTheta, c.ropeInterleaved);
+    rope(head, hd, pos, ropeFreqs_.data(), c.ropeInterleaved);
   }
   for (int h = 0; h < layout_.kvHeads; ++h) {
     float* head = &k_[h * hd];
     if (c.qkNorm) rmsnorm(head, head, w.kNorm.data(), hd, c.normEps);
-    rope(head, hd, pos, c.ropeTheta, c.ropeInterleaved);
+    rope(head, hd, pos, ropeFreqs_.data(), c.ropeInterleaved);
   }
   std::copy(k_.begin(), k_.end(), keyCache_[l].begin() + size_t(pos) * kvDim);
   std::copy(v_.begin(), v_.end(), valueCache_[l].begin() + size_t(pos) * kvDim);

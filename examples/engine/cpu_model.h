@@ -32,6 +32,7 @@ class CpuModel {
   ModelWeights w_;
   ShardLayout layout_;
   AllReduceHook* allReduce_;
+  std::vector<float> ropeFreqs_;  // [headDim/2]
   std::vector<float> x_, xb_, q_, k_, v_, att_, scores_, out_, gate_, up_, logits_;
   std::vector<std::vector<float>> keyCache_, valueCache_;  // [layer][pos][kvHeads*headDim]
 };
@@ -52,7 +53,10 @@ class CpuTpModel {
 // y[out] = W[out][in] x[in]
 void matvec(float* y, const float* W, const float* x, int out, int in);
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
-// Rotates one head in place for position pos.
-void rope(float* head, int headDim, int pos, float theta, bool interleaved);
+// Rotates one head in place for position pos; pair i turns by pos * invFreq[i]
+// (ropeInverseFrequencies()).
+void rope(float* head, int headDim, int pos, const float* invFreq, bool interleaved);
+// Adds bias[i] to x[i] for i < n; nothing when bias is empty (no qkv_bias).
+void addBias(float* x, const std::vector<float>& bias, int n);
 
 }  // namespace engine

@@ -78,16 +78,22 @@ __global__ void addRmsNormKernel(T* out, float* x, const T* delta, const T* weig
 }
 
 // Block (head, token): heads [0, heads) are query heads, [heads, heads + kvHeads)
-// key heads (which also copy their value head into the cache).
+// key heads (which also copy their value head into the cache). The bias, laid
+// out like one token's qkv row, is added first (Qwen2), in place.
 template <typename T>
-__global__ void qkvToCacheKernel(T* qkv, T* keyCache, T* valueCache, const T* qNorm, const T* kNorm,
-                                 TokenPlacement place, AttentionShape s) {
+__global__ void qkvToCacheKernel(T* qkv, T* keyCache, T* valueCache, const T* bias, const T* qNorm,
+                                 const T* kNorm, TokenPlacement place, AttentionShape s) {
   const int i = blockIdx.y, head = blockIdx.x, d = s.headDim, half = d / 2;
   const bool isQuery = head < s.heads;
   const size_t stride = size_t(s.heads + 2 * s.kvHeads) * d;
   T* vec = qkv + i * stride + size_t(head) * d;  // key heads follow the query heads
   const int pos = place.pos[i];
   const T* norm = isQuery ? qNorm : kNorm;
+  if (bias) {  // the same for the whole block, so the barrier is safe
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      vec[j] = fromFloat<T>(toFloat(vec[j]) + toFloat(bias[size_t(head) * d + j]));
+    __syncthreads();  // RoPE below reads pairs that other threads biased
+  }
 
   float scale = 1.0f;
   if (norm) {
@@ -100,8 +106,10 @@ __global__ void qkvToCacheKernel(T* qkv, T* keyCache, T* valueCache, const T* qN
     const int kvh = head - s.heads;
     const size_t cacheAt = ((size_t(place.seq[i]) * s.maxContext + pos) * s.kvHeads + kvh) * d;
     dst = keyCache + cacheAt;
-    const T* v = qkv + i * stride + size_t(s.heads + s.kvHeads + kvh) * d;
-    for (int j = threadIdx.x; j < d; j += blockDim.x) valueCache[cacheAt + j] = v[j];
+    const size_t vAt = size_t(s.heads + s.kvHeads + kvh) * d;
+    const T* v = qkv + i * stride + vAt;
+    for (int j = threadIdx.x; j < d; j += blockDim.x)
+      valueCache[cacheAt + j] = bias ? fromFloat<T>(toFloat(v[j]) + toFloat(bias[vAt + j])) : v[j];
   }
   for (int p = threadIdx.x; p < half; p += blockDim.x) {
     const int a = s.ropeInterleaved ? 2 * p : p, b = s.ropeInterleaved ? 2 * p + 1 : p + half;
@@ -110,7 +118,7 @@ __global__ void qkvToCacheKernel(T* qkv, T* keyCache, T* valueCache, const T* qN
       x0 *= toFloat(norm[a]);
       x1 *= toFloat(norm[b]);
     }
-    const float angle = pos * powf(s.ropeTheta, -2.0f * p / d);
+    const float angle = pos * (s.ropeFreqs ? s.ropeFreqs[p] : powf(s.ropeTheta, -2.0f * p / d));
     float c, sn;
     sincosf(angle, &sn, &c);
     dst[a] = fromFloat<T>(x0 * c - x1 * sn);
@@ -352,12 +360,13 @@ cudaError_t launchAddRmsNorm(DType t, void* out, float* x, const void* delta, co
   return cudaGetLastError();
 }
 
-cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCache, const void* qNorm,
-                             const void* kNorm, TokenPlacement place, int n, const AttentionShape& s,
-                             cudaStream_t stream) {
+cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCache, const void* qkvBias,
+                             const void* qNorm, const void* kNorm, TokenPlacement place, int n,
+                             const AttentionShape& s, cudaStream_t stream) {
   dim3 grid(s.heads + s.kvHeads, n);
   ENGINE_DISPATCH(t, qkvToCacheKernel, grid, 64, 0, stream, static_cast<T*>(qkv), static_cast<T*>(keyCache),
-                  static_cast<T*>(valueCache), static_cast<const T*>(qNorm), static_cast<const T*>(kNorm), place, s);
+                  static_cast<T*>(valueCache), static_cast<const T*>(qkvBias), static_cast<const T*>(qNorm),
+                  static_cast<const T*>(kNorm), place, s);
   return cudaGetLastError();
 }
 

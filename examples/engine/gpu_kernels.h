@@ -37,14 +37,15 @@ struct AttentionShape {
   int maxContext;                   // KV-cache rows per sequence
   float ropeTheta, normEps;
   bool ropeInterleaved;
+  const float* ropeFreqs;           // device [headDim/2] inverse frequencies; null: ropeTheta^(-2i/headDim)
 };
 
-// qkv holds [q | k | v] per token. Applies q/k norm (when the norm weights are
-// given) and RoPE to q in place, and writes k and v into the KV cache of this
-// layer ([seq][maxContext][kvHeads][headDim]).
-cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCache, const void* qNorm,
-                             const void* kNorm, TokenPlacement place, int n, const AttentionShape& s,
-                             cudaStream_t stream);
+// qkv holds [q | k | v] per token. Adds the bias [bq | bk | bv] (when given),
+// applies q/k norm (when the norm weights are given) and RoPE to q in place,
+// and writes k and v into the KV cache of this layer ([seq][maxContext][kvHeads][headDim]).
+cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCache, const void* qkvBias,
+                             const void* qNorm, const void* kNorm, TokenPlacement place, int n,
+                             const AttentionShape& s, cudaStream_t stream);
 
 // out[i][h] = softmax(q . K[0..pos[i]] / sqrt(d)) V for each token i and local head h.
 // With splits > 1 each head's context is spread over that many blocks, merged

@@ -44,7 +44,7 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
                       std::to_string(c.seqLen));
   if (c.headDim > 256) throw EngineError("head size above 256 is not supported by the attention kernel");
   attn_ = {layout.heads, layout.kvHeads, c.headDim, layout.group, layout.headStart, layout.kvStart,
-           options.maxContext, c.ropeTheta, c.normEps, c.ropeInterleaved};
+           options.maxContext, c.ropeTheta, c.normEps, c.ropeInterleaved, nullptr};
 
   cudaCheck(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   cublasCheck(cublasCreate(&cublas_), "cublasCreate");
@@ -65,11 +65,18 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   finalNorm_ = weight(d);
   lmHead_ = c.tiedClassifier ? embedding_ : weight(size_t(c.vocab) * d);
   if (c.tiedClassifier) weightBytes_ += size_t(c.vocab) * d * e;  // the LM head reads all of it
+  if (!c.ropeFreqs.empty()) {  // kept in fp32 whatever the dtype: angles grow with the position
+    ropeFreqs_ = static_cast<float*>(allocate(c.ropeFreqs.size() * sizeof(float)));
+    cudaCheck(cudaMemcpy(ropeFreqs_, c.ropeFreqs.data(), c.ropeFreqs.size() * sizeof(float), cudaMemcpyHostToDevice),
+              "RoPE frequencies");
+    attn_.ropeFreqs = ropeFreqs_;
+  }
   const size_t cacheElements = size_t(options.maxSeqs) * options.maxContext * kvDim;
   for (int l = 0; l < c.layers; ++l) {
     Layer w{};
     w.attnNorm = weight(d);
     w.qkv = weight((qDim + 2 * kvDim) * d);
+    if (c.qkvBias) w.qkvBias = weight(qDim + 2 * kvDim);
     w.wo = weight(d * qDim);
     w.ffnNorm = weight(d);
     w.gateUp = weight(2 * hid * d);
@@ -135,6 +142,7 @@ void GpuModel::loadWeights(const ModelWeights& w) {
     Layer& g = layers_[l];
     upload(g.attnNorm, s.attnNorm);
     upload(g.qkv, concat(s.wq, s.wk, s.wv));
+    if (config_.qkvBias) upload(g.qkvBias, concat(s.bq, s.bk, s.bv));
     upload(g.wo, s.wo);
     upload(g.ffnNorm, s.ffnNorm);
     upload(g.gateUp, concat(s.wGate, s.wUp));
@@ -161,6 +169,7 @@ void GpuModel::randomizeWeights(uint64_t seed) {
   for (Layer& g : layers_) {
     fill(g.attnNorm, d, 0.1f, 1.0f);
     fill(g.qkv, (qDim + 2 * kvDim) * d, 1.0f / std::sqrt(float(d)), 0.0f);
+    if (c.qkvBias) fill(g.qkvBias, qDim + 2 * kvDim, 0.5f, 0.0f);
     fill(g.wo, d * qDim, 1.0f / std::sqrt(float(c.heads * hd)), 0.0f);
     fill(g.ffnNorm, d, 0.1f, 1.0f);
     fill(g.gateUp, 2 * hid * d, 1.0f / std::sqrt(float(d)), 0.0f);
@@ -208,7 +217,8 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
     mark("rmsnorm");
     gemm(qkvOut_, false, w.qkv, xb_, n, qDim + 2 * kvDim, d);
     mark("gemm.qkv");
-    cudaCheck(launchQkvToCache(t, qkvOut_, w.keyCache, w.valueCache, w.qNorm, w.kNorm, place, n, attn_, stream_),
+    cudaCheck(launchQkvToCache(t, qkvOut_, w.keyCache, w.valueCache, w.qkvBias, w.qNorm, w.kNorm, place, n, attn_,
+                               stream_),
               "rope");
     mark("rope+kv");
     cudaCheck(launchAttention(t, att_, attentionScratch_, qkvOut_, w.keyCache, w.valueCache, place, n, splits, attn_,

@@ -80,7 +80,7 @@ class GpuModel {
 
  private:
   struct Layer {
-    void *attnNorm, *qkv, *wo, *ffnNorm, *gateUp, *down, *qNorm, *kNorm, *keyCache, *valueCache;
+    void *attnNorm, *qkv, *qkvBias, *wo, *ffnNorm, *gateUp, *down, *qNorm, *kNorm, *keyCache, *valueCache;
   };
   void* allocate(size_t bytes);
   void upload(void* dst, const std::vector<float>& src);
@@ -102,6 +102,7 @@ class GpuModel {
   size_t weightBytes_ = 0;
 
   void *embedding_, *finalNorm_, *lmHead_;
+  float* ropeFreqs_ = nullptr;  // [headDim/2] fp32, only when the config rescales RoPE
   std::vector<Layer> layers_;
   float *x_, *logits_, *attentionScratch_;
   void *xb_, *qkvOut_, *att_, *delta_, *gateUpOut_, *act_, *xbLast_;

@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace engine {
@@ -13,6 +14,16 @@ void validateConfig(const ModelConfig& c) {
     fail("heads " + std::to_string(c.heads) + " is not a multiple of kv heads " +
          std::to_string(c.kvHeads));
   if (c.headDim % 2 != 0) fail("head size " + std::to_string(c.headDim) + " is odd; RoPE needs pairs");
+  if (!c.ropeFreqs.empty() && int(c.ropeFreqs.size()) != c.headDim / 2)
+    fail("RoPE frequency table holds " + std::to_string(c.ropeFreqs.size()) + " values, head size " +
+         std::to_string(c.headDim) + " needs " + std::to_string(c.headDim / 2));
+}
+
+std::vector<float> ropeInverseFrequencies(const ModelConfig& c) {
+  if (!c.ropeFreqs.empty()) return c.ropeFreqs;
+  std::vector<float> freqs(c.headDim / 2);
+  for (int i = 0; i < c.headDim / 2; ++i) freqs[i] = std::pow(c.ropeTheta, -2.0f * i / c.headDim);
+  return freqs;
 }
 
 std::string describeConfig(const ModelConfig& c) {
@@ -21,7 +32,8 @@ std::string describeConfig(const ModelConfig& c) {
     << " heads=" << c.heads << " kv_heads=" << c.kvHeads << " head_dim=" << c.headDim
     << " vocab=" << c.vocab << " seq_len=" << c.seqLen
     << " rope=" << (c.ropeInterleaved ? "interleaved" : "rotate-half") << " theta=" << c.ropeTheta
-    << (c.qkNorm ? " qk_norm" : "") << (c.tiedClassifier ? " tied" : "");
+    << (c.ropeFreqs.empty() ? "" : " rope_scaled") << (c.qkNorm ? " qk_norm" : "")
+    << (c.qkvBias ? " qkv_bias" : "") << (c.tiedClassifier ? " tied" : "");
   return s.str();
 }
 

@@ -27,8 +27,13 @@ struct ModelConfig {
   int seqLen = 0;              // longest context the KV cache holds
   float normEps = 1e-5f;
   float ropeTheta = 10000.0f;
+  // RoPE's inverse frequency for each of the headDim/2 rotation pairs, when
+  // the checkpoint rescales them (Llama 3.1/3.2 "llama3", "linear"); empty:
+  // the plain ropeTheta^(-2i/headDim).
+  std::vector<float> ropeFreqs;
   bool ropeInterleaved = true;  // llama2.c rotates (x[2i], x[2i+1]); HF rotates (x[i], x[i+d/2])
   bool qkNorm = false;          // Qwen3: RMSNorm over each q and k head before RoPE
+  bool qkvBias = false;         // Qwen2: biases added after the Q/K/V products
   bool tiedClassifier = true;   // the LM head is the token embedding
 };
 
@@ -44,6 +49,9 @@ struct LayerWeights {
   std::vector<float> wUp;       // [hidden][dim]   (llama2.c w3)
   std::vector<float> qNorm;     // [headDim], only with qkNorm
   std::vector<float> kNorm;     // [headDim], only with qkNorm
+  std::vector<float> bq;        // [heads*headDim], only with qkvBias
+  std::vector<float> bk;        // [kvHeads*headDim], only with qkvBias
+  std::vector<float> bv;        // [kvHeads*headDim], only with qkvBias
 };
 
 struct ModelWeights {
@@ -57,8 +65,11 @@ struct ModelWeights {
 };
 
 // Throws EngineError when the shape is inconsistent (zero sizes, heads not a
-// multiple of kvHeads, odd head size for RoPE).
+// multiple of kvHeads, odd head size for RoPE, a frequency table of the wrong size).
 void validateConfig(const ModelConfig& config);
+
+// The inverse frequency of each RoPE pair: config.ropeFreqs, or theta^(-2i/headDim).
+std::vector<float> ropeInverseFrequencies(const ModelConfig& config);
 
 std::string describeConfig(const ModelConfig& config);
 

@@ -13,7 +13,7 @@ void printUsage(const char* program) {
       "usage: %s [options]\n"
       "  --model PATH            llama2.c checkpoint (fp32)\n"
       "  --tokenizer PATH        llama2.c tokenizer.bin\n"
-      "  --random-weights --shape NAME   llama3-1b | llama3-8b | qwen3-32b | tiny-llama | tiny-qwen3\n"
+      "  --random-weights --shape NAME   llama3-1b | llama3-8b | qwen3-32b | tiny-llama | tiny-qwen3 | tiny-qwen2\n"
       "  --prompt TEXT           (default \"Once upon a time\")\n"
       "  --steps N               tokens to generate (default 128)\n"
       "  --temperature F --top-k N --top-p F --seed N   sampling (temperature 0: greedy)\n"

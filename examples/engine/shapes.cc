@@ -31,9 +31,13 @@ ModelConfig shapeConfig(const std::string& name) {
     c.arch = "qwen3";
     c.dim = 64, c.hidden = 128, c.layers = 2, c.heads = 4, c.kvHeads = 2, c.headDim = 32;
     c.vocab = 256, c.seqLen = 128, c.ropeTheta = 1000000.0f, c.qkNorm = true, c.tiedClassifier = true;
+  } else if (name == "tiny-qwen2") {
+    c.arch = "qwen2";
+    c.dim = 64, c.hidden = 96, c.layers = 2, c.heads = 4, c.kvHeads = 2, c.headDim = 16;
+    c.vocab = 256, c.seqLen = 128, c.ropeTheta = 1000000.0f, c.qkvBias = true, c.tiedClassifier = false;
   } else {
     throw EngineError("unknown shape '" + name +
-                      "' (known: llama3-1b, llama3-8b, qwen3-32b, tiny-llama, tiny-qwen3)");
+                      "' (known: llama3-1b, llama3-8b, qwen3-32b, tiny-llama, tiny-qwen3, tiny-qwen2)");
   }
   validateConfig(c);
   return c;
@@ -54,6 +58,12 @@ std::vector<float> randomMatrix(Rng& rng, size_t rows, size_t cols) {
   const float scale = 1.0f / std::sqrt(float(cols));
   for (float& v : m) v = rng.uniform() * scale;
   return m;
+}
+
+std::vector<float> randomBias(Rng& rng, size_t n) {
+  std::vector<float> v(n);
+  for (float& x : v) x = 0.5f * rng.uniform();
+  return v;
 }
 
 std::vector<float> randomNorm(Rng& rng, size_t n) {
@@ -86,6 +96,11 @@ ModelWeights randomWeights(const ModelConfig& c, uint64_t seed) {
     if (c.qkNorm) {
       w.qNorm = randomNorm(rng, c.headDim);
       w.kNorm = randomNorm(rng, c.headDim);
+    }
+    if (c.qkvBias) {  // drawn last, so models without biases keep their weights
+      w.bq = randomBias(rng, q);
+      w.bk = randomBias(rng, kv);
+      w.bv = randomBias(rng, kv);
     }
     m.layers.push_back(std::move(w));
   }

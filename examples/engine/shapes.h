@@ -9,7 +9,7 @@
 
 namespace engine {
 
-// llama3-1b, llama3-8b, qwen3-32b, or tiny-llama / tiny-qwen3 (test sizes).
+// llama3-1b, llama3-8b, qwen3-32b, or tiny-llama / tiny-qwen3 / tiny-qwen2 (test sizes).
 // Throws EngineError listing the known names.
 ModelConfig shapeConfig(const std::string& name);
 

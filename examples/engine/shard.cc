@@ -59,6 +59,14 @@ ModelWeights shardWeights(const ModelWeights& full, const ShardLayout& l) {
     s.ffnNorm = w.ffnNorm;
     s.qNorm = w.qNorm;
     s.kNorm = w.kNorm;
+    if (c.qkvBias) {  // a bias is a one-column matrix: split with its rows
+      if (w.bq.size() != size_t(c.heads) * hd || w.bk.size() != size_t(c.kvHeads) * hd ||
+          w.bv.size() != size_t(c.kvHeads) * hd)
+        throw EngineError("model has qkv_bias but a layer's q/k/v bias is missing or misshapen");
+      s.bq = takeRows(w.bq, 1, l.headStart * hd, l.heads * hd);
+      s.bk = takeRows(w.bk, 1, l.kvStart * hd, l.kvHeads * hd);
+      s.bv = takeRows(w.bv, 1, l.kvStart * hd, l.kvHeads * hd);
+    }
     s.wq = takeRows(w.wq, c.dim, l.headStart * hd, l.heads * hd);
     s.wk = takeRows(w.wk, c.dim, l.kvStart * hd, l.kvHeads * hd);
     s.wv = takeRows(w.wv, c.dim, l.kvStart * hd, l.kvHeads * hd);

@@ -143,7 +143,8 @@ rcnResult_t requireSomePath(const rcnComm* comm, const std::string& reason) {
   bool topology = reason.rfind("topology: ", 0) == 0;
   RCN_WARN(RCN_LOG_INIT, "rank %d/%d: no fast path (%s), and there is no NCCL to fall back to%s",
            comm->rank, comm->nranks, reason.c_str(),
-           topology ? "; ROCENANTE_TRANSPORT=host takes the host path anyway" : "");
+           topology ? "; ROCENANTE_TRANSPORT=host with ROCENANTE_MAX_BYTES=262144 takes the host path anyway"
+                    : "");
   return rcnInvalidUsage;
 }
 

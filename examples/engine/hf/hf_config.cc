@@ -114,17 +114,23 @@ HfConfig readHfConfig(const std::string& dir, int maxSeqLen) try {
 
   // Qwen2 always has q/k/v biases; Llama/Mistral/Qwen3 have them only with
   // attention_bias, which (for Llama) also puts one on o_proj.
-  if (c.arch == "qwen2") hf.attentionBias = true;
+  if (c.arch == "qwen2") hf.attentionBias = c.qkvBias = true;
   else if (boolOr(j, "attention_bias", false, what))
     throw EngineError(what + ": attention_bias=true is not supported for " + hf.architecture);
   if (boolOr(j, "mlp_bias", false, what))
     throw EngineError(what + ": mlp_bias=true is not supported");
-  if (hf.attentionBias) hf.unsupported.push_back(c.arch + " attention biases are not supported by the engine yet");
   hf.bosToken = intOr(j, "bos_token_id", -1, what);
   hf.eosTokens = readTokenIds(j, "eos_token_id", what);
   hf.ropeScaling = readRopeScaling(j);
   hf.rope = parseRopeScaling(j, what);
-  if (!hf.ropeScaling.empty()) hf.unsupported.push_back("rope_scaling " + hf.ropeScaling + " is not supported by the engine yet");
+  if (!hf.ropeScaling.empty()) {
+    if (hf.rope.type == "llama3" || hf.rope.type == "linear") {
+      for (double f : ropeFrequencies(hf)) c.ropeFreqs.push_back(float(f));
+    } else {
+      hf.unsupported.push_back("rope_scaling " + hf.ropeScaling +
+                               " is not supported by the engine (types llama3 and linear are)");
+    }
+  }
   return hf;
 } catch (const Json::exception& e) {  // a field of an unexpected JSON type
   throw EngineError(dir + "/config.json: unexpected structure (" + e.what() + ")");

@@ -11,7 +11,7 @@
 namespace engine::hf {
 
 // rope_scaling of config.json. "llama3" (Llama 3.1/3.2) and "linear" are
-// understood; the engine's RoPE does not apply them yet (see ropeFrequencies).
+// understood: readHfConfig puts ropeFrequencies() into ModelConfig.ropeFreqs.
 struct RopeScaling {
   std::string type;             // empty: none
   double factor = 1.0;
@@ -23,13 +23,13 @@ struct RopeScaling {
 struct HfConfig {
   ModelConfig config;
   std::string architecture;       // as written in config.json, e.g. "Qwen2ForCausalLM"
-  bool attentionBias = false;     // q/k/v projections carry biases (Qwen2)
+  bool attentionBias = false;     // q/k/v projections carry biases (Qwen2); also config.qkvBias
   std::string ropeScaling;        // rope_scaling as JSON text; empty when none/default
   RopeScaling rope;               // parsed, when of a type we understand
   int bosToken = -1;              // bos_token_id, -1 when absent
   std::vector<int> eosTokens;     // eos_token_id (one or a list): generation stops at any
-  // What this checkpoint needs that the engine's forward pass does not do yet
-  // (attention biases, RoPE scaling), one sentence each; empty when it runs as is.
+  // What this checkpoint needs that the engine's forward pass does not do
+  // (RoPE scaling other than llama3/linear), one sentence each; empty when it runs as is.
   std::vector<std::string> unsupported;
 };
 

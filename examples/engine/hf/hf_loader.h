@@ -11,8 +11,9 @@
 
 namespace engine::hf {
 
-// Qwen2's q/k/v projection biases, which LayerWeights has no place for yet.
-// Sharded like the rows of wq/wk/wv.
+// Qwen2's q/k/v projection biases, sharded like the rows of wq/wk/wv.
+// loadCheckpointShard (examples/engine/checkpoint.cc) moves them into
+// LayerWeights.bq/bk/bv for the forward pass.
 struct AttentionBiases {
   std::vector<float> q;  // [heads*headDim] (this rank's heads)
   std::vector<float> k;  // [kvHeads*headDim]
