@@ -3,7 +3,7 @@
 # examples/, which CMake resolves at generate time.
 if(ROCENANTE_BUILD_EXAMPLES)
   option(ROCENANTE_ENGINE_GPU "Build the engine's CUDA path (needs cuBLAS and the rocenante library)" ON)
-  rcn_add_test(test_engine_cpu SOURCES test_engine_cpu.cc LIBS rcn_engine_core TIMEOUT 120)
+  rcn_add_test(test_engine_cpu SOURCES test_engine_cpu.cc test_engine_naive.cc LIBS rcn_engine_core TIMEOUT 120)
   if(ROCENANTE_ENGINE_GPU)
     rcn_add_test(test_engine_gpu SOURCES test_engine_gpu.cc LIBS rcn_engine_gpu LABELS gpu TIMEOUT 300)
   endif()

@@ -18,9 +18,11 @@
 #include "llama2c_loader.h"
 #include "sampler.h"
 #include "shapes.h"
+#include "test_engine_naive.h"
 #include "tokenizer.h"
 
 using namespace engine;
+using enginetest::naiveLogits;
 
 namespace {
 
@@ -54,91 +56,6 @@ std::vector<int> greedy(CpuTpModel& model, std::vector<int> tokens, int steps) {
     if (pos + 1 >= int(promptLen)) tokens.push_back(argmax(logits.data(), model.config().vocab));
   }
   return tokens;
-}
-
-// The logits after tokens[0..n], recomputed from scratch in double precision
-// with no KV cache and no shared code with CpuModel: every position's keys
-// and values are derived again from the embeddings.
-std::vector<double> naiveLogits(const ModelWeights& m, const std::vector<int>& tokens) {
-  const ModelConfig& c = m.config;
-  const int n = int(tokens.size()), hd = c.headDim, group = c.heads / c.kvHeads;
-  auto mul = [](const std::vector<float>& W, const std::vector<double>& x, int rows) {
-    const size_t cols = x.size();
-    std::vector<double> y(rows, 0.0);
-    for (int r = 0; r < rows; ++r)
-      for (size_t i = 0; i < cols; ++i) y[r] += double(W[r * cols + i]) * x[i];
-    return y;
-  };
-  auto norm = [&](const std::vector<double>& x, const std::vector<float>& w) {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    double scale = 1.0 / std::sqrt(ss / x.size() + c.normEps);
-    std::vector<double> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * scale * w[i];
-    return y;
-  };
-  auto rotate = [&](std::vector<double>& v, int heads, int pos) {
-    for (int h = 0; h < heads; ++h)
-      for (int i = 0; i < hd / 2; ++i) {
-        double angle = pos * std::pow(double(c.ropeTheta), -2.0 * i / hd);
-        int a = h * hd + (c.ropeInterleaved ? 2 * i : i);
-        int b = h * hd + (c.ropeInterleaved ? 2 * i + 1 : i + hd / 2);
-        double x0 = v[a], x1 = v[b];
-        v[a] = x0 * std::cos(angle) - x1 * std::sin(angle);
-        v[b] = x0 * std::sin(angle) + x1 * std::cos(angle);
-      }
-  };
-  auto headNorm = [&](std::vector<double>& v, int heads, const std::vector<float>& w) {
-    for (int h = 0; h < heads; ++h) {
-      std::vector<double> head(v.begin() + h * hd, v.begin() + (h + 1) * hd);
-      head = norm(head, w);
-      std::copy(head.begin(), head.end(), v.begin() + h * hd);
-    }
-  };
-
-  std::vector<std::vector<double>> x(n, std::vector<double>(c.dim));
-  for (int t = 0; t < n; ++t)
-    for (int i = 0; i < c.dim; ++i) x[t][i] = m.embedding[size_t(tokens[t]) * c.dim + i];
-  for (const LayerWeights& w : m.layers) {
-    std::vector<std::vector<double>> q(n), k(n), v(n);
-    for (int t = 0; t < n; ++t) {
-      std::vector<double> xb = norm(x[t], w.attnNorm);
-      q[t] = mul(w.wq, xb, c.heads * hd);
-      k[t] = mul(w.wk, xb, c.kvHeads * hd);
-      v[t] = mul(w.wv, xb, c.kvHeads * hd);
-      if (c.qkNorm) {
-        headNorm(q[t], c.heads, w.qNorm);
-        headNorm(k[t], c.kvHeads, w.kNorm);
-      }
-      rotate(q[t], c.heads, t);
-      rotate(k[t], c.kvHeads, t);
-    }
-    for (int t = 0; t < n; ++t) {
-      std::vector<double> att(c.heads * hd, 0.0);
-      for (int h = 0; h < c.heads; ++h) {
-        const int kvh = h / group;
-        std::vector<double> p(t + 1);
-        double mx = -1e300, sum = 0;
-        for (int s = 0; s <= t; ++s) {
-          double dot = 0;
-          for (int i = 0; i < hd; ++i) dot += q[t][h * hd + i] * k[s][kvh * hd + i];
-          p[s] = dot / std::sqrt(double(hd));
-          mx = std::max(mx, p[s]);
-        }
-        for (double& e : p) sum += e = std::exp(e - mx);
-        for (int s = 0; s <= t; ++s)
-          for (int i = 0; i < hd; ++i) att[h * hd + i] += p[s] / sum * v[s][kvh * hd + i];
-      }
-      std::vector<double> o = mul(w.wo, att, c.dim);
-      for (int i = 0; i < c.dim; ++i) x[t][i] += o[i];
-      std::vector<double> xb = norm(x[t], w.ffnNorm);
-      std::vector<double> g = mul(w.wGate, xb, c.hidden), u = mul(w.wUp, xb, c.hidden);
-      for (int i = 0; i < c.hidden; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      std::vector<double> d = mul(w.wDown, g, c.dim);
-      for (int i = 0; i < c.dim; ++i) x[t][i] += d[i];
-    }
-  }
-  return mul(m.lmHead(), norm(x[n - 1], m.finalNorm), c.vocab);
 }
 
 double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -237,10 +154,15 @@ TEST_CASE("tensor parallel matches TP=1 on the CPU", "[engine]") {
     CHECK(tpDifference(m, 2, {1, 5, 9, 200, 17, 3}) < 1e-4);
     CHECK(tpDifference(m, 4, {1, 5, 9, 200, 17, 3}) < 1e-4);
   }
+  SECTION("random qwen2, TP=2 and TP=4 (q/k/v biases split with their rows)") {
+    ModelWeights m = randomWeights(shapeConfig("tiny-qwen2"), 13);
+    CHECK(tpDifference(m, 2, {1, 5, 9, 200, 17, 3}) < 1e-4);
+    CHECK(tpDifference(m, 4, {1, 5, 9, 200, 17, 3}) < 1e-4);
+  }
 }
 
 TEST_CASE("random models match the naive computation too", "[engine]") {
-  for (const char* shape : {"tiny-llama", "tiny-qwen3"}) {
+  for (const char* shape : {"tiny-llama", "tiny-qwen3", "tiny-qwen2"}) {
     ModelWeights m = randomWeights(shapeConfig(shape), 3);
     std::vector<int> tokens = {1, 42, 7, 99};
     CpuTpModel model(m, 1);
@@ -252,6 +174,63 @@ TEST_CASE("random models match the naive computation too", "[engine]") {
     INFO(shape << " max |diff| " << worst);
     CHECK(worst < 1e-3);
   }
+}
+
+TEST_CASE("q/k/v biases change the logits", "[engine]") {
+  ModelWeights m = randomWeights(shapeConfig("tiny-qwen2"), 5);
+  std::vector<float> with = CpuTpModel(m, 1).forward(42, 0);
+  for (LayerWeights& w : m.layers) w.bq.clear(), w.bk.clear(), w.bv.clear();
+  m.config.qkvBias = false;
+  CHECK(maxAbsDiff(with, CpuTpModel(m, 1).forward(42, 0)) > 1e-3);
+  m.config.qkvBias = true;  // declared but missing: refused, not read out of bounds
+  CHECK_THROWS_WITH(CpuTpModel(m, 1), Catch::Matchers::ContainsSubstring("bias is missing"));
+}
+
+TEST_CASE("RoPE takes a frequency table", "[engine]") {
+  // Hand computation: head (1, 2, 3, 4), pairs turn by pos * {0.5, 0.25} at pos 3,
+  // i.e. by 1.5 and 0.75 radians.
+  const float freqs[2] = {0.5f, 0.25f};
+  const double c0 = std::cos(1.5), s0 = std::sin(1.5), c1 = std::cos(0.75), s1 = std::sin(0.75);
+  float halves[4] = {1, 2, 3, 4};  // rotate-half: pairs (x0, x2) and (x1, x3)
+  rope(halves, 4, 3, freqs, false);
+  const double wantHalves[4] = {1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 1 * s0 + 3 * c0, 2 * s1 + 4 * c1};
+  float pairs[4] = {1, 2, 3, 4};  // interleaved: pairs (x0, x1) and (x2, x3)
+  rope(pairs, 4, 3, freqs, true);
+  const double wantPairs[4] = {1 * c0 - 2 * s0, 1 * s0 + 2 * c0, 3 * c1 - 4 * s1, 3 * s1 + 4 * c1};
+  for (int i = 0; i < 4; ++i) {
+    CHECK(std::fabs(halves[i] - wantHalves[i]) < 1e-6);
+    CHECK(std::fabs(pairs[i] - wantPairs[i]) < 1e-6);
+  }
+
+  // Empty table: theta^(-2i/d), as before.
+  ModelConfig c = shapeConfig("tiny-qwen2");
+  const std::vector<float> plain = ropeInverseFrequencies(c);
+  REQUIRE(plain.size() == size_t(c.headDim / 2));
+  CHECK(plain[0] == 1.0f);
+  CHECK(std::fabs(plain[3] / std::pow(1e6, -6.0 / 16) - 1) < 1e-6);
+
+  // A scaled table runs through the whole model (TP=1, TP=2, naive) and changes it.
+  c.ropeFreqs = plain;
+  for (size_t i = 1; i < plain.size(); ++i) c.ropeFreqs[i] /= 2 + i;  // any table will do
+  const ModelWeights scaled = randomWeights(c, 17);
+  const std::vector<int> tokens = {1, 42, 7, 99, 3, 250, 8};
+  CHECK(tpDifference(scaled, 2, tokens) < 1e-4);
+  CpuTpModel model(scaled, 1);
+  std::vector<float> logits;
+  for (int pos = 0; pos < int(tokens.size()); ++pos) logits = model.forward(tokens[pos], pos);
+  const std::vector<double> expected = naiveLogits(scaled, tokens);
+  double worst = 0;
+  for (int i = 0; i < c.vocab; ++i) worst = std::max(worst, std::fabs(logits[i] - expected[i]));
+  CHECK(worst < 1e-3);
+  ModelWeights unscaled = scaled;
+  unscaled.config.ropeFreqs.clear();
+  CpuTpModel plainModel(unscaled, 1);
+  std::vector<float> plainLogits;
+  for (int pos = 0; pos < int(tokens.size()); ++pos) plainLogits = plainModel.forward(tokens[pos], pos);
+  CHECK(maxAbsDiff(logits, plainLogits) > 1e-4);
+
+  c.ropeFreqs.resize(3);
+  CHECK_THROWS_WITH(validateConfig(c), Catch::Matchers::ContainsSubstring("frequency table"));
 }
 
 TEST_CASE("seeded sampling", "[engine]") {

@@ -189,11 +189,32 @@ TEST_CASE("GPU batched prefill and decode of a random Qwen3-style model", "[engi
   runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
 }
 
+// A model with q/k/v biases (Qwen2) and one with a rescaled RoPE table (Llama 3.1 style).
+static ModelWeights scaledRopeLlama(uint64_t seed) {
+  ModelConfig c = shapeConfig("tiny-llama");
+  c.ropeFreqs = ropeInverseFrequencies(c);
+  for (size_t i = 1; i < c.ropeFreqs.size(); ++i) c.ropeFreqs[i] /= 2 + i;
+  return randomWeights(c, seed);
+}
+
+TEST_CASE("GPU q/k/v biases and a RoPE frequency table match the CPU reference", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  ModelWeights qwen2 = randomWeights(shapeConfig("tiny-qwen2"), 6);
+  ModelWeights scaled = scaledRopeLlama(7);
+  for (const ModelWeights* m : {&qwen2, &scaled}) {
+    Run run{m, {{1, 7, 99, 3, 200}, {1, 8, 100, 4, 201}}, 12};
+    runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+  }
+}
+
 TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {
   rcn::test::requireGpus(2);
   ModelWeights llama = randomWeights(shapeConfig("tiny-llama"), 9);
   ModelWeights qwen = randomWeights(shapeConfig("tiny-qwen3"), 10);
-  std::vector<Run> runs = {Run{&llama, {{1, 7, 99, 3}, {1, 5, 6, 250}}, 10}, Run{&qwen, {{1, 7, 99, 3}}, 10}};
+  ModelWeights qwen2 = randomWeights(shapeConfig("tiny-qwen2"), 11);
+  ModelWeights scaled = scaledRopeLlama(12);
+  std::vector<Run> runs = {Run{&llama, {{1, 7, 99, 3}, {1, 5, 6, 250}}, 10}, Run{&qwen, {{1, 7, 99, 3}}, 10},
+                           Run{&qwen2, {{1, 7, 99, 3}}, 10}, Run{&scaled, {{1, 7, 99, 3}}, 10}};
   if (haveStories()) runs.push_back(Run{&stories(), {storyPrompt(), storyPrompt()}, 30});
   for (bool ncclOnly : {false, true}) {
     INFO((ncclOnly ? "ROCENANTE_DISABLE=1 (NCCL)" : "rocenante"));

@@ -18,12 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint.h"
 #include "cpu_model.h"
 #include "hf_loader.h"
 #include "safetensors.h"
 #include "shapes.h"
 #include "shard.h"
 #include "test_engine_hf_writer.h"
+#include "test_engine_naive.h"
 
 using namespace engine;
 using Catch::Matchers::ContainsSubstring;
@@ -53,6 +55,7 @@ ModelConfig smallConfig(const std::string& arch) {
   c.ropeTheta = arch == "llama" ? 500000.0f : 1000000.0f;
   c.ropeInterleaved = false;
   c.qkNorm = arch == "qwen3";
+  c.qkvBias = arch == "qwen2";
   c.tiedClassifier = arch == "qwen3";
   return c;
 }
@@ -85,6 +88,9 @@ void requireSameWeights(const ModelWeights& got, const ModelWeights& want) {
     requireSame(g.wDown, w.wDown, l + "wDown");
     requireSame(g.qNorm, w.qNorm, l + "qNorm");
     requireSame(g.kNorm, w.kNorm, l + "kNorm");
+    requireSame(g.bq, w.bq, l + "bq");
+    requireSame(g.bk, w.bk, l + "bk");
+    requireSame(g.bv, w.bv, l + "bv");
   }
 }
 
@@ -94,7 +100,7 @@ ModelWeights roundedTo(const std::string& dtype, ModelWeights w) {
   r(w.embedding), r(w.finalNorm), r(w.classifier);
   for (LayerWeights& l : w.layers) {
     r(l.attnNorm), r(l.ffnNorm), r(l.wq), r(l.wk), r(l.wv), r(l.wo), r(l.wGate), r(l.wUp), r(l.wDown);
-    r(l.qNorm), r(l.kNorm);
+    r(l.qNorm), r(l.kNorm), r(l.bq), r(l.bk), r(l.bv);
   }
   return w;
 }
@@ -145,7 +151,6 @@ TEST_CASE("every architecture loads back what was written, F32 exactly, BF16 and
           o.architecture = hftest::architectureOf(arch);
           o.dtype = dtype;
           o.shards = shards;
-          if (std::string(arch) == "qwen2") o.biases = hftest::randomBiases(written.config, 3);
           hftest::writeHfModel(dir.path, written, o);
 
           const hf::HfModel loaded = hf::loadHfModel(dir.path, 0);
@@ -153,19 +158,8 @@ TEST_CASE("every architecture loads back what was written, F32 exactly, BF16 and
           CHECK(loaded.hf.bosToken == 1);
           CHECK(loaded.hf.eosTokens == std::vector<int>{2, 3});
           requireSameWeights(loaded.weights, roundedTo(dtype, written));
-          if (std::string(arch) == "qwen2") {
-            REQUIRE(loaded.biases.size() == o.biases.size());
-            for (size_t i = 0; i < o.biases.size(); ++i) {
-              auto want = [&](const std::vector<float>& v) { return hftest::roundTo(dtype, v); };
-              requireSame(loaded.biases[i].q, want(o.biases[i].q), "q bias");
-              requireSame(loaded.biases[i].k, want(o.biases[i].k), "k bias");
-              requireSame(loaded.biases[i].v, want(o.biases[i].v), "v bias");
-            }
-            CHECK(!loaded.hf.unsupported.empty());
-          } else {
-            CHECK(loaded.biases.empty());
-            CHECK(loaded.hf.unsupported.empty());
-          }
+          CHECK(loaded.weights.config.qkvBias == (std::string(arch) == "qwen2"));  // biases compared above
+          CHECK(loaded.hf.unsupported.empty());
         }
       }
     }
@@ -219,8 +213,10 @@ TEST_CASE("Llama 3.1 rope_scaling is parsed, reported, and turned into frequenci
   const hf::HfConfig hf = hf::readHfConfig(dir.path, 0);
   CHECK(hf.rope.type == "llama3");
   CHECK(hf.rope.factor == 32.0);
-  CHECK_THAT(errorOf([&] { hf::requireEngineSupport(hf); }), ContainsSubstring("rope_scaling"));
+  CHECK_NOTHROW(hf::requireEngineSupport(hf));  // the engine's RoPE takes the table
   const std::vector<double> f = hf::ropeFrequencies(hf);
+  REQUIRE(hf.config.ropeFreqs.size() == f.size());
+  for (size_t i = 0; i < f.size(); ++i) CHECK(hf.config.ropeFreqs[i] == float(f[i]));
   REQUIRE(f.size() == 32);
   CHECK(f[0] == 1.0);                                            // short wavelength: kept
   CHECK(std::fabs(f[31] / (std::pow(500000.0, -62.0 / 64) / 32) - 1) < 1e-12);  // long: slowed 32x
@@ -239,7 +235,6 @@ TEST_CASE("shard loads equal shardWeights of the full load") {
         o.architecture = hftest::architectureOf(arch);
         o.dtype = "BF16";
         o.shards = 2;
-        if (std::string(arch) == "qwen2") o.biases = hftest::randomBiases(written.config, 9);
         hftest::writeHfModel(dir.path, written, o);
         const hf::HfModel full = hf::loadHfModel(dir.path, 0);
         for (int rank = 0; rank < tp; ++rank) {
@@ -247,18 +242,6 @@ TEST_CASE("shard loads equal shardWeights of the full load") {
           const ShardLayout layout = planShard(full.weights.config, tp, rank);
           const hf::HfModel shard = hf::loadHfShard(dir.path, 0, tp, rank);
           requireSameWeights(shard.weights, shardWeights(full.weights, layout));
-          if (!o.biases.empty()) {
-            const int hd = full.weights.config.headDim;
-            for (size_t i = 0; i < o.biases.size(); ++i) {
-              const auto& f = full.biases[i];
-              auto slice = [&](const std::vector<float>& v, int first, int count) {
-                return std::vector<float>(v.begin() + first * hd, v.begin() + (first + count) * hd);
-              };
-              requireSame(shard.biases[i].q, slice(f.q, layout.headStart, layout.heads), "q bias shard");
-              requireSame(shard.biases[i].k, slice(f.k, layout.kvStart, layout.kvHeads), "k bias shard");
-              requireSame(shard.biases[i].v, slice(f.v, layout.kvStart, layout.kvHeads), "v bias shard");
-            }
-          }
         }
       }
     }
@@ -294,16 +277,86 @@ TEST_CASE("unsupported architectures and configs are named") {
   CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path + "/nowhere", 0); }), ContainsSubstring("cannot open"));
 }
 
-TEST_CASE("qwen2 biases load but the engine support check names them") {
+namespace {
+
+// Logits of `tokens` at every position from TP ranks, each built from its
+// own loadCheckpointShard, must equal TP=1 on the weights as written and the
+// naive double-precision pass (test_engine_naive) at the last position.
+void checkCheckpointDecodes(const std::string& dir, const ModelWeights& written, int tp) {
+  const std::vector<int> tokens = {1, 7, 30, 2, 19, 5, 33, 11};
+  CpuTpModel want(written, 1);
+  LocalAllReduce reduce(tp);
+  std::vector<CpuModel> ranks;
+  for (int r = 0; r < tp; ++r) {
+    ModelWeights shard = loadCheckpointShard(dir, tp, r);
+    const ShardLayout layout = planShard(shard.config, tp, r);
+    ranks.emplace_back(std::move(shard), layout, &reduce.rank(r));
+  }
+  std::vector<float> last;
+  for (int pos = 0; pos < int(tokens.size()); ++pos) {
+    const std::vector<float> w = want.forward(tokens[pos], pos);
+    std::vector<std::vector<float>> got(tp);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < tp; ++r) threads.emplace_back([&, r] { got[r] = ranks[r].forward(tokens[pos], pos); });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < tp; ++r)
+      for (size_t i = 0; i < w.size(); ++i) REQUIRE(std::fabs(got[r][i] - w[i]) <= 1e-4f + 1e-4f * std::fabs(w[i]));
+    last = got[0];
+  }
+  const std::vector<double> naive = enginetest::naiveLogits(written, tokens);
+  for (size_t i = 0; i < naive.size(); ++i) REQUIRE(std::fabs(last[i] - naive[i]) < 1e-3);
+}
+
+}  // namespace
+
+TEST_CASE("qwen2 biases reach the forward pass through loadCheckpointShard") {
   TempDir dir;
-  const ModelWeights w = randomWeights(smallConfig("qwen2"), 2);
+  const ModelWeights w = randomWeights(smallConfig("qwen2"), 2);  // with bq/bk/bv
   hftest::WriteOptions o;
   o.architecture = "Qwen2ForCausalLM";
-  o.biases = hftest::randomBiases(w.config, 1);
   hftest::writeHfModel(dir.path, w, o);
   const hf::HfModel m = hf::loadHfModel(dir.path, 0);
-  CHECK_THAT(errorOf([&] { hf::requireEngineSupport(m.hf); }),
-             ContainsSubstring("qwen2 attention biases are not supported by the engine yet"));
+  CHECK_NOTHROW(hf::requireEngineSupport(m.hf));
+  CHECK(m.weights.config.qkvBias);
+  const ModelWeights loaded = loadCheckpointShard(dir.path, 1, 0);
+  REQUIRE(loaded.layers.size() == w.layers.size());
+  requireSame(loaded.layers[1].bq, w.layers[1].bq, "bq");
+  requireSame(loaded.layers[1].bv, w.layers[1].bv, "bv");
+  for (int tp : {1, 2, 4}) {
+    INFO("tp " << tp);
+    checkCheckpointDecodes(dir.path, w, tp);
+  }
+}
+
+TEST_CASE("Llama 3.1 rope_scaling reaches the forward pass; other types are refused") {
+  TempDir dir;
+  ModelConfig c = smallConfig("llama");
+  c.ropeTheta = 10000.0f;  // so every pair's wavelength (6 to 6e3) falls in a different regime below
+  ModelWeights w = randomWeights(c, 4);
+  hftest::writeHfModel(dir.path, w, {});
+  std::string config = readText(dir.path + "/config.json");
+  const std::string plain = config;
+  config.replace(config.find("\"rope_scaling\": null"), 20,
+                 "\"rope_scaling\": {\"factor\": 8.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+                 "\"original_max_position_embeddings\": 64, \"rope_type\": \"llama3\"}");
+  writeText(dir.path + "/config.json", config);
+  // By hand: wavelengths 2*pi*10000^(i/4) = 6.3, 62.8, 628, 6283 against 64/4 = 16 and 64/1 = 64:
+  // pair 0 kept, pair 1 blended with smooth = (64/62.8 - 1)/3, pairs 2 and 3 slowed 8x.
+  const double kPi = 3.14159265358979323846;
+  const double f1 = 0.1, smooth = (64 / (2 * kPi / f1) - 1) / 3;
+  const std::vector<double> want = {1.0, (1 - smooth) * f1 / 8 + smooth * f1, 0.01 / 8, 0.001 / 8};
+  const ModelWeights loaded = loadCheckpointShard(dir.path, 1, 0);
+  REQUIRE(loaded.config.ropeFreqs.size() == 4);
+  for (int i = 0; i < 4; ++i) CHECK(std::fabs(loaded.config.ropeFreqs[i] / want[i] - 1) < 1e-6);
+  w.config.ropeFreqs = loaded.config.ropeFreqs;
+  checkCheckpointDecodes(dir.path, w, 2);
+
+  config = plain;
+  config.replace(config.find("\"rope_scaling\": null"), 20, "\"rope_scaling\": {\"factor\": 4.0, \"rope_type\": \"yarn\"}");
+  writeText(dir.path + "/config.json", config);
+  const std::string e = errorOf([&] { loadCheckpointShard(dir.path, 1, 0); });
+  CHECK_THAT(e, ContainsSubstring("rope_scaling"));
+  CHECK_THAT(e, ContainsSubstring("yarn"));
 }
 
 TEST_CASE("truncated and corrupt safetensors files give errors naming file and tensor") {

@@ -13,7 +13,14 @@
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+
+#include <iterator>
+
 #include "bpe_tokenizer.h"
+#include "cpu_model.h"
+#include "sampler.h"
+#include "shapes.h"
 #include "byte_unicode.h"
 #include "model.h"
 #include "test_engine_hf_writer.h"
@@ -240,3 +247,84 @@ TEST_CASE("malformed or unsupported tokenizer.json files are named") {
   std::ofstream(dir.path + "/bad.json") << "{\"model\": ";
   CHECK_THAT(errorOf(dir.path + "/bad.json"), ContainsSubstring("not valid JSON"));
 }
+
+#ifdef RCN_ENGINE_BIN
+namespace {
+
+struct EngineRun {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs rcn_engine with `args` (stderr through a file in `dir`).
+EngineRun runEngine(const std::string& args, const std::string& dir) {
+  const std::string errPath = dir + "/stderr.txt";
+  const std::string command = std::string(RCN_ENGINE_BIN) + " " + args + " 2>" + errPath;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe);
+  EngineRun run;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.out.append(buffer, n);
+  const int raw = pclose(pipe);
+  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream err(errPath);
+  run.err.assign(std::istreambuf_iterator<char>(err), {});
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("rcn_engine streams text from a Hugging Face directory with tokenizer.json", "[cli]") {
+  TempDir dir;
+  ModelConfig c;
+  c.arch = "llama";
+  c.dim = 32, c.hidden = 48, c.layers = 2, c.heads = 4, c.kvHeads = 2, c.headDim = 8;
+  c.vocab = int(kVocab.size()) + 2, c.seqLen = 64, c.ropeInterleaved = false, c.tiedClassifier = false;
+  const ModelWeights weights = randomWeights(c, 12);
+  hftest::writeHfModel(dir.path, weights, {});
+  // Begin and end of text as the tokenizer's special tokens.
+  Json config;
+  std::ifstream(dir.path + "/config.json") >> config;
+  config["bos_token_id"] = kBegin;
+  config["eos_token_id"] = kEndOfText;
+  std::ofstream(dir.path + "/config.json") << config.dump(2);
+  const std::string tokenizerPath = writeJson(dir.path, tokenizerJson(Style::Llama3));
+  const std::string prompt = "hello world";
+  const std::string model = " --device cpu --model " + dir.path + " --prompt '" + prompt + "' --steps 12";
+
+#ifndef ENGINE_HF_HAVE_PCRE2
+  const EngineRun run = runEngine(model, dir.path);
+  CHECK(run.status == 1);
+  CHECK_THAT(run.err, ContainsSubstring("built without PCRE2"));
+#else
+  // What the CLI must print: the prompt, then the greedy tokens' bytes up to <|endoftext|>.
+  hf::BpeTokenizer tok(tokenizerPath);
+  const Ids ids = tok.encode(prompt, true);
+  REQUIRE(ids.front() == kBegin);
+  CpuTpModel reference(weights, 1);
+  std::string want;
+  int generated = 0;
+  int token = ids[0];
+  for (int pos = 0; generated < 12; ++pos) {
+    const std::vector<float>& logits = reference.forward(token, pos);
+    const bool inPrompt = pos + 1 < int(ids.size());
+    const int next = inPrompt ? ids[pos + 1] : argmax(logits.data(), c.vocab);
+    if (!inPrompt && (++generated, next == kEndOfText)) break;
+    want += tok.decodeToken(next);
+    token = next;
+  }
+  REQUIRE(want.rfind(prompt, 0) == 0);
+  INFO("expected: " << want);
+  for (const std::string& extra : {std::string(), " --tp 2", " --tokenizer " + tokenizerPath}) {
+    const EngineRun run = runEngine(model + extra, dir.path);
+    INFO("rcn_engine" << model << extra << "\n" << run.err);
+    CHECK(run.status == 0);
+    CHECK(run.out == want + "\n");
+  }
+  std::ofstream(dir.path + "/other.json") << "{\"model\": {\"type\": \"WordPiece\"}}";
+  const EngineRun bad = runEngine(model + " --tokenizer " + dir.path + "/other.json", dir.path);
+  CHECK(bad.status == 1);
+  CHECK_THAT(bad.err, ContainsSubstring("other.json: model type WordPiece is not supported"));
+#endif
+}
+#endif

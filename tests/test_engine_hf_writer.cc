@@ -40,10 +40,10 @@ std::vector<Tensor> hfTensors(const engine::ModelWeights& w, const WriteOptions&
     t.push_back({p + "self_attn.k_proj.weight", {kv, dim}, &l.wk});
     t.push_back({p + "self_attn.v_proj.weight", {kv, dim}, &l.wv});
     t.push_back({p + "self_attn.o_proj.weight", {dim, q}, &l.wo});
-    if (!o.biases.empty()) {
-      t.push_back({p + "self_attn.q_proj.bias", {q}, &o.biases[i].q});
-      t.push_back({p + "self_attn.k_proj.bias", {kv}, &o.biases[i].k});
-      t.push_back({p + "self_attn.v_proj.bias", {kv}, &o.biases[i].v});
+    if (c.qkvBias) {
+      t.push_back({p + "self_attn.q_proj.bias", {q}, &l.bq});
+      t.push_back({p + "self_attn.k_proj.bias", {kv}, &l.bk});
+      t.push_back({p + "self_attn.v_proj.bias", {kv}, &l.bv});
     }
     if (c.qkNorm) {
       t.push_back({p + "self_attn.q_norm.weight", {hd}, &l.qNorm});
@@ -185,23 +185,6 @@ std::vector<float> roundTo(const std::string& dtype, const std::vector<float>& v
   std::vector<float> out(values.size());
   for (size_t i = 0; i < values.size(); ++i) out[i] = engine::hf::f16ToFloat(floatToF16(values[i]));
   return out;
-}
-
-std::vector<engine::hf::AttentionBiases> randomBiases(const engine::ModelConfig& c, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uniform(-0.1f, 0.1f);
-  auto vec = [&](size_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = uniform(rng);
-    return v;
-  };
-  std::vector<engine::hf::AttentionBiases> biases(c.layers);
-  for (auto& b : biases) {
-    b.q = vec(size_t(c.heads) * c.headDim);
-    b.k = vec(size_t(c.kvHeads) * c.headDim);
-    b.v = vec(size_t(c.kvHeads) * c.headDim);
-  }
-  return biases;
 }
 
 }  // namespace hftest

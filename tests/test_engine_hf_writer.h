@@ -1,6 +1,7 @@
 // Writes small Hugging Face checkpoints (config.json + safetensors) from the
 // engine's ModelWeights, for the HF loader tests: every supported
 // architecture, BF16 or F32, one file or several shards with an index.
+// Qwen2's q/k/v biases are written from LayerWeights.bq/bk/bv (config.qkvBias).
 #pragma once
 
 #include <cstdint>
@@ -16,8 +17,6 @@ struct WriteOptions {
   std::string architecture = "LlamaForCausalLM";
   std::string dtype = "F32";  // F32, BF16 or F16
   int shards = 1;  // > 1 writes model-0000k-of-0000n.safetensors + index
-  // Qwen2's q/k/v biases, one per layer; written when not empty.
-  std::vector<engine::hf::AttentionBiases> biases;
 };
 
 // A fresh empty directory under $TMPDIR (or /tmp), removed by removeDir.
@@ -37,8 +36,5 @@ std::vector<float> roundTo(const std::string& dtype, const std::vector<float>& v
 
 // float -> IEEE half, round to nearest even, subnormals included.
 uint16_t floatToF16(float value);
-
-// Random biases in [-0.1, 0.1] for every layer of `config`.
-std::vector<engine::hf::AttentionBiases> randomBiases(const engine::ModelConfig& config, unsigned seed);
 
 }  // namespace hftest

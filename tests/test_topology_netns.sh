@@ -183,7 +183,7 @@ run_layout ring-4 4 10.78.1.1 $((PORT + 2)) || fail "ring-4: a rank failed"
 check_layout ring-4 4 multi_node_partial no
 check_comm ring-4 4 failed
 grep -q "share no IPv4 subnet" "$WORK/ring-4.0" || fail "ring-4: the reason does not name the pair without a path"
-run_layout ring-4-forced 4 10.78.1.1 $((PORT + 3)) "ROCENANTE_TRANSPORT=host ROCENANTE_MAX_BYTES=262144" ||
+run_layout ring-4-forced 4 10.78.1.1 $((PORT + 3)) "ROCENANTE_TRANSPORT=host" ||
   fail "ring-4-forced: a rank failed"
 check_layout ring-4-forced 4 multi_node_partial yes
 check_comm ring-4-forced 4 ok

@@ -27,11 +27,6 @@ ModelWeights loadCheckpointShard(const std::string& path, int size, int rank) {
     hf::HfModel m = hf::loadHfShard(path, kMaxContext, size, rank);
     // Refuses what the forward pass would silently get wrong (e.g. yarn RoPE scaling).
     hf::requireEngineSupport(m.hf);
-    for (size_t i = 0; i < m.biases.size(); ++i) {
-      m.weights.layers[i].bq = std::move(m.biases[i].q);
-      m.weights.layers[i].bk = std::move(m.biases[i].k);
-      m.weights.layers[i].bv = std::move(m.biases[i].v);
-    }
     return std::move(m.weights);
 #else
     throw EngineError(path + " is a directory (a Hugging Face checkpoint?), but this build has no rcn_engine_hf "

@@ -14,7 +14,7 @@
 #include "checkpoint.h"
 #include "rcn_allreduce.h"
 #include "shapes.h"
-#include "tokenizer.h"
+#include "text_codec.h"
 
 namespace engine {
 namespace {
@@ -107,11 +107,11 @@ int generate(const EngineOptions& o, Rank& r) {
   mo.maxContext = 0;  // the model's own seq_len
   ModelConfig c;
   std::unique_ptr<GpuModel> model = buildModel(o, r, mo, &c);
-  std::unique_ptr<Llama2cTokenizer> tokenizer;
-  if (!o.tokenizerPath.empty()) tokenizer = std::make_unique<Llama2cTokenizer>(o.tokenizerPath, c.vocab);
-  std::vector<int> prompt = tokenizer ? tokenizer->encode(o.prompt, true) : std::vector<int>{1};
+  std::unique_ptr<TextCodec> codec = openTextCodec(o.modelPath, o.tokenizerPath, c.vocab);
+  std::vector<int> prompt = codec->encode(o.prompt);
   const bool printer = r.rank == 0 && !o.quiet;
-  if (printer && tokenizer) std::fputs(tokenizer->decodeAll(prompt).c_str(), stdout);
+  if (printer)  // the prompt as the CPU path streams it (BOS not printed)
+    for (size_t i = 1; i < prompt.size(); ++i) std::fputs(codec->decode(prompt[i - 1], prompt[i]).c_str(), stdout);
 
   Sampler sampler(o.sampler);
   auto start = std::chrono::steady_clock::now();
@@ -128,10 +128,9 @@ int generate(const EngineOptions& o, Rank& r) {
       next = model->nextTokens()[0];
     }
     ++generated;
-    if (next == Llama2cTokenizer::kBos || next == Llama2cTokenizer::kEos) break;
+    if (codec->isStop(next)) break;
     if (printer) {
-      if (tokenizer) std::fputs(tokenizer->decode(previous, next).c_str(), stdout);
-      else std::printf("%d ", next);
+      std::fputs(codec->decode(previous, next).c_str(), stdout);
       std::fflush(stdout);
     }
     previous = next;

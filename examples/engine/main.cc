@@ -11,7 +11,7 @@
 #include "options.h"
 #include "sampler.h"
 #include "shapes.h"
-#include "tokenizer.h"
+#include "text_codec.h"
 #ifdef ENGINE_HAVE_GPU
 #include "gpu_runner.h"
 #endif
@@ -28,9 +28,8 @@ int generateOnCpu(const EngineOptions& o) {
   CpuTpModel model(weights, o.tp);
   weights = ModelWeights();  // the shards hold their own copies
 
-  std::unique_ptr<Llama2cTokenizer> tokenizer;
-  if (!o.tokenizerPath.empty()) tokenizer = std::make_unique<Llama2cTokenizer>(o.tokenizerPath, config.vocab);
-  std::vector<int> prompt = tokenizer ? tokenizer->encode(o.prompt, true) : std::vector<int>{1};
+  std::unique_ptr<TextCodec> codec = openTextCodec(o.modelPath, o.tokenizerPath, config.vocab);
+  std::vector<int> prompt = codec->encode(o.prompt);
 
   Sampler sampler(o.sampler);
   int token = prompt[0];
@@ -42,11 +41,10 @@ int generateOnCpu(const EngineOptions& o) {
     int next = pos + 1 < int(prompt.size()) ? prompt[pos + 1] : sampler.sample(logits.data(), config.vocab);
     if (pos + 1 >= int(prompt.size())) {
       ++generated;
-      if (next == Llama2cTokenizer::kBos || next == Llama2cTokenizer::kEos) break;
+      if (codec->isStop(next)) break;
     }
     if (!o.quiet) {
-      if (tokenizer) std::fputs(tokenizer->decode(token, next).c_str(), stdout);
-      else std::printf("%d ", next);
+      std::fputs(codec->decode(token, next).c_str(), stdout);
       std::fflush(stdout);
     }
     token = next;

@@ -11,8 +11,9 @@ namespace engine {
 void printUsage(const char* program) {
   std::printf(
       "usage: %s [options]\n"
-      "  --model PATH            llama2.c checkpoint (fp32)\n"
-      "  --tokenizer PATH        llama2.c tokenizer.bin\n"
+      "  --model PATH            llama2.c checkpoint (fp32), or Hugging Face checkpoint directory\n"
+      "  --tokenizer PATH        llama2.c tokenizer.bin, or Hugging Face tokenizer.json\n"
+      "                          (default: DIR/tokenizer.json when --model DIR has one)\n"
       "  --random-weights --shape NAME   llama3-1b | llama3-8b | qwen3-32b | tiny-llama | tiny-qwen3 | tiny-qwen2\n"
       "  --prompt TEXT           (default \"Once upon a time\")\n"
       "  --steps N               tokens to generate (default 128)\n"

@@ -10,8 +10,8 @@
 namespace engine {
 
 struct EngineOptions {
-  std::string modelPath;        // llama2.c checkpoint
-  std::string tokenizerPath;    // llama2.c tokenizer.bin
+  std::string modelPath;        // llama2.c checkpoint or Hugging Face directory
+  std::string tokenizerPath;    // llama2.c tokenizer.bin or tokenizer.json
   bool randomWeights = false;
   std::string shape;            // with randomWeights
   std::string prompt = "Once upon a time";

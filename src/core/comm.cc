@@ -17,6 +17,8 @@
 namespace rcn {
 namespace {
 
+constexpr size_t kHostMinSlotBytes = 64 * 1024;
+
 bool gpuPresent() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
@@ -108,6 +110,9 @@ rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why)
   ctx.nranks = comm->nranks;
   ctx.cudaDev = comm->cudaDev;
   size_t largest = std::max(comm->policy.oneShotMaxBytes, comm->policy.oneShotMaxBytesGraph);
+  // The host backend takes every size in slot-sized chunks, so its slots must
+  // be useful even where the policy routes nothing to the one-shot.
+  if (comm->cudaDev < 0) largest = std::max<size_t>(largest, kHostMinSlotBytes);
   ctx.maxBytes = (std::max<size_t>(largest, 16) + 15) / 16 * 16;
   ctx.maxBlocks = static_cast<int>(paramInt(ParamId::MaxBlocks));
   ctx.threads = static_cast<int>(paramInt(ParamId::Threads));
@@ -143,7 +148,7 @@ rcnResult_t requireSomePath(const rcnComm* comm, const std::string& reason) {
   bool topology = reason.rfind("topology: ", 0) == 0;
   RCN_WARN(RCN_LOG_INIT, "rank %d/%d: no fast path (%s), and there is no NCCL to fall back to%s",
            comm->rank, comm->nranks, reason.c_str(),
-           topology ? "; ROCENANTE_TRANSPORT=host with ROCENANTE_MAX_BYTES=262144 takes the host path anyway"
+           topology ? "; ROCENANTE_TRANSPORT=host takes the host path anyway"
                     : "");
   return rcnInvalidUsage;
 }

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "core/check.h"
-#include "kernels/reduce_ops.cuh"
+#include "kernels/device_common.cuh"
+#include "kernels/kernel_launch.cuh"
 
 namespace rcn {
 
@@ -16,24 +16,6 @@ namespace {
 constexpr int kMaxThreads = 512;
 
 size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
-
-// ---- PTX helpers -----------------------------------------------------------
-
-__device__ inline uint64_t globalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-__device__ inline void storeReleaseSys(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-__device__ inline uint32_t loadAcquireSys(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 
 // LL lines: one 16-byte access; each 8-byte half (data word + flag word) is
 // written and read whole, so a flag equal to the call vouches for its word.
@@ -54,107 +36,23 @@ __device__ inline uint4 loadLine(const uint4* p) {
 
 // ---- bounded waits ---------------------------------------------------------
 
-// Records the first failure of this communicator's calls: the device flag
-// stops later calls, the host-mapped record tells the host who was missing.
+// Word 0 of the state is this communicator's device `failed` flag.
 __device__ void recordError(const OneShotArgs& a, uint32_t code, int peer, uint32_t call) {
-  if (atomicCAS(&a.state[0], 0u, 1u) != 0u) return;
-  volatile OneShotError* e = a.error;
-  e->peer = static_cast<uint32_t>(peer);
-  e->block = blockIdx.x;
-  e->call = call;
-  __threadfence_system();
-  e->code = code;
-  __threadfence_system();
+  recordFirstError(&a.state[0], a.error, code, peer, call);
 }
 
-// Spinning is cheap; the clock and the host-mapped abort flag are read only
-// every so many spins so that a healthy wait stays on local memory.
-struct WaitBudget {
-  uint32_t spins = 0;
-  uint64_t start = 0;
-
-  // kOneShotOk while the wait may go on.
-  __device__ uint32_t check(const OneShotArgs& a) {
-    if ((++spins & 63u) != 0) return kOneShotOk;
-    const uint64_t now = globalTimerNs();
-    if (start == 0) start = now;
-    if (now - start > a.timeoutNs) return kOneShotTimeout;
-    if (*reinterpret_cast<volatile uint32_t*>(&a.state[0]) != 0) return kOneShotAborted;
-    // Host memory is read by the lowest lane still spinning in each warp; it
-    // then sets the device flag that the others see.
-    const bool reader = (threadIdx.x & 31) == static_cast<unsigned>(__ffs(__activemask()) - 1);
-    if ((spins & 4095u) == 0 && reader && *a.abortFlag != 0) return kOneShotAborted;
-    return kOneShotOk;
-  }
-};
-
-// ---- chunk loads and stores ------------------------------------------------
-
-// Loads the E = sizeof(V)/sizeof(T) elements starting at element `first`;
-// elements at or past `count` read as zero bits. Whole-vector access when the
-// pointer allows it, element by element otherwise (unaligned pointers, tails).
-template <typename T, typename V>
-__device__ inline V loadChunk(const T* src, size_t first, size_t count, bool aligned) {
-  constexpr int E = sizeof(V) / sizeof(T);
-  if (aligned && first + E <= count) return *reinterpret_cast<const V*>(src + first);
-  V v{};
-  T* e = reinterpret_cast<T*>(&v);
-#pragma unroll
-  for (int j = 0; j < E; ++j)
-    if (first + j < count) e[j] = src[first + j];
-  return v;
-}
-
-template <typename T, typename V>
-__device__ inline void storeChunk(T* dst, size_t first, size_t count, bool aligned, const V& v) {
-  constexpr int E = sizeof(V) / sizeof(T);
-  if (aligned && first + E <= count) {
-    *reinterpret_cast<V*>(dst + first) = v;
-    return;
-  }
-  const T* e = reinterpret_cast<const T*>(&v);
-#pragma unroll
-  for (int j = 0; j < E; ++j)
-    if (first + j < count) dst[first + j] = e[j];
-}
-
-// acc = v (first rank) or acc = op(acc, v), element-wise.
-template <typename T, typename Op, typename V, typename Acc, int E>
-__device__ inline void accumulate(Acc (&acc)[E], const V& v, bool first) {
-  const T* e = reinterpret_cast<const T*>(&v);
-#pragma unroll
-  for (int j = 0; j < E; ++j) {
-    const Acc x = ElemTraits<T>::toAcc(e[j]);
-    acc[j] = first ? x : Op::combine(acc[j], x);
-  }
-}
-
-template <typename T, typename Op, typename V, typename Acc, int E>
-__device__ inline V finishChunk(const Acc (&acc)[E], int nranks) {
-  V out{};
-  T* o = reinterpret_cast<T*>(&out);
-#pragma unroll
-  for (int j = 0; j < E; ++j) o[j] = ElemTraits<T>::fromAcc(Op::finish(acc[j], nranks));
-  return out;
+// The host-mapped abort flag is read every 4096 spins, by one lane per warp:
+// in LL every thread of the block waits, and host reads are slow.
+__device__ inline uint32_t waitCheck(WaitBudget& budget, const OneShotArgs& a) {
+  return budget.check(&a.state[0], a.abortFlag, a.timeoutNs, 4095u, /*onePerWarp=*/true);
 }
 
 // ---- the start and end of every call --------------------------------------
 
-// PDL: allow the next kernel to be scheduled now, then wait until every
-// earlier kernel on the stream has finished and its writes are visible. Both
-// are no-ops when the launch did not ask for programmatic serialization.
-__device__ inline void waitForPreviousKernels() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-
 // The call number of this block's slot; 0 when an earlier call failed.
-// Call numbers tag flags and lines, and 0 means "cleared", so 0 is skipped on
-// wrap-around (0xffffffff is followed by 2, keeping the phase alternating).
 __device__ inline uint32_t callNumber(const OneShotArgs& a) {
   const uint32_t failed = __ldcg(a.state);
-  uint32_t call = __ldcg(a.state + 1 + blockIdx.x) + 1;
-  if (call == 0) call = 2;
+  const uint32_t call = nextCallNumber(__ldcg(a.state + 1 + blockIdx.x));
   return failed ? 0 : call;
 }
 
@@ -222,7 +120,7 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
     uint32_t* flag = flagOf(a, me, phase, peer);
     WaitBudget budget;
     while (loadAcquireSys(flag) != call) {
-      const uint32_t why = budget.check(a);
+      const uint32_t why = waitCheck(budget, a);
       if (why != kOneShotOk) {
         recordError(a, why, peer, call);
         failed = 1;
@@ -284,7 +182,7 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
         uint4 line = loadLine(src);
         WaitBudget budget;
         while (line.y != call || line.w != call) {
-          const uint32_t why = budget.check(a);
+          const uint32_t why = waitCheck(budget, a);
           if (why != kOneShotOk) {
             recordError(a, why, r, call);
             failed = 1;
@@ -317,21 +215,7 @@ __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(const OneShotArgs a
 
 using KernelFn = void (*)(const OneShotArgs, int);
 
-#define RCN_ONE_SHOT_OPS(T)                                                                   \
-  {                                                                                           \
-    oneShotKernel<T, OpSum>, oneShotKernel<T, OpProd>, oneShotKernel<T, OpMax>,               \
-        oneShotKernel<T, OpMin>, oneShotKernel<T, OpAvg>                                      \
-  }
-
-// Rows in rcnDataType_t order, columns in rcnRedOp_t order.
-const KernelFn kKernels[rcnNumTypes][rcnNumOps] = {
-    RCN_ONE_SHOT_OPS(int8_t),        RCN_ONE_SHOT_OPS(uint8_t),       RCN_ONE_SHOT_OPS(int32_t),
-    RCN_ONE_SHOT_OPS(uint32_t),      RCN_ONE_SHOT_OPS(int64_t),       RCN_ONE_SHOT_OPS(uint64_t),
-    RCN_ONE_SHOT_OPS(__half),        RCN_ONE_SHOT_OPS(float),         RCN_ONE_SHOT_OPS(double),
-    RCN_ONE_SHOT_OPS(__nv_bfloat16), RCN_ONE_SHOT_OPS(__nv_fp8_e4m3), RCN_ONE_SHOT_OPS(__nv_fp8_e5m2),
-};
-
-#undef RCN_ONE_SHOT_OPS
+const KernelFn kKernels[rcnNumTypes][rcnNumOps] = RCN_KERNEL_TABLE(oneShotKernel);
 
 }  // namespace
 
@@ -364,24 +248,8 @@ OneShotGrid oneShotGrid(size_t bytes, size_t llMaxBytes, int maxBlocks, int thre
 rcnResult_t launchOneShot(const OneShotArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
                           const OneShotGrid& grid, const OneShotLaunchOptions& options,
                           cudaStream_t stream) {
-  const KernelFn kernel = kKernels[dtype][op];
   const int ll = grid.protocol == OneShotProtocol::LL ? 1 : 0;
-  if (!options.programmaticLaunch) {
-    kernel<<<grid.blocks, grid.threads, 0, stream>>>(args, ll);
-    RCN_CUDA_CHECK(cudaGetLastError());
-    return rcnSuccess;
-  }
-  cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(grid.blocks);
-  config.blockDim = dim3(grid.threads);
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  RCN_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args, ll));
-  return rcnSuccess;
+  return launchKernel(kKernels[dtype][op], grid, options.programmaticLaunch, stream, args, ll);
 }
 
 }  // namespace rcn

@@ -44,7 +44,7 @@ std::vector<std::string> listDir(const std::string& path) {
   if (!dir) return names;
   while (dirent* e = readdir(dir)) {
     std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
+    if (name[0] != '.') names.push_back(name);  // sysfs has no dot files; fixtures have .keep
   }
   closedir(dir);
   std::sort(names.begin(), names.end());

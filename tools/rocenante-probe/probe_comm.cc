@@ -32,7 +32,9 @@ const char* pathName(rcnPath_t path) {
 
 // Rank r contributes (r+1)*(i%7+1): small integers, exact in any order.
 float contribution(int rank, size_t i) { return static_cast<float>((rank + 1) * (i % 7 + 1)); }
-float expectedSum(int nranks, size_t i) { return static_cast<float>((i % 7 + 1) * (nranks * (nranks + 1) / 2)); }
+float expectedSum(int nranks, size_t i) {
+  return static_cast<float>((i % 7 + 1) * (nranks * (nranks + 1) / 2));
+}
 
 // One float32 sum through comm: device buffers where it has a GPU, host
 // buffers on the host backend. Poisoned output, checked exactly.

@@ -176,9 +176,10 @@ int runRanks(const Options& opt, const rcn::bench::LaunchInfo& launch) {
     printf("class: %s (%d node%s, %zu ranks)\n", rcn::topoClassName(topo.cls), topo.nnodes,
            topo.nnodes == 1 ? "" : "s", topo.ranks.size());
     printf("why: %s\n", topo.reason.c_str());
-    printf("rocenante: %s (%s)\n",
-           v.used ? "will be used" : v.path == "nccl" ? "will not be used; NCCL takes every call" : "will not be used",
-           v.reason.c_str());
+    const char* use = v.used ? "will be used"
+                      : v.path == "nccl" ? "will not be used; NCCL takes every call"
+                                         : "will not be used";
+    printf("rocenante: %s (%s)\n", use, v.reason.c_str());
   }
   // Summaries go to stderr under --json so stdout stays one JSON document.
   FILE* summaries = opt.json ? stderr : stdout;
@@ -187,7 +188,8 @@ int runRanks(const Options& opt, const rcn::bench::LaunchInfo& launch) {
   if (opt.comm) {
     std::string line;
     // Under --root the GPU index names the fixture's device, not one of this machine's.
-    rcnResult_t res = rcn::probe::tryComm(*boot, launch.rank, launch.nranks, opt.root.empty() ? gpu : -1, &line);
+    int commGpu = opt.root.empty() ? gpu : -1;
+    rcnResult_t res = rcn::probe::tryComm(*boot, launch.rank, launch.nranks, commGpu, &line);
     if (!line.empty()) fprintf(summaries, "%s\n", line.c_str());
     fflush(summaries);
     if (res != rcnSuccess) {

@@ -35,7 +35,8 @@ static Verdict hostVerdict(const CommTopo& topo, const std::string& pathName) {
   if (paramBool(ParamId::Disable)) {
     v.reason = std::string("ROCENANTE_DISABLE is set; ") + noNccl;
   } else if (topo.cls == TopoClass::MultiNodePartial && paramStr(ParamId::Transport) == "auto") {
-    v.reason = topo.reason + "; " + noNccl + " (ROCENANTE_TRANSPORT=host with ROCENANTE_MAX_BYTES=262144 takes the host path anyway)";
+    v.reason = topo.reason + "; " + noNccl +
+               " (ROCENANTE_TRANSPORT=host takes the host path anyway)";
   } else {
     v.used = true;
     v.path = pathName;

@@ -32,19 +32,17 @@ LayerWeights loadLayer(const Checkpoint& ckpt, const ModelConfig& c, const Shard
   return w;
 }
 
-// A bias vector is a [rows][1] matrix as far as row slicing goes.
-AttentionBiases loadBiases(const Checkpoint& ckpt, const ModelConfig& c, const ShardLayout& l, int i) {
+// Qwen2's q/k/v biases, sliced like the rows of wq/wk/wv.
+void loadBiases(LayerWeights& w, const Checkpoint& ckpt, const ModelConfig& c, const ShardLayout& l, int i) {
   const int64_t hd = c.headDim, qRows = int64_t(c.heads) * hd, kvRows = int64_t(c.kvHeads) * hd;
   auto slice = [&](const char* tensor, int64_t rows, int64_t first, int64_t count) {
     const std::string n = layerName(i, tensor);
     std::vector<float> all = ckpt.read(n, {rows});
     return std::vector<float>(all.begin() + first, all.begin() + first + count);
   };
-  AttentionBiases b;
-  b.q = slice("self_attn.q_proj.bias", qRows, l.headStart * hd, l.heads * hd);
-  b.k = slice("self_attn.k_proj.bias", kvRows, l.kvStart * hd, l.kvHeads * hd);
-  b.v = slice("self_attn.v_proj.bias", kvRows, l.kvStart * hd, l.kvHeads * hd);
-  return b;
+  w.bq = slice("self_attn.q_proj.bias", qRows, l.headStart * hd, l.heads * hd);
+  w.bk = slice("self_attn.k_proj.bias", kvRows, l.kvStart * hd, l.kvHeads * hd);
+  w.bv = slice("self_attn.v_proj.bias", kvRows, l.kvStart * hd, l.kvHeads * hd);
 }
 
 HfModel load(const std::string& dir, int maxSeqLen, int size, int rank) {
@@ -59,7 +57,7 @@ HfModel load(const std::string& dir, int maxSeqLen, int size, int rank) {
   w.embedding = ckpt.read("model.embed_tokens.weight", {c.vocab, c.dim});
   for (int i = 0; i < c.layers; ++i) {
     w.layers.push_back(loadLayer(ckpt, c, layout, i));
-    if (m.hf.attentionBias) m.biases.push_back(loadBiases(ckpt, c, layout, i));
+    if (c.qkvBias) loadBiases(w.layers.back(), ckpt, c, layout, i);
   }
   w.finalNorm = ckpt.read("model.norm.weight", {c.dim});
   // A tied checkpoint may still carry lm_head.weight (a copy); HF ignores it too.

@@ -11,19 +11,9 @@
 
 namespace engine::hf {
 
-// Qwen2's q/k/v projection biases, sharded like the rows of wq/wk/wv.
-// loadCheckpointShard (examples/engine/checkpoint.cc) moves them into
-// LayerWeights.bq/bk/bv for the forward pass.
-struct AttentionBiases {
-  std::vector<float> q;  // [heads*headDim] (this rank's heads)
-  std::vector<float> k;  // [kvHeads*headDim]
-  std::vector<float> v;  // [kvHeads*headDim]
-};
-
 struct HfModel {
-  HfConfig hf;                          // hf.config == weights.config
-  ModelWeights weights;
-  std::vector<AttentionBiases> biases;  // one per layer when hf.attentionBias, else empty
+  HfConfig hf;          // hf.config == weights.config
+  ModelWeights weights;  // Qwen2's q/k/v biases in LayerWeights.bq/bk/bv
 };
 
 // The whole model. `maxSeqLen` (> 0) caps the context (see readHfConfig).

@@ -1,0 +1,116 @@
+#include "text_codec.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "model.h"
+#include "tokenizer.h"
+#ifdef ENGINE_HAVE_HF
+#include "bpe_tokenizer.h"
+#include "hf_config.h"
+#endif
+
+namespace engine {
+
+bool TextCodec::isStop(int token) const { return std::find(stops_.begin(), stops_.end(), token) != stops_.end(); }
+
+namespace {
+
+bool isDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool isFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// No tokenizer: the prompt is BOS alone and each token prints as its id.
+class TokenIdCodec : public TextCodec {
+ public:
+  TokenIdCodec(int bos, std::vector<int> stops) : bos_(bos) { stops_ = std::move(stops); }
+  std::vector<int> encode(const std::string&) const override { return {bos_}; }
+  std::string decode(int, int token) const override { return std::to_string(token) + " "; }
+
+ private:
+  int bos_;
+};
+
+class Llama2cCodec : public TextCodec {
+ public:
+  Llama2cCodec(const std::string& path, int vocab) : tokenizer_(path, vocab) {
+    stops_ = {Llama2cTokenizer::kBos, Llama2cTokenizer::kEos};
+  }
+  std::vector<int> encode(const std::string& text) const override { return tokenizer_.encode(text, true); }
+  std::string decode(int previous, int token) const override { return tokenizer_.decode(previous, token); }
+
+ private:
+  Llama2cTokenizer tokenizer_;
+};
+
+#ifdef ENGINE_HAVE_HF
+class TokenizerJsonCodec : public TextCodec {
+ public:
+  TokenizerJsonCodec(const std::string& path, int vocab, int bos, std::vector<int> stops)
+      : tokenizer_(path), path_(path), vocab_(vocab), bos_(bos) {
+    stops_ = std::move(stops);
+  }
+
+  std::vector<int> encode(const std::string& text) const override {
+    std::vector<int> ids = tokenizer_.encode(text, true);  // the post-processor's BOS, if it has one
+    if (ids.empty() && bos_ >= 0) ids = {bos_};
+    if (ids.empty())
+      throw EngineError(path_ + ": the prompt encodes to no tokens and config.json names no bos_token_id");
+    for (int id : ids)
+      if (id >= vocab_)
+        throw EngineError(path_ + ": prompt token " + std::to_string(id) + " lies beyond the model's " +
+                          std::to_string(vocab_) + "-token vocabulary (tokenizer of another model?)");
+    return ids;
+  }
+
+  // One token may be part of a UTF-8 character: its bytes are printed as they are.
+  std::string decode(int, int token) const override {
+    // Models pad their vocabulary past the tokenizer (Qwen); such a token has no text.
+    if (token >= tokenizer_.vocabSize()) return "";
+    return tokenizer_.decodeToken(token);
+  }
+
+ private:
+  hf::BpeTokenizer tokenizer_;
+  std::string path_;
+  int vocab_, bos_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab) {
+  const bool hfDirectory = isDirectory(modelPath);
+  std::string json = endsWith(tokenizerPath, ".json") ? tokenizerPath : "";
+  if (tokenizerPath.empty() && hfDirectory && isFile(modelPath + "/tokenizer.json"))
+    json = modelPath + "/tokenizer.json";
+  // llama2.c's ids unless a Hugging Face config.json says otherwise.
+  int bos = Llama2cTokenizer::kBos;
+  std::vector<int> stops = {Llama2cTokenizer::kBos, Llama2cTokenizer::kEos};
+#ifdef ENGINE_HAVE_HF
+  if (hfDirectory) {
+    const hf::HfConfig config = hf::readHfConfig(modelPath, 0);
+    bos = config.bosToken;
+    stops = config.eosTokens;
+  }
+  if (!json.empty()) return std::make_unique<TokenizerJsonCodec>(json, vocab, bos, stops);
+#else
+  if (!json.empty())
+    throw EngineError(json + ": tokenizer.json needs rcn_engine_hf, which this build lacks (it needs nlohmann-json)");
+#endif
+  if (!tokenizerPath.empty()) return std::make_unique<Llama2cCodec>(tokenizerPath, vocab);
+  return std::make_unique<TokenIdCodec>(bos >= 0 ? bos : Llama2cTokenizer::kBos, stops);
+}
+
+}  // namespace engine

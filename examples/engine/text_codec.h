@@ -1,0 +1,35 @@
+// Text in and out of the CLI (--tokenizer): the prompt's token ids, the bytes
+// to print for each generated token, and the tokens that end generation.
+// llama2.c's tokenizer.bin, or a Hugging Face tokenizer.json (through
+// rcn_engine_hf, which needs PCRE2 for it); without a tokenizer the prompt
+// is the BOS token alone and the output is token ids.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace engine {
+
+class TextCodec {
+ public:
+  virtual ~TextCodec() = default;
+  // The prompt's tokens, BOS first where the tokenizer adds one; never empty.
+  virtual std::vector<int> encode(const std::string& text) const = 0;
+  // What to print for `token` when it follows `previous`.
+  virtual std::string decode(int previous, int token) const = 0;
+  // Generation ends at this token (it is not printed).
+  bool isStop(int token) const;
+
+ protected:
+  std::vector<int> stops_;
+};
+
+// The codec for --model `modelPath` and --tokenizer `tokenizerPath` (may be
+// empty). A tokenizer path ending in .json, or none with a Hugging Face model
+// directory holding tokenizer.json, selects tokenizer.json; stops are the
+// directory's config.json eos_token_id. Otherwise tokenizer.bin (llama2.c,
+// stops at BOS and EOS). Throws EngineError naming the file and the problem.
+std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab);
+
+}  // namespace engine

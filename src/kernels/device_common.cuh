@@ -1,0 +1,153 @@
+// Device helpers shared by the all-reduce kernels (kernels/one_shot.cu and
+// transport/proxy/proxy_kernel.cu): system-scope flag access, the PDL
+// prologue, call numbering, bounded waits and the 16- or 8-byte chunk moves
+// with their element-wise reduction. Every helper is small and inlined, so
+// a kernel compiles to the same code as if it spelled them out.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/one_shot.h"
+#include "kernels/reduce_ops.cuh"
+
+namespace rcn {
+
+// Internal linkage in each kernel file, as when each file spelled these out:
+// the inliner then treats them exactly as before (checked on the SASS).
+namespace {
+
+// ---- PTX helpers -----------------------------------------------------------
+
+__device__ inline uint64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ inline void storeReleaseSys(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ inline uint32_t loadAcquireSys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// PDL: allow the next kernel to be scheduled now, then wait until every
+// earlier kernel on the stream has finished and its writes are visible. Both
+// are no-ops when the launch did not ask for programmatic serialization.
+__device__ inline void waitForPreviousKernels() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+// ---- call numbers ----------------------------------------------------------
+
+// The call after `last`. Call numbers tag flags and lines, and 0 means
+// "cleared", so 0 is skipped on wrap-around (0xffffffff is followed by 2,
+// keeping the phase call & 1 alternating).
+__device__ inline uint32_t nextCallNumber(uint32_t last) {
+  uint32_t call = last + 1;
+  if (call == 0) call = 2;
+  return call;
+}
+
+// ---- bounded waits ---------------------------------------------------------
+
+// Records the first failure of a communicator's calls: the device flag
+// `failed` stops later calls, the host-mapped record tells the host who was
+// missing. The code is written last, so the host never reads a half record.
+__device__ inline void recordFirstError(uint32_t* failed, volatile OneShotError* e, uint32_t code,
+                                        int peer, uint32_t call) {
+  if (atomicCAS(failed, 0u, 1u) != 0u) return;
+  e->peer = static_cast<uint32_t>(peer);
+  e->block = blockIdx.x;
+  e->call = call;
+  __threadfence_system();
+  e->code = code;
+  __threadfence_system();
+}
+
+// Spinning is cheap; the clock and the flags are read only every so many
+// spins so that a healthy wait stays on local memory.
+struct WaitBudget {
+  uint32_t spins = 0;
+  uint64_t start = 0;
+
+  // kOneShotOk while the wait may go on; kOneShotTimeout once timeoutNs have
+  // passed since the first look at the clock; kOneShotAborted once the
+  // device flag `failed` (another thread gave up) or the host-mapped
+  // abortFlag is set. The clock and `failed` are read every 64 spins,
+  // abortFlag every hostMask + 1 spins (a multiple of 64) and, with
+  // onePerWarp, only by the lowest lane still spinning in each warp: that
+  // lane then sets the device flag that the others see.
+  __device__ uint32_t check(const uint32_t* failed, const volatile uint32_t* abortFlag,
+                            uint64_t timeoutNs, uint32_t hostMask, bool onePerWarp) {
+    if ((++spins & 63u) != 0) return kOneShotOk;
+    const uint64_t now = globalTimerNs();
+    if (start == 0) start = now;
+    if (now - start > timeoutNs) return kOneShotTimeout;
+    if (*reinterpret_cast<const volatile uint32_t*>(failed) != 0) return kOneShotAborted;
+    const bool reader =
+        !onePerWarp || (threadIdx.x & 31) == static_cast<unsigned>(__ffs(__activemask()) - 1);
+    if ((spins & hostMask) == 0 && reader && *abortFlag != 0) return kOneShotAborted;
+    return kOneShotOk;
+  }
+};
+
+// ---- chunk loads and stores ------------------------------------------------
+
+// Loads the E = sizeof(V)/sizeof(T) elements starting at element `first`;
+// elements at or past `count` read as zero bits. Whole-vector access when the
+// pointer allows it, element by element otherwise (unaligned pointers, tails).
+template <typename T, typename V>
+__device__ inline V loadChunk(const T* src, size_t first, size_t count, bool aligned) {
+  constexpr int E = sizeof(V) / sizeof(T);
+  if (aligned && first + E <= count) return *reinterpret_cast<const V*>(src + first);
+  V v{};
+  T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+  for (int j = 0; j < E; ++j)
+    if (first + j < count) e[j] = src[first + j];
+  return v;
+}
+
+template <typename T, typename V>
+__device__ inline void storeChunk(T* dst, size_t first, size_t count, bool aligned, const V& v) {
+  constexpr int E = sizeof(V) / sizeof(T);
+  if (aligned && first + E <= count) {
+    *reinterpret_cast<V*>(dst + first) = v;
+    return;
+  }
+  const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int j = 0; j < E; ++j)
+    if (first + j < count) dst[first + j] = e[j];
+}
+
+// acc = v (first rank) or acc = op(acc, v), element-wise.
+template <typename T, typename Op, typename V, typename Acc, int E>
+__device__ inline void accumulate(Acc (&acc)[E], const V& v, bool first) {
+  const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int j = 0; j < E; ++j) {
+    const Acc x = ElemTraits<T>::toAcc(e[j]);
+    acc[j] = first ? x : Op::combine(acc[j], x);
+  }
+}
+
+// The finished accumulators, converted back to T and packed into one V.
+template <typename T, typename Op, typename V, typename Acc, int E>
+__device__ inline V finishChunk(const Acc (&acc)[E], int nranks) {
+  V out{};
+  T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+  for (int j = 0; j < E; ++j) o[j] = ElemTraits<T>::fromAcc(Op::finish(acc[j], nranks));
+  return out;
+}
+
+}  // namespace
+
+}  // namespace rcn
