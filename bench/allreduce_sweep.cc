@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "launch_env.h"
+#include "core/launch_env.h"
 #include "sweep_check.h"
 #include "sweep_methods.h"
 #include "sweep_options.h"

@@ -35,16 +35,8 @@ int preferredNccl(const SweepResults& r, Mode mode, size_t bytes) {
   const Point* base = findPoint(r, def, mode, bytes);
   int best = base && base->wrong <= 0 ? def : -1;
   double bestUs = best >= 0 ? base->us.median * (1.0 - kNcclPreferenceMargin) : 0.0;
-  for (int m = 0; m < kNumMethods; ++m) {
-    if (!methodIsNccl(m) || kMethods[m].symmetric || m == def) continue;
-    const Point* p = findPoint(r, m, mode, bytes);
-    if (!p || p->wrong > 0) continue;
-    if (best < 0 || p->us.median < bestUs) {
-      best = m;
-      bestUs = p->us.median;
-    }
-  }
-  return best;
+  auto ringVariant = [def](int m) { return !kMethods[m].symmetric && m != def; };
+  return fastestNcclAt(r, mode, bytes, ringVariant, best, bestUs);
 }
 
 // ROCENANTE_MAX_BYTES's default from the parameter table: the fast path's

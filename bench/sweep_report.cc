@@ -124,11 +124,12 @@ double speedupOver(const SweepResults& r, const Point& p, const char* baselineMe
   return b ? b->us.median / p.us.median : 0.0;
 }
 
-int bestNcclAt(const SweepResults& r, Mode mode, size_t bytes) {
-  int best = -1;
-  double bestUs = 0;
+int fastestNcclAt(const SweepResults& r, Mode mode, size_t bytes,
+                  const std::function<bool(int method)>& eligible, int incumbent, double incumbentUs) {
+  int best = incumbent;
+  double bestUs = incumbentUs;
   for (int m = 0; m < kNumMethods; ++m) {
-    if (!methodIsNccl(m)) continue;
+    if (!methodIsNccl(m) || !eligible(m)) continue;
     const Point* p = findPoint(r, m, mode, bytes);
     if (!p || p->wrong > 0) continue;
     if (best < 0 || p->us.median < bestUs) {
@@ -137,6 +138,10 @@ int bestNcclAt(const SweepResults& r, Mode mode, size_t bytes) {
     }
   }
   return best;
+}
+
+int bestNcclAt(const SweepResults& r, Mode mode, size_t bytes) {
+  return fastestNcclAt(r, mode, bytes, [](int) { return true; }, -1, 0.0);
 }
 
 Crossover findCrossover(const SweepResults& r, int method, Mode mode) {

@@ -2,6 +2,7 @@
 // JSON files, speedups and the crossover where rocenante stops winning.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ Crossover findCrossover(const SweepResults& r, int method, Mode mode);
 
 // The fastest NCCL method at one size (index), or -1 if none was measured.
 int bestNcclAt(const SweepResults& r, Mode mode, size_t bytes);
+
+// The NCCL method accepted by `eligible` whose verified median at one size
+// is below incumbentUs (the time to beat, that of method `incumbent`), the
+// fastest such; `incumbent` when none is (-1: no incumbent, any time wins).
+int fastestNcclAt(const SweepResults& r, Mode mode, size_t bytes,
+                  const std::function<bool(int method)>& eligible, int incumbent, double incumbentUs);
 
 // Every size in the results, ascending.
 std::vector<size_t> resultSizes(const SweepResults& r);

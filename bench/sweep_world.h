@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/bootstrap.h"
-#include "launch_env.h"
+#include "core/launch_env.h"
 
 namespace rcn::bench {
 

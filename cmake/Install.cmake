@@ -16,5 +16,6 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/rocenanteConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/rocenanteConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/rocenante)
 
+file(RELATIVE_PATH RCN_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
 configure_file(cmake/rocenante.pc.in ${CMAKE_CURRENT_BINARY_DIR}/rocenante.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/rocenante.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

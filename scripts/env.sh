@@ -12,8 +12,13 @@ fi
 export CUDA_ARCHS
 BUILD_DIR=${BUILD_DIR:-build}
 GENERATOR=$(command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
-configure_and_build() {
+configure_build() {
   cmake -S . -B "$BUILD_DIR" -G "$GENERATOR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "$@"
-  cmake --build "$BUILD_DIR" -j"$(nproc)"
+}
+# build_targets [target...]: everything when none is named.
+build_targets() {
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$BUILD_DIR" -j"$(nproc)" "${targets[@]}"
 }

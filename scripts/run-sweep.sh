@@ -10,9 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 source scripts/env.sh
-cmake -S . -B "$BUILD_DIR" -G "$GENERATOR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS"
-cmake --build "$BUILD_DIR" -j"$(nproc)" --target allreduce_sweep
+configure_build
+build_targets allreduce_sweep
 
 OUT_DIR=${SWEEP_OUT:-$BUILD_DIR/sweep}
 mkdir -p "$OUT_DIR"

@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 source scripts/env.sh
-configure_and_build
+configure_build
+build_targets
 ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 600

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <random>
 
+#include "core/bootstrap.h"
 #include "core/dtype.h"
 #include "support/reference.h"
 
@@ -255,6 +256,19 @@ bool runInBatches(BatchRunner& runner, const std::vector<Call>& calls, uint64_t 
     if (!runner.run(batch, seed + first, graph, graph ? 2 : 1, why)) return false;
   }
   return true;
+}
+
+AllReduceFn commFn(rcnComm_t comm) {
+  return [comm](const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                cudaStream_t stream) { return rcnAllReduce(send, recv, count, dtype, op, comm, stream); };
+}
+
+BatchRunner::Exchange exchangeViaBootstrap(Bootstrap* bootstrap, int rank, int nranks) {
+  return [bootstrap, rank, nranks](const std::vector<uint64_t>& local, std::vector<uint64_t>* all) {
+    all->assign(local.size() * nranks, 0);
+    std::memcpy(all->data() + rank * local.size(), local.data(), local.size() * sizeof(uint64_t));
+    return bootstrap->allGather(all->data(), local.size() * sizeof(uint64_t)) == rcnSuccess;
+  };
 }
 
 }  // namespace rcn::test

@@ -7,17 +7,37 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "rocenante/rocenante.h"
 
+namespace rcn {
+class Bootstrap;
+}
+
+// In a forked rank's body (an int function with `rank` in scope): when cond
+// is false, prints "rank R: file:line: " and the message, and returns 1.
+#define CHILD_CHECK(cond, ...)                                            \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      std::fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);                                  \
+      std::fprintf(stderr, "\n");                                         \
+      return 1;                                                           \
+    }                                                                     \
+  } while (0)
+
 namespace rcn::test {
 
 // One rank's way to run an all-reduce on one of its communicators.
 using AllReduceFn = std::function<rcnResult_t(const void* send, void* recv, size_t count,
                                               rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream)>;
+
+// rcnAllReduce on comm, as an AllReduceFn.
+AllReduceFn commFn(rcnComm_t comm);
 
 struct Call {
   rcnDataType_t dtype = rcnFloat32;
@@ -73,6 +93,10 @@ class BatchRunner {
   std::vector<LocalRank> locals_;
   Exchange exchange_;
 };
+
+// The exchange of a process that drives one rank of nranks: every rank's
+// hashes gathered through the test's own bootstrap.
+BatchRunner::Exchange exchangeViaBootstrap(Bootstrap* bootstrap, int rank, int nranks);
 
 // Calls covering every dtype x op, some unaligned, some in place, spread over
 // `comms` communicators; counts are random from 1 element up to maxBytes.

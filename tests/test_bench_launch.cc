@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "launch_env.h"
+#include "core/launch_env.h"
 
 using namespace rcn::bench;
 

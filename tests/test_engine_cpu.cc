@@ -23,20 +23,9 @@
 
 using namespace engine;
 using enginetest::naiveLogits;
+using enginetest::sharedModel;
 
 namespace {
-
-// ../shared/models, or skip the whole test (exit 77) when it is absent.
-std::string sharedModel(const char* file) {
-  const char* dir = std::getenv("ROCENANTE_SHARED_DIR");
-  std::string path = std::string(dir ? dir : "../shared") + "/models/" + file;
-  if (!std::ifstream(path).good()) {
-    std::printf("SKIP: %s not found (set ROCENANTE_SHARED_DIR)\n", path.c_str());
-    std::fflush(stdout);
-    std::_Exit(77);
-  }
-  return path;
-}
 
 const ModelWeights& stories() {
   static ModelWeights weights = loadLlama2c(sharedModel("stories260K.bin"));

@@ -352,6 +352,11 @@ TEST_CASE("Llama 3.1 rope_scaling reaches the forward pass; other types are refu
   checkCheckpointDecodes(dir.path, w, 2);
 
   config = plain;
+  config.replace(config.find("\"rope_scaling\": null"), 20, "\"rope_scaling\": {\"factor\": 0, \"rope_type\": \"linear\"}");
+  writeText(dir.path + "/config.json", config);
+  CHECK_THAT(errorOf([&] { loadCheckpointShard(dir.path, 1, 0); }), ContainsSubstring("config.json: rope_scaling: factor"));
+
+  config = plain;
   config.replace(config.find("\"rope_scaling\": null"), 20, "\"rope_scaling\": {\"factor\": 4.0, \"rope_type\": \"yarn\"}");
   writeText(dir.path + "/config.json", config);
   const std::string e = errorOf([&] { loadCheckpointShard(dir.path, 1, 0); });

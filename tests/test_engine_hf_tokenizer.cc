@@ -315,7 +315,7 @@ TEST_CASE("rcn_engine streams text from a Hugging Face directory with tokenizer.
   }
   REQUIRE(want.rfind(prompt, 0) == 0);
   INFO("expected: " << want);
-  for (const std::string& extra : {std::string(), " --tp 2", " --tokenizer " + tokenizerPath}) {
+  for (const std::string& extra : std::vector<std::string>{"", " --tp 2", " --tokenizer " + tokenizerPath}) {
     const EngineRun run = runEngine(model + extra, dir.path);
     INFO("rcn_engine" << model << extra << "\n" << run.err);
     CHECK(run.status == 0);

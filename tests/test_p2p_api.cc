@@ -25,21 +25,6 @@ namespace {
 constexpr int kRanks = 2;
 constexpr size_t kMaxBytes = 256 * 1024;
 
-#define CHILD_CHECK(cond, ...)                                            \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__); \
-      std::fprintf(stderr, __VA_ARGS__);                                  \
-      std::fprintf(stderr, "\n");                                         \
-      return 1;                                                           \
-    }                                                                     \
-  } while (0)
-
-AllReduceFn commFn(rcnComm_t comm) {
-  return [comm](const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
-                cudaStream_t stream) { return rcnAllReduce(send, recv, count, dtype, op, comm, stream); };
-}
-
 // Every eligible call goes to rocenante, whatever the self-test measured.
 void forceFastPath(const char* timeoutMs) {
   setenv("ROCENANTE_FORCE", "rocenante", 1);
@@ -64,15 +49,9 @@ int correctnessRank(const rcnUniqueId ids[2], const rcnUniqueId& testId, int ran
   locals[0].rank = rank;
   locals[0].device = rank;
   locals[0].comms = {commFn(comms[0]), commFn(comms[1])};
-  Bootstrap* boot = exchange.get();
-  auto viaBootstrap = [boot, rank](const std::vector<uint64_t>& local, std::vector<uint64_t>* all) {
-    all->assign(local.size() * kRanks, 0);
-    std::memcpy(all->data() + rank * local.size(), local.data(), local.size() * sizeof(uint64_t));
-    return boot->allGather(all->data(), local.size() * sizeof(uint64_t)) == rcnSuccess;
-  };
   std::string why;
   {
-    BatchRunner runner(kRanks, kMaxBytes, locals, viaBootstrap);
+    BatchRunner runner(kRanks, kMaxBytes, locals, exchangeViaBootstrap(exchange.get(), rank, kRanks));
     CHILD_CHECK(runner.setUp(&why), "%s", why.c_str());
     std::vector<Call> calls = everyTypeAndOp(31, kMaxBytes, 2);
     CHILD_CHECK(runInBatches(runner, calls, 500, false, &why), "eager: %s", why.c_str());

@@ -19,11 +19,6 @@ namespace {
 constexpr int kRanks = 2;
 constexpr size_t kMaxBytes = 256 * 1024;
 
-AllReduceFn commFn(rcnComm_t comm) {
-  return [comm](const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
-                cudaStream_t stream) { return rcnAllReduce(send, recv, count, dtype, op, comm, stream); };
-}
-
 }  // namespace
 
 TEST_CASE("rcnAllReduce over p2p with rcnCommInitAll: every dtype x op, two comms, graphs", "[p2p][gpu][api]") {

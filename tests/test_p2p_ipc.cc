@@ -26,24 +26,6 @@ namespace {
 constexpr int kRanks = 2;
 constexpr size_t kMaxBytes = 256 * 1024;
 
-#define CHILD_CHECK(cond, ...)                                          \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      std::fprintf(stderr, "rank %d: %s:%d: ", rank, __FILE__, __LINE__); \
-      std::fprintf(stderr, __VA_ARGS__);                                \
-      std::fprintf(stderr, "\n");                                       \
-      return 1;                                                         \
-    }                                                                   \
-  } while (0)
-
-BatchRunner::Exchange viaBootstrap(Bootstrap* bootstrap, int rank) {
-  return [bootstrap, rank](const std::vector<uint64_t>& local, std::vector<uint64_t>* all) {
-    all->assign(local.size() * kRanks, 0);
-    std::memcpy(all->data() + rank * local.size(), local.data(), local.size() * sizeof(uint64_t));
-    return bootstrap->allGather(all->data(), local.size() * sizeof(uint64_t)) == rcnSuccess;
-  };
-}
-
 // One rank: three paths (protocol split, all LL, all flags) over `ipc`.
 int correctnessRank(const rcnUniqueId& id, int rank, const char* ipc, const char* expectName, bool everything) {
   std::unique_ptr<Bootstrap> bootstrap;
@@ -65,7 +47,7 @@ int correctnessRank(const rcnUniqueId& id, int rank, const char* ipc, const char
   locals[0].device = rank;
   for (auto& p : paths) locals[0].comms.push_back(pathFn(p.get()));
   {
-    BatchRunner runner(kRanks, kMaxBytes, locals, viaBootstrap(bootstrap.get(), rank));
+    BatchRunner runner(kRanks, kMaxBytes, locals, exchangeViaBootstrap(bootstrap.get(), rank, kRanks));
     CHILD_CHECK(runner.setUp(&why), "%s", why.c_str());
     std::vector<Call> calls = everyTypeAndOp(21, kMaxBytes, 3);
     if (!everything) calls.resize(BatchRunner::kMaxCalls * 2);

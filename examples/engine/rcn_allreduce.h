@@ -6,13 +6,9 @@
 #include <string>
 
 #include "gpu_model.h"
-#include "rocenante/rocenante.h"
+#include "rcn_result.h"
 
 namespace engine {
-
-inline void rcnCheck(rcnResult_t r, const char* what) {
-  if (r != rcnSuccess) throw EngineError(std::string(what) + ": " + rcnGetErrorString(r));
-}
 
 class RcnAllReduce : public GpuAllReduce {
  public:

@@ -54,13 +54,19 @@ struct RegionLayout {
 };
 RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llMaxBytes);
 
-struct OneShotArgs {
+// The fields every all-reduce kernel (this one, the proxy path's) starts
+// with: the call's buffers and this rank's place. Each kernel's own argument
+// struct derives from it and adds its exchange regions and state.
+struct AllReduceCallArgs {
   const void* send;
   void* recv;
   size_t count;
   int rank;
   int nranks;
   int maxBlocks;
+};
+
+struct OneShotArgs : AllReduceCallArgs {
   char* region[kOneShotMaxRanks];  // every rank's exchange region, mapped here
   RegionLayout layout;
   uint32_t* state;                   // device memory, oneShotStateWords(maxBlocks) words

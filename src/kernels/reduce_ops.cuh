@@ -1,7 +1,10 @@
 // Element types and reduction ops for the device kernels. Each storage type
 // has an accumulation type: 16- and 8-bit floats accumulate in fp32, integers
 // in a type at least as wide as themselves with wrap-around (never undefined
-// overflow), fp32/fp64 in themselves.
+// overflow), fp32/fp64 in themselves. The host backend's reduction
+// (transport/host/host_reduce.cc) uses the same ops and integer/fp32/fp64
+// traits, so everything here is host-callable too; it has its own faster
+// conversions for the 16- and 8-bit floats.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,6 +13,14 @@
 
 #include <cstdint>
 #include <type_traits>
+
+// __host__ __device__ under nvcc; nothing for the host compiler, which
+// would warn about the attributes.
+#ifdef __CUDACC__
+#define RCN_HOST_DEVICE __host__ __device__
+#else
+#define RCN_HOST_DEVICE
+#endif
 
 namespace rcn {
 
@@ -21,8 +32,8 @@ template <typename T, typename AccT>
 struct IntTraits {
   using Acc = AccT;
   static constexpr bool kIsInt = true;
-  __device__ static Acc toAcc(T v) { return static_cast<Acc>(v); }
-  __device__ static T fromAcc(Acc v) { return static_cast<T>(v); }
+  RCN_HOST_DEVICE static Acc toAcc(T v) { return static_cast<Acc>(v); }
+  RCN_HOST_DEVICE static T fromAcc(Acc v) { return static_cast<T>(v); }
 };
 
 template <> struct ElemTraits<int8_t> : IntTraits<int8_t, int32_t> {};
@@ -36,8 +47,8 @@ template <typename T>
 struct WideFloatTraits {
   using Acc = T;
   static constexpr bool kIsInt = false;
-  __device__ static Acc toAcc(T v) { return v; }
-  __device__ static T fromAcc(Acc v) { return v; }
+  RCN_HOST_DEVICE static Acc toAcc(T v) { return v; }
+  RCN_HOST_DEVICE static T fromAcc(Acc v) { return v; }
 };
 template <> struct ElemTraits<float> : WideFloatTraits<float> {};
 template <> struct ElemTraits<double> : WideFloatTraits<double> {};
@@ -45,32 +56,32 @@ template <> struct ElemTraits<double> : WideFloatTraits<double> {};
 template <> struct ElemTraits<__half> {
   using Acc = float;
   static constexpr bool kIsInt = false;
-  __device__ static float toAcc(__half v) { return __half2float(v); }
-  __device__ static __half fromAcc(float v) { return __float2half_rn(v); }
+  RCN_HOST_DEVICE static float toAcc(__half v) { return __half2float(v); }
+  RCN_HOST_DEVICE static __half fromAcc(float v) { return __float2half_rn(v); }
 };
 template <> struct ElemTraits<__nv_bfloat16> {
   using Acc = float;
   static constexpr bool kIsInt = false;
-  __device__ static float toAcc(__nv_bfloat16 v) { return __bfloat162float(v); }
-  __device__ static __nv_bfloat16 fromAcc(float v) { return __float2bfloat16_rn(v); }
+  RCN_HOST_DEVICE static float toAcc(__nv_bfloat16 v) { return __bfloat162float(v); }
+  RCN_HOST_DEVICE static __nv_bfloat16 fromAcc(float v) { return __float2bfloat16_rn(v); }
 };
 // fp8 conversions round to nearest even and saturate to the largest finite value.
 template <> struct ElemTraits<__nv_fp8_e4m3> {
   using Acc = float;
   static constexpr bool kIsInt = false;
-  __device__ static float toAcc(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
-  __device__ static __nv_fp8_e4m3 fromAcc(float v) { return __nv_fp8_e4m3(v); }
+  RCN_HOST_DEVICE static float toAcc(__nv_fp8_e4m3 v) { return static_cast<float>(v); }
+  RCN_HOST_DEVICE static __nv_fp8_e4m3 fromAcc(float v) { return __nv_fp8_e4m3(v); }
 };
 template <> struct ElemTraits<__nv_fp8_e5m2> {
   using Acc = float;
   static constexpr bool kIsInt = false;
-  __device__ static float toAcc(__nv_fp8_e5m2 v) { return static_cast<float>(v); }
-  __device__ static __nv_fp8_e5m2 fromAcc(float v) { return __nv_fp8_e5m2(v); }
+  RCN_HOST_DEVICE static float toAcc(__nv_fp8_e5m2 v) { return static_cast<float>(v); }
+  RCN_HOST_DEVICE static __nv_fp8_e5m2 fromAcc(float v) { return __nv_fp8_e5m2(v); }
 };
 
 // Integer + and * through the unsigned type, so overflow wraps instead of being undefined.
 template <typename A>
-__device__ inline A wrapAdd(A a, A b) {
+RCN_HOST_DEVICE inline A wrapAdd(A a, A b) {
   if constexpr (std::is_integral<A>::value) {
     using U = typename std::make_unsigned<A>::type;
     return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
@@ -79,7 +90,7 @@ __device__ inline A wrapAdd(A a, A b) {
   }
 }
 template <typename A>
-__device__ inline A wrapMul(A a, A b) {
+RCN_HOST_DEVICE inline A wrapMul(A a, A b) {
   if constexpr (std::is_integral<A>::value) {
     using U = typename std::make_unsigned<A>::type;
     return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
@@ -90,26 +101,26 @@ __device__ inline A wrapMul(A a, A b) {
 
 // Ops combine accumulators; finish() runs once on the total (avg divides by N).
 struct OpSum {
-  template <typename A> __device__ static A combine(A a, A b) { return wrapAdd(a, b); }
-  template <typename A> __device__ static A finish(A a, int) { return a; }
+  template <typename A> RCN_HOST_DEVICE static A combine(A a, A b) { return wrapAdd(a, b); }
+  template <typename A> RCN_HOST_DEVICE static A finish(A a, int) { return a; }
 };
 struct OpProd {
-  template <typename A> __device__ static A combine(A a, A b) { return wrapMul(a, b); }
-  template <typename A> __device__ static A finish(A a, int) { return a; }
+  template <typename A> RCN_HOST_DEVICE static A combine(A a, A b) { return wrapMul(a, b); }
+  template <typename A> RCN_HOST_DEVICE static A finish(A a, int) { return a; }
 };
 // fmax/fmin would drop NaNs; a comparison keeps the first operand's NaN like NCCL does.
 struct OpMax {
-  template <typename A> __device__ static A combine(A a, A b) { return b > a ? b : a; }
-  template <typename A> __device__ static A finish(A a, int) { return a; }
+  template <typename A> RCN_HOST_DEVICE static A combine(A a, A b) { return b > a ? b : a; }
+  template <typename A> RCN_HOST_DEVICE static A finish(A a, int) { return a; }
 };
 struct OpMin {
-  template <typename A> __device__ static A combine(A a, A b) { return b < a ? b : a; }
-  template <typename A> __device__ static A finish(A a, int) { return a; }
+  template <typename A> RCN_HOST_DEVICE static A combine(A a, A b) { return b < a ? b : a; }
+  template <typename A> RCN_HOST_DEVICE static A finish(A a, int) { return a; }
 };
 // Sum, then divide by the rank count (integer division for integers).
 struct OpAvg {
-  template <typename A> __device__ static A combine(A a, A b) { return wrapAdd(a, b); }
-  template <typename A> __device__ static A finish(A a, int n) { return a / static_cast<A>(n); }
+  template <typename A> RCN_HOST_DEVICE static A combine(A a, A b) { return wrapAdd(a, b); }
+  template <typename A> RCN_HOST_DEVICE static A finish(A a, int n) { return a / static_cast<A>(n); }
 };
 
 }  // namespace rcn

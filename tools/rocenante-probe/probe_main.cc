@@ -14,8 +14,8 @@
 
 #include "core/bootstrap_env.h"
 #include "core/check.h"
+#include "core/launch_env.h"
 #include "core/params.h"
-#include "launch_env.h"
 #include "probe_comm.h"
 #include "probe_verdict.h"
 #include "topology/topology.h"

@@ -125,7 +125,11 @@ HfConfig readHfConfig(const std::string& dir, int maxSeqLen) try {
   hf.rope = parseRopeScaling(j, what);
   if (!hf.ropeScaling.empty()) {
     if (hf.rope.type == "llama3" || hf.rope.type == "linear") {
-      for (double f : ropeFrequencies(hf)) c.ropeFreqs.push_back(float(f));
+      try {
+        for (double f : ropeFrequencies(hf)) c.ropeFreqs.push_back(float(f));
+      } catch (const EngineError& e) {
+        throw EngineError(what + ": " + e.what());
+      }
     } else {
       hf.unsupported.push_back("rope_scaling " + hf.ropeScaling +
                                " is not supported by the engine (types llama3 and linear are)");
@@ -142,6 +146,7 @@ std::vector<double> ropeFrequencies(const HfConfig& hf) {
   std::vector<double> freq(c.headDim / 2);
   for (size_t i = 0; i < freq.size(); ++i) freq[i] = std::pow(double(c.ropeTheta), -2.0 * double(i) / c.headDim);
   if (hf.ropeScaling.empty()) return freq;
+  if (!(r.factor > 0)) throw EngineError("rope_scaling: factor must be positive");
   if (r.type == "linear") {
     for (double& f : freq) f /= r.factor;
     return freq;

@@ -1,8 +1,9 @@
-// The host backend's reduction. Conversions give the device's bits: decoding
-// uses tables built from CUDA's own host-callable conversions, encoding is
+// The host backend's reduction. The ops and the integer, fp32 and fp64
+// traits are the kernels' own (kernels/reduce_ops.cuh). Conversions of the
+// 16- and 8-bit floats give the device's bits faster than CUDA's host
+// conversions: decoding uses tables built from those conversions, encoding is
 // CUDA's round-to-nearest-even written with integer operations (checked bit
-// for bit against CUDA's encoders). The ops mirror src/kernels/reduce_ops.cuh,
-// which is device-only.
+// for bit against CUDA's encoders).
 #include "transport/host/host_reduce.h"
 
 #include <cuda_bf16.h>
@@ -14,25 +15,15 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/reduce_ops.cuh"
+
 namespace rcn {
 
 namespace {
 
-template <typename T, typename Acc>
-struct Plain {
-  using AccT = Acc;
-  static Acc toAcc(T v) { return static_cast<Acc>(v); }
-  static T fromAcc(Acc v) { return static_cast<T>(v); }
-};
-template <typename T> struct Traits;
-template <> struct Traits<int8_t> : Plain<int8_t, int32_t> {};
-template <> struct Traits<uint8_t> : Plain<uint8_t, uint32_t> {};
-template <> struct Traits<int32_t> : Plain<int32_t, int32_t> {};
-template <> struct Traits<uint32_t> : Plain<uint32_t, uint32_t> {};
-template <> struct Traits<int64_t> : Plain<int64_t, int64_t> {};
-template <> struct Traits<uint64_t> : Plain<uint64_t, uint64_t> {};
-template <> struct Traits<float> : Plain<float, float> {};
-template <> struct Traits<double> : Plain<double, double> {};
+// Integers, fp32 and fp64 convert as in the kernels; the 16- and 8-bit
+// floats are specialized below.
+template <typename T> struct Traits : ElemTraits<T> {};
 
 // A value of T with the given bit pattern, through CUDA's raw types.
 template <typename T>
@@ -111,14 +102,14 @@ inline uint32_t encodeSmallFloat(float f) {
 // largest finite value like __nv_fp8_e4m3(float) / __nv_fp8_e5m2(float).
 // Checked bit for bit against CUDA's encoders on 30 M floats.
 template <> struct Traits<__half> {
-  using AccT = float;
+  using Acc = float;
   static float toAcc(__half v) { return decode(v); }
   static __half fromAcc(float v) {
     return fromBits<__half>(encodeSmallFloat<5, 10, false, 0x7bff, 0x7c00, 0x7fff>(v));
   }
 };
 template <> struct Traits<__nv_bfloat16> {
-  using AccT = float;
+  using Acc = float;
   static float toAcc(__nv_bfloat16 v) {
     uint16_t bits;
     std::memcpy(&bits, &v, 2);
@@ -136,44 +127,26 @@ template <> struct Traits<__nv_bfloat16> {
   }
 };
 template <> struct Traits<__nv_fp8_e4m3> {
-  using AccT = float;
+  using Acc = float;
   static float toAcc(__nv_fp8_e4m3 v) { return decode(v); }
   static __nv_fp8_e4m3 fromAcc(float v) {
     return fromBits<__nv_fp8_e4m3>(encodeSmallFloat<4, 3, true, 0x7e, 0x7e, 0x7f>(v));
   }
 };
 template <> struct Traits<__nv_fp8_e5m2> {
-  using AccT = float;
+  using Acc = float;
   static float toAcc(__nv_fp8_e5m2 v) { return decode(v); }
   static __nv_fp8_e5m2 fromAcc(float v) {
     return fromBits<__nv_fp8_e5m2>(encodeSmallFloat<5, 2, true, 0x7b, 0x7b, 0x7f>(v));
   }
 };
 
-// Integer + and * wrap through the unsigned type instead of overflowing.
-template <rcnRedOp_t Op, typename A>
-inline A combine(A a, A b) {
-  if constexpr (Op == rcnSum || Op == rcnAvg || Op == rcnProd) {
-    if constexpr (std::is_integral<A>::value) {
-      using U = typename std::make_unsigned<A>::type;
-      return Op == rcnProd ? static_cast<A>(static_cast<U>(a) * static_cast<U>(b))
-                           : static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
-    } else {
-      return Op == rcnProd ? a * b : a + b;
-    }
-  } else if constexpr (Op == rcnMax) {
-    return b > a ? b : a;  // a comparison keeps the first NaN, like the kernels
-  } else {
-    return b < a ? b : a;
-  }
-}
-
 // Rank by rank over a tile of accumulators (rank order is kept per element),
 // so the inner loops are simple enough for the compiler to vectorize.
-template <typename T, rcnRedOp_t Op>
+template <typename T, typename Op>
 void reduceTyped(const void* const* inputs, int nranks, void* out, size_t count) {
   using Tr = Traits<T>;
-  using Acc = typename Tr::AccT;
+  using Acc = typename Tr::Acc;
   constexpr size_t kTile = 256;
   Acc acc[kTile];
   T* dst = static_cast<T*>(out);
@@ -183,10 +156,10 @@ void reduceTyped(const void* const* inputs, int nranks, void* out, size_t count)
     for (size_t i = 0; i < n; ++i) acc[i] = Tr::toAcc(first[i]);
     for (int r = 1; r < nranks; ++r) {
       const T* in = static_cast<const T*>(inputs[r]) + base;
-      for (size_t i = 0; i < n; ++i) acc[i] = combine<Op>(acc[i], Tr::toAcc(in[i]));
+      for (size_t i = 0; i < n; ++i) acc[i] = Op::combine(acc[i], Tr::toAcc(in[i]));
     }
-    if constexpr (Op == rcnAvg)
-      for (size_t i = 0; i < n; ++i) acc[i] = acc[i] / static_cast<Acc>(nranks);
+    if constexpr (std::is_same<Op, OpAvg>::value)
+      for (size_t i = 0; i < n; ++i) acc[i] = Op::finish(acc[i], nranks);
     for (size_t i = 0; i < n; ++i) dst[base + i] = Tr::fromAcc(acc[i]);
   }
 }
@@ -194,11 +167,11 @@ void reduceTyped(const void* const* inputs, int nranks, void* out, size_t count)
 template <typename T>
 void reduceOp(const void* const* inputs, int nranks, void* out, size_t count, rcnRedOp_t op) {
   switch (op) {
-    case rcnSum: return reduceTyped<T, rcnSum>(inputs, nranks, out, count);
-    case rcnProd: return reduceTyped<T, rcnProd>(inputs, nranks, out, count);
-    case rcnMax: return reduceTyped<T, rcnMax>(inputs, nranks, out, count);
-    case rcnMin: return reduceTyped<T, rcnMin>(inputs, nranks, out, count);
-    case rcnAvg: return reduceTyped<T, rcnAvg>(inputs, nranks, out, count);
+    case rcnSum: return reduceTyped<T, OpSum>(inputs, nranks, out, count);
+    case rcnProd: return reduceTyped<T, OpProd>(inputs, nranks, out, count);
+    case rcnMax: return reduceTyped<T, OpMax>(inputs, nranks, out, count);
+    case rcnMin: return reduceTyped<T, OpMin>(inputs, nranks, out, count);
+    case rcnAvg: return reduceTyped<T, OpAvg>(inputs, nranks, out, count);
     default: return;
   }
 }

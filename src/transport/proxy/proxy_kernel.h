@@ -37,13 +37,7 @@ struct ProxyState {
   uint32_t pad;
 };
 
-struct ProxyKernelArgs {
-  const void* send;
-  void* recv;
-  size_t count;
-  int rank;
-  int nranks;
-  int maxBlocks;
+struct ProxyKernelArgs : AllReduceCallArgs {
   char* region;              // this rank's exchange region (device pointer to host memory)
   RegionLayout layout;
   ProxyDoorbell* doorbells;  // [2 phases][maxBlocks], device pointer to host memory

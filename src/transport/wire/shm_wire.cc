@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include "core/bootstrap.h"
@@ -99,7 +98,7 @@ class ShmWire final : public Wire {
   // A killed peer never raises its flag; notice that it is gone instead of
   // waiting for the timeout (checked at most every 20 ms).
   rcnResult_t progress() override {
-    if (failed_.load(std::memory_order_acquire)) return rcnRemoteError;
+    if (failure_.failed()) return rcnRemoteError;
     auto now = std::chrono::steady_clock::now();
     if (now - lastPeerCheck_ < std::chrono::milliseconds(20)) return rcnSuccess;
     lastPeerCheck_ = now;
@@ -108,19 +107,14 @@ class ShmWire final : public Wire {
       if (!processAlive(peers_[r].pid)) {
         char text[160];
         std::snprintf(text, sizeof text, "shm wire: rank %d (pid %d) exited", r, peers_[r].pid);
-        fail(text);
+        failure_.record(text);
         return rcnRemoteError;
       }
     }
     return rcnSuccess;
   }
 
-  rcnResult_t error(std::string* why) const override {
-    if (!failed_.load(std::memory_order_acquire)) return rcnSuccess;
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (why) *why = errorText_;
-    return rcnRemoteError;
-  }
+  rcnResult_t error(std::string* why) const override { return failure_.get(why); }
 
   void abort() override { aborted_.store(true, std::memory_order_release); }
 
@@ -138,16 +132,8 @@ class ShmWire final : public Wire {
                   local, remote, limit);
     return rcnSuccess;
   }
-  void fail(const char* text) {
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (failed_.load()) return;
-    errorText_ = text;
-    failed_.store(true, std::memory_order_release);
-    RCN_WARN(RCN_LOG_TRANSPORT, "%s", text);
-  }
   rcnResult_t createOwnSegment(std::string* why);
   rcnResult_t mapPeerSegment(int r, std::string* why);
-  rcnResult_t agree(Bootstrap* bs, bool ok, const char* step, std::string* why);
 
   int rank_ = 0, nranks_ = 0;
   uint64_t commId_ = 0;
@@ -157,9 +143,7 @@ class ShmWire final : public Wire {
   char ownName_[64] = {};
   std::chrono::steady_clock::time_point lastPeerCheck_{};
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> failed_{false};
-  mutable std::mutex errorMutex_;
-  std::string errorText_;
+  WireFailure failure_;
 };
 
 rcnResult_t ShmWire::createOwnSegment(std::string* why) {
@@ -208,19 +192,6 @@ rcnResult_t ShmWire::mapPeerSegment(int r, std::string* why) {
   return rcnSuccess;
 }
 
-// Every rank learns whether every rank succeeded at a step, so all fail together.
-rcnResult_t ShmWire::agree(Bootstrap* bs, bool ok, const char* step, std::string* why) {
-  std::vector<int32_t> oks(nranks_);
-  oks[rank_] = ok ? 1 : 0;
-  RCN_CHECK(bs->allGather(oks.data(), sizeof(int32_t)));
-  for (int r = 0; r < nranks_; ++r) {
-    if (oks[r]) continue;
-    if (ok) *why = std::string("shm wire: rank ") + std::to_string(r) + " failed to " + step;
-    return rcnSystemError;
-  }
-  return rcnSuccess;
-}
-
 rcnResult_t ShmWire::setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why) {
   rank_ = ctx.rank;
   nranks_ = ctx.nranks;
@@ -244,13 +215,13 @@ rcnResult_t ShmWire::setup(const FastPathContext& ctx, const WireLayout& layout,
 
   std::string localWhy;
   bool ok = createOwnSegment(&localWhy) == rcnSuccess;
-  rcnResult_t res = agree(ctx.bootstrap, ok, "create its shared-memory segment", why);
+  rcnResult_t res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, "shm", "create its shared-memory segment", why);
   if (!ok) *why = localWhy;
   if (res != rcnSuccess) return res;
 
   for (int r = 0; r < nranks_ && ok; ++r)
     if (r != rank_) ok = mapPeerSegment(r, &localWhy) == rcnSuccess;
-  res = agree(ctx.bootstrap, ok, "map a peer's shared-memory segment", why);
+  res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, "shm", "map a peer's shared-memory segment", why);
   if (!ok) *why = localWhy;
   // Every rank mapped every segment (or gave up): the names are no longer needed.
   shm_unlink(ownName_);

@@ -22,7 +22,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -149,14 +148,9 @@ class TcpWire final : public Wire {
     return send(peer, iov, 1);
   }
 
-  rcnResult_t progress() override { return failed_.load(std::memory_order_acquire) ? rcnRemoteError : rcnSuccess; }
+  rcnResult_t progress() override { return failure_.failed() ? rcnRemoteError : rcnSuccess; }
 
-  rcnResult_t error(std::string* why) const override {
-    if (!failed_.load(std::memory_order_acquire)) return rcnSuccess;
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (why) *why = errorText_;
-    return rcnRemoteError;
-  }
+  rcnResult_t error(std::string* why) const override { return failure_.get(why); }
 
   // Shutting the sockets down wakes the receiver thread and makes every peer
   // see a closed connection, which is how a failure here reaches them.
@@ -176,14 +170,14 @@ class TcpWire final : public Wire {
       if (writeFully(fds_[r], iov, 1)) shutdown(fds_[r], SHUT_WR);
     }
     auto deadline = Clock::now() + std::chrono::milliseconds(std::min<uint64_t>(timeoutMs_, 1000));
-    while (!allPeersSaidBye() && !failed_.load() && Clock::now() < deadline)
+    while (!allPeersSaidBye() && !failure_.failed() && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     abort();
   }
 
  private:
   rcnResult_t checkPeer(int peer) const {
-    if (failed_.load(std::memory_order_acquire) || stopping_.load(std::memory_order_acquire))
+    if (failure_.failed() || stopping_.load(std::memory_order_acquire))
       return rcnRemoteError;
     RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "tcp wire: bad peer %d", peer);
     return rcnSuccess;
@@ -196,15 +190,9 @@ class TcpWire final : public Wire {
     return rcnRemoteError;
   }
 
+  // The first failure also shuts the sockets, so every peer sees it.
   void fail(const std::string& text) {
-    {
-      std::lock_guard<std::mutex> lock(errorMutex_);
-      if (failed_.load()) return;
-      errorText_ = text;
-      failed_.store(true, std::memory_order_release);
-    }
-    RCN_WARN(RCN_LOG_TRANSPORT, "%s", text.c_str());
-    abort();
+    if (failure_.record(text)) abort();
   }
 
   bool allPeersSaidBye() const {
@@ -228,9 +216,7 @@ class TcpWire final : public Wire {
   std::unique_ptr<std::atomic<bool>[]> byeFrom_;
   std::thread receiver_;
   std::atomic<bool> stopping_{false};
-  std::atomic<bool> failed_{false};
-  mutable std::mutex errorMutex_;
-  std::string errorText_;
+  WireFailure failure_;
 };
 
 rcnResult_t TcpWire::listenLocal(std::string* why) {

@@ -32,7 +32,6 @@ rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, std::uniq
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include "core/bootstrap.h"
@@ -166,12 +165,7 @@ class VerbsWire final : public Wire {
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override;
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override;
   rcnResult_t progress() override;
-  rcnResult_t error(std::string* why) const override {
-    if (!failed_.load(std::memory_order_acquire)) return rcnSuccess;
-    std::lock_guard<std::mutex> lock(errorMutex_);
-    if (why) *why = errorText_;
-    return rcnRemoteError;
-  }
+  rcnResult_t error(std::string* why) const override { return failure_.get(why); }
   void abort() override { aborted_.store(true, std::memory_order_release); }
 
  private:
@@ -204,9 +198,7 @@ class VerbsWire final : public Wire {
   std::vector<Peer> peers_;
   std::chrono::steady_clock::time_point lastQpCheck_{};
   std::atomic<bool> aborted_{false};
-  std::atomic<bool> failed_{false};
-  mutable std::mutex errorMutex_;
-  std::string errorText_;
+  WireFailure failure_;
 };
 
 VerbsWire::~VerbsWire() {
@@ -221,12 +213,7 @@ VerbsWire::~VerbsWire() {
 }
 
 rcnResult_t VerbsWire::fail(const std::string& text) {
-  std::lock_guard<std::mutex> lock(errorMutex_);
-  if (!failed_.load()) {
-    errorText_ = text;
-    failed_.store(true, std::memory_order_release);
-    RCN_WARN(RCN_LOG_TRANSPORT, "%s", text.c_str());
-  }
+  failure_.record(text);
   return rcnRemoteError;
 }
 
@@ -341,19 +328,6 @@ rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, uint32
   return rcnSuccess;
 }
 
-// Every rank learns whether every rank succeeded, so all fail together.
-rcnResult_t agreeAll(Bootstrap* bs, int rank, int nranks, bool ok, const char* step, std::string* why) {
-  std::vector<int32_t> oks(nranks);
-  oks[rank] = ok ? 1 : 0;
-  RCN_CHECK(bs->allGather(oks.data(), sizeof(int32_t)));
-  for (int r = 0; r < nranks; ++r) {
-    if (oks[r]) continue;
-    if (ok) *why = "verbs wire: rank " + std::to_string(r) + " failed to " + step;
-    return rcnSystemError;
-  }
-  return rcnSuccess;
-}
-
 rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why) {
   rank_ = ctx.rank;
   nranks_ = ctx.nranks;
@@ -389,7 +363,7 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   for (int r = 0; r < nranks_ && ok; ++r)
     if (r != rank_) ok = connectQp(r, *header(r), qpns(r)[rank_], &localWhy) == rcnSuccess;
   // Nobody posts before every QP is ready to receive.
-  rcnResult_t res = agreeAll(ctx.bootstrap, rank_, nranks_, ok, "connect its queue pairs", why);
+  rcnResult_t res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, "verbs", "connect its queue pairs", why);
   if (!ok) *why = localWhy;
   return res;
 }
@@ -409,7 +383,7 @@ rcnResult_t VerbsWire::waitForSendSlot(int peer) {
 }
 
 rcnResult_t VerbsWire::post(int peer, ibv_send_wr* wr) {
-  if (aborted_.load(std::memory_order_acquire) || failed_.load(std::memory_order_acquire))
+  if (aborted_.load(std::memory_order_acquire) || failure_.failed())
     return rcnRemoteError;
   RCN_CHECK(waitForSendSlot(peer));
   Peer& p = peers_[peer];
@@ -475,7 +449,7 @@ rcnResult_t VerbsWire::checkQpStates() {
 }
 
 rcnResult_t VerbsWire::progress() {
-  if (failed_.load(std::memory_order_acquire)) return rcnRemoteError;
+  if (failure_.failed()) return rcnRemoteError;
   ibv_wc wc[16];
   int n = verbsApi().pollCq(cq_, 16, wc);
   if (n < 0) return fail("verbs wire: ibv_poll_cq failed");

@@ -6,9 +6,41 @@
 
 #include "core/bootstrap.h"
 #include "core/check.h"
+#include "core/log.h"
 #include "transport/wire/peer_identity.h"
 
 namespace rcn {
+
+bool WireFailure::record(const std::string& text) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_.load()) return false;
+    text_ = text;
+    failed_.store(true, std::memory_order_release);
+  }
+  RCN_WARN(RCN_LOG_TRANSPORT, "%s", text.c_str());
+  return true;
+}
+
+rcnResult_t WireFailure::get(std::string* why) const {
+  if (!failed()) return rcnSuccess;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (why) *why = text_;
+  return rcnRemoteError;
+}
+
+rcnResult_t agreeOnStep(Bootstrap* bs, int rank, int nranks, bool ok, const char* wire,
+                        const char* step, std::string* why) {
+  std::vector<int32_t> oks(nranks);
+  oks[rank] = ok ? 1 : 0;
+  RCN_CHECK(bs->allGather(oks.data(), sizeof(int32_t)));
+  for (int r = 0; r < nranks; ++r) {
+    if (oks[r]) continue;
+    if (ok) *why = std::string(wire) + " wire: rank " + std::to_string(r) + " failed to " + step;
+    return rcnSystemError;
+  }
+  return rcnSuccess;
+}
 
 bool parseWireKind(const std::string& text, WireKind* out) {
   if (text.empty() || text == "auto") *out = WireKind::Auto;

@@ -15,9 +15,11 @@
 // two-phase protocol guarantees that.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/fast_path.h"
@@ -64,6 +66,30 @@ class Wire {
  protected:
   WireLayout layout_;
 };
+
+// The first failure a wire saw. Any thread may record one (a completion,
+// the receiver thread, a put); the first text wins and is logged, later ones
+// are dropped, so error() names the cause rather than its echoes.
+class WireFailure {
+ public:
+  // Records text when nothing was recorded before; true when this call did.
+  bool record(const std::string& text);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // rcnSuccess, or rcnRemoteError with the recorded text in *why (if why).
+  rcnResult_t get(std::string* why) const;
+
+ private:
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mutex_;
+  std::string text_;
+};
+
+// Every rank learns whether every rank succeeded at a setup step, so all
+// fail together. Collective over bs. rcnSystemError when some rank failed;
+// a rank that did not fail itself then gets why = "<wire> wire: rank R
+// failed to <step>" (a failing rank keeps its own why).
+rcnResult_t agreeOnStep(Bootstrap* bs, int rank, int nranks, bool ok, const char* wire,
+                        const char* step, std::string* why);
 
 // Which wire to build. Auto: shm when every rank is on this host, else verbs
 // when built with ibverbs and every rank has an RDMA device, else tcp.

@@ -1,4 +1,4 @@
-#include "launch_env.h"
+#include "core/launch_env.h"
 
 #include <cstdlib>
 
