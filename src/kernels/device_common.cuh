@@ -58,12 +58,8 @@ __device__ inline uint32_t nextCallNumber(uint32_t last) {
 
 // Args below is the kernel's argument struct (OneShotArgs, ProxyKernelArgs):
 // the helpers read its error, abortFlag and timeoutNs fields where they are
-// used. The rest of a kernel's rule for giving up is a WaitRule.
-struct WaitRule {
-  uint32_t* failed;   // the communicator's device flag: set once a wait gave up
-  uint32_t hostMask;  // a.abortFlag (host memory) is read every hostMask + 1 spins
-  bool onePerWarp;    // ... and only by the lowest lane still spinning in each warp
-};
+// used, and take the communicator's device `failed` flag, which each kernel
+// keeps in its own state.
 
 // Records the first failure of a communicator's calls: the device flag
 // `failed` stops later calls, the host-mapped record a.error tells the host
@@ -90,43 +86,25 @@ struct WaitBudget {
 
   // kOneShotOk while the wait may go on; kOneShotTimeout once a.timeoutNs
   // have passed since the first look at the clock; kOneShotAborted once the
-  // device flag rule.failed (another thread gave up) or the host-mapped
-  // a.abortFlag is set. The clock and rule.failed are read every 64 spins,
-  // a.abortFlag as the rule says (hostMask + 1 is a multiple of 64); a lane
-  // that sees it sets the device flag that the others see.
+  // device flag `failed` (another thread gave up) or the host-mapped
+  // a.abortFlag is set. The clock and `failed` are read every 64 spins,
+  // a.abortFlag every hostMask + 1 spins (a multiple of 64) and, with
+  // onePerWarp, only by the lowest lane still spinning in each warp: that
+  // lane then sets the device flag that the others see.
   template <typename Args>
-  __device__ uint32_t check(const Args& a, const WaitRule& rule) {
+  __device__ uint32_t check(const Args& a, const uint32_t* failed, uint32_t hostMask,
+                            bool onePerWarp) {
     if ((++spins & 63u) != 0) return kOneShotOk;
     const uint64_t now = globalTimerNs();
     if (start == 0) start = now;
     if (now - start > a.timeoutNs) return kOneShotTimeout;
-    if (*reinterpret_cast<const volatile uint32_t*>(rule.failed) != 0) return kOneShotAborted;
-    const bool reader = !rule.onePerWarp ||
-                        (threadIdx.x & 31) == static_cast<unsigned>(__ffs(__activemask()) - 1);
-    if ((spins & rule.hostMask) == 0 && reader && *a.abortFlag != 0) return kOneShotAborted;
+    if (*reinterpret_cast<const volatile uint32_t*>(failed) != 0) return kOneShotAborted;
+    const bool reader =
+        !onePerWarp || (threadIdx.x & 31) == static_cast<unsigned>(__ffs(__activemask()) - 1);
+    if ((spins & hostMask) == 0 && reader && *a.abortFlag != 0) return kOneShotAborted;
     return kOneShotOk;
   }
 };
-
-// Waits until *flag holds `call`, then clears it: a flag is either 0 or the
-// current call, so no stale value can ever match. 1 when the wait gave up
-// (the failure is recorded, naming `peer`), else 0.
-template <typename Args>
-__device__ int awaitFlag(const Args& a, const WaitRule& rule, uint32_t* flag, uint32_t call,
-                         int peer) {
-  int failed = 0;
-  WaitBudget budget;
-  while (loadAcquireSys(flag) != call) {
-    const uint32_t why = budget.check(a, rule);
-    if (why != kOneShotOk) {
-      recordFirstError(a, rule.failed, why, peer, call);
-      failed = 1;
-      break;
-    }
-  }
-  if (!failed) *reinterpret_cast<volatile uint32_t*>(flag) = 0;
-  return failed;
-}
 
 // ---- chunk loads and stores ------------------------------------------------
 

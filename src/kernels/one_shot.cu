@@ -36,11 +36,15 @@ __device__ inline uint4 loadLine(const uint4* p) {
 
 // ---- bounded waits ---------------------------------------------------------
 
-// The device `failed` flag is word 0 of the state. The host-mapped abort
-// flag is read every 4096 spins, by one lane per warp: in LL every thread of
-// the block waits, and host reads are slow.
-__device__ inline WaitRule waitRule(const OneShotArgs& a) {
-  return WaitRule{&a.state[0], 4095u, /*onePerWarp=*/true};
+// Word 0 of the state is this communicator's device `failed` flag.
+__device__ void recordError(const OneShotArgs& a, uint32_t code, int peer, uint32_t call) {
+  recordFirstError(a, &a.state[0], code, peer, call);
+}
+
+// The host-mapped abort flag is read every 4096 spins, by one lane per warp:
+// in LL every thread of the block waits, and host reads are slow.
+__device__ inline uint32_t waitCheck(WaitBudget& budget, const OneShotArgs& a) {
+  return budget.check(a, &a.state[0], 4095u, /*onePerWarp=*/true);
 }
 
 // ---- the start and end of every call --------------------------------------
@@ -109,9 +113,22 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
   const int peer = threadIdx.x;
   if (peer < n && peer != me) storeReleaseSys(flagOf(a, peer, phase, me), call);
 
-  // 3. Wait for every peer's flag for this block, then clear it.
+  // 3. Wait for every peer's flag for this block, then clear it: a flag is
+  // either 0 or the current call, so no stale value can ever match.
   int failed = 0;
-  if (peer < n && peer != me) failed = awaitFlag(a, waitRule(a), flagOf(a, me, phase, peer), call, peer);
+  if (peer < n && peer != me) {
+    uint32_t* flag = flagOf(a, me, phase, peer);
+    WaitBudget budget;
+    while (loadAcquireSys(flag) != call) {
+      const uint32_t why = waitCheck(budget, a);
+      if (why != kOneShotOk) {
+        recordError(a, why, peer, call);
+        failed = 1;
+        break;
+      }
+    }
+    if (!failed) *reinterpret_cast<volatile uint32_t*>(flag) = 0;
+  }
   if (__syncthreads_or(failed)) return;
 
   // 4. Reduce slot[phase][0..n-1] in rank order: identical on every rank.
@@ -165,9 +182,9 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
         uint4 line = loadLine(src);
         WaitBudget budget;
         while (line.y != call || line.w != call) {
-          const uint32_t why = budget.check(a, waitRule(a));
+          const uint32_t why = waitCheck(budget, a);
           if (why != kOneShotOk) {
-            recordFirstError(a, &a.state[0], why, r, call);
+            recordError(a, why, r, call);
             failed = 1;
             break;
           }

@@ -13,11 +13,15 @@ namespace {
 
 constexpr int kMaxThreads = 512;
 
-// The device `failed` flag lives in ProxyState. Only the threads
-// 0..nranks-1 wait, so each reads the host-mapped abort flag every time it
-// looks at the clock (64 spins).
-__device__ inline WaitRule waitRule(const ProxyKernelArgs& a) {
-  return WaitRule{&a.state->failed, 63u, /*onePerWarp=*/false};
+// The device `failed` flag lives in ProxyState.
+__device__ void recordError(const ProxyKernelArgs& a, uint32_t code, int peer, uint32_t call) {
+  recordFirstError(a, &a.state->failed, code, peer, call);
+}
+
+// Only the threads 0..nranks-1 wait, so each reads the host-mapped abort
+// flag every time it looks at the clock (64 spins).
+__device__ inline uint32_t waitCheck(WaitBudget& budget, const ProxyKernelArgs& a) {
+  return budget.check(a, &a.state->failed, 63u, /*onePerWarp=*/false);
 }
 
 template <typename T>
@@ -63,13 +67,23 @@ __global__ void __launch_bounds__(kMaxThreads) proxyKernel(const ProxyKernelArgs
     storeReleaseSys(const_cast<uint32_t*>(&d->call), call);
   }
 
-  // 3. Wait for every peer's flag for this block, then clear it.
+  // 3. Wait for every peer's flag for this block, then clear it (a flag is
+  // either 0 or the current call, so a stale value never matches).
   int failed = 0;
   const int peer = threadIdx.x;
   if (peer < n && peer != me) {
     uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
                      (static_cast<size_t>(phase) * n + peer) * a.maxBlocks + blockIdx.x;
-    failed = awaitFlag(a, waitRule(a), flag, call, peer);
+    WaitBudget budget;
+    while (loadAcquireSys(flag) != call) {
+      const uint32_t why = waitCheck(budget, a);
+      if (why != kOneShotOk) {
+        recordError(a, why, peer, call);
+        failed = 1;
+        break;
+      }
+    }
+    if (!failed) *reinterpret_cast<volatile uint32_t*>(flag) = 0;
   }
   if (__syncthreads_or(failed)) return;
 
