@@ -42,15 +42,6 @@ int fail(const World* world, const std::string& what) {
   return 1;
 }
 
-int visibleGpus() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
 std::string utcNow() {
   std::time_t now = std::time(nullptr);
   char text[32];
@@ -265,7 +256,7 @@ int runSweep(int argc, char** argv) {
   // Counting GPUs initialises CUDA here; the ranks started below exec a
   // fresh copy of this program, so that is safe.
   const char* backend = std::getenv("ROCENANTE_BACKEND");
-  s.gpus = visibleGpus();
+  s.gpus = rcn::bench::visibleGpuCount();
   s.gpu = s.gpus > 0 && !(backend && std::string(backend) == "host");
   if (!s.gpu && !backend) setenv("ROCENANTE_BACKEND", "host", 1);
   if (!s.gpu && !s.opts.maxBytesGiven) s.opts.maxBytes = std::max(s.opts.minBytes, kHostDefaultMaxBytes);

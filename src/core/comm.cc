@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "core/launch_env.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
 #include "core/selftest.h"
@@ -19,16 +20,11 @@ namespace {
 
 constexpr size_t kHostMinSlotBytes = 64 * 1024;
 
-bool gpuPresent() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
 
 // The device this rank runs on, or -1 for the host backend.
 rcnResult_t pickDevice(int requested, int* cudaDev) {
   std::string backend = paramStr(ParamId::Backend);
-  if (backend == "host" || (backend != "gpu" && !gpuPresent())) {
-    cudaGetLastError();  // a failed device query leaves a sticky-free error behind
+  if (backend == "host" || (backend != "gpu" && rcn::bench::visibleGpuCount() == 0)) {
     *cudaDev = -1;
     return rcnSuccess;
   }

@@ -1,5 +1,7 @@
 #include "core/launch_env.h"
 
+#include <cuda_runtime_api.h>
+
 #include <cstdlib>
 
 namespace rcn::bench {
@@ -138,6 +140,15 @@ bool fromHex(const std::string& hex, std::vector<unsigned char>* out) {
   }
   *out = std::move(bytes);
   return true;
+}
+
+int visibleGpuCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
 }
 
 }  // namespace rcn::bench

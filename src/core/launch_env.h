@@ -49,4 +49,7 @@ EnvLookup processEnv();
 std::string toHex(const void* data, size_t bytes);
 bool fromHex(const std::string& hex, std::vector<unsigned char>* out);
 
+// CUDA devices this process sees; 0 without a driver or GPU (the error is cleared).
+int visibleGpuCount();
+
 }  // namespace rcn::bench

@@ -75,18 +75,9 @@ bool parseArgs(int argc, char** argv, Options* opt) {
   return true;
 }
 
-int gpuCount() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return n;
-}
-
 int pickGpu(const Options& opt, const rcn::bench::LaunchInfo& launch) {
   if (!opt.root.empty()) return opt.gpu >= 0 ? opt.gpu : -1;
-  int count = gpuCount();
+  int count = rcn::bench::visibleGpuCount();
   if (count == 0) return -1;
   if (opt.gpu != -2) return opt.gpu < count ? opt.gpu : -1;
   int local = launch.localRank >= 0 ? launch.localRank : launch.rank;
