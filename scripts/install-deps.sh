@@ -28,7 +28,7 @@ if command -v apt-get >/dev/null; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends \
     cmake ninja-build g++ pkg-config python3 \
-    libyaml-cpp-dev libhwloc-dev libibverbs-dev libbenchmark-dev iproute2 \
+    libyaml-cpp-dev libhwloc-dev libibverbs-dev iproute2 \
     nlohmann-json3-dev libpcre2-dev >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports catch2 >/dev/null
 fi

@@ -6,24 +6,9 @@
 # bench.json, bench.csv, bench-policy.yaml, bench.png. Prints the comparison
 # tables and crossovers last. Under 4 minutes on 2x H200.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-set -u -o pipefail
+. "$(dirname "$0")/common.sh" bench "${BENCH_BUILD_DIR:-/tmp/build-bench}"
 
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-OUT=${OUT:-/tmp/bench-out}
-BUILD=${BENCH_BUILD_DIR:-/tmp/build-bench}
-mkdir -p "$OUT"
-LOG=$OUT/bench.log
-: > "$LOG"
-say() { echo "== $*" | tee -a "$LOG"; }
-
-say "build $(date -u +%H:%M:%S) in $BUILD"
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >> "$LOG" 2>&1 &&
-  ninja -C "$BUILD" allreduce_sweep test_bench >> "$LOG" 2>&1
-if [ $? -ne 0 ]; then
-  say "BUILD FAILED (last lines):"
-  tail -30 "$LOG"
-  exit 1
-fi
+gpu_build "" allreduce_sweep test_bench
 GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 nvidia-smi -L >> "$LOG" 2>&1
 COMMIT=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo unknown)

@@ -4,27 +4,12 @@
 # weights), batch 1 and 8, TP=1 and TP=2. Writes $OUT/engine.log and
 # $OUT/engine.jsonl, and prints a short table last. About 5 minutes on 2x H200.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-set -u -o pipefail
-
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-OUT=${OUT:-/tmp/engine-out}
-BUILD=${ENGINE_BUILD_DIR:-/tmp/build-engine}
+. "$(dirname "$0")/common.sh" engine "${ENGINE_BUILD_DIR:-/tmp/build-engine}"
 SHAPES=${ENGINE_SHAPES:-"llama3-1b llama3-8b"}
-mkdir -p "$OUT"
-LOG=$OUT/engine.log
 JSON=$OUT/engine.jsonl
-: > "$LOG"
 : > "$JSON"
-say() { echo "== $*" | tee -a "$LOG"; }
 
-say "build $(date -u +%H:%M:%S) in $BUILD"
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release >> "$LOG" 2>&1 &&
-  ninja -C "$BUILD" rcn_engine test_engine_cpu test_engine_gpu minimal_allreduce >> "$LOG" 2>&1
-if [ $? -ne 0 ]; then
-  say "BUILD FAILED (last lines):"
-  tail -30 "$LOG"
-  exit 1
-fi
+gpu_build "" rcn_engine test_engine_cpu test_engine_gpu minimal_allreduce
 ENGINE=$BUILD/examples/rcn_engine
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 say "GPUs: $GPUS"
@@ -33,18 +18,18 @@ nvidia-smi -L >> "$LOG" 2>&1
 # ../shared/models holds stories260K; the tests skip those cases without it.
 export ROCENANTE_SHARED_DIR=${ROCENANTE_SHARED_DIR:-$SRC/../shared}
 TESTS_OK=1
-SUMMARY=""
+TEST_RESULTS=""
 # Run directly, not through ctest, so that ROCENANTE_SHARED_DIR reaches them
 # (ctest sets it to <source>/../shared). 77 means skipped.
 for t in test_engine_cpu test_engine_gpu; do
   say "$t"
   timeout 300 "$BUILD/tests/$t" >> "$LOG" 2>&1
   rc=$?
-  case $rc in 0) SUMMARY+="$t passed; " ;; 77) SUMMARY+="$t skipped; " ;; *) SUMMARY+="$t FAILED($rc); "; TESTS_OK=0 ;; esac
+  case $rc in 0) TEST_RESULTS+="$t passed; " ;; 77) TEST_RESULTS+="$t skipped; " ;; *) TEST_RESULTS+="$t FAILED($rc); "; TESTS_OK=0 ;; esac
 done
 say "minimal_allreduce"
-if timeout 60 "$BUILD/examples/minimal_allreduce" >> "$LOG" 2>&1; then SUMMARY+="minimal_allreduce passed; "
-else SUMMARY+="minimal_allreduce FAILED; "; TESTS_OK=0; fi
+if timeout 60 "$BUILD/examples/minimal_allreduce" >> "$LOG" 2>&1; then TEST_RESULTS+="minimal_allreduce passed; "
+else TEST_RESULTS+="minimal_allreduce FAILED; "; TESTS_OK=0; fi
 if [ -f "$ROCENANTE_SHARED_DIR/models/stories260K.bin" ]; then
   say "generate stories260K on the GPU"
   timeout 60 "$ENGINE" --device gpu --model "$ROCENANTE_SHARED_DIR/models/stories260K.bin" \
@@ -90,5 +75,5 @@ for shape in sorted({r["shape"] for r in rows}):
               "%.2fx" % (one["decode_step_us"] / rcn["decode_step_us"]) if one and rcn else "-",
               "%.0f" % rcn["decode_tokens_per_s"] if rcn else "-", "%.0f" % nccl["decode_tokens_per_s"] if nccl else "-"))
 PY
-echo "engine: $SUMMARY"
+echo "engine: $TEST_RESULTS"
 echo "engine: tests $([ $TESTS_OK = 1 ] && echo PASSED || echo FAILED), bench $([ $BENCH_OK = 1 ] && echo completed || echo HAD FAILURES); log $LOG"

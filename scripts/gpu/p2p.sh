@@ -5,28 +5,10 @@
 # (in one process, one process per GPU over cuMem and legacy IPC, through the
 # public API, the timeout test). Writes $OUT/p2p.log and prints a summary last.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-set -u -o pipefail
+. "$(dirname "$0")/common.sh" p2p "${P2P_BUILD_DIR:-/tmp/build}"
 
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-OUT=${OUT:-/tmp/p2p-out}
-BUILD=${P2P_BUILD_DIR:-/tmp/build}
-mkdir -p "$OUT"
-LOG=$OUT/p2p.log
-: > "$LOG"
-say() { echo "== $*" | tee -a "$LOG"; }
-declare -a SUMMARY
-result() { SUMMARY+=("$1: $2"); say "$1: $2"; }
-
-say "build $(date -u +%H:%M:%S) in $BUILD"
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-  -DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF >> "$LOG" 2>&1 &&
-  ninja -C "$BUILD" test_reference test_p2p_fd test_p2p_local test_p2p_ipc test_p2p_api test_p2p_api_local p2p_latency >> "$LOG" 2>&1
-if [ $? -ne 0 ]; then
-  say "BUILD FAILED (last lines):"
-  grep -E "error|FAILED" "$LOG" | head -20
-  tail -30 "$LOG"
-  exit 1
-fi
+gpu_build "-DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF" \
+  test_reference test_p2p_fd test_p2p_local test_p2p_ipc test_p2p_api test_p2p_api_local p2p_latency
 say "built $(date -u +%H:%M:%S)"
 nvidia-smi -L >> "$LOG" 2>&1
 nvidia-smi topo -m >> "$LOG" 2>&1

@@ -4,28 +4,15 @@
 # graph replay, latency of bf16 sum in a CUDA graph) and the host-backend and
 # verbs CPU tests. Logs go to $OUT/proxy.log; a short summary prints last.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-set -u
-SRC="$(cd "$(dirname "$0")/../.." && pwd)"
-BUILD="${BUILD:-/tmp/rocenante-build-proxy}"
-OUT="${OUT:-/tmp/rocenante-out}"
-mkdir -p "$OUT"
-LOG="$OUT/proxy.log"
-: >"$LOG"
-JOBS="$(nproc)"
+. "$(dirname "$0")/common.sh" proxy "${BUILD:-/tmp/rocenante-build-proxy}" /tmp/rocenante-out
 
-step() { echo "== $*" | tee -a "$LOG"; }
-
-step "configure"
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-  -DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF >>"$LOG" 2>&1 || { echo "configure failed (see $LOG)"; exit 1; }
-step "build"
 TARGETS="test_wire_proxy_gpu test_host_allreduce test_host_faults test_verbs_wire test_verbs_select"
-ninja -C "$BUILD" -j"$JOBS" $TARGETS >>"$LOG" 2>&1 || { tail -30 "$LOG"; echo "build failed (see $LOG)"; exit 1; }
+gpu_build "-DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF" $TARGETS
 
 status=0
 results=""
 for t in $TARGETS; do
-  step "run $t"
+  say "run $t"
   start=$(date +%s)
   timeout 500 "$BUILD/tests/$t" >>"$LOG" 2>&1
   rc=$?

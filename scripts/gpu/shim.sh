@@ -12,27 +12,9 @@
 #   4. PyTorch again with ROCENANTE_SELFTEST_FAIL_RANK=1: every rank falls back.
 # Writes $OUT/shim.log (everything) and prints a summary last.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-set -u -o pipefail
+. "$(dirname "$0")/common.sh" shim "${SHIM_BUILD_DIR:-/tmp/build-shim}"
 
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-OUT=${OUT:-/tmp/shim-out}
-BUILD=${SHIM_BUILD_DIR:-/tmp/build-shim}
-mkdir -p "$OUT"
-LOG=$OUT/shim.log
-: > "$LOG"
-say() { echo "== $*" | tee -a "$LOG"; }
-declare -a SUMMARY
-result() { SUMMARY+=("$1: $2"); say "$1: $2"; }
-
-say "build $(date -u +%H:%M:%S) in $BUILD"
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-  -DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF >> "$LOG" 2>&1 &&
-  ninja -C "$BUILD" rocenante test_policy test_tuner test_shim_symbols test_shim_gpu >> "$LOG" 2>&1
-if [ $? -ne 0 ]; then
-  say "BUILD FAILED (last lines):"
-  tail -30 "$LOG"
-  exit 1
-fi
+gpu_build "-DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF" rocenante test_policy test_tuner test_shim_symbols test_shim_gpu
 LIB=$BUILD/librocenante.so
 nvidia-smi -L >> "$LOG" 2>&1
 

@@ -5,24 +5,9 @@
 # as NVLink, class single_host, rocenante used on the p2p path. Writes
 # $OUT/topology.log and $OUT/topology-probe.json; prints a summary last.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-set -u -o pipefail
+. "$(dirname "$0")/common.sh" topology "${TOPOLOGY_BUILD_DIR:-/tmp/build-topology}"
 
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-OUT=${OUT:-/tmp/topology-out}
-BUILD=${TOPOLOGY_BUILD_DIR:-/tmp/build-topology}
-mkdir -p "$OUT"
-LOG=$OUT/topology.log
-: > "$LOG"
-say() { echo "== $*" | tee -a "$LOG"; }
-
-say "build $(date -u +%H:%M:%S) in $BUILD"
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 >> "$LOG" 2>&1 &&
-  ninja -C "$BUILD" test_topology rocenante-probe >> "$LOG" 2>&1
-if [ $? -ne 0 ]; then
-  say "BUILD FAILED (last lines):"
-  tail -30 "$LOG"
-  exit 1
-fi
+gpu_build "" test_topology rocenante-probe
 PROBE=$BUILD/tools/rocenante-probe/rocenante-probe
 nvidia-smi -L >> "$LOG" 2>&1
 nvidia-smi topo -m >> "$LOG" 2>&1
