@@ -25,3 +25,15 @@ target_compile_definitions(test_shim_gpu PRIVATE RCN_SHARED_LIB="$<TARGET_FILE:r
 
 # The self-test and vote on the host backend (no GPU needed).
 rcn_add_test(test_shim_selftest SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_shim_selftest.cc LABELS shim TIMEOUT 120)
+
+# The shim's interception and the tuner's life inside NCCL on a CPU, against a
+# fake libnccl.so.2 (tests/fake_nccl.cc) that loads the tuner as NCCL 2.28 does.
+add_library(rcn_fake_nccl SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fake_nccl.cc)
+set_target_properties(rcn_fake_nccl PROPERTIES OUTPUT_NAME nccl SOVERSION 2
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_nccl)
+target_include_directories(rcn_fake_nccl PRIVATE ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+target_link_libraries(rcn_fake_nccl PRIVATE ${CMAKE_DL_LIBS})
+rcn_add_test(test_shim_fake_nccl SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_shim_fake_nccl.cc LABELS shim TIMEOUT 60)
+add_dependencies(test_shim_fake_nccl rocenante rcn_fake_nccl)
+target_compile_definitions(test_shim_fake_nccl PRIVATE RCN_SHARED_LIB="$<TARGET_FILE:rocenante>"
+  RCN_FAKE_NCCL="$<TARGET_FILE:rcn_fake_nccl>")

@@ -7,8 +7,11 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <nccl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -24,6 +27,57 @@
 #include "support/multiproc.h"
 
 namespace {
+
+// A crash in a rank prints where it happened before the rank dies: the
+// 2026-11-30 GPU run lost every case to a SIGSEGV with no clue. Frames in
+// librocenante.so read "librocenante.so.0(+0x...)"; scripts/gpu/shim.sh feeds
+// those offsets to addr2line. Async-signal-safe apart from backtrace(), whose
+// one-time setup is done at install.
+const char* gRankLabel = "rank ?";
+
+void writeText(const char* text) {
+  ssize_t w = write(STDERR_FILENO, text, strlen(text));
+  (void)w;
+}
+
+void onCrash(int sig, siginfo_t* info, void*) {
+  char line[160];
+  snprintf(line, sizeof line, "\n%s: CRASH signal %d (%s) at address %p, thread %ld; backtrace:\n",
+           gRankLabel, sig, sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGABRT ? "SIGABRT"
+           : sig == SIGFPE ? "SIGFPE" : "SIGILL", info ? info->si_addr : nullptr, (long)syscall(SYS_gettid));
+  writeText(line);
+  void* frames[64];
+  int n = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  writeText("CRASH end of backtrace\n");
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+// Called first in each forked rank (replacing Catch2's handler there).
+void installCrashTrace(const char* label) {
+  gRankLabel = label;
+  void* warm[2];
+  backtrace(warm, 2);  // loads libgcc_s now, not inside the handler
+  static char altStack[1 << 16];
+  stack_t ss{};
+  ss.ss_sp = altStack;
+  ss.ss_size = sizeof altStack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa{};
+  sa.sa_sigaction = onCrash;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
+}
+
+// Progress lines, so a crash is placed between two of them.
+#define STAGE(...)                          \
+  do {                                      \
+    fprintf(stderr, "%s: ", gRankLabel);    \
+    fprintf(stderr, __VA_ARGS__);           \
+    fputc('\n', stderr);                    \
+  } while (0)
 
 // The NCCL entry points, taken from librocenante.so.
 struct Shim {
@@ -131,6 +185,7 @@ SharedId* makeSharedId() {
 
 ncclComm_t initRank(const Shim& s, SharedId* shared, int rank, int nranks) {
   if (rank == 0) {
+    STAGE("ncclGetUniqueId");
     if (s.getUniqueId(const_cast<ncclUniqueId*>(&shared->id)) != ncclSuccess) return nullptr;
     __sync_synchronize();
     shared->ready = 1;
@@ -139,14 +194,18 @@ ncclComm_t initRank(const Shim& s, SharedId* shared, int rank, int nranks) {
   ncclComm_t comm = nullptr;
   ncclUniqueId id;
   memcpy(&id, const_cast<ncclUniqueId*>(&shared->id), sizeof id);
+  STAGE("ncclCommInitRank");
   if (s.commInitRank(&comm, nranks, id, rank) != ncclSuccess) return nullptr;
+  STAGE("ncclCommInitRank returned");
   return comm;
 }
 
 // One rank of the two-process test: small (rocenante) and large (NCCL)
 // all-reduces, eager and captured in a graph.
 int twoProcessRank(int rank, SharedId* shared, bool expectFast) {
+  installCrashTrace(rank == 0 ? "rank 0" : "rank 1");
   if (cudaSetDevice(rank) != cudaSuccess) return 2;
+  STAGE("dlopen librocenante.so");
   Shim s = openShim();
   EXPECT(s.ok);
   ncclComm_t comm = initRank(s, shared, rank, 2);
@@ -192,21 +251,27 @@ int twoProcessRank(int rank, SharedId* shared, bool expectFast) {
 
 // One thread drives both GPUs: creation and all-reduces inside groups.
 int oneThreadTwoGpus(bool useInitAll) {
+  installCrashTrace("one thread");
+  STAGE("dlopen librocenante.so");
   Shim s = openShim();
   EXPECT(s.ok);
   ncclComm_t comms[2] = {nullptr, nullptr};
   if (useInitAll) {
+    STAGE("ncclCommInitAll");
     EXPECT(s.commInitAll(comms, 2, nullptr) == ncclSuccess);
   } else {
     ncclUniqueId id;
+    STAGE("ncclGetUniqueId");
     EXPECT(s.getUniqueId(&id) == ncclSuccess);
     EXPECT(s.groupStart() == ncclSuccess);
     for (int i = 0; i < 2; ++i) {
       EXPECT(cudaSetDevice(i) == cudaSuccess);
       EXPECT(s.commInitRank(&comms[i], 2, id, i) == ncclSuccess);
     }
+    STAGE("ncclGroupEnd (the communicators are created here)");
     EXPECT(s.groupEnd() == ncclSuccess);
   }
+  STAGE("communicators created");
   for (int i = 0; i < 2; ++i) {
     rcnCommInfo info;
     EXPECT(s.query(comms[i], &info) == rcnSuccess);
@@ -244,10 +309,14 @@ int oneThreadTwoGpus(bool useInitAll) {
 // Splits of both communicators inside one group (NCCL fills the new handles
 // only at the group's end), then an all-reduce on the children.
 int splitInGroup() {
+  installCrashTrace("split");
+  STAGE("dlopen librocenante.so");
   Shim s = openShim();
   EXPECT(s.ok);
   ncclComm_t parents[2] = {nullptr, nullptr}, children[2] = {nullptr, nullptr};
+  STAGE("ncclCommInitAll");
   EXPECT(s.commInitAll(parents, 2, nullptr) == ncclSuccess);
+  STAGE("ncclCommSplit in a group");
   EXPECT(s.groupStart() == ncclSuccess);
   for (int i = 0; i < 2; ++i) {
     EXPECT(cudaSetDevice(i) == cudaSuccess);

@@ -27,13 +27,17 @@ result() { SUMMARY+=("$1: $2"); say "$1: $2"; }
 # build of $SRC in $BUILD and builds the targets, all output into $LOG. On
 # failure it prints the error lines and the log's tail and exits 1: nothing
 # after it could run without the binaries.
+# Bench and examples are named ON (their defaults) before the extra options,
+# which may turn them OFF: all.sh shares one build dir between the areas, and
+# an OFF left in its cache by p2p or shim would otherwise drop bench's and
+# engine's targets.
 gpu_build() {
   local extra=$1
   shift
   say "build $(date -u +%H:%M:%S) in $BUILD"
   # $extra unquoted on purpose: it holds several options.
   cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-    $extra >> "$LOG" 2>&1 &&
+    -DROCENANTE_BUILD_BENCH=ON -DROCENANTE_BUILD_EXAMPLES=ON $extra >> "$LOG" 2>&1 &&
     ninja -C "$BUILD" "$@" >> "$LOG" 2>&1
   if [ $? -ne 0 ]; then
     say "BUILD FAILED (last lines):"

@@ -14,20 +14,45 @@
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . "$(dirname "$0")/common.sh" shim "${SHIM_BUILD_DIR:-/tmp/build-shim}"
 
-gpu_build "-DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF" rocenante test_policy test_tuner test_shim_symbols test_shim_gpu
+# RelWithDebInfo (-O2 -g): the bisect below turns crash offsets into file:line.
+gpu_build "-DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo" rocenante test_policy test_tuner test_shim_symbols test_shim_gpu test_shim_fake_nccl test_shim_selftest
 LIB=$BUILD/librocenante.so
 nvidia-smi -L >> "$LOG" 2>&1
 
-# The 2026-11-30 run segfaulted in every case of test_shim_gpu before the first
-# all-reduce, with no log line. Narrow it down first: one case, INFO logs, with
-# rocenante's tuner off, then on.
+# The 2026-11-30 run segfaulted in every case of test_shim_gpu (~26 s into
+# each) before the first line after ncclCommInitRank, with no log line.
+# Narrow it down first, on the two-process case, INFO logs from both sides:
+#   forward  ROCENANTE_DISABLE=1: pure forwarding (no tuner, no rocenante state)
+#   tuner    forwarding + rocenante's tuner inside NCCL, no rocenante state
+#   attach   rocenante state over the comm, tuner off
+#   full     both (the failing default)
+# Each rank prints its stage lines and, on a crash, "CRASH ... backtrace"
+# (tests/test_shim_gpu.cc); librocenante offsets go through addr2line here.
 say "bisect $(date -u +%H:%M:%S)"
-for tuner in 0 1; do
-  (cd "$BUILD" && ROCENANTE_TUNER=$tuner ROCENANTE_DEBUG=INFO NCCL_DEBUG=WARN timeout 90 \
-    tests/test_shim_gpu "two processes through the shim*") > "$OUT/bisect-tuner$tuner.txt" 2>&1
-  result "test_shim_gpu two-process case, ROCENANTE_TUNER=$tuner" "exit $?"
-  cat "$OUT/bisect-tuner$tuner.txt" >> "$LOG"
-done
+bisect_case() {  # name env...
+  local name=$1 out=$OUT/bisect-$1.txt start=$SECONDS rc
+  shift
+  (cd "$BUILD" && env "$@" ROCENANTE_DEBUG=INFO NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING,ENV \
+    timeout 90 tests/test_shim_gpu "two processes through the shim*") > "$out" 2>&1
+  rc=$?
+  local crashes stages
+  crashes=$(grep -c "CRASH signal" "$out")
+  stages=$(grep -E "^rank [01]: (dlopen|ncclGetUniqueId|ncclCommInitRank)" "$out" | tr '\n' ';')
+  result "bisect $name ($*)" "exit $rc after $((SECONDS - start)) s, $crashes crash traces; stages: $stages"
+  # Symbolize librocenante frames: "librocenante.so.0(+0x1234)[...]".
+  grep -oE "librocenante[^ (]*\(\+0x[0-9a-f]+\)" "$out" | sort -u | while read -r frame; do
+    local offset=${frame##*(+}
+    echo "  $frame -> $(addr2line -Cfipe "$LIB" "${offset%)}" | head -1)"
+  done > "$out.symbols" 2>&1
+  { echo "---- bisect $name"; cat "$out"; echo "---- symbolized"; cat "$out.symbols"; } >> "$LOG"
+  sed -n '/CRASH signal/,/CRASH end/p' "$out" | head -40
+  cat "$out.symbols" | head -30
+}
+LIBREAL=$(readlink -f "$LIB")
+bisect_case forward ROCENANTE_DISABLE=1
+bisect_case tuner ROCENANTE_DISABLE=1 NCCL_TUNER_PLUGIN="$LIBREAL"
+bisect_case attach ROCENANTE_TUNER=0
+bisect_case full ROCENANTE_TUNER=1
 
 say "ctest $(date -u +%H:%M:%S)"
 if (cd "$BUILD" && timeout 400 ctest -R 'test_policy|test_tuner|test_shim' --output-on-failure) >> "$LOG" 2>&1; then

@@ -1,0 +1,221 @@
+// A stand-in for libnccl.so.2 with no GPU behind it, for CPU tests of the
+// shim (test_shim_fake_nccl). It does what the real NCCL 2.28 does with the
+// parts the shim touches: communicators that know their rank, size and device;
+// the tuner plugin loaded from NCCL_TUNER_PLUGIN with dlopen(RTLD_NOW |
+// RTLD_LOCAL), its v5 init called with a logger, the NVLink-domain info and the
+// constants block, getCollInfo called with a [7][3] cost table on every
+// collective, finalize on destroy and the plugin dlclosed with the last
+// communicator. Collectives move no data. fakeNcclStats() reports what happened.
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+constexpr int kAlgos = 7, kProtos = 3;  // NCCL 2.28's cost table
+
+typedef void (*Logger)(int, unsigned long, const char*, int, const char*, ...);
+struct NvlInfo {
+  int nNvlDomains, minRanks, maxRanks;
+};
+struct TunerV5 {
+  const char* name;
+  ncclResult_t (*init)(void**, uint64_t, size_t, size_t, Logger, NvlInfo*, void*);
+  ncclResult_t (*getCollInfo)(void*, int, size_t, int, float**, int, int, int, int*);
+  ncclResult_t (*finalize)(void*);
+};
+
+}  // namespace
+
+// What the shim did to this NCCL; read by the test through dlsym.
+struct FakeNcclStats {
+  int commsCreated, commsDestroyed, commsAborted;
+  int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
+  int allReduces, allGathers;
+  char tunerPath[512];
+};
+
+namespace {
+
+FakeNcclStats stats;
+std::mutex mutex;  // guards stats and the plugin state, as NCCL's own mutex does
+void* tunerLib = nullptr;
+TunerV5* tuner = nullptr;
+int tunerUsers = 0;
+int groupDepth = 0;
+
+struct FakeComm {
+  int nranks, rank, dev;
+  void* tunerContext;
+  bool usesTuner;
+};
+
+void logger(int, unsigned long, const char*, int, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  va_end(ap);
+}
+
+// NCCL loads the plugin once per process and shares it between communicators.
+void loadTuner(FakeComm* comm) {
+  const char* name = getenv("NCCL_TUNER_PLUGIN");
+  if (!name || !*name || strcmp(name, "none") == 0) return;
+  if (!tuner) {
+    tunerLib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!tunerLib) return;
+    tuner = static_cast<TunerV5*>(dlsym(tunerLib, "ncclTunerPlugin_v5"));
+    if (!tuner) {
+      dlclose(tunerLib);
+      tunerLib = nullptr;
+      return;
+    }
+    ++stats.tunerLoads;
+    snprintf(stats.tunerPath, sizeof stats.tunerPath, "%s", name);
+  }
+  ++tunerUsers;
+  comm->usesTuner = true;
+  static double constants[4096];  // larger than NCCL's constants block
+  NvlInfo nvl{1, comm->nranks, comm->nranks};
+  if (tuner->init(&comm->tunerContext, 0x1234abcdull, comm->nranks, 1, logger, &nvl, constants) == ncclSuccess)
+    ++stats.tunerInits;
+}
+
+void unloadTuner(FakeComm* comm) {
+  if (!comm->usesTuner) return;
+  tuner->finalize(comm->tunerContext);
+  ++stats.tunerFinalizes;
+  if (--tunerUsers == 0) {
+    dlclose(tunerLib);
+    tunerLib = nullptr;
+    tuner = nullptr;
+    ++stats.tunerUnloads;
+  }
+}
+
+ncclResult_t create(ncclComm_t* out, int nranks, int rank, int dev) {
+  if (!out || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  auto* comm = new FakeComm{nranks, rank, dev, nullptr, false};
+  std::lock_guard<std::mutex> lock(mutex);
+  loadTuner(comm);
+  ++stats.commsCreated;
+  *out = reinterpret_cast<ncclComm_t>(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t release(ncclComm_t handle, int* counter) {
+  if (!handle) return ncclInvalidArgument;
+  auto* comm = reinterpret_cast<FakeComm*>(handle);
+  std::lock_guard<std::mutex> lock(mutex);
+  unloadTuner(comm);
+  ++*counter;
+  delete comm;
+  return ncclSuccess;
+}
+
+// Every collective asks the tuner, as NCCL's enqueue does.
+ncclResult_t collective(ncclComm_t handle, int func, size_t bytes, int* counter) {
+  if (!handle) return ncclInvalidArgument;
+  auto* comm = reinterpret_cast<FakeComm*>(handle);
+  std::lock_guard<std::mutex> lock(mutex);
+  ++*counter;
+  if (comm->usesTuner) {
+    float table[kAlgos][kProtos];
+    for (int a = 0; a < kAlgos; ++a)
+      for (int p = 0; p < kProtos; ++p) table[a][p] = a >= 2 ? -1.0f : 10.0f + a + p;
+    int channels = 0;
+    tuner->getCollInfo(comm->tunerContext, func, bytes, 1, reinterpret_cast<float**>(table), kAlgos, kProtos, 0,
+                       &channels);
+    ++stats.getCollInfoCalls;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+FAKE_EXPORT const FakeNcclStats* fakeNcclStats() { return &stats; }
+
+FAKE_EXPORT ncclResult_t ncclGetVersion(int* version) {
+  *version = 22803;
+  return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  memset(id, 0x5a, sizeof *id);
+  return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId, int rank) {
+  return create(comm, nranks, rank, rank);
+}
+
+FAKE_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank,
+                                                ncclConfig_t*) {
+  return create(comm, nranks, rank, rank);
+}
+
+FAKE_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  for (int i = 0; i < ndev; ++i) {
+    ncclResult_t r = create(&comms[i], ndev, i, devlist ? devlist[i] : i);
+    if (r != ncclSuccess) return r;
+  }
+  return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) { return release(comm, &stats.commsDestroyed); }
+FAKE_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) { return release(comm, &stats.commsAborted); }
+FAKE_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
+
+FAKE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
+  *error = ncclSuccess;
+  return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  *count = reinterpret_cast<FakeComm*>(comm)->nranks;
+  return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  *rank = reinterpret_cast<FakeComm*>(comm)->rank;
+  return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* dev) {
+  *dev = reinterpret_cast<FakeComm*>(comm)->dev;
+  return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclAllReduce(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
+                                       ncclComm_t comm, cudaStream_t) {
+  return collective(comm, /*ncclFuncAllReduce*/ 4, count * 4, &stats.allReduces);
+}
+
+FAKE_EXPORT ncclResult_t ncclAllGather(const void*, void*, size_t count, ncclDataType_t, ncclComm_t comm,
+                                       cudaStream_t) {
+  return collective(comm, /*ncclFuncAllGather*/ 2, count, &stats.allGathers);
+}
+
+FAKE_EXPORT ncclResult_t ncclGroupStart() {
+  ++groupDepth;
+  return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclGroupEnd() {
+  if (groupDepth == 0) return ncclInvalidUsage;
+  --groupDepth;
+  return ncclSuccess;
+}
+
+FAKE_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
+  return result == ncclSuccess ? "no error" : "fake NCCL error";
+}
+
+FAKE_EXPORT const char* ncclGetLastError(ncclComm_t) { return ""; }

@@ -1,0 +1,179 @@
+// The shim's interception and the tuner's life inside NCCL, on a CPU: the
+// shim forwards to tests/fake_nccl.cc (a libnccl.so.2 without a GPU, named by
+// ROCENANTE_NCCL_LIBRARY), which loads librocenante.so as its tuner plugin
+// the way NCCL 2.28 does (dlopen of NCCL_TUNER_PLUGIN, v5 init, getCollInfo
+// per collective, finalize and dlclose with the last communicator).
+// Communicators of one rank need no GPU; two-rank ones fail rocenante's setup
+// (no GPU, or, on a GPU host, a bootstrap over a fake ncclAllGather that moves
+// nothing), which exercises the failure and abort paths. Each case runs in a fresh
+// process so that the environment it sets is the one the library reads.
+#include <catch2/catch_test_macros.hpp>
+
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "rocenante/rocenante.h"
+#include "support/multiproc.h"
+
+namespace {
+
+struct FakeNcclStats {  // tests/fake_nccl.cc
+  int commsCreated, commsDestroyed, commsAborted;
+  int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
+  int allReduces, allGathers;
+  char tunerPath[512];
+};
+
+struct Shim {
+  decltype(&ncclGetUniqueId) getUniqueId;
+  decltype(&ncclCommInitRank) commInitRank;
+  decltype(&ncclCommInitAll) commInitAll;
+  decltype(&ncclCommDestroy) commDestroy;
+  decltype(&ncclAllReduce) allReduce;
+  decltype(&ncclGroupStart) groupStart;
+  decltype(&ncclGroupEnd) groupEnd;
+  rcnResult_t (*query)(ncclComm_t, rcnCommInfo*);
+  const FakeNcclStats* stats;
+};
+
+#define EXPECT(cond)                                                      \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      return 1;                                                           \
+    }                                                                     \
+  } while (0)
+
+// Opens the shim the way an application opens libnccl.so.2, after setting
+// the environment; the fake NCCL is then the library the shim opened.
+bool openShim(Shim* s) {
+  setenv("ROCENANTE_NCCL_LIBRARY", RCN_FAKE_NCCL, 1);
+  unsetenv("NCCL_TUNER_PLUGIN");
+  void* lib = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return fprintf(stderr, "dlopen %s: %s\n", RCN_SHARED_LIB, dlerror()), false;
+#define BIND(field, name) s->field = reinterpret_cast<decltype(s->field)>(dlsym(lib, name))
+  BIND(getUniqueId, "ncclGetUniqueId");
+  BIND(commInitRank, "ncclCommInitRank");
+  BIND(commInitAll, "ncclCommInitAll");
+  BIND(commDestroy, "ncclCommDestroy");
+  BIND(allReduce, "ncclAllReduce");
+  BIND(groupStart, "ncclGroupStart");
+  BIND(groupEnd, "ncclGroupEnd");
+  BIND(query, "rcnShimCommQuery");
+#undef BIND
+  // The shim opens the fake lazily, at the first forwarded call.
+  int version = 0;
+  auto getVersion = reinterpret_cast<decltype(&ncclGetVersion)>(dlsym(lib, "ncclGetVersion"));
+  if (!getVersion || getVersion(&version) != ncclSuccess || version != 22803)
+    return fprintf(stderr, "the shim did not forward ncclGetVersion to the fake NCCL\n"), false;
+  void* fake = dlopen(RCN_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  auto statsFn = fake ? reinterpret_cast<const FakeNcclStats* (*)()>(dlsym(fake, "fakeNcclStats")) : nullptr;
+  s->stats = statsFn ? statsFn() : nullptr;
+  return s->getUniqueId && s->commInitRank && s->commInitAll && s->commDestroy && s->allReduce &&
+         s->groupStart && s->groupEnd && s->query && s->stats;
+}
+
+// Runs body in a child process and checks it exited 0.
+void inChild(const std::function<int()>& body) {
+  auto outcomes = rcn::test::runRanks(1, [&](int) { return body(); }, 60.0);
+  std::string report;
+  bool ok = rcn::test::allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+}
+
+float host[2][64];  // collectives move nothing in the fake; any non-null pointer does
+
+}  // namespace
+
+TEST_CASE("one-rank communicators: NCCL loads the shim's tuner, calls forward, the plugin is unloaded and reloaded") {
+  inChild([] {
+    Shim s;
+    EXPECT(openShim(&s));
+    for (int round = 0; round < 2; ++round) {
+      ncclUniqueId id;
+      EXPECT(s.getUniqueId(&id) == ncclSuccess);
+      ncclComm_t comm = nullptr;
+      EXPECT(s.commInitRank(&comm, 1, id, 0) == ncclSuccess);
+      EXPECT(comm != nullptr);
+      rcnCommInfo info;
+      EXPECT(s.query(comm, &info) == rcnSuccess);
+      EXPECT(info.path == rcnPathNccl);
+      EXPECT(strstr(info.reason, "single-rank") != nullptr);
+      EXPECT(s.allReduce(host[0], host[1], 64, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+      EXPECT(s.commDestroy(comm) == ncclSuccess);
+    }
+    const FakeNcclStats& st = *s.stats;
+    EXPECT(strstr(st.tunerPath, "librocenante") != nullptr);  // set by the shim before NCCL's init
+    EXPECT(st.commsCreated == 2 && st.commsDestroyed == 2);
+    EXPECT(st.tunerLoads == 2 && st.tunerUnloads == 2);  // NCCL dlcloses it with the last comm
+    EXPECT(st.tunerInits == 2 && st.tunerFinalizes == 2);
+    EXPECT(st.allReduces == 2 && st.getCollInfoCalls == 2);
+    return 0;
+  });
+}
+
+TEST_CASE("ncclCommInitAll whose rocenante setup fails: both aborted, an error, no crash") {
+  inChild([] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);  // the setup failure is expected; its WARN is noise here
+    Shim s;
+    EXPECT(openShim(&s));
+    ncclComm_t comms[2] = {nullptr, nullptr};
+    EXPECT(s.commInitAll(comms, 2, nullptr) != ncclSuccess);
+    EXPECT(comms[0] == nullptr && comms[1] == nullptr);
+    const FakeNcclStats& st = *s.stats;
+    EXPECT(st.commsCreated == 2 && st.commsAborted == 2);
+    EXPECT(st.tunerInits == 2 && st.tunerFinalizes == 2 && st.tunerUnloads == 1);
+    return 0;
+  });
+}
+
+TEST_CASE("two ncclCommInitRank in a group on one thread: set up at ncclGroupEnd, destroyable after a failure") {
+  inChild([] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);
+    Shim s;
+    EXPECT(openShim(&s));
+    ncclUniqueId id;
+    EXPECT(s.getUniqueId(&id) == ncclSuccess);
+    ncclComm_t comms[2] = {nullptr, nullptr};
+    EXPECT(s.groupStart() == ncclSuccess);
+    for (int i = 0; i < 2; ++i) EXPECT(s.commInitRank(&comms[i], 2, id, i) == ncclSuccess);
+    EXPECT(s.groupEnd() != ncclSuccess);  // rocenante's setup fails over the fake
+    for (int i = 0; i < 2; ++i) {
+      rcnCommInfo info;
+      EXPECT(s.query(comms[i], &info) == rcnSuccess);
+      EXPECT(info.path == rcnPathNccl);
+      EXPECT(s.allReduce(host[0], host[1], 64, ncclFloat32, ncclSum, comms[i], nullptr) == ncclSuccess);
+    }
+    for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(comms[i]) == ncclSuccess);
+    const FakeNcclStats& st = *s.stats;
+    EXPECT(st.commsDestroyed == 2 && st.tunerFinalizes == 2 && st.tunerUnloads == 1);
+    return 0;
+  });
+}
+
+TEST_CASE("ROCENANTE_DISABLE=1: pure forwarding, no tuner, no setup") {
+  inChild([] {
+    setenv("ROCENANTE_DISABLE", "1", 1);
+    Shim s;
+    EXPECT(openShim(&s));
+    ncclComm_t comms[2] = {nullptr, nullptr};
+    EXPECT(s.commInitAll(comms, 2, nullptr) == ncclSuccess);
+    for (int i = 0; i < 2; ++i) {
+      rcnCommInfo info;
+      EXPECT(s.query(comms[i], &info) == rcnSuccess);
+      EXPECT(strstr(info.reason, "ROCENANTE_DISABLE") != nullptr);
+      EXPECT(s.allReduce(host[0], host[1], 64, ncclFloat32, ncclSum, comms[i], nullptr) == ncclSuccess);
+    }
+    for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(comms[i]) == ncclSuccess);
+    const FakeNcclStats& st = *s.stats;
+    EXPECT(st.tunerLoads == 0 && st.allReduces == 2 && st.commsDestroyed == 2);
+    return 0;
+  });
+}
