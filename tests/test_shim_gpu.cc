@@ -7,11 +7,9 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
-#include <execinfo.h>
 #include <nccl.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -23,58 +21,18 @@
 #include <vector>
 
 #include "rocenante/rocenante.h"
+#include "support/crash_trace.h"
 #include "support/gpu.h"
 #include "support/multiproc.h"
 
 namespace {
 
-// A crash in a rank prints where it happened before the rank dies: the
-// 2026-11-30 GPU run lost every case to a SIGSEGV with no clue. Frames in
-// librocenante.so read "librocenante.so.0(+0x...)"; scripts/gpu/shim.sh feeds
-// those offsets to addr2line. Async-signal-safe apart from backtrace(), whose
-// one-time setup is done at install.
-const char* gRankLabel = "rank ?";
-
-void writeText(const char* text) {
-  ssize_t w = write(STDERR_FILENO, text, strlen(text));
-  (void)w;
-}
-
-void onCrash(int sig, siginfo_t* info, void*) {
-  char line[160];
-  snprintf(line, sizeof line, "\n%s: CRASH signal %d (%s) at address %p, thread %ld; backtrace:\n",
-           gRankLabel, sig, sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGABRT ? "SIGABRT"
-           : sig == SIGFPE ? "SIGFPE" : "SIGILL", info ? info->si_addr : nullptr, (long)syscall(SYS_gettid));
-  writeText(line);
-  void* frames[64];
-  int n = backtrace(frames, 64);
-  backtrace_symbols_fd(frames, n, STDERR_FILENO);
-  writeText("CRASH end of backtrace\n");
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
-
-// Called first in each forked rank (replacing Catch2's handler there).
-void installCrashTrace(const char* label) {
-  gRankLabel = label;
-  void* warm[2];
-  backtrace(warm, 2);  // loads libgcc_s now, not inside the handler
-  static char altStack[1 << 16];
-  stack_t ss{};
-  ss.ss_sp = altStack;
-  ss.ss_size = sizeof altStack;
-  sigaltstack(&ss, nullptr);
-  struct sigaction sa{};
-  sa.sa_sigaction = onCrash;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
-}
+using rcn::test::installCrashTrace;
 
 // Progress lines, so a crash is placed between two of them.
 #define STAGE(...)                          \
   do {                                      \
-    fprintf(stderr, "%s: ", gRankLabel);    \
+    fprintf(stderr, "%s: ", rcn::test::crashTraceLabel());    \
     fprintf(stderr, __VA_ARGS__);           \
     fputc('\n', stderr);                    \
   } while (0)

@@ -1,5 +1,7 @@
 #include "support/multiproc.h"
 
+#include "support/crash_trace.h"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +19,9 @@ std::vector<RankOutcome> runRanks(int nranks, const std::function<int(int)>& bod
   for (int r = 0; r < nranks; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
+      char label[32];
+      std::snprintf(label, sizeof label, "rank %d", r);
+      installCrashTrace(label);
       int code = body(r);
       std::fflush(nullptr);
       _exit(code);
