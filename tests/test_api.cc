@@ -2,8 +2,12 @@
 // logged reason, never a crash. Needs no GPU and no peer.
 #include <catch2/catch_test_macros.hpp>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/comm.h"
 #include "rocenante/rocenante.h"
@@ -82,4 +86,56 @@ TEST_CASE("bad types, ops and buffers are named") {
   rcnCommInfo info;
   CHECK(rcnCommQuery(&comm, nullptr) == rcnInvalidArgument);
   CHECK(rcnCommQuery(&comm, &info) == rcnSuccess);
+}
+
+// Out-of-range values must fail creation by name, not wrap when narrowed
+// (-1 ms cast to uint64_t passed "positive"; 2^32+1 blocks cast to int is 1).
+TEST_CASE("out-of-range timeout, block and thread counts fail init instead of wrapping") {
+  setenv("ROCENANTE_BACKEND", "host", 1);
+  const struct { const char* name; const char* value; } cases[] = {
+      {"ROCENANTE_TIMEOUT_MS", "-1"},
+      {"ROCENANTE_TIMEOUT_MS", "20000000000000"},  // 2e13 ms: its nanoseconds overflow 64 bits
+      {"ROCENANTE_MAX_BLOCKS", "4294967297"},
+      {"ROCENANTE_THREADS", "4294967328"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name << "=" << c.value);
+    setenv(c.name, c.value, 1);
+    rcnUniqueId id;
+    REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+    rcnComm_t comm = reinterpret_cast<rcnComm_t>(0x1);
+    CHECK(rcnCommInitRank(&comm, 1, id, 0) == rcnInvalidArgument);
+    CHECK(comm == nullptr);
+    CHECK(lastError().find(c.name) != std::string::npos);
+    unsetenv(c.name);
+  }
+  rcnUniqueId id;
+  REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+  rcnComm_t comm = nullptr;
+  REQUIRE(rcnCommInitRank(&comm, 1, id, 0) == rcnSuccess);  // the same comm with defaults builds
+  CHECK(rcnCommDestroy(comm) == rcnSuccess);
+  unsetenv("ROCENANTE_BACKEND");
+}
+
+// rcnCommAbort is how a user unblocks a call stuck on a peer, so it comes
+// from another thread while that call runs: it must not free the path under it.
+TEST_CASE("rcnCommAbort from another thread unblocks a running all-reduce without a crash") {
+  setenv("ROCENANTE_BACKEND", "host", 1);
+  setenv("ROCENANTE_TIMEOUT_MS", "20000", 1);
+  rcnComm_t comms[2] = {nullptr, nullptr};
+  REQUIRE(rcnCommInitAll(comms, 2, nullptr) == rcnSuccess);
+  std::vector<float> in(4096, 1.0f), out(4096, 0.0f);
+  rcnResult_t callResult = rcnSuccess;
+  auto start = std::chrono::steady_clock::now();
+  // Rank 1 never joins, so rank 0's call waits until aborted.
+  std::thread caller([&] { callResult = rcnAllReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, comms[0], nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(rcnCommAbort(comms[0]) == rcnSuccess);
+  caller.join();
+  double waitedMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  CHECK(callResult != rcnSuccess);
+  CHECK(waitedMs < 5000);
+  CHECK(rcnCommAbort(comms[1]) == rcnSuccess);
+  unsetenv("ROCENANTE_TIMEOUT_MS");
+  unsetenv("ROCENANTE_BACKEND");
 }

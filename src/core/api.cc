@@ -140,6 +140,7 @@ rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError) {
   RCN_CHECK(rcn::commCheck(comm, "rcnCommGetAsyncError"));
   RCN_ARG_CHECK(asyncError != nullptr, "rcnCommGetAsyncError: asyncError is NULL");
   *asyncError = rcnSuccess;
+  rcn::CommCallScope inCall(comm);  // an abort from another thread waits before freeing the path
   if (comm->fast) {
     std::string why;
     *asyncError = comm->fast->asyncError(&why);

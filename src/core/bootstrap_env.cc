@@ -137,7 +137,7 @@ rcnResult_t bootstrapInitFromEnv(int rank, int nranks, const char* addr, int por
   RCN_ARG_CHECK(nranks >= 1 && rank >= 0 && rank < nranks, "bootstrap: rank %d outside a world of %d", rank, nranks);
   RCN_ARG_CHECK(port > 0 && port < 65536, "bootstrap: MASTER_PORT %d is not a TCP port", port);
   RCN_ARG_CHECK(rank == 0 || (addr && addr[0]), "bootstrap: rank %d needs MASTER_ADDR", rank);
-  Deadline deadline = deadlineAfterMs(paramInt(ParamId::BootstrapTimeoutMs));
+  Deadline deadline = deadlineAfterMs(bootstrapTimeoutMs());
   rcnUniqueId id{};
   if (rank == 0) {
     RCN_CHECK(bootstrapGetUniqueId(&id));

@@ -139,7 +139,7 @@ class NcclBootstrapImpl : public NcclBootstrap {
 
   // Polls the stream until done, the bound passes, or abort() is called.
   rcnResult_t waitStream() {
-    auto limit = std::chrono::milliseconds(paramInt(ParamId::BootstrapTimeoutMs));
+    auto limit = std::chrono::milliseconds(bootstrapTimeoutMs());
     auto start = std::chrono::steady_clock::now();
     while (true) {
       cudaError_t status = cudaStreamQuery(stream_);

@@ -3,8 +3,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <limits>
+#include <thread>
 
 #include "core/check.h"
 #include "core/dtype.h"
@@ -19,6 +21,7 @@ namespace rcn {
 namespace {
 
 constexpr size_t kHostMinSlotBytes = 64 * 1024;
+constexpr int64_t kMaxTimeoutMs = 1000000000;  // ~11.6 days, as the bootstrap's clamp
 
 
 // The device this rank runs on, or -1 for the host backend.
@@ -110,17 +113,24 @@ rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why)
   // be useful even where the policy routes nothing to the one-shot.
   if (comm->cudaDev < 0) largest = std::max<size_t>(largest, kHostMinSlotBytes);
   ctx.maxBytes = (std::max<size_t>(largest, 16) + 15) / 16 * 16;
-  ctx.maxBlocks = static_cast<int>(paramInt(ParamId::MaxBlocks));
-  ctx.threads = static_cast<int>(paramInt(ParamId::Threads));
-  ctx.timeoutMs = static_cast<uint64_t>(paramInt(ParamId::TimeoutMs));
-  ctx.bootstrap = comm->bootstrap.get();
+  // Range-checked as 64-bit values before narrowing: a negative timeout cast
+  // to uint64_t, or 2^32+1 blocks cast to int, would otherwise pass.
+  const int64_t maxBlocks = paramInt(ParamId::MaxBlocks);
+  const int64_t threads = paramInt(ParamId::Threads);
+  const int64_t timeoutMs = paramInt(ParamId::TimeoutMs);
   RCN_ARG_CHECK(ctx.maxBytes <= (size_t(1) << 30), "the one-shot threshold of %zu bytes is over 1 GiB",
                 ctx.maxBytes);
-  RCN_ARG_CHECK(ctx.maxBlocks >= 1 && ctx.maxBlocks <= 1024, "ROCENANTE_MAX_BLOCKS=%d must be in 1..1024",
-                ctx.maxBlocks);
-  RCN_ARG_CHECK(ctx.threads >= 32 && ctx.threads <= 1024 && ctx.threads % 32 == 0,
-                "ROCENANTE_THREADS=%d must be a multiple of 32 in 32..1024", ctx.threads);
-  RCN_ARG_CHECK(ctx.timeoutMs > 0, "ROCENANTE_TIMEOUT_MS must be positive");
+  RCN_ARG_CHECK(maxBlocks >= 1 && maxBlocks <= 1024, "ROCENANTE_MAX_BLOCKS=%lld must be in 1..1024",
+                static_cast<long long>(maxBlocks));
+  RCN_ARG_CHECK(threads >= 32 && threads <= 1024 && threads % 32 == 0,
+                "ROCENANTE_THREADS=%lld must be a multiple of 32 in 32..1024", static_cast<long long>(threads));
+  // The upper bound keeps the kernels' nanosecond deadlines within 64 bits.
+  RCN_ARG_CHECK(timeoutMs > 0 && timeoutMs <= kMaxTimeoutMs, "ROCENANTE_TIMEOUT_MS=%lld must be in 1..%lld",
+                static_cast<long long>(timeoutMs), static_cast<long long>(kMaxTimeoutMs));
+  ctx.maxBlocks = static_cast<int>(maxBlocks);
+  ctx.threads = static_cast<int>(threads);
+  ctx.timeoutMs = static_cast<uint64_t>(timeoutMs);
+  ctx.bootstrap = comm->bootstrap.get();
   return createFastPath(ctx, kind, &comm->fast, why);
 }
 
@@ -183,6 +193,18 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
   return rcnSuccess;
 }
 
+// Waits (bounded) until no other thread is inside a call on comm; abort()
+// has made such a call give up, so it returns promptly.
+bool waitForCalls(rcnComm* comm) {
+  const int64_t limitMs = std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limitMs);
+  while (comm->callsInFlight.load() > 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
 }  // namespace
 
 rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
@@ -194,6 +216,7 @@ rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
   rcnResult_t result = buildComm(comm, args);
   if (result != rcnSuccess) {
     commAbort(comm);
+    delete comm;  // never handed out, so no husk is needed to catch later calls
     return result;
   }
   *out = comm;
@@ -244,6 +267,12 @@ void commAbort(rcnComm* comm) {
     cudaDeviceSynchronize();  // kernels saw the abort flag and exit promptly
     cudaGetLastError();
   }
+  if (!waitForCalls(comm)) {
+    // A call that did not return cannot have its path freed under it.
+    RCN_WARN(RCN_LOG_COLL, "rcnCommAbort: comm %p still has a call running; its fast path is leaked",
+             (void*)comm);
+    (void)comm->fast.release();
+  }
   comm->fast.reset();
   comm->bootstrap.reset();
   comm->magic = rcnComm::kDeadMagic;
@@ -251,6 +280,7 @@ void commAbort(rcnComm* comm) {
 
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
                           rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
+  CommCallScope inCall(comm);  // before the check: an abort either is seen or waits for us
   if (comm->aborted) {
     RCN_WARN(RCN_LOG_COLL, "rcnAllReduce: comm %p was aborted", (void*)comm);
     return rcnInvalidUsage;

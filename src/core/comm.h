@@ -34,9 +34,24 @@ struct rcnComm {
   rcnCommInfo info{};                   // what rcnCommQuery returns
 
   std::atomic<bool> aborted{false};
+  // Calls inside the fast path now: abort, which may come from another
+  // thread to unblock one, must not free the path under it.
+  std::atomic<int> callsInFlight{0};
 };
 
 namespace rcn {
+
+// Counts a call that uses comm->fast for as long as it is in scope.
+class CommCallScope {
+ public:
+  explicit CommCallScope(rcnComm* comm) : comm_(comm) { comm_->callsInFlight.fetch_add(1); }
+  ~CommCallScope() { comm_->callsInFlight.fetch_sub(1); }
+  CommCallScope(const CommCallScope&) = delete;
+  CommCallScope& operator=(const CommCallScope&) = delete;
+
+ private:
+  rcnComm* comm_;
+};
 
 // How a communicator is being created.
 struct CommInitArgs {

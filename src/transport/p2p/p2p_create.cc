@@ -178,7 +178,7 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   if (path->kind_ == IpcKind::CuMem) {
     int myFd = -1;
     std::string err;
-    const Deadline deadline = deadlineAfterMs(paramInt(ParamId::BootstrapTimeoutMs));
+    const Deadline deadline = deadlineAfterMs(bootstrapTimeoutMs());
     std::vector<FdEndpoint> endpoints(n);
     for (int r = 0; r < n; ++r) endpoints[r] = regions[r].endpoint;
     if (path->own_.exportFd(&myFd) != rcnSuccess)
