@@ -1,6 +1,7 @@
 // The public rcn* entry points: argument checks, then the communicator code.
 #include <nccl.h>
 
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -46,6 +47,7 @@ rcnResult_t initRank(rcnComm_t* comm, int nranks, const rcnUniqueId& id, int ran
 rcnResult_t initAll(rcnComm_t* comms, int ndev, const int* devlist) {
   auto group = rcn::makeLocalBootstrapGroup(ndev);
   std::vector<rcnResult_t> results(ndev, rcnSuccess);
+  std::vector<std::string> errors(ndev);  // each rank's last WARN, logged on its own thread
   std::vector<std::thread> threads;
   for (int i = 0; i < ndev; ++i) {
     threads.emplace_back([&, i] {
@@ -55,16 +57,21 @@ rcnResult_t initAll(rcnComm_t* comms, int ndev, const int* devlist) {
       args.cudaDev = devlist ? devlist[i] : i;
       args.bootstrap = rcn::bootstrapInitLocal(group, i);
       results[i] = rcn::commCreate(std::move(args), &comms[i]);
+      if (results[i] != rcnSuccess) errors[i] = rcn::lastErrorText();
     });
   }
   for (auto& t : threads) t.join();
-  for (int i = 0; i < ndev; ++i) {
-    if (results[i] == rcnSuccess) continue;
-    for (int j = 0; j < ndev; ++j)
-      if (comms[j]) rcn::commAbort(comms[j]), comms[j] = nullptr;
-    return results[i];
-  }
-  return rcnSuccess;
+  // The cause, rather than a rank that only saw a peer give up (rcnRemoteError).
+  int failed = -1;
+  for (int i = 0; i < ndev; ++i)
+    if (results[i] != rcnSuccess && (failed < 0 || (results[failed] == rcnRemoteError && results[i] != rcnRemoteError)))
+      failed = i;
+  if (failed < 0) return rcnSuccess;
+  for (int j = 0; j < ndev; ++j)
+    if (comms[j]) rcn::commAbort(comms[j]), comms[j] = nullptr;
+  // Again on the caller's thread, so its rcnGetLastError names the cause.
+  RCN_WARN(RCN_LOG_INIT, "rcnCommInitAll: rank %d failed: %s", failed, errors[failed].c_str());
+  return results[failed];
 }
 
 }  // namespace
@@ -141,6 +148,10 @@ rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError) {
   RCN_ARG_CHECK(asyncError != nullptr, "rcnCommGetAsyncError: asyncError is NULL");
   *asyncError = rcnSuccess;
   rcn::CommCallScope inCall(comm);  // an abort from another thread waits before freeing the path
+  if (comm->aborted) {
+    RCN_WARN(RCN_LOG_COLL, "rcnCommGetAsyncError: comm %p was aborted", (void*)comm);
+    return rcnInvalidUsage;
+  }
   if (comm->fast) {
     std::string why;
     *asyncError = comm->fast->asyncError(&why);

@@ -27,12 +27,13 @@ constexpr int64_t kMaxTimeoutMs = 1000000000;  // ~11.6 days, as the bootstrap's
 // The device this rank runs on, or -1 for the host backend.
 rcnResult_t pickDevice(int requested, int* cudaDev) {
   std::string backend = paramStr(ParamId::Backend);
+  // Checked first, so a typo fails on a machine without GPUs too.
+  RCN_ARG_CHECK(backend == "gpu" || backend == "auto" || backend == "host",
+                "ROCENANTE_BACKEND='%s' is not one of auto, gpu, host", backend.c_str());
   if (backend == "host" || (backend != "gpu" && rcn::bench::visibleGpuCount() == 0)) {
     *cudaDev = -1;
     return rcnSuccess;
   }
-  RCN_ARG_CHECK(backend == "gpu" || backend == "auto",
-                "ROCENANTE_BACKEND='%s' is not one of auto, gpu, host", backend.c_str());
   if (requested >= 0) {
     RCN_CUDA_CHECK(cudaSetDevice(requested));
     *cudaDev = requested;

@@ -167,25 +167,43 @@ rcnResult_t timeMedian(TestBuffers& buf, Call call, double* us) {
   return rcnSuccess;
 }
 
-// Sum over sizes of the median time of each path.
+// Whether `ok` holds on every rank (one bootstrap all-gather, so bounded).
+rcnResult_t allRanksOk(rcnComm* comm, bool ok, bool* all) {
+  std::vector<uint8_t> flags(comm->nranks, 0);
+  flags[comm->rank] = ok ? 1 : 0;
+  RCN_CHECK(comm->bootstrap->allGather(flags.data(), 1));
+  *all = std::find(flags.begin(), flags.end(), 0) == flags.end();
+  return rcnSuccess;
+}
+
+// Sum over sizes of the median time of each path. Every fast-path size goes
+// first and the ranks agree before any NCCL call: a rank that stopped before
+// its NCCL calls would leave its peers' NCCL kernels waiting without bound.
 rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes,
                       double* usFast, double* usNccl) {
   const NcclApi* nccl = nullptr;
-  RCN_CHECK(ncclApi(&nccl));
+  rcnResult_t fastResult = ncclApi(&nccl);
   *usFast = *usNccl = 0;
-  for (size_t bytes : sizes) {
-    size_t count = bytes / sizeof(float);
-    double fast = 0, ref = 0;
-    RCN_CHECK(timeMedian(buf, [&] {
+  std::vector<double> fast(sizes.size(), 0.0);
+  for (size_t i = 0; i < sizes.size() && fastResult == rcnSuccess; ++i) {
+    size_t count = sizes[i] / sizeof(float);
+    fastResult = timeMedian(buf, [&] {
       return comm->fast->allReduce(buf.send, buf.recv, count, rcnFloat32, rcnSum, buf.stream);
-    }, &fast));
+    }, &fast[i]);
+  }
+  bool everyRankTimed = false;
+  RCN_CHECK(allRanksOk(comm, fastResult == rcnSuccess, &everyRankTimed));
+  if (!everyRankTimed) return fastResult != rcnSuccess ? fastResult : rcnRemoteError;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    size_t count = sizes[i] / sizeof(float);
+    double ref = 0;
     RCN_CHECK(timeMedian(buf, [&]() -> rcnResult_t {
       RCN_NCCL_CHECK(nccl, allReduce(buf.send, buf.recv, count, ncclFloat32, ncclSum, comm->nccl,
                                      buf.stream));
       return rcnSuccess;
     }, &ref));
-    RCN_TRACE_LOG(RCN_LOG_INIT, "self-test %zu bytes: fast %.2f us, nccl %.2f us", bytes, fast, ref);
-    *usFast += fast;
+    RCN_TRACE_LOG(RCN_LOG_INIT, "self-test %zu bytes: fast %.2f us, nccl %.2f us", sizes[i], fast[i], ref);
+    *usFast += fast[i];
     *usNccl += ref;
   }
   return rcnSuccess;
