@@ -37,6 +37,7 @@
 
 #include "core/bootstrap_nccl.h"
 #include "core/check.h"
+#include "core/device_scope.h"
 #include "core/comm.h"
 #include "core/dtype.h"
 #include "core/params.h"
@@ -109,19 +110,6 @@ thread_local std::vector<Pending> tlsPending;
 
 ncclResult_t toNccl(rcnResult_t r) { return static_cast<ncclResult_t>(r); }
 
-// Restores the caller's CUDA device on scope exit.
-class KeepDevice {
- public:
-  KeepDevice() {
-    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
-  }
-  ~KeepDevice() {
-    if (saved_ >= 0) cudaSetDevice(saved_);
-  }
-
- private:
-  int saved_ = -1;
-};
 
 std::string ownLibraryPath() {
   Dl_info info{};
@@ -197,7 +185,7 @@ rcnResult_t attach(ncclComm_t comm) {
 // exchanges need each other). Returns the first failure.
 rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
   if (comms.size() == 1) {
-    KeepDevice keep;
+    DeviceScope keep;
     return attach(comms[0]);
   }
   std::vector<rcnResult_t> results(comms.size(), rcnSuccess);
@@ -229,7 +217,7 @@ ncclResult_t afterCreate(ncclResult_t created, ncclComm_t* newcomm, bool blockin
              (void*)comm);
     return created;
   }
-  KeepDevice keep;
+  DeviceScope keep;
   rcnResult_t r = attach(comm);
   if (r == rcnSuccess) return ncclSuccess;
   RCN_WARN(RCN_LOG_SHIM, "%s: rocenante could not set up NCCL comm %p (%s); the communicator is "
@@ -341,7 +329,7 @@ ncclResult_t shim_ncclCommDestroy(ncclComm_t comm) {
   if (!fn) return reportMissing("ncclCommDestroy"), ncclInvalidUsage;
   ncclResult_t ours = ncclSuccess;
   if (auto entry = takeEntry(comm); entry && entry->rc) {
-    KeepDevice keep;
+    DeviceScope keep;
     ours = toNccl(commDestroy(entry->rc));
   }
   ncclResult_t theirs = fn(comm);
@@ -357,7 +345,7 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
   if (entry && entry->rc && entry->rc->fast) entry->rc->fast->abort();
   ncclResult_t theirs = fn(comm);
   if (entry && entry->rc) {
-    KeepDevice keep;
+    DeviceScope keep;
     commAbort(entry->rc);
   }
   return theirs;
@@ -369,7 +357,9 @@ ncclResult_t shim_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncErro
   ncclResult_t res = fn(comm, asyncError);
   if (res != ncclSuccess || !asyncError || *asyncError != ncclSuccess) return res;
   auto entry = findEntry(comm);
-  if (!entry || !entry->rc || !entry->rc->fast) return res;
+  if (!entry || !entry->rc) return res;
+  CommCallScope call(entry->rc);  // an abort on another thread waits for us
+  if (entry->rc->aborted || !entry->rc->fast) return res;
   std::string why;
   rcnResult_t ours = entry->rc->fast->asyncError(&why);
   if (ours == rcnSuccess) return res;
@@ -392,7 +382,8 @@ ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t cou
   if (!entry || !entry->rc) return fn(sendbuff, recvbuff, count, datatype, op, comm, stream);
   auto dtype = static_cast<rcnDataType_t>(datatype);
   auto rop = static_cast<rcnRedOp_t>(op);
-  logFirstRoute(*entry, count * dtypeSize(dtype), dtype, rop, stream);
+  CommCallScope call(entry->rc);  // an abort on another thread waits for us
+  if (!entry->rc->aborted) logFirstRoute(*entry, count * dtypeSize(dtype), dtype, rop, stream);
   return toNccl(commAllReduce(entry->rc, sendbuff, recvbuff, count, dtype, rop, stream));
 }
 

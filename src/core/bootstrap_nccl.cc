@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/device_scope.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
 
@@ -25,20 +26,6 @@ struct Header {
 };
 static_assert(sizeof(Header) == 32, "header is exchanged as 32 raw bytes");
 
-// Makes cudaDev current for the scope and restores the caller's device.
-class DeviceScope {
- public:
-  explicit DeviceScope(int dev) {
-    if (cudaGetDevice(&saved_) != cudaSuccess) saved_ = -1;
-    if (dev >= 0 && dev != saved_) cudaSetDevice(dev);
-  }
-  ~DeviceScope() {
-    if (saved_ >= 0) cudaSetDevice(saved_);
-  }
-
- private:
-  int saved_ = -1;
-};
 
 class NcclBootstrapImpl : public NcclBootstrap {
  public:

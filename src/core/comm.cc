@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/launch_env.h"
 #include "core/nccl_lib.h"
@@ -238,7 +239,7 @@ rcnResult_t commDestroy(rcnComm* comm) {
   if (comm->cudaDev >= 0) {
     // Our kernels run on the user's streams; let them finish before their
     // exchange regions go away. Every kernel wait is bounded, so this is too.
-    cudaSetDevice(comm->cudaDev);
+    DeviceScope device(comm->cudaDev);
     if (cudaDeviceSynchronize() != cudaSuccess) result = rcnUnhandledCudaError;
   }
   comm->fast.reset();
@@ -264,7 +265,7 @@ void commAbort(rcnComm* comm) {
   }
   comm->nccl = nullptr;
   if (comm->cudaDev >= 0) {
-    cudaSetDevice(comm->cudaDev);
+    DeviceScope device(comm->cudaDev);
     cudaDeviceSynchronize();  // kernels saw the abort flag and exit promptly
     cudaGetLastError();
   }

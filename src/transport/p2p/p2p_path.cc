@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "core/check.h"
+#include "core/device_scope.h"
 #include "core/dtype.h"
 
 namespace rcn {
@@ -10,27 +11,11 @@ namespace rcn {
 namespace {
 
 // Makes cudaDev current for a scope and puts the caller's device back.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int cudaDev) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != cudaDev) ok_ = cudaSetDevice(cudaDev) == cudaSuccess;
-    else previous_ = -1;  // nothing to restore
-  }
-  ~DeviceGuard() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  int previous_ = -1;
-  bool ok_ = true;
-};
 
 }  // namespace
 
 P2pPath::~P2pPath() {
-  DeviceGuard guard(cudaDev_);
+  DeviceScope guard(cudaDev_);
   // Freeing device memory waits for kernels still using it; after abort() or a
   // timeout they have returned, so this is bounded by the kernel timeout.
   peers_.clear();
@@ -54,7 +39,7 @@ rcnResult_t P2pPath::allReduce(const void* send, void* recv, size_t count, rcnDa
   args.recv = recv;
   args.count = count;
   const OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, maxBlocks_, threads_);
-  DeviceGuard guard(cudaDev_);
+  DeviceScope guard(cudaDev_);
   RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
   return launchOneShot(args, dtype, op, grid, launch_, stream);
 }
