@@ -2,6 +2,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "test_topology_support.h"
+#include "topology/locality.h"
 
 using namespace rcn;
 
@@ -21,6 +22,31 @@ const NicInfo& nicNamed(const RankTopo& t, const std::string& name) {
     if (n.name == name) return n;
   FAIL("no NIC " << name);
   return t.nics.front();
+}
+
+GpuInfo gpuAt(int index, const std::string& busId) {
+  GpuInfo g;
+  g.index = index;
+  g.pciBusId = busId;
+  return g;
+}
+
+NicInfo nicAt(const std::string& name, const std::string& busId, bool active) {
+  NicInfo n;
+  n.name = name;
+  n.pciBusId = busId;
+  PortInfo p;
+  p.state = active ? "ACTIVE" : "DOWN";
+  n.ports.push_back(p);
+  return n;
+}
+
+// The two-socket host of fixtures/topology/hwloc/two-socket.xml.
+RankTopo twoSocketHost(bool nic0Active) {
+  RankTopo t;
+  t.gpus = {gpuAt(0, "0000:03:00.0"), gpuAt(1, "0000:83:00.0")};
+  t.nics = {nicAt("mlx5_0", "0000:10:00.0", nic0Active), nicAt("mlx5_1", "0000:84:00.0", true)};
+  return t;
 }
 
 }  // namespace
@@ -88,6 +114,55 @@ TEST_CASE("multi-GPU host: InfiniBand ports, peer-memory module, GPU-to-NIC loca
   CHECK(t.gpus[2].nicDistance == PciDistance::Pxb);
   CHECK(t.gpus[3].nearestNic == "mlx5_2");
   CHECK(t.gpus[3].nicDistance == PciDistance::Phb);
+}
+
+TEST_CASE("hwloc locality: two sockets, 2 GPUs and 2 NICs") {
+  if (!hwlocAvailable()) SKIP("built without hwloc");
+  std::string xml = topotest::fixture("hwloc/two-socket.xml");
+  RankTopo t = twoSocketHost(true);
+  REQUIRE(discoverLocalityHwloc(xml, &t) == rcnSuccess);
+  CHECK(t.gpus[0].nearestNic == "mlx5_0");  // other root port of the same host bridge
+  CHECK(t.gpus[0].nicDistance == PciDistance::Phb);
+  CHECK(t.gpus[1].nearestNic == "mlx5_1");  // one switch
+  CHECK(t.gpus[1].nicDistance == PciDistance::Pix);
+
+  // With its own NIC down, GPU0 has to cross to the other socket.
+  RankTopo down = twoSocketHost(false);
+  REQUIRE(discoverLocalityHwloc(xml, &down) == rcnSuccess);
+  CHECK(down.gpus[0].nearestNic == "mlx5_1");
+  CHECK(down.gpus[0].nicDistance == PciDistance::Sys);
+}
+
+TEST_CASE("hwloc locality agrees with the sysfs reader on the multi-GPU host") {
+  if (!hwlocAvailable()) SKIP("built without hwloc");
+  TopoProbeOptions opt;
+  opt.root = topotest::fixture("sysfs/nvlink-host");
+  RankTopo viaSysfs = probeTree("nvlink-host");
+  const char* buses[] = {"0000:03:00.0", "0000:13:00.0", "0000:85:00.0", "0000:91:00.0"};
+  for (int i = 0; i < 4; i++) viaSysfs.gpus.push_back(gpuAt(i, buses[i]));
+  RankTopo viaHwloc = viaSysfs;
+  REQUIRE(discoverLocality(opt, &viaSysfs) == rcnSuccess);
+  REQUIRE(discoverLocalityHwloc(topotest::fixture("hwloc/nvlink-host.xml"), &viaHwloc) == rcnSuccess);
+  for (int i = 0; i < 4; i++) {
+    INFO("GPU " << i);
+    CHECK(viaHwloc.gpus[i].nearestNic == viaSysfs.gpus[i].nearestNic);
+    CHECK(viaHwloc.gpus[i].nicDistance == viaSysfs.gpus[i].nicDistance);
+  }
+  CHECK(viaHwloc.gpus[2].nicDistance == PciDistance::Pxb);
+  CHECK(viaHwloc.gpus[3].nicDistance == PciDistance::Phb);
+}
+
+TEST_CASE("hwloc locality refuses, leaving the result alone, when it cannot answer") {
+  RankTopo t = twoSocketHost(true);
+  t.gpus[1].pciBusId = "0000:c1:00.0";  // not in the XML: the sysfs reader must answer instead
+  t.gpus[0].nearestNic = "untouched";
+  CHECK(discoverLocalityHwloc(topotest::fixture("hwloc/two-socket.xml"), &t) == rcnSystemError);
+  CHECK(t.gpus[0].nearestNic == "untouched");
+  CHECK(discoverLocalityHwloc(topotest::fixture("hwloc/no-such-file.xml"), &t) == rcnSystemError);
+  CHECK(t.gpus[0].nearestNic == "untouched");
+  t.gpus[1].pciBusId = "ffff:ff:1f.7";  // this machine (live hwloc) has no such device either
+  CHECK(discoverLocalityHwloc("", &t) == rcnSystemError);
+  CHECK(t.gpus[0].nearestNic == "untouched");
 }
 
 TEST_CASE("a machine without RDMA devices or GPUs probes cleanly") {

@@ -1,19 +1,21 @@
 // GPU-to-NIC locality from the PCIe tree in sysfs: a device's resolved path
 // (/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/...) lists the host bridge
 // and every bridge above it, so the shared prefix of two paths says how close
-// they are. This is the same information hwloc reads on Linux; reading it
-// directly keeps it testable with fixture trees.
+// they are. On the real machine, when built with hwloc, hwloc's view of the same
+// tree is asked first (locality_hwloc.cc); fixture trees always use sysfs.
+#include "topology/locality.h"
+
 #include <sstream>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "topology/sysfs.h"
-#include "topology/topology.h"
 
 namespace rcn {
 
 // Components below /sys/devices: host bridge first, the device last.
-static std::vector<std::string> pciChain(const std::string& resolved) {
-  std::vector<std::string> chain;
+static PciChain pciChain(const std::string& resolved) {
+  PciChain chain;
   size_t at = resolved.find("/devices/");
   if (at == std::string::npos) return chain;
   std::istringstream parts(resolved.substr(at + 9));
@@ -28,7 +30,7 @@ static std::vector<std::string> pciChain(const std::string& resolved) {
 // PIX: both sit below one PCIe switch (or are functions of one device);
 // PXB: below the same root port through several switches; PHB: same host
 // bridge only; SYS: different host bridges (across the CPU interconnect).
-static PciDistance distanceOf(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+PciDistance pciChainDistance(const PciChain& a, const PciChain& b) {
   if (a.empty() || b.empty()) return PciDistance::Unknown;
   size_t common = 0;
   while (common < a.size() && common < b.size() && a[common] == b[common]) common++;
@@ -38,10 +40,8 @@ static PciDistance distanceOf(const std::vector<std::string>& a, const std::vect
   return (upA <= 2 && upB <= 2) ? PciDistance::Pix : PciDistance::Pxb;
 }
 
-rcnResult_t discoverLocality(const TopoProbeOptions& opt, RankTopo* out) {
-  std::vector<std::vector<std::string>> nicChains;
-  for (const NicInfo& nic : out->nics)
-    nicChains.push_back(pciChain(resolvePath(joinPath(opt.root, "sys/class/infiniband/" + nic.name + "/device"))));
+void assignNearestNics(const std::vector<PciChain>& gpuChains, const std::vector<PciChain>& nicChains,
+                       RankTopo* out) {
   // A NIC with no active port carries no traffic: consider the others first.
   bool anyActive = false;
   std::vector<bool> active;
@@ -51,14 +51,13 @@ rcnResult_t discoverLocality(const TopoProbeOptions& opt, RankTopo* out) {
     active.push_back(a);
     anyActive = anyActive || a;
   }
-  for (GpuInfo& gpu : out->gpus) {
+  for (size_t g = 0; g < out->gpus.size(); g++) {
+    GpuInfo& gpu = out->gpus[g];
     gpu.nearestNic.clear();
     gpu.nicDistance = PciDistance::Unknown;
-    if (gpu.pciBusId.empty()) continue;
-    auto gpuChain = pciChain(resolvePath(joinPath(opt.root, "sys/bus/pci/devices/" + gpu.pciBusId)));
     for (size_t i = 0; i < out->nics.size(); i++) {
       if (anyActive && !active[i]) continue;
-      PciDistance d = distanceOf(gpuChain, nicChains[i]);
+      PciDistance d = pciChainDistance(gpuChains[g], nicChains[i]);
       if (d == PciDistance::Unknown) continue;
       if (gpu.nicDistance == PciDistance::Unknown || d < gpu.nicDistance) {
         gpu.nicDistance = d;
@@ -66,6 +65,21 @@ rcnResult_t discoverLocality(const TopoProbeOptions& opt, RankTopo* out) {
       }
     }
   }
+}
+
+rcnResult_t discoverLocality(const TopoProbeOptions& opt, RankTopo* out) {
+  // hwloc reads the live machine only; a fixture root is sysfs by definition.
+  if (opt.root == "/" && hwlocAvailable() && !out->gpus.empty() && !out->nics.empty()) {
+    if (discoverLocalityHwloc("", out) == rcnSuccess) return rcnSuccess;
+    RCN_INFO(RCN_LOG_TOPO, "hwloc locality unavailable; reading the PCIe tree from sysfs");
+  }
+  std::vector<PciChain> gpuChains, nicChains;
+  for (const GpuInfo& gpu : out->gpus)
+    gpuChains.push_back(gpu.pciBusId.empty() ? PciChain{}
+                        : pciChain(resolvePath(joinPath(opt.root, "sys/bus/pci/devices/" + gpu.pciBusId))));
+  for (const NicInfo& nic : out->nics)
+    nicChains.push_back(pciChain(resolvePath(joinPath(opt.root, "sys/class/infiniband/" + nic.name + "/device"))));
+  assignNearestNics(gpuChains, nicChains, out);
   return rcnSuccess;
 }
 

@@ -5,6 +5,7 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/discover_gpu.cc
   ${CMAKE_CURRENT_LIST_DIR}/discover_rdma.cc
   ${CMAKE_CURRENT_LIST_DIR}/locality.cc
+  ${CMAKE_CURRENT_LIST_DIR}/locality_hwloc.cc
   ${CMAKE_CURRENT_LIST_DIR}/serialize.cc
   ${CMAKE_CURRENT_LIST_DIR}/classify.cc
   ${CMAKE_CURRENT_LIST_DIR}/topo_file.cc
