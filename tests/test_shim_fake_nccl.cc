@@ -42,13 +42,7 @@ struct Shim {
   const FakeNcclStats* stats;
 };
 
-#define EXPECT(cond)                                                      \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
-      return 1;                                                           \
-    }                                                                     \
-  } while (0)
+#define EXPECT(cond) RANK_EXPECT(cond)
 
 // Opens the shim the way an application opens libnccl.so.2, after setting
 // the environment; the fake NCCL is then the library the shim opened.

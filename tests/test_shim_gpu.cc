@@ -71,13 +71,7 @@ Shim openShim() {
   return s;
 }
 
-#define EXPECT(cond)                                                        \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);   \
-      return 1;                                                             \
-    }                                                                       \
-  } while (0)
+#define EXPECT(cond) RANK_EXPECT(cond)
 
 // Inputs of one rank: random, from a seed every rank can recompute.
 std::vector<float> inputOf(int rank, size_t count, unsigned seed) {

@@ -2,9 +2,26 @@
 // before any CUDA call in the child, so each rank may pick its own GPU.
 #pragma once
 
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "support/crash_trace.h"
+
+// In a rank's body (an int function run by runRanks): when cond is false,
+// prints "<rank label>: file:line: " and the message, and returns 1.
+#define RANK_CHECK(cond, ...)                                                          \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      std::fprintf(stderr, "%s: %s:%d: ", ::rcn::test::crashTraceLabel(), __FILE__, __LINE__); \
+      std::fprintf(stderr, __VA_ARGS__);                                               \
+      std::fprintf(stderr, "\n");                                                      \
+      return 1;                                                                        \
+    }                                                                                  \
+  } while (0)
+
+#define RANK_EXPECT(cond) RANK_CHECK(cond, "expected %s", #cond)
 
 namespace rcn::test {
 
