@@ -208,12 +208,21 @@ std::vector<float> Checkpoint::read(const std::string& name, const std::vector<i
   return out;
 }
 
+namespace {
+
+// Throws unless [first, first + count) lies within 0..limit.
+void checkSlice(const std::string& name, int64_t first, int64_t count, int64_t limit, const char* what) {
+  if (first < 0 || count < 0 || first + count > limit)
+    throw EngineError(name + ": " + what + " [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                      ") are outside its " + std::to_string(limit) + " " + what);
+}
+
+}  // namespace
+
 std::vector<float> Checkpoint::readRows(const std::string& name, int64_t rows, int64_t cols, int64_t first,
                                         int64_t count) const {
   const TensorInfo& t = checked(name, {rows, cols});
-  if (first < 0 || count < 0 || first + count > rows)
-    throw EngineError(name + ": rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
-                      ") are outside its " + std::to_string(rows) + " rows");
+  checkSlice(name, first, count, rows, "rows");
   std::vector<float> out(size_t(count * cols));
   convert(t, size_t(first * cols), out.size(), out.data());
   return out;
@@ -222,9 +231,7 @@ std::vector<float> Checkpoint::readRows(const std::string& name, int64_t rows, i
 std::vector<float> Checkpoint::readCols(const std::string& name, int64_t rows, int64_t cols, int64_t first,
                                         int64_t count) const {
   const TensorInfo& t = checked(name, {rows, cols});
-  if (first < 0 || count < 0 || first + count > cols)
-    throw EngineError(name + ": columns [" + std::to_string(first) + ", " + std::to_string(first + count) +
-                      ") are outside its " + std::to_string(cols) + " columns");
+  checkSlice(name, first, count, cols, "columns");
   std::vector<float> out(size_t(rows * count));
   for (int64_t r = 0; r < rows; ++r) convert(t, size_t(r * cols + first), size_t(count), &out[size_t(r * count)]);
   return out;

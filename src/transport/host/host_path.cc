@@ -190,9 +190,7 @@ rcnResult_t createHostPath(const FastPathContext& ctx, std::unique_ptr<FastPath>
                 "host backend: bad rank %d of %d", ctx.rank, ctx.nranks);
   RCN_ARG_CHECK(ctx.maxBytes >= 64, "host backend: slot size %zu is too small", ctx.maxBytes);
   WireKind kind;
-  std::string wireText = paramStr(ParamId::Wire);
-  RCN_ARG_CHECK(parseWireKind(wireText, &kind),
-                "ROCENANTE_WIRE='%s' is not one of auto, verbs, shm, tcp", wireText.c_str());
+  RCN_CHECK(wireKindFromParams(&kind));
   ExchangeLayout layout = ExchangeLayout::make(ctx.nranks, ctx.maxBytes, /*blocks=*/1);
   std::unique_ptr<Wire> wire;
   RCN_CHECK(createWire(ctx, kind, layout.wireLayout(), &wire, why));

@@ -86,9 +86,7 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   layout_ = ExchangeLayout::make(ctx.nranks, ctx.maxBytes, ctx.maxBlocks);
 
   WireKind kind;
-  std::string wireText = paramStr(ParamId::Wire);
-  RCN_ARG_CHECK(parseWireKind(wireText, &kind),
-                "ROCENANTE_WIRE='%s' is not one of auto, verbs, shm, tcp", wireText.c_str());
+  RCN_CHECK(wireKindFromParams(&kind));
   RCN_CHECK(createWire(ctx, kind, layout_.wireLayout(), &wire_, why));
   if (!wire_) return rcnSuccess;  // no wire fits; why says so
   std::snprintf(name_, sizeof name_, "proxy-%s", wire_->name());

@@ -7,6 +7,7 @@
 #include "core/bootstrap.h"
 #include "core/check.h"
 #include "core/log.h"
+#include "core/params.h"
 #include "transport/wire/peer_identity.h"
 
 namespace rcn {
@@ -49,6 +50,13 @@ bool parseWireKind(const std::string& text, WireKind* out) {
   else if (text == "verbs") *out = WireKind::Verbs;
   else return false;
   return true;
+}
+
+rcnResult_t wireKindFromParams(WireKind* out) {
+  std::string text = paramStr(ParamId::Wire);
+  RCN_ARG_CHECK(parseWireKind(text, out), "ROCENANTE_WIRE='%s' is not one of auto, verbs, shm, tcp",
+                text.c_str());
+  return rcnSuccess;
 }
 
 namespace {

@@ -98,6 +98,10 @@ enum class WireKind { Auto, Shm, Tcp, Verbs };
 // Parses ROCENANTE_WIRE's text ("auto", "shm", "tcp", "verbs").
 bool parseWireKind(const std::string& text, WireKind* out);
 
+// The kind ROCENANTE_WIRE asks for; rcnInvalidArgument naming the value when
+// it is not one of them.
+rcnResult_t wireKindFromParams(WireKind* out);
+
 // Builds and connects this rank's wire: allocates and registers the region,
 // exchanges blobs over ctx.bootstrap, connects to every peer. Collective.
 // On rcnSuccess *out may be null when the kind does not fit (why says so);
