@@ -157,6 +157,8 @@ rcnResult_t attach(ncclComm_t comm) {
   }
   if (nranks < 2) {
     putForwardOnly(comm, true, "a single-rank communicator: nothing to exchange");
+    RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p dev %d: a single-rank communicator; every call goes to NCCL",
+             (void*)comm, dev);
     return rcnSuccess;
   }
   RCN_CUDA_CHECK(cudaSetDevice(dev));

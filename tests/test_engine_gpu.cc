@@ -207,6 +207,29 @@ TEST_CASE("GPU q/k/v biases and a RoPE frequency table match the CPU reference",
   }
 }
 
+// Head sizes of real models (128 as Llama 3 8B, 64 as Llama 3.2 1B): the
+// attention kernel's vector loads and key-row sharing at those sizes, past
+// 64 positions (two splits), fp32 and bf16 (the fused GEMV paths), batch 1 and 2.
+static ModelWeights realHeadSize(int headDim, uint64_t seed) {
+  ModelConfig c = shapeConfig("tiny-llama");
+  c.headDim = headDim, c.heads = 256 / headDim, c.kvHeads = c.heads / 2 > 0 ? c.heads / 2 : 1;
+  c.dim = 256, c.hidden = 256, c.layers = 2, c.ropeInterleaved = false;
+  return randomWeights(c, seed);
+}
+
+TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (int headDim : {64, 128}) {
+    ModelWeights m = realHeadSize(headDim, 20 + headDim);
+    Run fp32{&m, {{1, 7, 99, 3}}, 90};
+    runSingle([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
+    Run bf16{&m, {{1, 7, 99, 3}, {1, 8, 100, 4}}, 70, DType::BF16, 0.5};
+    runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    bf16.prompts.pop_back();
+    runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+  }
+}
+
 TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {
   rcn::test::requireGpus(2);
   ModelWeights llama = randomWeights(shapeConfig("tiny-llama"), 9);

@@ -2,7 +2,8 @@
 // rcnAllReduce over rocenante's host backend (RcnHostAllReduce): on
 // stories260K, TP=2 greedy tokens equal TP=1 and the logits agree within 1e-4
 // at every position; every rank sees the same logits. Then `rcn_engine
-// --device cpu --tp 2` (the launcher) prints the same story as TP=1.
+// --device cpu --tp 2` (the launcher) prints the same story as TP=1, and so
+// do two rcn_engine processes started with torchrun's variables.
 #include <catch2/catch_test_macros.hpp>
 #include <sys/wait.h>
 
@@ -18,6 +19,7 @@
 #include "llama2c_loader.h"
 #include "sampler.h"
 #include "shard.h"
+#include "support/free_port.h"
 #include "support/multiproc.h"
 #include "test_engine_naive.h"
 #include "tokenizer.h"
@@ -104,22 +106,48 @@ TEST_CASE("stories260K TP=2 over the host backend equals TP=1", "[engine][host]"
 }
 
 #ifdef RCN_ENGINE_BIN
+namespace {
+
+const std::string kEngineArgs = " --device cpu --model " + enginetest::sharedModel("stories260K.bin") +
+                                " --tokenizer " + enginetest::sharedModel("tok512.bin") + " --steps 60 2>/dev/null";
+
+// Starts rcn_engine through the shell (env: VAR=value assignments before it).
+FILE* startEngine(const std::string& env, const std::string& extra) {
+  FILE* pipe = popen((env + " " + RCN_ENGINE_BIN + extra + kEngineArgs).c_str(), "r");
+  REQUIRE(pipe);
+  return pipe;
+}
+
+// Its stdout, once it has exited 0.
+std::string finishEngine(FILE* pipe) {
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  const int status = pclose(pipe);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  return out;
+}
+
+}  // namespace
+
 // The program's own launcher: two rank processes print what one process does.
 TEST_CASE("rcn_engine --device cpu --tp 2 prints the TP=1 story", "[engine][host][cli]") {
-  const std::string args = " --device cpu --model " + enginetest::sharedModel("stories260K.bin") + " --tokenizer " +
-                           enginetest::sharedModel("tok512.bin") + " --steps 60 2>/dev/null";
-  auto run = [&](const std::string& extra) {
-    FILE* pipe = popen((std::string(RCN_ENGINE_BIN) + extra + args).c_str(), "r");
-    REQUIRE(pipe);
-    std::string out;
-    char buffer[4096];
-    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-    const int status = pclose(pipe);
-    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-    return out;
-  };
-  const std::string one = run(""), two = run(" --tp 2");
+  const std::string one = finishEngine(startEngine("", "")), two = finishEngine(startEngine("", " --tp 2"));
   CHECK(one.rfind("Once upon a time, there was a little girl named Lily.", 0) == 0);
   CHECK(two == one);
+}
+
+// Started as torchrun does: each process is one rank, none is started by the
+// engine; they meet at MASTER_ADDR:MASTER_PORT (rcnCommInitFromLaunch).
+TEST_CASE("rcn_engine under torchrun-style variables prints the TP=1 story on rank 0", "[engine][host][cli]") {
+  const std::string one = finishEngine(startEngine("", ""));
+  const std::string world = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(rcn::test::freePort()) +
+                            " ROCENANTE_BACKEND=host ROCENANTE_BOOTSTRAP_TIMEOUT_MS=30000";
+  FILE* rank1 = startEngine("RANK=1 LOCAL_RANK=1 " + world, "");
+  FILE* rank0 = startEngine("RANK=0 LOCAL_RANK=0 " + world, "");
+  const std::string out0 = finishEngine(rank0), out1 = finishEngine(rank1);
+  CHECK(one.rfind("Once upon a time, there was a little girl named Lily.", 0) == 0);
+  CHECK(out0 == one);
+  CHECK(out1.empty());
 }
 #endif

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/policy.h"
 #include "support/scoped_env.h"
+#include "support/temp_file.h"
 #include "core/policy_file.h"
 
 using namespace rcn;
@@ -17,16 +18,7 @@ using namespace rcn;
 namespace {
 
 using rcn::test::ScopedEnv;
-
-std::string writeTemp(const std::string& text) {
-  char path[] = "/tmp/rcn_policy_XXXXXX";
-  int fd = mkstemp(path);
-  REQUIRE(fd >= 0);
-  FILE* f = fdopen(fd, "w");
-  fputs(text.c_str(), f);
-  fclose(f);
-  return path;
-}
+using rcn::test::TempFile;
 
 CallDesc call(size_t bytes, rcnPath_t transport = rcnPathP2p, int nranks = 2) {
   CallDesc c;
@@ -151,7 +143,7 @@ TEST_CASE("the shipped sample policy parses") {
 }
 
 TEST_CASE("precedence: defaults < classes.default < own class < environment") {
-  std::string path = writeTemp(
+  TempFile policy(
       "classes:\n"
       "  default:\n"
       "    one_shot_max_bytes: 32K\n"
@@ -161,7 +153,7 @@ TEST_CASE("precedence: defaults < classes.default < own class < environment") {
       "    nccl:\n"
       "      - {max_bytes: 1M, algo: tree, proto: simple}\n"
       "      - {max_bytes: 4K, proto: ll}\n");
-  ScopedEnv file("ROCENANTE_POLICY", path.c_str());
+  ScopedEnv file("ROCENANTE_POLICY", policy.path().c_str());
   ScopedEnv noMax("ROCENANTE_MAX_BYTES", nullptr);
   ScopedEnv noForce("ROCENANTE_FORCE", nullptr);
   PolicyConfig c;
@@ -179,7 +171,6 @@ TEST_CASE("precedence: defaults < classes.default < own class < environment") {
     REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
     CHECK(c.oneShotMaxBytes == 8 * 1024);          // environment beats the file
   }
-  remove(path.c_str());
 }
 
 namespace {
@@ -228,8 +219,9 @@ TEST_CASE("malformed files name the file, the line and the key") {
 }
 
 TEST_CASE("policyLoad fails at a bad or missing file, naming it") {
-  std::string path = writeTemp("classes:\n  default:\n    max_ranks: -3\n");
   {
+    TempFile policy("classes:\n  default:\n    max_ranks: -3\n");
+    const std::string& path = policy.path();
     ScopedEnv file("ROCENANTE_POLICY", path.c_str());
     PolicyConfig c;
     clearLastError();
@@ -238,7 +230,6 @@ TEST_CASE("policyLoad fails at a bad or missing file, naming it") {
     CHECK(last.find(path + ":3:") != std::string::npos);
     CHECK(last.find("max_ranks") != std::string::npos);
   }
-  remove(path.c_str());
   {
     ScopedEnv file("ROCENANTE_POLICY", "/nonexistent/policy.yaml");
     PolicyConfig c;

@@ -1,5 +1,6 @@
-// The shim on GPUs (2 needed): librocenante.so opened by path the way an
-// application opens libnccl.so.2, driven through the plain NCCL API.
+// The shim on GPUs (1 for the single-rank case, 2 for the rest):
+// librocenante.so opened by path the way an application opens libnccl.so.2,
+// driven through the plain NCCL API.
 // Checks results against a CPU reference on random inputs, eager and in a
 // CUDA graph; one thread driving two GPUs inside ncclGroupStart/End;
 // ncclCommInitAll; and a forced self-test failure making every rank fall back.
@@ -302,6 +303,42 @@ int splitInGroup() {
   return 0;
 }
 
+// One GPU: a single-rank communicator (ncclCommInitRank, then
+// ncclCommInitAll) goes through the shim's creation path, the tuner inside
+// NCCL and forwarding, but rocenante builds nothing for it (nothing to
+// exchange); its all-reduces are NCCL's copies.
+int singleRank() {
+  installCrashTrace("one rank");
+  if (cudaSetDevice(0) != cudaSuccess) return 2;
+  STAGE("dlopen librocenante.so");
+  Shim s = openShim();
+  EXPECT(s.ok);
+  SharedId* shared = makeSharedId();
+  ncclComm_t comms[2] = {initRank(s, shared, 0, 1), nullptr};
+  munmap(shared, sizeof(SharedId));
+  EXPECT(comms[0] != nullptr);
+  STAGE("ncclCommInitAll");
+  int dev0 = 0;
+  EXPECT(s.commInitAll(&comms[1], 1, &dev0) == ncclSuccess);
+  cudaStream_t stream;
+  EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  for (ncclComm_t comm : comms) {
+    rcnCommInfo info;
+    EXPECT(s.query(comm, &info) == rcnSuccess);
+    fprintf(stderr, "single rank: path %d: %s\n", info.path, info.reason);
+    EXPECT(info.path == rcnPathNccl);
+    Buffers b;
+    EXPECT(b.fill(0, 3000, 55));
+    STAGE("ncclAllReduce");
+    EXPECT(s.allReduce(b.send, b.recv, b.count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+    EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+    EXPECT(matchesReference(b.result(), 1, 55));
+    STAGE("ncclCommDestroy");
+    EXPECT(s.commDestroy(comm) == ncclSuccess);
+  }
+  return 0;
+}
+
 void expectAllSucceed(const std::vector<rcn::test::RankOutcome>& outcomes) {
   std::string report;
   bool ok = rcn::test::allSucceeded(outcomes, &report);
@@ -310,6 +347,11 @@ void expectAllSucceed(const std::vector<rcn::test::RankOutcome>& outcomes) {
 }
 
 }  // namespace
+
+TEST_CASE("one GPU: single-rank communicators through the shim forward to NCCL") {
+  rcn::test::requireGpus(1);
+  expectAllSucceed(rcn::test::runRanks(1, [](int) { return singleRank(); }));
+}
 
 TEST_CASE("two processes through the shim: small on rocenante, large on NCCL, eager and graph") {
   rcn::test::requireGpus(2);

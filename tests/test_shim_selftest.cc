@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "core/log.h"
 #include "rocenante/rocenante.h"
 #include "support/multiproc.h"
+#include "support/temp_file.h"
 
 namespace {
 
@@ -57,7 +59,7 @@ int runRank(const rcnUniqueId& id, int rank, const Expect& expect) {
 }
 
 // Runs kRanks processes; `setup` adjusts the environment of each rank first.
-void runCase(const Expect& expect, void (*setup)(int rank)) {
+void runCase(const Expect& expect, const std::function<void(int rank)>& setup) {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   auto outcomes = rcn::test::runRanks(kRanks, [&](int rank) {
@@ -68,14 +70,6 @@ void runCase(const Expect& expect, void (*setup)(int rank)) {
   bool ok = rcn::test::allSucceeded(outcomes, &report);
   INFO(report);
   CHECK(ok);
-}
-
-std::string policyCopy(int rank) {
-  std::string path = "/tmp/rcn_selftest_policy_" + std::to_string(getpid()) + "_" + std::to_string(rank) + ".yaml";
-  FILE* f = fopen(path.c_str(), "w");
-  fputs("version: 1\n", f);
-  fclose(f);
-  return path;
 }
 
 }  // namespace
@@ -101,11 +95,10 @@ TEST_CASE("ROCENANTE_SELFTEST=0 skips the test but keeps the config check") {
 
 TEST_CASE("a configuration that differs between ranks fails the vote with a clear message") {
   // Same content, different path: the agreed text names the file, so it differs.
-  runCase({false, 0, "configuration differs between rank 0 and rank 1"}, [](int rank) {
+  rcn::test::TempFile policies[2] = {rcn::test::TempFile("version: 1\n"), rcn::test::TempFile("version: 1\n")};
+  runCase({false, 0, "configuration differs between rank 0 and rank 1"}, [&](int rank) {
     unsetenv("ROCENANTE_SELFTEST_FAIL_RANK");
     unsetenv("ROCENANTE_SELFTEST");
-    static std::string path;
-    path = policyCopy(rank);
-    setenv("ROCENANTE_POLICY", path.c_str(), 1);
+    setenv("ROCENANTE_POLICY", policies[rank].path().c_str(), 1);
   });
 }

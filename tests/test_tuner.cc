@@ -10,6 +10,8 @@
 #include <cstring>
 #include <string>
 
+#include "support/temp_file.h"
+
 namespace {
 
 // Our own view of NCCL's tuner ABI, written independently of plugin/tuner.cc
@@ -63,15 +65,6 @@ void* openLibrary() {
   return handle;
 }
 
-std::string writePolicy(const char* text) {
-  char path[] = "/tmp/rcn_tuner_XXXXXX";
-  int fd = mkstemp(path);
-  FILE* f = fdopen(fd, "w");
-  fputs(text, f);
-  fclose(f);
-  return path;
-}
-
 const char* kPolicy =
     "classes:\n"
     "  single_host:\n"
@@ -97,8 +90,8 @@ TEST_CASE("both tuner ABI versions are exported") {
 }
 
 TEST_CASE("v5: the policy's NCCL preferences reweight the cost table") {
-  std::string path = writePolicy(kPolicy);
-  setenv("ROCENANTE_POLICY", path.c_str(), 1);
+  rcn::test::TempFile policy(kPolicy);
+  setenv("ROCENANTE_POLICY", policy.path().c_str(), 1);
   void* lib = openLibrary();
   auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
   REQUIRE(v5);
@@ -144,12 +137,11 @@ TEST_CASE("v5: the policy's NCCL preferences reweight the cost table") {
   CHECK(multi.chosen() == std::make_pair(kRing, kLL128));
   CHECK(v5->finalize(ctx) == ncclSuccess);
   unsetenv("ROCENANTE_POLICY");
-  remove(path.c_str());
 }
 
 TEST_CASE("v4: the same policy through the 2.27 ABI") {
-  std::string path = writePolicy(kPolicy);
-  setenv("ROCENANTE_POLICY", path.c_str(), 1);
+  rcn::test::TempFile policy(kPolicy);
+  setenv("ROCENANTE_POLICY", policy.path().c_str(), 1);
   void* lib = openLibrary();
   auto* v4 = static_cast<V4*>(dlsym(lib, "ncclTunerPlugin_v4"));
   REQUIRE(v4);
@@ -161,19 +153,17 @@ TEST_CASE("v4: the same policy through the 2.27 ABI") {
   CHECK(t.chosen() == std::make_pair(kRing, kLL));
   CHECK(v4->destroy(ctx) == ncclSuccess);
   unsetenv("ROCENANTE_POLICY");
-  remove(path.c_str());
 }
 
 TEST_CASE("a malformed policy fails the tuner's init (NCCL then reports it)") {
-  std::string path = writePolicy("classes:\n  single_host:\n    nccl: 3\n");
-  setenv("ROCENANTE_POLICY", path.c_str(), 1);
+  rcn::test::TempFile policy("classes:\n  single_host:\n    nccl: 3\n");
+  setenv("ROCENANTE_POLICY", policy.path().c_str(), 1);
   void* lib = openLibrary();
   auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
   void* ctx = nullptr;
   NvlInfo nvl{1, 2, 2};
   CHECK(v5->init(&ctx, 1, 2, 1, nullptr, &nvl, nullptr) == ncclInvalidArgument);
   unsetenv("ROCENANTE_POLICY");
-  remove(path.c_str());
 }
 
 TEST_CASE("without a policy file the tuner leaves NCCL's table alone on one host") {

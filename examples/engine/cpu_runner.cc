@@ -38,9 +38,13 @@ void joinRanks(const EngineOptions& o, CpuRank& r) {
     r.allReduce = std::make_unique<NoAllReduce>();
     return;
   }
-  rcnUniqueId id;
-  fromHex(o.uniqueIdHex, &id, sizeof id);
-  rcnCheck(rcnCommInitRank(&r.comm, o.tp, id, r.rank), "rcnCommInitRank");
+  if (o.externalLaunch) {
+    rcnCheck(rcnCommInitFromLaunch(&r.comm), "rcnCommInitFromLaunch");
+  } else {
+    rcnUniqueId id;
+    fromHex(o.uniqueIdHex, &id, sizeof id);
+    rcnCheck(rcnCommInitRank(&r.comm, o.tp, id, r.rank), "rcnCommInitRank");
+  }
   r.allReduce = std::make_unique<RcnHostAllReduce>(r.comm);
 }
 

@@ -1,6 +1,7 @@
 // Prompt in, streamed text out, on the float32 CPU path. --tp N starts N
-// processes of this program (launcher.h), each holding its shard of the
-// weights and joined by rcnAllReduce over rocenante's host backend.
+// processes of this program (launcher.h), or torchrun / mpirun / srun started
+// them; each holds its shard of the weights, joined by rcnAllReduce over
+// rocenante's host backend.
 #pragma once
 
 #include "options.h"

@@ -14,6 +14,15 @@ enum class DType { F32, BF16 };
 inline size_t dtypeSize(DType t) { return t == DType::F32 ? 4 : 2; }
 inline const char* dtypeName(DType t) { return t == DType::F32 ? "f32" : "bf16"; }
 
+// Where a kernel goes: its stream, and whether it may be scheduled while the
+// previous kernel finishes (programmatic dependent launch). Every kernel
+// waits for its predecessor before it touches an activation, so overlapping
+// only hides launch latency and the first weight loads.
+struct Launch {
+  cudaStream_t stream;
+  bool overlap;
+};
+
 // Where each of the n tokens of a forward pass sits: its sequence (KV-cache
 // slot) and position. Device arrays, so a captured graph reads fresh values.
 struct TokenPlacement {
@@ -24,12 +33,12 @@ struct TokenPlacement {
 
 // x[i][:] = embedding[tokens[i]][:]
 cudaError_t launchEmbedding(DType t, float* x, const void* embedding, const int* tokens, int n, int dim,
-                            cudaStream_t stream);
+                            Launch on);
 
 // Per row r: if delta, x[row] += delta[row]; out[r] = RMSNorm(x[row]) * weight, where
 // row = rowIndex ? rowIndex[r] : r (the LM head normalises only the last token of each sequence).
 cudaError_t launchAddRmsNorm(DType t, void* out, float* x, const void* delta, const void* weight,
-                             const int* rowIndex, int rows, int dim, float eps, cudaStream_t stream);
+                             const int* rowIndex, int rows, int dim, float eps, Launch on);
 
 struct AttentionShape {
   int heads, kvHeads, headDim;      // local to this rank
@@ -45,34 +54,37 @@ struct AttentionShape {
 // and writes k and v into the KV cache of this layer ([seq][maxContext][kvHeads][headDim]).
 cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCache, const void* qkvBias,
                              const void* qNorm, const void* kNorm, TokenPlacement place, int n,
-                             const AttentionShape& s, cudaStream_t stream);
+                             const AttentionShape& s, Launch on);
 
-// out[i][h] = softmax(q . K[0..pos[i]] / sqrt(d)) V for each token i and local head h.
-// With splits > 1 each head's context is spread over that many blocks, merged
-// by a second kernel through `scratch` (attentionScratchFloats(n) floats).
-cudaError_t launchAttention(DType t, void* out, float* scratch, const void* qkv, const void* keyCache,
-                            const void* valueCache, TokenPlacement place, int n, int splits, const AttentionShape& s,
-                            cudaStream_t stream);
+// out[i][h] = softmax(q . K[0..pos[i]] / sqrt(d)) V for each token i and local head h
+// (headDim a multiple of 4, at most 256). With splits > 1 each head's context
+// is spread over that many blocks, which leave their partial results in
+// `scratch` (attentionScratchFloats(n) floats) and count themselves in
+// `counters` (n x heads, zero before the first call; kept zero between calls).
+cudaError_t launchAttention(DType t, void* out, float* scratch, unsigned* counters, const void* qkv,
+                            const void* keyCache, const void* valueCache, TokenPlacement place, int n, int splits,
+                            const AttentionShape& s, Launch on);
 // How many splits a pass of `blocks` (tokens x heads) blocks uses: several
 // while the blocks are fewer than the SMs (small-batch decode), else one.
 int attentionSplits(int maxContext, int blocks);
 size_t attentionScratchFloats(int tokens, const AttentionShape& s);
 
 // out[i][j] = silu(gateUp[i][j]) * gateUp[i][hidden + j]
-cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidden, cudaStream_t stream);
+cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidden, Launch on);
 
 // Per sequence b: tokens[b] = argmax(logits[b]); with advance, pos[b] += 1.
 cudaError_t launchArgmax(int* tokens, int* pos, const float* logits, int seqs, int vocab, bool advance,
-                         cudaStream_t stream);
+                         Launch on);
 
-// y[b][:] = W x[b] for n <= 2 tokens with bf16 W and x (in % 8 == 0): the
-// decode path's matrix products, faster than a GEMM at this size.
-bool gemvFits(int n, int in);
-cudaError_t launchGemvBf16(void* y, bool yIsFloat, const void* w, const void* x, int n, int out, int in,
-                           cudaStream_t stream);
+// The vocab-parallel argmax. Per sequence b: keys[b] = a key of the largest
+// of this rank's `count` logits (global index offset + j), ordered so that
+// the maximum key over all ranks names the global argmax (lowest index on
+// ties); then tokens[b] = that index (with advance, pos[b] += 1).
+cudaError_t launchArgmaxKey(uint64_t* keys, const float* logits, int seqs, int count, int offset, Launch on);
+cudaError_t launchTokensFromKeys(int* tokens, int* pos, const uint64_t* keys, int seqs, bool advance, Launch on);
 
 // Fills n values with offset + scale * uniform[-1, 1) from a counter hash of seed.
 cudaError_t launchRandomFill(DType t, void* data, size_t n, uint64_t seed, float scale, float offset,
-                             cudaStream_t stream);
+                             Launch on);
 
 }  // namespace engine

@@ -8,6 +8,12 @@
 namespace engine {
 namespace {
 
+GemvInput vectorInput(const void* x) {
+  GemvInput input;
+  input.x = x;
+  return input;
+}
+
 void cudaCheck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw EngineError(std::string(what) + ": CUDA error " + cudaGetErrorString(e));
 }
@@ -42,7 +48,9 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   if (options.maxContext > c.seqLen)
     throw EngineError("context " + std::to_string(options.maxContext) + " exceeds the model's seq_len " +
                       std::to_string(c.seqLen));
-  if (c.headDim > 256) throw EngineError("head size above 256 is not supported by the attention kernel");
+  if (c.headDim > 256 || c.headDim % 4 != 0)
+    throw EngineError("head size " + std::to_string(c.headDim) +
+                      ": the GPU attention kernel takes multiples of 4 up to 256");
   attn_ = {layout.heads, layout.kvHeads, c.headDim, layout.group, layout.headStart, layout.kvStart,
            options.maxContext, c.ropeTheta, c.normEps, c.ropeInterleaved, nullptr};
 
@@ -60,11 +68,18 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
     weightBytes_ += elements * e;
     return allocate(elements * e);
   };
+  vocabParallel_ = options.vocabParallel && allReduce && layout.size > 1;
+  vocabStart_ = vocabParallel_ ? int(int64_t(c.vocab) * layout.rank / layout.size) : 0;
+  vocabCount_ = vocabParallel_ ? int(int64_t(c.vocab) * (layout.rank + 1) / layout.size) - vocabStart_ : c.vocab;
   embedding_ = weight(size_t(c.vocab) * d);
   weightBytes_ -= size_t(c.vocab) * d * e;  // a decode step reads only a few embedding rows
   finalNorm_ = weight(d);
-  lmHead_ = c.tiedClassifier ? embedding_ : weight(size_t(c.vocab) * d);
-  if (c.tiedClassifier) weightBytes_ += size_t(c.vocab) * d * e;  // the LM head reads all of it
+  if (c.tiedClassifier) {  // this rank's rows of the embedding, read whole by the LM head
+    lmHead_ = static_cast<char*>(embedding_) + size_t(vocabStart_) * d * e;
+    weightBytes_ += size_t(vocabCount_) * d * e;
+  } else {
+    lmHead_ = weight(size_t(vocabCount_) * d);
+  }
   if (!c.ropeFreqs.empty()) {  // kept in fp32 whatever the dtype: angles grow with the position
     ropeFreqs_ = static_cast<float*>(allocate(c.ropeFreqs.size() * sizeof(float)));
     cudaCheck(cudaMemcpy(ropeFreqs_, c.ropeFreqs.data(), c.ropeFreqs.size() * sizeof(float), cudaMemcpyHostToDevice),
@@ -90,6 +105,7 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
     layers_.push_back(w);
   }
   x_ = static_cast<float*>(allocate(T * d * sizeof(float)));
+  xAlt_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * d * sizeof(float)));  // decode only
   xb_ = allocate(T * std::max(d, qDim) * e);
   qkvOut_ = allocate(T * (qDim + 2 * kvDim) * e);
   att_ = allocate(T * qDim * e);
@@ -98,7 +114,12 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   act_ = allocate(T * hid * e);
   xbLast_ = allocate(size_t(options.maxSeqs) * d * e);
   logits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * c.vocab * sizeof(float)));
+  if (vocabParallel_) {
+    localLogits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * vocabCount_ * sizeof(float)));
+    argmaxKeys_ = static_cast<uint64_t*>(allocate(size_t(options.maxSeqs) * sizeof(uint64_t)));
+  }
   attentionScratch_ = static_cast<float*>(allocate(attentionScratchFloats(options.maxSeqs, attn_) * sizeof(float)));
+  attentionCounters_ = static_cast<unsigned*>(allocate(size_t(options.maxSeqs) * layout.heads * sizeof(unsigned)));
   tokens_ = static_cast<int*>(allocate(T * sizeof(int)));
   pos_ = static_cast<int*>(allocate(T * sizeof(int)));
   seq_ = static_cast<int*>(allocate(T * sizeof(int)));
@@ -136,7 +157,10 @@ void GpuModel::upload(void* dst, const std::vector<float>& src) {
 void GpuModel::loadWeights(const ModelWeights& w) {
   upload(embedding_, w.embedding);
   upload(finalNorm_, w.finalNorm);
-  if (!config_.tiedClassifier) upload(lmHead_, w.classifier);
+  if (!config_.tiedClassifier) {
+    const auto rows = w.classifier.begin() + size_t(vocabStart_) * config_.dim;
+    upload(lmHead_, std::vector<float>(rows, rows + size_t(vocabCount_) * config_.dim));
+  }
   for (int l = 0; l < config_.layers; ++l) {
     const LayerWeights& s = w.layers[l];
     Layer& g = layers_[l];
@@ -161,11 +185,11 @@ void GpuModel::randomizeWeights(uint64_t seed) {
                hid = layout_.hidden;
   uint64_t tensor = seed * 1000003ull + layout_.rank * 7919ull;
   auto fill = [&](void* p, size_t n, float scale, float offset) {
-    cudaCheck(launchRandomFill(t, p, n, ++tensor * 0x100000001b3ull, scale, offset, stream_), "random weights");
+    cudaCheck(launchRandomFill(t, p, n, ++tensor * 0x100000001b3ull, scale, offset, {stream_, false}), "random weights");
   };
   fill(embedding_, size_t(c.vocab) * d, 1.0f, 0.0f);
   fill(finalNorm_, d, 0.1f, 1.0f);
-  if (!c.tiedClassifier) fill(lmHead_, size_t(c.vocab) * d, 1.0f / std::sqrt(float(d)), 0.0f);
+  if (!c.tiedClassifier) fill(lmHead_, size_t(vocabCount_) * d, 1.0f / std::sqrt(float(d)), 0.0f);
   for (Layer& g : layers_) {
     fill(g.attnNorm, d, 0.1f, 1.0f);
     fill(g.qkv, (qDim + 2 * kvDim) * d, 1.0f / std::sqrt(float(d)), 0.0f);
@@ -182,17 +206,56 @@ void GpuModel::randomizeWeights(uint64_t seed) {
   cudaCheck(cudaStreamSynchronize(stream_), "random weights");
 }
 
-// y[n][out] = x[n][in] . W[out][in]^T, fp32 accumulation.
-void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const void* x, int n, int out, int in) {
-  if (options_.dtype == DType::BF16 && options_.gemv && gemvFits(n, in)) {
-    cudaCheck(launchGemvBf16(y, yIsFloat, w, x, n, out, in, stream_), "gemv");
+bool GpuModel::usesGemv(int n, int in) const {
+  return options_.dtype == DType::BF16 && options_.gemv && n <= options_.maxSeqs && gemvFits(n, in);
+}
+
+// The add + RMSNorm before a product of the dim-sized input: fused into the
+// GEMV when it takes the product, else a kernel writing xb_.
+GemvInput GpuModel::normalize(const void* delta, const void* weight, int n) {
+  GemvInput input;
+  if (usesGemv(n, config_.dim)) {
+    input.residual = residual_;
+    input.delta = delta;
+    input.normWeight = weight;
+    input.eps = config_.normEps;
+    input.residualOut = residual_ == x_ ? xAlt_ : x_;
+    residual_ = input.residualOut;
+    return input;
+  }
+  cudaCheck(launchAddRmsNorm(options_.dtype, xb_, residual_, delta, weight, nullptr, n, config_.dim, config_.normEps,
+                             on()),
+            "rmsnorm");
+  mark("rmsnorm");
+  input.x = xb_;
+  return input;
+}
+
+// y[n][out] = input[n][in] . W[out][in]^T, fp32 accumulation.
+void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in) {
+  if (usesGemv(n, in)) {
+    cudaCheck(launchGemv(input, y, yIsFloat, w, n, out, in, on()), "gemv");
     return;
   }
   const cudaDataType_t t = options_.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   const float alpha = 1.0f, beta = 0.0f;
-  cublasCheck(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, t, in, x, t, in, &beta, y,
+  cublasCheck(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, t, in, input.x, t, in, &beta, y,
                            yIsFloat ? CUDA_R_32F : t, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "cublasGemmEx");
+}
+
+// act = silu(gate . input) * (up . input): one kernel on the GEMV path, else
+// the product into gateUpOut_ and a separate SwiGLU kernel.
+void GpuModel::gateUpSwiGlu(const void* gateUp, const GemvInput& input, int n, int hid, int d) {
+  if (usesGemv(n, d)) {
+    cudaCheck(launchGemvSwiGlu(input, act_, gateUp, n, hid, d, on()), "gemv gate/up");
+    mark("gemm.gate_up+swiglu");
+    return;
+  }
+  gemm(gateUpOut_, false, gateUp, input, n, 2 * hid, d);
+  mark("gemm.gate_up");
+  cudaCheck(launchSwiGlu(options_.dtype, act_, gateUpOut_, n, hid, on()), "swiglu");
+  mark("swiglu");
 }
 
 void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
@@ -209,42 +272,61 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   };
 
   mark("start");
-  cudaCheck(launchEmbedding(t, x_, embedding_, tokens_, n, d, stream_), "embedding");
+  residual_ = x_;
+  cudaCheck(launchEmbedding(t, x_, embedding_, tokens_, n, d, on()), "embedding");
   mark("embedding");
   const void* pending = nullptr;  // the previous layer's MLP output, added by the next norm
   for (Layer& w : layers_) {
-    cudaCheck(launchAddRmsNorm(t, xb_, x_, pending, w.attnNorm, nullptr, n, d, c.normEps, stream_), "rmsnorm");
-    mark("rmsnorm");
-    gemm(qkvOut_, false, w.qkv, xb_, n, qDim + 2 * kvDim, d);
-    mark("gemm.qkv");
-    cudaCheck(launchQkvToCache(t, qkvOut_, w.keyCache, w.valueCache, w.qkvBias, w.qNorm, w.kNorm, place, n, attn_,
-                               stream_),
-              "rope");
-    mark("rope+kv");
-    cudaCheck(launchAttention(t, att_, attentionScratch_, qkvOut_, w.keyCache, w.valueCache, place, n, splits, attn_,
-                              stream_),
+    const GemvInput normed = normalize(pending, w.attnNorm, n);
+    if (usesGemv(n, d) && !c.qkNorm) {  // RoPE and the cache writes in the product's epilogue
+      const QkvEpilogue epilogue{place, attn_, w.qkvBias, w.keyCache, w.valueCache};
+      cudaCheck(launchGemvQkv(normed, qkvOut_, w.qkv, epilogue, n, d, on()), "gemv qkv");
+      mark("gemm.qkv+rope+kv");
+    } else {
+      gemm(qkvOut_, false, w.qkv, normed, n, qDim + 2 * kvDim, d);
+      mark("gemm.qkv");
+      cudaCheck(launchQkvToCache(t, qkvOut_, w.keyCache, w.valueCache, w.qkvBias, w.qNorm, w.kNorm, place, n, attn_,
+                                 on()),
+                "rope");
+      mark("rope+kv");
+    }
+    cudaCheck(launchAttention(t, att_, attentionScratch_, attentionCounters_, qkvOut_, w.keyCache, w.valueCache, place, n, splits, attn_,
+                              on()),
               "attention");
     mark("attention");
-    gemm(delta_, false, w.wo, att_, n, d, qDim);
+    gemm(delta_, false, w.wo, vectorInput(att_), n, d, qDim);
     mark("gemm.o");
     allReduce(delta_);
-    cudaCheck(launchAddRmsNorm(t, xb_, x_, delta_, w.ffnNorm, nullptr, n, d, c.normEps, stream_), "rmsnorm");
-    mark("rmsnorm");
-    gemm(gateUpOut_, false, w.gateUp, xb_, n, 2 * hid, d);
-    mark("gemm.gate_up");
-    cudaCheck(launchSwiGlu(t, act_, gateUpOut_, n, hid, stream_), "swiglu");
-    mark("swiglu");
-    gemm(delta_, false, w.down, act_, n, d, hid);
+    gateUpSwiGlu(w.gateUp, normalize(delta_, w.ffnNorm, n), n, hid, d);
+    gemm(delta_, false, w.down, vectorInput(act_), n, d, hid);
     mark("gemm.down");
     allReduce(delta_);
     pending = delta_;
   }
-  cudaCheck(launchAddRmsNorm(t, xbLast_, x_, pending, finalNorm_, lastRow_, seqs, d, c.normEps, stream_),
+  cudaCheck(launchAddRmsNorm(t, xbLast_, residual_, pending, finalNorm_, lastRow_, seqs, d, c.normEps, on()),
             "final norm");
   mark("rmsnorm");
-  gemm(logits_, true, lmHead_, xbLast_, seqs, c.vocab, d);
+  lmHeadAndArgmax(seqs, advance, withAllReduce);
+}
+
+// The logits of each sequence's last token and their argmax as the next
+// tokens. Vocab-parallel: each rank's slice, then one all-reduce (max) of a
+// 64-bit key per sequence (value, then lowest index) agrees on the token.
+void GpuModel::lmHeadAndArgmax(int seqs, bool advance, bool withAllReduce) {
+  const int vocab = config_.vocab, d = config_.dim;
+  if (!vocabParallel_) {
+    gemm(logits_, true, lmHead_, vectorInput(xbLast_), seqs, vocab, d);
+    mark("gemm.lm_head");
+    cudaCheck(launchArgmax(tokens_, pos_, logits_, seqs, vocab, advance, on()), "argmax");
+    mark("argmax");
+    return;
+  }
+  gemm(localLogits_, true, lmHead_, vectorInput(xbLast_), seqs, vocabCount_, d);
   mark("gemm.lm_head");
-  cudaCheck(launchArgmax(tokens_, pos_, logits_, seqs, c.vocab, advance, stream_), "argmax");
+  cudaCheck(launchArgmaxKey(argmaxKeys_, localLogits_, seqs, vocabCount_, vocabStart_, on()), "argmax");
+  if (withAllReduce) allReduce_->maxKeys(argmaxKeys_, seqs, stream_);
+  mark("allreduce");
+  cudaCheck(launchTokensFromKeys(tokens_, pos_, argmaxKeys_, seqs, advance, on()), "argmax");
   mark("argmax");
 }
 
@@ -360,6 +442,14 @@ void GpuModel::dropDecodeGraph() {
 
 std::vector<float> GpuModel::logits(int seq) {
   std::vector<float> out(config_.vocab);
+  if (vocabParallel_) {  // gather: every rank adds its slice into zeros, so the sum is exact
+    const size_t rowBytes = size_t(config_.vocab) * sizeof(float);
+    cudaCheck(cudaMemsetAsync(logits_, 0, seqs_ * rowBytes, stream_), "logits");
+    cudaCheck(cudaMemcpy2DAsync(logits_ + vocabStart_, rowBytes, localLogits_, vocabCount_ * sizeof(float),
+                                vocabCount_ * sizeof(float), seqs_, cudaMemcpyDeviceToDevice, stream_),
+              "logits");
+    allReduce_->sum(logits_, size_t(seqs_) * config_.vocab, DType::F32, stream_);
+  }
   cudaCheck(cudaStreamSynchronize(stream_), "logits");
   cudaCheck(cudaMemcpy(out.data(), logits_ + size_t(seq) * config_.vocab, out.size() * 4, cudaMemcpyDeviceToHost),
             "logits");

@@ -14,6 +14,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include "gemv.h"
 #include "gpu_kernels.h"
 #include "model.h"
 #include "shard.h"
@@ -26,6 +27,8 @@ class GpuAllReduce {
   virtual ~GpuAllReduce() = default;
   // In place, on `stream`; throws EngineError on failure.
   virtual void sum(void* data, size_t count, DType type, cudaStream_t stream) = 0;
+  // Element-wise maximum of unsigned 64-bit keys (the vocab-parallel argmax).
+  virtual void maxKeys(uint64_t* keys, size_t count, cudaStream_t stream) = 0;
 };
 
 struct GpuModelOptions {
@@ -34,6 +37,11 @@ struct GpuModelOptions {
   int maxTokens = 512;   // tokens in one forward pass (batch * prompt for prefill)
   int maxContext = 512;  // KV-cache positions per sequence
   bool gemv = true;      // bf16 decode products with the engine's own kernel instead of cuBLAS
+  bool overlap = true;   // programmatic dependent launch between the engine's kernels
+  // With TP > 1: each rank computes its slice of the logits (vocab-parallel
+  // LM head) and the argmax is agreed through one all-reduce; logits() then
+  // gathers the full rows (a collective: every rank calls it in step).
+  bool vocabParallel = true;
 };
 
 class GpuModel {
@@ -84,8 +92,15 @@ class GpuModel {
   };
   void* allocate(size_t bytes);
   void upload(void* dst, const std::vector<float>& src);
-  void gemm(void* y, bool yIsFloat, const void* w, const void* x, int n, int out, int in);
+  bool usesGemv(int n, int in) const;
+  GemvInput normalize(const void* delta, const void* weight, int n);
+  void gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in);
+  void gateUpSwiGlu(const void* gateUp, const GemvInput& input, int n, int hid, int d);
   void forward(int n, int seqs, bool advance, bool withAllReduce);
+  void lmHeadAndArgmax(int seqs, bool advance, bool withAllReduce);
+  // Kernels overlap their launch with the previous one, except while
+  // profiling (the events between them would serialize them anyway).
+  Launch on() const { return {stream_, options_.overlap && !profiling_}; }
   void placeDecode(int seqs, int position);
   void mark(const char* op);  // records the end of `op` when profiling
 
@@ -104,7 +119,16 @@ class GpuModel {
   void *embedding_, *finalNorm_, *lmHead_;
   float* ropeFreqs_ = nullptr;  // [headDim/2] fp32, only when the config rescales RoPE
   std::vector<Layer> layers_;
-  float *x_, *logits_, *attentionScratch_;
+  // The fp32 residual stream. A norm fused into a GEMV writes the updated
+  // stream to the other buffer (every block of it reads the current one).
+  float *x_, *xAlt_, *residual_ = nullptr;
+  float *logits_, *attentionScratch_;
+  unsigned* attentionCounters_;  // split attention's per-(token, head) counters, zero between steps
+  // Vocab-parallel LM head: this rank's rows [vocabStart_, vocabStart_ + vocabCount_).
+  bool vocabParallel_ = false;
+  int vocabStart_ = 0, vocabCount_ = 0;
+  float* localLogits_ = nullptr;   // [seqs][vocabCount_]
+  uint64_t* argmaxKeys_ = nullptr; // [seqs]
   void *xb_, *qkvOut_, *att_, *delta_, *gateUpOut_, *act_, *xbLast_;
   int *tokens_, *pos_, *seq_, *lastRow_;
   int seqs_ = 0, position_ = 0;

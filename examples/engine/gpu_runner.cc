@@ -40,13 +40,26 @@ void setupRank(const EngineOptions& o, Rank& r) {
   int devices = 0;
   cudaCheck(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
   if (devices < 1) throw EngineError("no GPU");
-  if (o.tp > devices) throw EngineError("--tp " + std::to_string(o.tp) + " needs as many GPUs; found " + std::to_string(devices));
-  r.device = r.rank % devices;
+  if (o.externalLaunch) {
+    // The launcher's ranks may span hosts: the local rank picks the GPU.
+    r.device = o.localRank >= 0 ? o.localRank : r.rank % devices;
+    if (r.device >= devices)
+      throw EngineError("local rank " + std::to_string(r.device) + " has no GPU; this process sees " +
+                        std::to_string(devices));
+  } else {
+    if (o.tp > devices)
+      throw EngineError("--tp " + std::to_string(o.tp) + " needs as many GPUs; found " + std::to_string(devices));
+    r.device = r.rank % devices;
+  }
   cudaCheck(cudaSetDevice(r.device), "cudaSetDevice");
   if (o.tp == 1) return;
-  rcnUniqueId id;
-  fromHex(o.uniqueIdHex, &id, sizeof id);
-  rcnCheck(rcnCommInitRank(&r.comm, o.tp, id, r.rank), "rcnCommInitRank");
+  if (o.externalLaunch) {
+    rcnCheck(rcnCommInitFromLaunch(&r.comm), "rcnCommInitFromLaunch");  // on the device just set
+  } else {
+    rcnUniqueId id;
+    fromHex(o.uniqueIdHex, &id, sizeof id);
+    rcnCheck(rcnCommInitRank(&r.comm, o.tp, id, r.rank), "rcnCommInitRank");
+  }
   r.allReduce = std::make_unique<RcnAllReduce>(r.comm);
   rcnCommInfo info{};
   if (rcnCommQuery(r.comm, &info) == rcnSuccess) {

@@ -10,8 +10,25 @@
 #include <vector>
 
 #include "model.h"
+#include "rocenante/rocenante.h"
 
 namespace engine {
+
+void adoptExternalLaunch(EngineOptions& o) {
+  if (o.rank >= 0) return;  // started by launchRanks below, which passes --rank
+  rcnLaunchInfo launch{};
+  const rcnResult_t res = rcnGetLaunchInfo(&launch);
+  if (res == rcnInvalidUsage) return;  // no launcher
+  if (res != rcnSuccess) throw EngineError(std::string("launcher variables: ") + rcnGetLastError(nullptr));
+  if (launch.nranks == 1 && o.tp > 1) return;
+  if (o.tpGiven && o.tp != launch.nranks)
+    throw EngineError("--tp " + std::to_string(o.tp) + " but " + launch.source + " started " +
+                      std::to_string(launch.nranks) + " ranks: leave --tp out or make it the world size");
+  o.externalLaunch = true;
+  o.tp = launch.nranks;
+  o.rank = launch.rank;
+  o.localRank = launch.localRank;
+}
 
 std::string toHex(const void* data, size_t bytes) {
   static const char digits[] = "0123456789abcdef";

@@ -2,11 +2,23 @@
 // the rcn unique id, starts N copies of this program with --rank r and the id,
 // and waits for them. When one rank fails, the others get a grace period and
 // are then killed, so a broken run never hangs.
+//
+// Or an external launcher (torchrun, mpirun, srun) started the ranks: then
+// adoptExternalLaunch makes this process one of them and nothing is started.
 #pragma once
 
 #include <string>
 
+#include "options.h"
+
 namespace engine {
+
+// When launcher variables are set (rcnGetLaunchInfo) and this process is not
+// a rank our own launcher started, takes rank, tp and local rank from them and
+// sets externalLaunch. Leaves o alone without a launcher, or for a launch of
+// one process given --tp N > 1 (the engine then starts its N ranks itself).
+// Throws EngineError on wrong variables, or a --tp other than the world size.
+void adoptExternalLaunch(EngineOptions& o);
 
 // Returns 0 when every rank exited 0, else the first failing rank's status (or 1).
 int launchRanks(int ranks, int argc, char** argv, const std::string& uniqueIdHex);

@@ -1,9 +1,11 @@
 // rcn_engine: a tensor-parallel decode engine that drives rocenante.
 //   rcn_engine --model stories260K.bin --tokenizer tok512.bin --prompt "Once upon a time"
 //   rcn_engine --device gpu --tp 2 --random-weights --shape llama3-8b --bench --batch 1,8
+//   torchrun --nproc-per-node 2 --no-python rcn_engine --model stories260K.bin --tokenizer tok512.bin
 #include <cstdio>
 
 #include "cpu_runner.h"
+#include "launcher.h"
 #include "model.h"
 #include "options.h"
 #ifdef ENGINE_HAVE_GPU
@@ -30,6 +32,7 @@ bool wantGpu(const EngineOptions& o) {
 int main(int argc, char** argv) {
   try {
     engine::EngineOptions options = engine::parseOptions(argc, argv);
+    engine::adoptExternalLaunch(options);  // under torchrun / mpirun / srun: this process is one rank
     if (engine::wantGpu(options)) {
 #ifdef ENGINE_HAVE_GPU
       return engine::runGpu(options, argc, argv);

@@ -20,6 +20,9 @@ void printUsage(const char* program) {
       "  --temperature F --top-k N --top-p F --seed N   sampling (temperature 0: greedy)\n"
       "  --device cpu|gpu|auto   (auto: gpu when one is present)\n"
       "  --tp N                  tensor parallel ranks (gpu: one process per GPU)\n"
+      "                          Under torchrun, mpirun or srun (RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*,\n"
+      "                          SLURM_*; MASTER_ADDR/MASTER_PORT for the rendezvous) each process is one\n"
+      "                          rank and the engine starts none; --tp, if given, must equal the world size\n"
       "  --collective rocenante|nccl   all-reduce of the gpu path (nccl: ROCENANTE_DISABLE=1)\n"
       "  --dtype f32|bf16|auto   gpu weights and activations (auto: f32 for llama2.c, bf16 otherwise)\n"
       "  --no-graph              do not capture the decode step in a CUDA graph\n"
@@ -83,7 +86,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     else if (flag == "--top-p") o.sampler.topP = toFloat(flag, value());
     else if (flag == "--seed") o.sampler.seed = uint64_t(std::strtoull(value().c_str(), nullptr, 10));
     else if (flag == "--device") o.device = value();
-    else if (flag == "--tp") o.tp = toInt(flag, value());
+    else if (flag == "--tp") o.tp = toInt(flag, value()), o.tpGiven = true;
     else if (flag == "--collective") o.collective = value();
     else if (flag == "--dtype") o.dtype = value();
     else if (flag == "--no-graph") o.cudaGraph = false;

@@ -19,6 +19,7 @@ struct EngineOptions {
   SamplerOptions sampler;
   std::string device = "auto";  // auto, cpu, gpu
   int tp = 1;
+  bool tpGiven = false;         // --tp on the command line (else a launcher's world size may set tp)
   std::string collective = "rocenante";  // rocenante or nccl
   std::string dtype = "auto";   // GPU weights/activations: f32, bf16, auto
   bool cudaGraph = true;
@@ -33,6 +34,10 @@ struct EngineOptions {
   // Set by the launcher in each child process.
   int rank = -1;
   std::string uniqueIdHex;
+  // Set by adoptExternalLaunch (launcher.h) under torchrun / mpirun / srun:
+  // rank and tp come from the launcher, and the communicator from rcnCommInitFromLaunch.
+  bool externalLaunch = false;
+  int localRank = -1;           // -1: the launcher does not say
 };
 
 // Throws EngineError with the offending option on bad input; exits 0 after --help.

@@ -18,6 +18,10 @@ class RcnAllReduce : public GpuAllReduce {
                           reinterpret_cast<rcnStream_t>(stream)),
              "rcnAllReduce");
   }
+  void maxKeys(uint64_t* keys, size_t count, cudaStream_t stream) override {
+    rcnCheck(rcnAllReduce(keys, keys, count, rcnUint64, rcnMax, comm_, reinterpret_cast<rcnStream_t>(stream)),
+             "rcnAllReduce");
+  }
 
  private:
   rcnComm_t comm_;

@@ -101,6 +101,33 @@ rcnResult_t rcnCommInitRank(rcnComm_t* comm, int nranks, rcnUniqueId commId, int
  * devlist is NULL). */
 rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist);
 
+/* Where an external launcher (torchrun, mpirun, srun) put this process, read
+ * from its environment: RANK/WORLD_SIZE/LOCAL_RANK (torchrun),
+ * OMPI_COMM_WORLD_* (OpenMPI), PMI_RANK/PMI_SIZE (PMI), SLURM_PROCID/
+ * SLURM_NTASKS/SLURM_LOCALID (Slurm), checked in that order. */
+typedef struct {
+  int rank;
+  int nranks;
+  int localRank;   /* rank among this host's processes; -1 when the launcher does not say */
+  char source[32]; /* "torchrun", "OpenMPI", "PMI" or "Slurm" */
+} rcnLaunchInfo;
+
+/* rcnSuccess and info filled when a launcher started this process.
+ * rcnInvalidUsage when no launcher variables are set (info->nranks is then 0;
+ * a query, so this is logged at INFO only, not as a warning).
+ * rcnInvalidArgument when they are set but wrong (a rank outside the world, a
+ * value that is not a number, a bad MASTER_PORT, several ranks without
+ * MASTER_ADDR); the logged reason (rcnGetLastError) names the variable. */
+rcnResult_t rcnGetLaunchInfo(rcnLaunchInfo* info);
+
+/* rcnCommInitRank for a process started by a launcher: every rank calls it,
+ * rank 0 listens on MASTER_PORT (default 29500) and hands the unique id to the
+ * others, which connect to MASTER_ADDR:MASTER_PORT; each wait is bounded by
+ * ROCENANTE_BOOTSTRAP_TIMEOUT_MS. Like rcnCommInitRank it uses the current
+ * CUDA device (set it first, e.g. from localRank), or host memory when
+ * ROCENANTE_BACKEND=host. Errors as rcnGetLaunchInfo, then as rcnCommInitRank. */
+rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm);
+
 /* Waits for the communicator's outstanding work, then frees it. */
 rcnResult_t rcnCommDestroy(rcnComm_t comm);
 

@@ -18,7 +18,8 @@ export P2P_BUILD_DIR=$B SHIM_BUILD_DIR=$B BENCH_BUILD_DIR=$B TOPOLOGY_BUILD_DIR=
 mkdir -p "$WORK" "$FINAL_OUT"
 
 echo "== build $(date -u +%H:%M:%S)"
-if ! { cmake -S "$SRC" -B "$B" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release &&
+if ! { cmake -S "$SRC" -B "$B" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+         "-DCMAKE_CXX_FLAGS_RELEASE=-O3 -DNDEBUG -g" -DROCENANTE_BUILD_BENCH=ON -DROCENANTE_BUILD_EXAMPLES=ON &&
        ninja -k 0 -C "$B"; } > "$WORK/build.log" 2>&1; then
   grep -E "error|FAILED" "$WORK/build.log" | head -30
   tail -20 "$WORK/build.log"
@@ -29,7 +30,9 @@ nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -5
 for area in "${AREAS[@]}"; do
   echo "== $area $(date -u +%H:%M:%S)"
   mkdir -p "$WORK/$area"
-  OUT=$WORK/$area timeout 420 bash "$SRC/scripts/gpu/$area.sh" > "$WORK/$area/summary.txt" 2>&1
+  # AREA_TIMEOUT_<area> (seconds) keeps a call within the device's limit.
+  limit_var=AREA_TIMEOUT_$area
+  OUT=$WORK/$area timeout "${!limit_var:-420}" bash "$SRC/scripts/gpu/$area.sh" > "$WORK/$area/summary.txt" 2>&1
   echo "exit $?" >> "$WORK/$area/summary.txt"
 done
 

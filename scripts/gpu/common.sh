@@ -31,13 +31,16 @@ result() { SUMMARY+=("$1: $2"); say "$1: $2"; }
 # which may turn them OFF: all.sh shares one build dir between the areas, and
 # an OFF left in its cache by p2p or shim would otherwise drop bench's and
 # engine's targets.
+# Release code with host debug info (-g changes no generated code), so that
+# crash backtraces resolve to file:line; all.sh configures the same way.
+RELEASE_HOST_FLAGS="-O3 -DNDEBUG -g"
 gpu_build() {
   local extra=$1
   shift
   say "build $(date -u +%H:%M:%S) in $BUILD"
   # $extra unquoted on purpose: it holds several options.
   cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-    -DROCENANTE_BUILD_BENCH=ON -DROCENANTE_BUILD_EXAMPLES=ON $extra >> "$LOG" 2>&1 &&
+    "-DCMAKE_CXX_FLAGS_RELEASE=$RELEASE_HOST_FLAGS" -DROCENANTE_BUILD_BENCH=ON -DROCENANTE_BUILD_EXAMPLES=ON $extra >> "$LOG" 2>&1 &&
     ninja -C "$BUILD" "$@" >> "$LOG" 2>&1
   if [ $? -ne 0 ]; then
     say "BUILD FAILED (last lines):"

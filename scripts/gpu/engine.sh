@@ -9,7 +9,7 @@ SHAPES=${ENGINE_SHAPES:-"llama3-1b llama3-8b"}
 JSON=$OUT/engine.jsonl
 : > "$JSON"
 
-gpu_build "" rcn_engine test_engine_cpu test_engine_gpu minimal_allreduce
+gpu_build "" rcn_engine test_engine_cpu test_engine_gpu test_engine_kernels minimal_allreduce
 ENGINE=$BUILD/examples/rcn_engine
 GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 say "GPUs: $GPUS"
@@ -21,7 +21,7 @@ TESTS_OK=1
 TEST_RESULTS=""
 # Run directly, not through ctest, so that ROCENANTE_SHARED_DIR reaches them
 # (ctest sets it to <source>/../shared). 77 means skipped.
-for t in test_engine_cpu test_engine_gpu; do
+for t in test_engine_cpu test_engine_kernels test_engine_gpu; do
   say "$t"
   timeout 300 "$BUILD/tests/$t" >> "$LOG" 2>&1
   rc=$?
@@ -34,6 +34,27 @@ if [ -f "$ROCENANTE_SHARED_DIR/models/stories260K.bin" ]; then
   say "generate stories260K on the GPU"
   timeout 60 "$ENGINE" --device gpu --model "$ROCENANTE_SHARED_DIR/models/stories260K.bin" \
     --tokenizer "$ROCENANTE_SHARED_DIR/models/tok512.bin" --steps 100 >> "$LOG" 2>&1 || TESTS_OK=0
+fi
+
+# Joining an external (torchrun-style) launch: two processes, one rank each,
+# must print what the engine's own --tp 2 launch prints (a random tiny model:
+# the GPU host has no checkpoint; without a tokenizer the output is token ids).
+if [ "$GPUS" -ge 2 ]; then
+  say "external launch (RANK/WORLD_SIZE) vs --tp 2"
+  STORY=(--device gpu --random-weights --shape tiny-llama --steps 60)
+  timeout 60 "$ENGINE" "${STORY[@]}" --tp 2 > "$OUT/story-tp2.txt" 2>> "$LOG"
+  PORT=$((29600 + RANDOM % 300))
+  for rank in 0 1; do
+    RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT \
+      timeout 60 "$ENGINE" "${STORY[@]}" > "$OUT/story-ext$rank.txt" 2>> "$LOG" &
+  done
+  wait
+  { echo "--tp 2:"; cat "$OUT/story-tp2.txt"; echo "external rank 0:"; cat "$OUT/story-ext0.txt"; } >> "$LOG"
+  if cmp -s "$OUT/story-tp2.txt" "$OUT/story-ext0.txt" && [ ! -s "$OUT/story-ext1.txt" ] && [ -s "$OUT/story-tp2.txt" ]; then
+    TEST_RESULTS+="external launch passed; "
+  else
+    TEST_RESULTS+="external launch FAILED; "; TESTS_OK=0
+  fi
 fi
 
 say "bench $(date -u +%H:%M:%S)"
@@ -50,6 +71,20 @@ for shape in $SHAPES; do
     bench "$shape" 2 nccl
   fi
 done
+# Where a TP=1 llama3-8b batch-1 step goes: per-operation times of eager steps
+# (launch gaps included), and, when ncu is there, 24 decode kernels in a row:
+# each one's own duration and DRAM throughput (serialized: no overlap).
+say "profile llama3-8b tp=1 $(date -u +%H:%M:%S)"
+timeout 120 "$ENGINE" --device gpu --random-weights --shape llama3-8b --bench --batch 1 --prompt-len 128 \
+  --decode-steps 20 --profile >> "$LOG" 2>&1 || say "profile FAILED"
+if command -v ncu > /dev/null && [ "${ENGINE_NCU:-1}" = 1 ]; then
+  say "ncu kernels $(date -u +%H:%M:%S)"
+  timeout 180 ncu --clock-control none --launch-skip 1000 --launch-count 24 \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+    "$ENGINE" --device gpu --random-weights --shape llama3-8b --bench --batch 1 --prompt-len 16 --decode-steps 4 \
+    > "$OUT/ncu-kernels.txt" 2>&1 || say "ncu FAILED (see ncu-kernels.txt)"
+  grep -E "Context|gpu__time_duration|dram__" "$OUT/ncu-kernels.txt" | cut -c1-110 >> "$LOG"
+fi
 say "done $(date -u +%H:%M:%S)"
 
 # The summary: decode step time per configuration and the ratios the targets name.

@@ -44,6 +44,11 @@ def check(out, want, dtype, what):
         raise SystemExit("%s: max error %.3g exceeds tolerance" % (what, err))
 
 
+def progress(rank, what):
+    # stderr, flushed: a run killed by its timeout still shows how far it got.
+    print("rank %d: %s" % (rank, what), file=sys.stderr, flush=True)
+
+
 def digest(t):
     return hashlib.sha256(t.cpu().view(torch.uint8).numpy().tobytes()).hexdigest()[:16]
 
@@ -68,6 +73,8 @@ def main():
             name = "eager %s %d" % (str(dtype).split(".")[-1], nbytes)
             check(x, reference(world, numel, dtype, seed), dtype, name)
             results[name] = digest(x)
+
+    progress(rank, "eager all-reduces checked")
 
     # Captured: GRAPH_CALLS all-reduces of fresh buffers, replayed twice.
     numel = GRAPH_BYTES // 4
@@ -94,7 +101,11 @@ def main():
             check(b, reference(world, numel, torch.float32, s), torch.float32, name)
             results[name] = digest(b)
 
-    dist.barrier()
+    # The graph holds NCCL work: drop it before the communicator goes away.
+    del graph
+    torch.cuda.synchronize()
+    progress(rank, "graph replays checked")
+    dist.barrier(device_ids=[rank])
     dist.destroy_process_group()
     with open(out_path, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)

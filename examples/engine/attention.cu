@@ -1,0 +1,192 @@
+// Decode attention over the KV cache (launchAttention in gpu_kernels.h).
+// Block (head, token, split), 512 threads. Split z covers the cached
+// positions [z * chunk, (z + 1) * chunk) up to the token's own position; with
+// one split the block writes the output, with several it writes its running
+// max, exp-sum and unnormalised sum (flash-decoding), and the last split of a
+// (token, head) to finish merges them all, in split order, so no second
+// kernel is needed. Decode attention is latency-bound: every thread reads 4 consecutive
+// values at a time (one 8- or 16-byte load), a key row is shared by a few
+// threads whose partial dot products meet through shuffles, and scores live
+// in shared memory.
+#include <algorithm>
+
+#include "gpu_kernels.h"
+#include "kernel_common.cuh"
+
+namespace engine {
+namespace {
+
+constexpr int kAttentionThreads = 512;
+constexpr int kMaxSplits = 16;
+
+__device__ inline float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ inline float4 load4(const __nv_bfloat16* p) {
+  const uint2 v = *reinterpret_cast<const uint2*>(p);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
+__device__ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
+
+// Threads that share one key row: a power of two up to 32 that divides the
+// row's 4-value groups (one thread per row when none does).
+int keyRowThreads(int headDim) {
+  const int groups = headDim / 4;
+  for (int threads = 32; threads > 1; threads /= 2)
+    if (groups % threads == 0) return threads;
+  return 1;
+}
+
+// Merges the splits of one (token, head) in split order into out.
+template <typename T>
+__device__ void mergeSplits(T* out, const float* parts, int d, int splits) {
+  float maxScore = -INFINITY;
+  for (int z = 0; z < splits; ++z) maxScore = fmaxf(maxScore, __ldcg(parts + z * (d + 2)));
+  float total = 0;
+  for (int z = 0; z < splits; ++z) {
+    const float sum = __ldcg(parts + z * (d + 2) + 1);
+    if (sum > 0) total += sum * __expf(__ldcg(parts + z * (d + 2)) - maxScore);
+  }
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    float acc = 0;
+    for (int z = 0; z < splits; ++z)
+      if (__ldcg(parts + z * (d + 2) + 1) > 0)
+        acc += __ldcg(parts + z * (d + 2) + 2 + j) * __expf(__ldcg(parts + z * (d + 2)) - maxScore);
+    out[j] = fromFloat<T>(acc / total);
+  }
+}
+
+// One split of one (token, head): writes the output (one split) or the
+// split's [max, sum, acc[d]] to `mine`.
+template <typename T>
+__device__ void attendSplit(T* out, float* mine, const T* qkv, const T* keys, const T* values, int i, int h,
+                            int begin, int last, const AttentionShape& s, int chunk, int rowThreads, int splits) {
+  extern __shared__ float shared[];
+  const int d = s.headDim;
+  const int valueGroups = blockDim.x / (d / 4);
+  float* q = shared;                               // [d]
+  float* scores = q + d;                           // [chunk]
+  float* partial = scores + (chunk + 3) / 4 * 4;  // [valueGroups][d], 16-byte aligned
+  const size_t rowStride = size_t(s.kvHeads) * d;
+  const size_t stride = size_t(s.heads + 2 * s.kvHeads) * d;
+  for (int j = threadIdx.x; j < d; j += blockDim.x) q[j] = toFloat(qkv[i * stride + size_t(h) * d + j]);
+  __syncthreads();
+
+  // Scores: rowThreads threads per key row, every thread through the same
+  // number of rounds (clamped rows) so the shuffles see whole warps.
+  const int slots = blockDim.x / rowThreads, slot = threadIdx.x / rowThreads, sub = threadIdx.x % rowThreads;
+  const float scale = rsqrtf(float(d));
+  for (int base = begin; base <= last; base += slots) {
+    const int t = min(base + slot, last);
+    const T* k = keys + size_t(t) * rowStride;
+    float dot = 0;
+    for (int j = sub * 4; j < d; j += rowThreads * 4) dot += dot4(load4(k + j), *reinterpret_cast<const float4*>(q + j));
+    for (int offset = rowThreads / 2; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    if (sub == 0 && base + slot <= last) scores[base + slot - begin] = dot * scale;
+  }
+  __syncthreads();
+  const int count = last - begin + 1;
+  float localMax = -INFINITY;
+  for (int t = threadIdx.x; t < count; t += blockDim.x) localMax = fmaxf(localMax, scores[t]);
+  const float maxScore = blockMax(localMax);
+  float localSum = 0;
+  for (int t = threadIdx.x; t < count; t += blockDim.x) localSum += scores[t] = __expf(scores[t] - maxScore);
+  const float total = blockSum(localSum);  // also orders the score writes before the reads below
+
+  // Values: a group of d / 4 threads per row, 4 values each; group g takes
+  // the positions g, g + valueGroups, ...
+  const int group = threadIdx.x / (d / 4), j4 = threadIdx.x % (d / 4) * 4;
+  if (group < valueGroups) {
+    float4 acc = make_float4(0, 0, 0, 0);
+#pragma unroll 4
+    for (int t = group; t < count; t += valueGroups) {
+      const float p = scores[t];
+      const float4 v = load4(values + size_t(begin + t) * rowStride + j4);
+      acc.x += p * v.x, acc.y += p * v.y, acc.z += p * v.z, acc.w += p * v.w;
+    }
+    *reinterpret_cast<float4*>(partial + group * d + j4) = acc;
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    float acc = 0;
+    for (int g = 0; g < valueGroups; ++g) acc += partial[g * d + j];
+    if (splits == 1) {
+      out[j] = fromFloat<T>(acc / total);
+    } else {
+      mine[2 + j] = acc;
+      if (j == 0) mine[0] = maxScore, mine[1] = total;
+    }
+  }
+}
+
+// `counters` (one per token and head, zero between calls) count the
+// finished splits; the last one resets its counter for the next call.
+template <typename T>
+__global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, float* partials, unsigned* counters,
+                                                                     const T* qkv, const T* keyCache,
+                                                                     const T* valueCache, TokenPlacement place,
+                                                                     AttentionShape s, int chunk, int rowThreads) {
+  waitForPrevious();
+  const int d = s.headDim, i = blockIdx.y, h = blockIdx.x, split = blockIdx.z, splits = gridDim.z;
+  const int kvh = (s.headStart + h) / s.group - s.kvStart;
+  const int begin = split * chunk, last = min(place.pos[i], begin + chunk - 1);
+  T* headOut = out + (size_t(i) * s.heads + h) * d;
+  float* parts = partials + (size_t(i) * s.heads + h) * splits * (d + 2);
+  float* mine = parts + split * (d + 2);  // [max, sum, acc[d]]
+  if (begin <= last) {
+    const size_t cacheAt = size_t(place.seq[i]) * s.maxContext * s.kvHeads * d + size_t(kvh) * d;
+    attendSplit(headOut, mine, qkv, keyCache + cacheAt, valueCache + cacheAt, i, h, begin, last, s, chunk,
+                rowThreads, splits);
+  } else {  // the whole split lies beyond this token's position
+    for (int j = threadIdx.x; j < d + 2; j += blockDim.x) mine[j] = j == 0 ? -INFINITY : 0.0f;
+  }
+  if (splits == 1) return;
+  __shared__ bool lastSplit;
+  __threadfence();  // this thread's writes to `mine` are visible on the GPU
+  __syncthreads();  // ... for every thread, before the count goes up
+  if (threadIdx.x == 0) {
+    unsigned* counter = counters + size_t(i) * s.heads + h;
+    lastSplit = atomicAdd(counter, 1u) == unsigned(splits - 1);
+    if (lastSplit) *counter = 0;
+  }
+  __syncthreads();
+  if (!lastSplit) return;
+  __threadfence();
+  mergeSplits(headOut, parts, d, splits);
+}
+
+}  // namespace
+
+int attentionSplits(int maxContext, int blocks) {
+  // Only worth it while one block per head leaves SMs idle (measured on H200:
+  // batch 1 gains, batch 8 x 32 heads lost ~15 us a layer with splits).
+  if (blocks >= 128) return 1;
+  return std::max(1, std::min(kMaxSplits, (maxContext + 63) / 64));  // about 64 positions a block
+}
+
+size_t attentionScratchFloats(int tokens, const AttentionShape& s) {
+  return size_t(tokens) * s.heads * kMaxSplits * (s.headDim + 2);
+}
+
+cudaError_t launchAttention(DType t, void* out, float* scratch, unsigned* counters, const void* qkv, const void* keyCache,
+                            const void* valueCache, TokenPlacement place, int n, int splits, const AttentionShape& s,
+                            Launch on) {
+  const int block = kAttentionThreads;
+  if (s.headDim > 256 || s.headDim % 4 != 0 || splits < 1 || splits > kMaxSplits) return cudaErrorInvalidValue;
+  const int chunk = (s.maxContext + splits - 1) / splits;
+  const size_t smem = (s.headDim + (chunk + 3) / 4 * 4 + block / (s.headDim / 4) * s.headDim) * sizeof(float);
+  dim3 grid(s.heads, n, splits);
+  if (smem > 48 * 1024) {
+    cudaError_t e = t == DType::F32
+        ? cudaFuncSetAttribute(attentionKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))
+        : cudaFuncSetAttribute(attentionKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) return e;
+  }
+  const int rowThreads = keyRowThreads(s.headDim);
+  return ENGINE_DISPATCH(t, attentionKernel, grid, dim3(block), smem, on, static_cast<T*>(out), scratch, counters,
+                         static_cast<const T*>(qkv), static_cast<const T*>(keyCache),
+                         static_cast<const T*>(valueCache), place, s, chunk, rowThreads);
+}
+
+}  // namespace engine

@@ -1,0 +1,51 @@
+// The decode path's matrix products: y[b] = W x[b] for up to 2 tokens with
+// bf16 weights. Bound by reading W once, so each kernel streams W with many
+// loads in flight and keeps the input vector in shared memory. The input is
+// either a bf16 vector or the residual stream normalised on the fly (the
+// add + RMSNorm that precedes the QKV and gate/up products, fused in).
+#pragma once
+
+#include "gpu_kernels.h"
+
+namespace engine {
+
+// True when the GEMV kernels take this product: 1-2 tokens, in % 8 == 0.
+bool gemvFits(int n, int in);
+
+// The input vector of every token: x, or, when x is null,
+// RMSNorm(residual + delta) * normWeight, with residual + delta also written
+// to residualOut (a different buffer from residual: every block reads residual).
+struct GemvInput {
+  const void* x = nullptr;           // bf16 [n][in]
+  const float* residual = nullptr;   // fp32 [n][in]
+  const void* delta = nullptr;       // bf16 [n][in], or null
+  const void* normWeight = nullptr;  // bf16 [in]
+  float* residualOut = nullptr;      // fp32 [n][in]
+  float eps = 0;
+};
+
+// y[b][row] = W[row] . input[b] for row < out; y is fp32 when yIsFloat, else bf16.
+cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,
+                       Launch on);
+
+// act[b][j] = silu(gateUp[j] . input[b]) * (gateUp[hidden + j] . input[b]) for
+// j < hidden: the gate/up product and SwiGLU in one pass, bf16 out.
+cudaError_t launchGemvSwiGlu(const GemvInput& input, void* act, const void* gateUp, int n, int hidden, int in,
+                             Launch on);
+
+// The QKV product with its epilogue fused (for models without q/k norm,
+// which needs a whole head first): per token, the q/k/v biases (when
+// given), RoPE on q and k, q written to qkv (its usual place in [q | k | v]
+// rows), k and v into this layer's KV cache, as launchQkvToCache would.
+struct QkvEpilogue {
+  TokenPlacement place;
+  AttentionShape shape;
+  const void* bias = nullptr;  // bf16 [q | k | v] or null
+  void* keyCache = nullptr;
+  void* valueCache = nullptr;
+};
+
+cudaError_t launchGemvQkv(const GemvInput& input, void* qkv, const void* w, const QkvEpilogue& epilogue, int n,
+                          int in, Launch on);
+
+}  // namespace engine

@@ -1,0 +1,94 @@
+// What every engine kernel file shares: fp32/bf16 conversions, the wait on
+// the previous kernel (programmatic dependent launch), block reductions in a
+// fixed order, and the launch helper.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "gpu_kernels.h"
+
+namespace engine {
+namespace {
+
+__device__ inline float toFloat(float v) { return v; }
+__device__ inline float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ inline T fromFloat(float v);
+template <>
+__device__ inline float fromFloat<float>(float v) { return v; }
+template <>
+__device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+
+// Programmatic dependent launch: let the next kernel on the stream be
+// scheduled now, then wait until the previous kernel has finished and its
+// writes are visible. Every kernel calls it before it reads or writes any
+// activation; both halves are no-ops for a plain launch.
+__device__ inline void waitForPrevious() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Sum over the block (blockDim.x a multiple of 32). Every thread gets the total.
+__device__ float blockSum(float v) {
+  __shared__ float partials[32];
+  __shared__ float total;
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // partials may still be read by a previous call
+  if (lane == 0) partials[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < int(blockDim.x / 32) ? partials[lane] : 0.0f;
+    for (int offset = 16; offset > 0; offset >>= 1) w += __shfl_xor_sync(0xffffffffu, w, offset);
+    if (lane == 0) total = w;
+  }
+  __syncthreads();
+  return total;
+}
+
+__device__ float blockMax(float v) {
+  __shared__ float partials[32];
+  __shared__ float total;
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) partials[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < int(blockDim.x / 32) ? partials[lane] : -INFINITY;
+    for (int offset = 16; offset > 0; offset >>= 1) w = fmaxf(w, __shfl_xor_sync(0xffffffffu, w, offset));
+    if (lane == 0) total = w;
+  }
+  __syncthreads();
+  return total;
+}
+
+// kernel<<<grid, block, smem, on.stream>>>(args...), as a programmatic
+// dependent launch when on.overlap is set.
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Launch on, Args... args) {
+  cudaLaunchAttribute overlap;
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = on.stream;
+  config.attrs = on.overlap ? &overlap : nullptr;
+  config.numAttrs = on.overlap ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+}  // namespace
+}  // namespace engine
+
+// KERNEL<T> launched (launch() above) with T = float or __nv_bfloat16 as the
+// DType t says; the arguments may name T.
+#define ENGINE_DISPATCH(t, KERNEL, GRID, BLOCK, SMEM, ON, ...)                  \
+  ((t) == DType::F32 ? [&] { using T = float; return launch(KERNEL<T>, GRID, BLOCK, SMEM, ON, __VA_ARGS__); }() \
+                     : [&] { using T = __nv_bfloat16; return launch(KERNEL<T>, GRID, BLOCK, SMEM, ON, __VA_ARGS__); }())
+

@@ -1,0 +1,81 @@
+// The public entry points for processes started by an external launcher
+// (torchrun, mpirun, srun): what the launcher's variables say, and a
+// communicator built over the MASTER_ADDR:MASTER_PORT rendezvous.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "core/bootstrap_env.h"
+#include "core/check.h"
+#include "core/comm.h"
+#include "core/launch_env.h"
+#include "rocenante/rocenante.h"
+
+namespace {
+
+const char* const kLaunchersExpected =
+    "RANK and WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (mpirun), PMI_RANK and "
+    "PMI_SIZE, or SLURM_PROCID and SLURM_NTASKS (srun)";
+
+// The launch this process belongs to, or why there is none: rcnInvalidUsage
+// when no launcher started it, rcnInvalidArgument when its variables are wrong.
+// A query (noneIsError false) logs "no launcher" at INFO only: programs ask
+// it to decide whether to start their own ranks, and must not print a warning
+// on every plain run.
+rcnResult_t readLaunch(const char* caller, bool noneIsError, rcn::bench::LaunchInfo* launch) {
+  std::string why;
+  if (!rcn::bench::parseLaunchEnv(rcn::bench::processEnv(), launch, &why)) {
+    RCN_WARN(RCN_LOG_INIT, "%s: %s", caller, why.c_str());
+    return rcnInvalidArgument;
+  }
+  if (launch->kind == rcn::bench::LaunchKind::External) return rcnSuccess;
+  // RCNBENCH_* is the sweep's private protocol: its children join with the id it passes.
+  const std::string none = launch->kind == rcn::bench::LaunchKind::LocalChild
+                               ? std::string(rcn::bench::kEnvRank) + " is set: started by allreduce_sweep, not a launcher"
+                               : std::string("no launcher variables are set; expected ") + kLaunchersExpected;
+  if (noneIsError)
+    RCN_WARN(RCN_LOG_INIT, "%s: %s", caller, none.c_str());
+  else
+    RCN_INFO(RCN_LOG_INIT, "%s: %s", caller, none.c_str());
+  return rcnInvalidUsage;
+}
+
+}  // namespace
+
+#pragma GCC visibility push(default)
+
+extern "C" {
+
+rcnResult_t rcnGetLaunchInfo(rcnLaunchInfo* info) {
+  RCN_ARG_CHECK(info != nullptr, "rcnGetLaunchInfo: info is NULL");
+  *info = rcnLaunchInfo{};
+  info->localRank = -1;
+  rcn::bench::LaunchInfo launch;
+  RCN_CHECK(readLaunch("rcnGetLaunchInfo", false, &launch));
+  info->rank = launch.rank;
+  info->nranks = launch.nranks;
+  info->localRank = launch.localRank;
+  std::snprintf(info->source, sizeof info->source, "%s", launch.source.c_str());
+  return rcnSuccess;
+}
+
+rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm) {
+  RCN_ARG_CHECK(comm != nullptr, "rcnCommInitFromLaunch: comm is NULL");
+  *comm = nullptr;
+  rcn::bench::LaunchInfo launch;
+  RCN_CHECK(readLaunch("rcnCommInitFromLaunch", true, &launch));
+  RCN_INFO(RCN_LOG_INIT, "rcnCommInitFromLaunch: %s rank %d of %d, rendezvous %s:%d", launch.source.c_str(),
+           launch.rank, launch.nranks, launch.masterAddr.c_str(), launch.masterPort);
+  std::unique_ptr<rcn::Bootstrap> bootstrap;
+  RCN_CHECK(rcn::bootstrapInitFromEnv(launch.rank, launch.nranks, launch.masterAddr.c_str(), launch.masterPort,
+                                      &bootstrap));
+  rcn::CommInitArgs args;
+  args.rank = launch.rank;
+  args.nranks = launch.nranks;
+  args.bootstrap = std::move(bootstrap);
+  return rcn::commCreate(std::move(args), comm);
+}
+
+}  // extern "C"
+
+#pragma GCC visibility pop

@@ -1,0 +1,304 @@
+// The engine's matrix-vector kernels (gemv.h) against a double-precision CPU
+// product of the same bf16 values: plain (bf16 and fp32 output), with SwiGLU
+// fused, with the residual add + RMSNorm fused in front; 1 and 2 tokens;
+// shapes that leave partial chunks and give a warp several rows. Every
+// launch overlaps the previous kernel (programmatic dependent launch), and
+// the input vector is written by that previous kernel, so a GEMV that read
+// it too early would see the NaN poison.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "gemv.h"
+#include "support/gpu.h"
+#include "support/multiproc.h"
+
+using namespace engine;
+
+namespace {
+
+float bf16ToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+std::vector<float> download(const void* device, size_t n, bool isFloat) {
+  std::vector<float> out(n);
+  if (isFloat) {
+    cudaMemcpy(out.data(), device, n * 4, cudaMemcpyDeviceToHost);
+    return out;
+  }
+  std::vector<uint16_t> raw(n);
+  cudaMemcpy(raw.data(), device, n * 2, cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < n; ++i) out[i] = bf16ToFloat(raw[i]);
+  return out;
+}
+
+struct Case {
+  int out, in, tokens;
+  bool swiGlu, floatOut;
+  bool norm = false;  // input = RMSNorm(residual + x) * weight
+};
+
+// What the fused norm must compute from residual, delta and weight, in double.
+std::vector<double> normalized(const std::vector<float>& residual, const std::vector<float>& delta,
+                               const std::vector<float>& weight, int tokens, int in, float eps) {
+  std::vector<double> out(size_t(tokens) * in);
+  for (int b = 0; b < tokens; ++b) {
+    double squares = 0;
+    for (int i = 0; i < in; ++i) {
+      const double v = double(residual[size_t(b) * in + i]) + delta[size_t(b) * in + i];
+      squares += v * v;
+    }
+    const double scale = 1.0 / std::sqrt(squares / in + eps);
+    for (int i = 0; i < in; ++i)
+      out[size_t(b) * in + i] = (double(residual[size_t(b) * in + i]) + delta[size_t(b) * in + i]) * scale * weight[i];
+  }
+  return out;
+}
+
+// One case in a fresh process; returns 0 when every output is within the
+// bound of fp32 accumulation plus the final rounding of the output type.
+int runCase(const Case& c) {
+  if (cudaSetDevice(0) != cudaSuccess) return 2;
+  const int rows = c.swiGlu ? 2 * c.out : c.out;
+  const size_t weightCount = size_t(rows) * c.in, xCount = size_t(c.tokens) * c.in;
+  // x sits at the end of a large buffer that one slow kernel fills, right
+  // before the GEMV: the GEMV must wait for all of it.
+  const size_t fillCount = (size_t(64) << 20) + xCount;
+  void *w = nullptr, *fill = nullptr, *y = nullptr, *normWeight = nullptr;
+  float *residual = nullptr, *residualOut = nullptr;
+  const size_t yBytes = size_t(c.tokens) * c.out * (c.floatOut ? 4 : 2);
+  RANK_EXPECT(cudaMalloc(&w, weightCount * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&fill, fillCount * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&y, yBytes) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&normWeight, c.in * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&residual, xCount * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&residualOut, xCount * 4) == cudaSuccess);
+  cudaStream_t stream;
+  RANK_EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  const Launch on{stream, true};
+  RANK_EXPECT(launchRandomFill(DType::BF16, w, weightCount, 11 + c.out, 0.05f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::BF16, normWeight, c.in, 5, 0.5f, 1.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::F32, residual, xCount, 7, 2.0f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(cudaMemsetAsync(fill, 0xff, fillCount * 2, stream) == cudaSuccess);  // NaN
+  RANK_EXPECT(cudaMemsetAsync(y, 0xff, yBytes, stream) == cudaSuccess);
+  RANK_EXPECT(cudaMemsetAsync(residualOut, 0xff, xCount * 4, stream) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::BF16, fill, fillCount, 97 + c.in, 1.0f, 0.0f, on) == cudaSuccess);
+  const void* x = static_cast<const uint16_t*>(fill) + (fillCount - xCount);
+  GemvInput input;
+  const float eps = 1e-5f;
+  if (c.norm) {
+    input.residual = residual;
+    input.delta = x;
+    input.normWeight = normWeight;
+    input.residualOut = residualOut;
+    input.eps = eps;
+  } else {
+    input.x = x;
+  }
+  cudaError_t launched = c.swiGlu ? launchGemvSwiGlu(input, y, w, c.tokens, c.out, c.in, on)
+                                  : launchGemv(input, y, c.floatOut, w, c.tokens, c.out, c.in, on);
+  RANK_EXPECT(launched == cudaSuccess);
+  RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+
+  std::vector<float> W = download(w, weightCount, false);
+  std::vector<float> X = download(x, xCount, false);
+  std::vector<float> Y = download(y, size_t(c.tokens) * c.out, c.floatOut);
+  std::vector<double> input64(X.begin(), X.end());
+  double inputRounding = 0;  // the fused norm's bf16 rounding of its output
+  if (c.norm) {
+    std::vector<float> R = download(residual, xCount, true), Rout = download(residualOut, xCount, true);
+    for (size_t i = 0; i < xCount; ++i)
+      RANK_CHECK(Rout[i] == R[i] + X[i], "residual out [%zu] = %.9g, want %.9g", i, Rout[i], R[i] + X[i]);
+    input64 = normalized(R, X, download(normWeight, c.in, false), c.tokens, c.in, eps);
+    inputRounding = 1.0 / 256;
+  }
+  int bad = 0;
+  for (int b = 0; b < c.tokens; ++b) {
+    for (int row = 0; row < c.out; ++row) {
+      auto dot = [&](int r) {
+        double sum = 0, magnitude = 0;
+        for (int k = 0; k < c.in; ++k) {
+          sum += double(W[size_t(r) * c.in + k]) * input64[size_t(b) * c.in + k];
+          magnitude += std::fabs(double(W[size_t(r) * c.in + k]) * input64[size_t(b) * c.in + k]);
+        }
+        return std::pair<double, double>(sum, magnitude * (1e-5 + inputRounding));
+      };
+      auto [want, bound] = dot(row);  // bound: fp32 accumulation and the input's rounding
+      if (c.swiGlu) {
+        auto [up, upBound] = dot(row + c.out);
+        const double silu = want / (1.0 + std::exp(-want));
+        bound = bound * (std::fabs(up) + 1) + upBound * (std::fabs(silu) + 1);
+        want = silu * up;
+      }
+      if (!c.floatOut) bound += std::fabs(want) / 256.0;  // bf16 output rounding
+      const float got = Y[size_t(b) * c.out + row];
+      if (!(std::fabs(got - want) <= bound + 1e-6)) {
+        if (++bad <= 5)
+          std::printf("out %d in %d tokens %d%s%s: y[%d][%d] = %.7g, want %.7g (bound %.3g)\n", c.out, c.in,
+                      c.tokens, c.swiGlu ? " swiglu" : "", c.norm ? " norm" : "", b, row, got, want, bound);
+      }
+    }
+  }
+  cudaFree(normWeight);
+  cudaFree(residual);
+  cudaFree(residualOut);
+  cudaFree(w);
+  cudaFree(fill);
+  cudaFree(y);
+  cudaStreamDestroy(stream);
+  return bad ? 1 : 0;
+}
+
+void check(const Case& c) {
+  auto outcomes = rcn::test::runRanks(1, [&](int) { return runCase(c); });
+  std::string report;
+  const bool ok = rcn::test::allSucceeded(outcomes, &report);
+  INFO("out " << c.out << " in " << c.in << " tokens " << c.tokens << (c.swiGlu ? " swiglu" : "")
+               << (c.norm ? " norm" : "") << ": " << report);
+  CHECK(ok);
+}
+
+}  // namespace
+
+TEST_CASE("GEMV: bf16 and fp32 outputs, 1 and 2 tokens, against a double-precision product", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  // in = 2056: 257 16-byte vectors, one past a chunk of 32 lanes x 8 loads;
+  // 9001 rows: more than the resident warps, so each warp takes several.
+  for (Case c : {Case{96, 160, 1, false, false}, Case{9001, 2056, 1, false, true}, Case{9001, 2056, 2, false, false},
+                 Case{300, 4096, 2, false, true}, Case{4096, 14336, 1, false, false}})
+    check(c);
+}
+
+TEST_CASE("GEMV with SwiGLU fused: silu(gate . x) * (up . x)", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (Case c : {Case{160, 96, 1, true, false}, Case{5000, 2056, 2, true, false}, Case{7168, 4096, 1, true, false}})
+    check(c);
+}
+
+TEST_CASE("GEMV with the residual add + RMSNorm fused in front", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (Case c : {Case{6144, 4096, 1, false, false, true}, Case{300, 96, 2, false, true, true},
+                 Case{7168, 4096, 2, true, false, true}})
+    check(c);
+}
+
+TEST_CASE("GEMV refuses what it cannot do", "[engine][gpu]") {
+  CHECK_FALSE(gemvFits(3, 64));
+  CHECK_FALSE(gemvFits(1, 60));
+  CHECK_FALSE(gemvFits(0, 64));
+  CHECK(gemvFits(2, 64));
+}
+
+namespace {
+
+// launchGemvQkv against a double-precision product + bias + RoPE, with q
+// read back from the product's output and k, v from the cache.
+struct QkvCase {
+  int tokens;
+  bool interleaved, bias, table;
+};
+
+int runQkvCase(const QkvCase& c) {
+  if (cudaSetDevice(0) != cudaSuccess) return 2;
+  const int heads = 8, kvHeads = 2, d = 128, in = 2056, maxContext = 64;
+  const int rows = (heads + 2 * kvHeads) * d, qDim = heads * d;
+  const int positions[2] = {5, 37}, seqs[2] = {1, 0};
+  std::vector<float> freqs(d / 2);
+  for (int i = 0; i < d / 2; ++i) freqs[i] = std::pow(500000.0f, -2.0f * i / d) / (i % 3 + 1);
+  void *w, *x, *bias, *qkv, *keys, *values;
+  int *pos, *seq;
+  float* table;
+  const size_t cacheCount = size_t(2) * maxContext * kvHeads * d;
+  RANK_EXPECT(cudaMalloc(&w, size_t(rows) * in * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&x, size_t(c.tokens) * in * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&bias, rows * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&qkv, size_t(c.tokens) * rows * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&keys, cacheCount * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&values, cacheCount * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&pos, 8) == cudaSuccess && cudaMalloc(&seq, 8) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&table, d / 2 * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(pos, positions, 8, cudaMemcpyHostToDevice) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(seq, seqs, 8, cudaMemcpyHostToDevice) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(table, freqs.data(), d / 2 * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+  for (void* poisoned : {qkv, keys, values})
+    RANK_EXPECT(cudaMemset(poisoned, 0xff, poisoned == qkv ? size_t(c.tokens) * rows * 2 : cacheCount * 2) ==
+                cudaSuccess);
+  cudaStream_t stream;
+  RANK_EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  const Launch on{stream, true};
+  RANK_EXPECT(launchRandomFill(DType::BF16, w, size_t(rows) * in, 3, 0.05f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::BF16, bias, rows, 4, 0.5f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::BF16, x, size_t(c.tokens) * in, 5, 1.0f, 0.0f, on) == cudaSuccess);
+  QkvEpilogue e;
+  e.place = TokenPlacement{nullptr, pos, seq};
+  e.shape = AttentionShape{heads, kvHeads, d, heads / kvHeads, 0, 0, maxContext, 10000.0f, 1e-5f, c.interleaved,
+                           c.table ? table : nullptr};
+  e.bias = c.bias ? bias : nullptr;
+  e.keyCache = keys;
+  e.valueCache = values;
+  GemvInput input;
+  input.x = x;
+  RANK_EXPECT(launchGemvQkv(input, qkv, w, e, c.tokens, in, on) == cudaSuccess);
+  RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+
+  const std::vector<float> W = download(w, size_t(rows) * in, false), X = download(x, size_t(c.tokens) * in, false);
+  const std::vector<float> B = download(bias, rows, false), Q = download(qkv, size_t(c.tokens) * rows, false);
+  const std::vector<float> K = download(keys, cacheCount, false), V = download(values, cacheCount, false);
+  int bad = 0;
+  for (int b = 0; b < c.tokens; ++b) {
+    std::vector<double> y(rows), magnitude(rows);
+    for (int r = 0; r < rows; ++r) {
+      for (int k = 0; k < in; ++k) {
+        y[r] += double(W[size_t(r) * in + k]) * X[size_t(b) * in + k];
+        magnitude[r] += std::fabs(double(W[size_t(r) * in + k]) * X[size_t(b) * in + k]);
+      }
+      if (c.bias) y[r] += B[r];
+    }
+    for (int head = 0; head < heads + kvHeads; ++head)  // RoPE on q and k heads
+      for (int i = 0; i < d / 2; ++i) {
+        const int a = head * d + (c.interleaved ? 2 * i : i), z = c.interleaved ? a + 1 : a + d / 2;
+        const double angle = positions[b] * double(c.table ? freqs[i] : std::pow(10000.0, -2.0 * i / d));
+        const double y0 = y[a], y1 = y[z];
+        y[a] = y0 * std::cos(angle) - y1 * std::sin(angle);
+        y[z] = y0 * std::sin(angle) + y1 * std::cos(angle);
+        magnitude[a] = magnitude[z] = magnitude[a] + magnitude[z];
+      }
+    for (int r = 0; r < rows; ++r) {
+      float got;
+      if (r < qDim) {
+        got = Q[size_t(b) * rows + r];
+      } else {
+        const int kv = (r - qDim) / d % kvHeads, j = (r - qDim) % d;
+        const size_t at = ((size_t(seqs[b]) * maxContext + positions[b]) * kvHeads + kv) * d + j;
+        got = r < qDim + kvHeads * d ? K[at] : V[at];
+      }
+      const double bound = 1e-5 * magnitude[r] + std::fabs(y[r]) / 256 + 1e-4;
+      if (!(std::fabs(got - y[r]) <= bound) && ++bad <= 5)
+        std::printf("qkv token %d row %d: got %.7g want %.7g (bound %.3g)\n", b, r, got, y[r], bound);
+    }
+  }
+  return bad ? 1 : 0;
+}
+
+}  // namespace
+
+TEST_CASE("GEMV with the QKV epilogue fused: biases, RoPE (both conventions, table), KV cache", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (QkvCase c : {QkvCase{1, true, false, false}, QkvCase{2, false, true, true}, QkvCase{2, true, true, false}}) {
+    auto outcomes = rcn::test::runRanks(1, [&](int) { return runQkvCase(c); });
+    std::string report;
+    INFO("tokens " << c.tokens << (c.interleaved ? " interleaved" : " rotate-half") << (c.bias ? " bias" : "")
+                   << (c.table ? " table" : ""));
+    CHECK(rcn::test::allSucceeded(outcomes, &report));
+  }
+}

@@ -1,0 +1,191 @@
+// The public API for processes started by a launcher (rcnGetLaunchInfo,
+// rcnCommInitFromLaunch) on the host backend: two forked ranks with
+// torchrun's variables join over MASTER_ADDR:MASTER_PORT and all-reduce host
+// buffers against a float64 reference; missing or wrong variables, a taken
+// port and an absent rank 0 give named, bounded errors.
+#include <catch2/catch_test_macros.hpp>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/free_port.h"
+#include "support/multiproc.h"
+#include "support/scoped_env.h"
+#include "test_host_util.h"
+
+using namespace rcn;
+using namespace rcn::test;
+
+namespace {
+
+std::string lastError() { return rcnGetLastError(nullptr); }
+
+// Every variable a launcher sets, cleared for the scope so that the test
+// machine's own (a CI job under Slurm) cannot leak in.
+class NoLauncher {
+ public:
+  NoLauncher() {
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE",
+                             "PMI_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS",
+                             "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "RCNBENCH_RANK", "RCNBENCH_NRANKS",
+                             "RCNBENCH_ID"})
+      cleared_.push_back(std::make_unique<ScopedEnv>(name, nullptr));
+  }
+
+ private:
+  std::vector<std::unique_ptr<ScopedEnv>> cleared_;
+};
+
+// One rank: learns its place from the variables, joins, all-reduces.
+int runRank(int rank, int nranks) {
+  const std::string rankText = std::to_string(rank);
+  setenv("RANK", rankText.c_str(), 1);
+  setenv("LOCAL_RANK", rankText.c_str(), 1);
+  rcnLaunchInfo launch{};
+  RANK_EXPECT(rcnGetLaunchInfo(&launch) == rcnSuccess);
+  RANK_CHECK(launch.rank == rank && launch.nranks == nranks && launch.localRank == rank &&
+                 std::string(launch.source) == "torchrun",
+             "launch info: rank %d of %d, local %d, source '%s'", launch.rank, launch.nranks, launch.localRank,
+             launch.source);
+  rcnComm_t comm = nullptr;
+  RANK_CHECK(rcnCommInitFromLaunch(&comm) == rcnSuccess, "rcnCommInitFromLaunch: %s", lastError().c_str());
+  rcnCommInfo info{};
+  RANK_EXPECT(rcnCommQuery(comm, &info) == rcnSuccess);
+  RANK_CHECK(info.rank == rank && info.nranks == nranks && info.path == rcnPathHost && info.cudaDev == -1,
+             "comm: rank %d of %d, path %d, device %d", info.rank, info.nranks, info.path, info.cudaDev);
+  int failures = 0;
+  uint64_t seed = 7000;
+  for (size_t count : {size_t(3), size_t(4099), size_t(100000)}) {
+    for (rcnDataType_t type : {rcnFloat32, rcnBfloat16}) {
+      ++seed;
+      std::vector<uint8_t> in = rankInput(seed, rank, nranks, count, type, rcnSum);
+      std::vector<uint8_t> out(in.size(), kPoisonByte);
+      RANK_EXPECT(rcnAllReduce(in.data(), out.data(), count, type, rcnSum, comm, nullptr) == rcnSuccess);
+      failures += checkAgainstReference(out.data(), seed, nranks, count, type, rcnSum, "launch") != 0;
+    }
+  }
+  RANK_EXPECT(rcnCommDestroy(comm) == rcnSuccess);
+  return failures;
+}
+
+}  // namespace
+
+TEST_CASE("two torchrun-style ranks join through MASTER_ADDR:MASTER_PORT", "[host][api][launch]") {
+  NoLauncher clean;
+  const std::string port = std::to_string(freePort());
+  ScopedEnv backend("ROCENANTE_BACKEND", "host");
+  ScopedEnv size("WORLD_SIZE", "2");
+  ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
+  ScopedEnv masterPort("MASTER_PORT", port.c_str());
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "20000");
+  auto outcomes = runRanks(2, [](int rank) { return runRank(rank, 2); }, 60);
+  std::string report;
+  const bool ok = allSucceeded(outcomes, &report);
+  INFO(report);
+  CHECK(ok);
+}
+
+TEST_CASE("the other launchers' variables are read", "[api][launch]") {
+  NoLauncher clean;
+  rcnLaunchInfo info{};
+  {
+    ScopedEnv r("OMPI_COMM_WORLD_RANK", "3"), n("OMPI_COMM_WORLD_SIZE", "4"), l("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+    ScopedEnv addr("MASTER_ADDR", "node0");
+    REQUIRE(rcnGetLaunchInfo(&info) == rcnSuccess);
+    CHECK((info.rank == 3 && info.nranks == 4 && info.localRank == 1));
+    CHECK(std::string(info.source) == "OpenMPI");
+  }
+  {
+    ScopedEnv r("SLURM_PROCID", "0"), n("SLURM_NTASKS", "1");
+    REQUIRE(rcnGetLaunchInfo(&info) == rcnSuccess);
+    CHECK((info.rank == 0 && info.nranks == 1 && info.localRank == -1));
+    CHECK(std::string(info.source) == "Slurm");
+  }
+}
+
+TEST_CASE("missing or wrong launcher variables are named", "[api][launch]") {
+  NoLauncher clean;
+  rcnLaunchInfo info{};
+  rcnComm_t comm = reinterpret_cast<rcnComm_t>(0x1);
+  CHECK(rcnGetLaunchInfo(nullptr) == rcnInvalidArgument);
+  CHECK(rcnCommInitFromLaunch(nullptr) == rcnInvalidArgument);
+
+  info.nranks = 5;
+  CHECK(rcnGetLaunchInfo(&info) == rcnInvalidUsage);
+  CHECK(info.nranks == 0);
+  CHECK(rcnCommInitFromLaunch(&comm) == rcnInvalidUsage);
+  CHECK(comm == nullptr);
+  CHECK(lastError().find("no launcher variables") != std::string::npos);
+  CHECK(lastError().find("WORLD_SIZE") != std::string::npos);
+
+  ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
+  {
+    ScopedEnv r("RANK", "2"), n("WORLD_SIZE", "2");
+    CHECK(rcnGetLaunchInfo(&info) == rcnInvalidArgument);
+    CHECK(lastError().find("RANK=2 is not a rank of WORLD_SIZE=2") != std::string::npos);
+    CHECK(rcnCommInitFromLaunch(&comm) == rcnInvalidArgument);
+  }
+  {
+    ScopedEnv r("RANK", "one"), n("WORLD_SIZE", "2");
+    CHECK(rcnGetLaunchInfo(&info) == rcnInvalidArgument);
+    CHECK(lastError().find("RANK='one'") != std::string::npos);
+  }
+  ScopedEnv r("RANK", "1"), n("WORLD_SIZE", "2");
+  for (const char* badPort : {"70000", "0", "http"}) {
+    ScopedEnv port("MASTER_PORT", badPort);
+    CHECK(rcnGetLaunchInfo(&info) == rcnInvalidArgument);
+    CHECK(lastError().find("MASTER_PORT") != std::string::npos);
+    CHECK(rcnCommInitFromLaunch(&comm) == rcnInvalidArgument);
+    CHECK(comm == nullptr);
+  }
+  {
+    ScopedEnv noAddr("MASTER_ADDR", nullptr);
+    CHECK(rcnGetLaunchInfo(&info) == rcnInvalidArgument);
+    CHECK(lastError().find("without MASTER_ADDR") != std::string::npos);
+  }
+}
+
+TEST_CASE("a taken MASTER_PORT or an absent rank 0 fails within the timeout", "[host][api][launch]") {
+  NoLauncher clean;
+  ScopedEnv backend("ROCENANTE_BACKEND", "host");
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "500");
+  ScopedEnv addr("MASTER_ADDR", "127.0.0.1"), n("WORLD_SIZE", "2");
+  rcnComm_t comm = nullptr;
+
+  // Another program listens on the port rank 0 was told to use.
+  int other = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(other >= 0);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof any;
+  REQUIRE(bind(other, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0);
+  REQUIRE(listen(other, 1) == 0);
+  REQUIRE(getsockname(other, reinterpret_cast<sockaddr*>(&any), &len) == 0);
+  const std::string taken = std::to_string(ntohs(any.sin_port));
+  {
+    ScopedEnv r("RANK", "0"), port("MASTER_PORT", taken.c_str());
+    CHECK(rcnCommInitFromLaunch(&comm) == rcnSystemError);
+    CHECK(comm == nullptr);
+    CHECK(lastError().find("cannot listen on port " + taken) != std::string::npos);
+  }
+  close(other);
+
+  // Rank 1 alone: nobody serves the id, so it gives up after the timeout.
+  const std::string port = std::to_string(freePort());
+  ScopedEnv r("RANK", "1"), masterPort("MASTER_PORT", port.c_str());
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(rcnCommInitFromLaunch(&comm) != rcnSuccess);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(comm == nullptr);
+  CHECK(seconds < 10);
+  CHECK(lastError().find("cannot get the id from rank 0") != std::string::npos);
+}
