@@ -2,37 +2,17 @@
 // and the topology exchange across forked processes, as rocenante-probe runs it.
 #include <catch2/catch_test_macros.hpp>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include "core/bootstrap_env.h"
+#include "support/free_port.h"
 #include "support/multiproc.h"
 #include "test_topology_support.h"
 
 using namespace rcn;
 
-namespace {
-
-// A port nobody listens on right now (the kernel picks it; small race accepted).
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-}  // namespace
-
 TEST_CASE("ranks gather over MASTER_ADDR:PORT and agree on the class") {
   topotest::ScopedEnv file("ROCENANTE_TOPO_FILE", topotest::fixture("spark-3node-ring.yaml").c_str());
-  int port = freePort();
+  int port = test::freePort();
+  REQUIRE(port > 0);
   auto outcomes = test::runRanks(3, [port](int rank) {
     std::unique_ptr<Bootstrap> boot;
     if (bootstrapInitFromEnv(rank, 3, "127.0.0.1", port, &boot) != rcnSuccess) return 10;
@@ -50,7 +30,8 @@ TEST_CASE("ranks gather over MASTER_ADDR:PORT and agree on the class") {
 
 TEST_CASE("a rank launched with another world size is refused with a reason") {
   topotest::ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "3000");
-  int port = freePort();
+  int port = test::freePort();
+  REQUIRE(port > 0);
   auto outcomes = test::runRanks(2, [port](int rank) {
     std::unique_ptr<Bootstrap> boot;
     rcnResult_t r = bootstrapInitFromEnv(rank, rank == 0 ? 2 : 3, "127.0.0.1", port, &boot);
