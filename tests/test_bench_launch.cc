@@ -67,6 +67,18 @@ TEST_CASE("launch env: OpenMPI, PMI and Slurm equivalents") {
   CHECK(info.source == "Slurm");
   CHECK(info.rank == 5);
   CHECK(info.nranks == 6);
+  // A batch script (SLURM_NTASKS without a step) is one process, not a launch.
+  REQUIRE(parseLaunchEnv(envOf({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}}), &info, &why));
+  CHECK(info.kind == LaunchKind::Standalone);
+  // Under torchrun's agent store the rendezvous takes MASTER_PORT + 1.
+  REQUIRE(parseLaunchEnv(envOf({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"},
+                                {"TORCHELASTIC_USE_AGENT_STORE", "True"}}),
+                         &info, &why));
+  CHECK(info.masterPort == 29501);
+  CHECK_FALSE(parseLaunchEnv(envOf({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"},
+                                    {"MASTER_PORT", "65535"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}}),
+                             &info, &why));
+  CHECK(why.find("MASTER_PORT + 1") != std::string::npos);
   // Without a local rank the sweep derives it from host names later.
   REQUIRE(parseLaunchEnv(envOf({{"RANK", "0"}, {"WORLD_SIZE", "1"}}), &info, &why));
   CHECK(info.localRank == -1);

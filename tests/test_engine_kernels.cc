@@ -86,9 +86,13 @@ int runCase(const Case& c) {
   cudaStream_t stream;
   RANK_EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   const Launch on{stream, true};
-  RANK_EXPECT(launchRandomFill(DType::BF16, w, weightCount, 11 + c.out, 0.05f, 0.0f, on) == cudaSuccess);
+  // Weights are written by plain launches, finished before the GEMV starts:
+  // it reads its first weights before it waits for the previous kernel.
+  const Launch plain{stream, false};
+  RANK_EXPECT(launchRandomFill(DType::BF16, w, weightCount, 11 + c.out, 0.05f, 0.0f, plain) == cudaSuccess);
   RANK_EXPECT(launchRandomFill(DType::BF16, normWeight, c.in, 5, 0.5f, 1.0f, on) == cudaSuccess);
   RANK_EXPECT(launchRandomFill(DType::F32, residual, xCount, 7, 2.0f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
   RANK_EXPECT(cudaMemsetAsync(fill, 0xff, fillCount * 2, stream) == cudaSuccess);  // NaN
   RANK_EXPECT(cudaMemsetAsync(y, 0xff, yBytes, stream) == cudaSuccess);
   RANK_EXPECT(cudaMemsetAsync(residualOut, 0xff, xCount * 4, stream) == cudaSuccess);
@@ -236,8 +240,12 @@ int runQkvCase(const QkvCase& c) {
   cudaStream_t stream;
   RANK_EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   const Launch on{stream, true};
-  RANK_EXPECT(launchRandomFill(DType::BF16, w, size_t(rows) * in, 3, 0.05f, 0.0f, on) == cudaSuccess);
-  RANK_EXPECT(launchRandomFill(DType::BF16, bias, rows, 4, 0.5f, 0.0f, on) == cudaSuccess);
+  // Weights are written by plain launches: a GEMV reads its first weights
+  // before it waits, so nothing overlapped may still be writing them.
+  const Launch plain{stream, false};
+  RANK_EXPECT(launchRandomFill(DType::BF16, w, size_t(rows) * in, 3, 0.05f, 0.0f, plain) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::BF16, bias, rows, 4, 0.5f, 0.0f, plain) == cudaSuccess);
+  RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
   RANK_EXPECT(launchRandomFill(DType::BF16, x, size_t(c.tokens) * in, 5, 1.0f, 0.0f, on) == cudaSuccess);
   QkvEpilogue e;
   e.place = TokenPlacement{nullptr, pos, seq};

@@ -36,7 +36,7 @@ class NoLauncher {
                              "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "PMI_SIZE",
                              "PMI_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_PROCID", "SLURM_NTASKS",
                              "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "RCNBENCH_RANK", "RCNBENCH_NRANKS",
-                             "RCNBENCH_ID"})
+                             "RCNBENCH_ID", "TORCHELASTIC_USE_AGENT_STORE"})
       cleared_.push_back(std::make_unique<ScopedEnv>(name, nullptr));
   }
 
@@ -104,10 +104,15 @@ TEST_CASE("the other launchers' variables are read", "[api][launch]") {
     CHECK(std::string(info.source) == "OpenMPI");
   }
   {
-    ScopedEnv r("SLURM_PROCID", "0"), n("SLURM_NTASKS", "1");
+    ScopedEnv r("SLURM_PROCID", "0"), n("SLURM_STEP_NUM_TASKS", "1");
     REQUIRE(rcnGetLaunchInfo(&info) == rcnSuccess);
     CHECK((info.rank == 0 && info.nranks == 1 && info.localRank == -1));
     CHECK(std::string(info.source) == "Slurm");
+  }
+  {
+    // A batch script's own environment (no srun step) is not a launch.
+    ScopedEnv r("SLURM_PROCID", "0"), n("SLURM_NTASKS", "4");
+    CHECK(rcnGetLaunchInfo(&info) == rcnInvalidUsage);
   }
 }
 

@@ -62,7 +62,7 @@ __device__ void mergeSplits(T* out, const float* parts, int d, int splits) {
 template <typename T>
 __device__ void attendSplit(T* out, float* mine, const T* qkv, const T* keys, const T* values, int i, int h,
                             int begin, int last, const AttentionShape& s, int chunk, int rowThreads, int splits) {
-  extern __shared__ float shared[];
+  extern __shared__ __align__(16) float shared[];  // read and written as float4 too
   const int d = s.headDim;
   const int valueGroups = blockDim.x / (d / 4);
   float* q = shared;                               // [d]

@@ -239,16 +239,24 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   }
 }
 
+// Shared memory of an instance of kTokens: its input rows as bf16, and the
+// fused norm's fp32 staging.
+size_t sharedBytes(int kTokens, int in, bool norm) { return size_t(kTokens) * in * 2 + (norm ? size_t(in) * 4 : 0); }
+
 // Launches the instance for (tokens, epilogue, output type) with a grid of
 // the blocks that fit at once, every warp taking the same number of outputs
 // (no tail of half-idle SMs).
 template <int kTokens, Epilogue kEpilogue, typename OutT>
 cudaError_t launchInstance(GemvParams p, Launch on) {
   auto kernel = gemvKernel<kTokens, kEpilogue, OutT>;
-  const size_t smem = size_t(kTokens) * p.in * 2 + (p.input.x ? 0 : size_t(p.in) * 4);
-  if (smem > 48 * 1024) {
+  const size_t smem = sharedBytes(kTokens, p.in, p.input.x == nullptr);
+  // One instance serves products of different sizes, and a captured graph
+  // keeps its launches: the limit only ever goes up.
+  static size_t allowed = 48 * 1024;
+  if (smem > allowed) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
+    allowed = smem;
   }
   int device = 0, sms = 0, perSm = 0;
   cudaError_t e = cudaGetDevice(&device);
@@ -275,7 +283,11 @@ GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int out, in
 
 }  // namespace
 
-bool gemvFits(int n, int in) { return n >= 1 && n <= kMaxTokens && in % 8 == 0; }
+// The input rows (and the norm's staging) must fit in a block's shared memory
+// (227 KB on H100/H200, 200 KB allowed here).
+bool gemvFits(int n, int in) {
+  return n >= 1 && n <= kMaxTokens && in % 8 == 0 && sharedBytes(n, in, true) <= 200 * 1024;
+}
 
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,
                        Launch on) {

@@ -3,13 +3,18 @@
 // loads in flight and keeps the input vector in shared memory. The input is
 // either a bf16 vector or the residual stream normalised on the fly (the
 // add + RMSNorm that precedes the QKV and gate/up products, fused in).
+// A GEMV loads its first weights before it waits for the previous kernel
+// (programmatic dependent launch), so weights must not be written by a
+// kernel still running in front of it: load them with plain launches and
+// synchronize, as GpuModel does.
 #pragma once
 
 #include "gpu_kernels.h"
 
 namespace engine {
 
-// True when the GEMV kernels take this product: 1-2 tokens, in % 8 == 0.
+// True when the GEMV kernels take this product: 1-2 tokens, in % 8 == 0, and
+// the input rows fit in shared memory (in <= 25600 for 2 tokens).
 bool gemvFits(int n, int in);
 
 // The input vector of every token: x, or, when x is null,

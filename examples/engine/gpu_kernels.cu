@@ -138,7 +138,7 @@ __global__ void argmaxKernel(int* tokens, int* pos, const float* logits, int voc
 // A key whose unsigned order is (value, then lower index) order: the float's
 // bits made monotonic in the high word, the complemented index in the low one.
 __device__ inline uint64_t argmaxKey(float value, uint32_t index) {
-  uint32_t bits = __float_as_uint(value);
+  uint32_t bits = __float_as_uint(value == 0.0f ? 0.0f : value);  // -0 ties with +0, as in blockArgmax
   bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
   return (uint64_t(bits) << 32) | (0xffffffffu - index);
 }

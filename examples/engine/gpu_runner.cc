@@ -41,11 +41,13 @@ void setupRank(const EngineOptions& o, Rank& r) {
   cudaCheck(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
   if (devices < 1) throw EngineError("no GPU");
   if (o.externalLaunch) {
-    // The launcher's ranks may span hosts: the local rank picks the GPU.
-    r.device = o.localRank >= 0 ? o.localRank : r.rank % devices;
+    // The launcher's ranks may span hosts: the local rank picks the GPU, unless
+    // the launcher gave each process its own (one visible, CUDA_VISIBLE_DEVICES).
+    const int local = o.localRank >= 0 ? o.localRank : r.rank % devices;
+    r.device = devices == 1 ? 0 : local;
     if (r.device >= devices)
-      throw EngineError("local rank " + std::to_string(r.device) + " has no GPU; this process sees " +
-                        std::to_string(devices));
+      throw EngineError("local rank " + std::to_string(local) + " has no GPU of its own; this process sees " +
+                        std::to_string(devices) + " (start at most one rank per GPU)");
   } else {
     if (o.tp > devices)
       throw EngineError("--tp " + std::to_string(o.tp) + " needs as many GPUs; found " + std::to_string(devices));

@@ -15,7 +15,7 @@ namespace {
 
 const char* const kLaunchersExpected =
     "RANK and WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (mpirun), PMI_RANK and "
-    "PMI_SIZE, or SLURM_PROCID and SLURM_NTASKS (srun)";
+    "PMI_SIZE, or SLURM_PROCID and SLURM_STEP_NUM_TASKS (an srun step)";
 
 // The launch this process belongs to, or why there is none: rcnInvalidUsage
 // when no launcher started it, rcnInvalidArgument when its variables are wrong.

@@ -21,8 +21,9 @@ const LauncherVars kLaunchers[] = {
     {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", nullptr},
     {"OpenMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
     {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"},
+    // Only inside an srun step: a batch script's own environment also has
+    // SLURM_PROCID and SLURM_NTASKS, but it is one process.
     {"Slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", nullptr},
-    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
 };
 
 bool parseInt(const char* text, int* out) {
@@ -69,6 +70,16 @@ bool parseExternal(const EnvLookup& env, const LauncherVars& vars, LaunchInfo* i
       *why = std::string("MASTER_PORT=") + env("MASTER_PORT") + " is not a TCP port (1-65535)";
       return false;
     }
+  }
+  // torchrun's agent already serves its own store on MASTER_PORT and says so
+  // to its workers; our rendezvous then takes the next port.
+  const char* agentStore = env("TORCHELASTIC_USE_AGENT_STORE");
+  if (agentStore && std::string(agentStore) == "True") {
+    if (info->masterPort == 65535) {
+      *why = "MASTER_PORT=65535 is torchrun's store; rocenante's rendezvous needs MASTER_PORT + 1";
+      return false;
+    }
+    info->masterPort += 1;
   }
   if (info->nranks > 1 && info->masterAddr.empty()) {
     *why = std::string(vars.source) + " launch (" + vars.rank + ", " + vars.size +

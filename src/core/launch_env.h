@@ -1,7 +1,9 @@
 // How this process learns its place in the run: started by the sweep itself
 // (RCNBENCH_* variables), by torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
 // MASTER_ADDR, MASTER_PORT), by mpirun (OMPI_COMM_WORLD_* or PMI_*) or by srun
-// (SLURM_*), or by nobody (standalone: it starts the local ranks itself).
+// (SLURM_* of a step), or by nobody (standalone: it starts the local ranks itself).
+// torchrun's agent serves its own store on MASTER_PORT (it tells its workers
+// with TORCHELASTIC_USE_AGENT_STORE=True); the rendezvous then uses the next port.
 // Pure: the environment comes in as a lookup function, so tests feed their own.
 #pragma once
 
@@ -25,7 +27,7 @@ struct LaunchInfo {
   int nranks = 1;          // Standalone: decided later from --gpus or the GPU count
   int localRank = -1;      // -1: unknown (the sweep then uses rank mod local GPU count)
   std::string masterAddr;  // External only
-  int masterPort = 0;
+  int masterPort = 0;      // MASTER_PORT, or MASTER_PORT + 1 under torchrun's agent store
   std::string idHex;       // LocalChild only
 };
 
