@@ -19,13 +19,15 @@ gpu_build "" rocenante test_policy test_tuner test_shim_symbols test_shim_gpu te
 LIB=$BUILD/librocenante.so
 nvidia-smi -L >> "$LOG" 2>&1
 
-# The 2026-11-30 run segfaulted in every case of test_shim_gpu (~26 s into
-# each) before the first line after ncclCommInitRank, with no log line.
-# Narrow it down first, on the two-process case, INFO logs from both sides:
-#   forward  ROCENANTE_DISABLE=1: pure forwarding (no tuner, no rocenante state)
-#   tuner    forwarding + rocenante's tuner inside NCCL, no rocenante state
+# The first GPU run (2026-11-30, morning) segfaulted in every case of
+# test_shim_gpu (~26 s into each) with no log line; later builds pass. The
+# two-process case therefore runs first under four settings, INFO logs from
+# both sides, so that a crash that comes back is placed at once:
+#   forward  ROCENANTE_DISABLE=1: pure forwarding (no tuner, no rocenante state;
+#            the case then fails its own check that the rocenante path is on)
+#   tuner    forwarding + rocenante's tuner inside NCCL, no rocenante state (same)
 #   attach   rocenante state over the comm, tuner off
-#   full     both (the failing default)
+#   full     both (the default)
 # Each rank prints its stage lines and, on a crash, "CRASH ... backtrace"
 # (tests/test_shim_gpu.cc); librocenante offsets go through addr2line here.
 say "bisect $(date -u +%H:%M:%S)"
