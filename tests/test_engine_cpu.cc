@@ -11,9 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "argmax_key.h"
 #include "cpu_model.h"
 #include "llama2c_loader.h"
 #include "sampler.h"
@@ -266,4 +268,38 @@ TEST_CASE("loader and shape errors are clear", "[engine]") {
   CpuTpModel model(stories(), 1);
   CHECK_THROWS_WITH(model.forward(512, 0), Catch::Matchers::ContainsSubstring("out of vocabulary"));
   CHECK_THROWS_WITH(model.forward(1, 512), Catch::Matchers::ContainsSubstring("beyond seq_len"));
+}
+
+// The vocab-parallel argmax (argmax_key.h, used by the GPU path): the largest
+// key over the ranks' slices must name the global argmax, lowest index on ties.
+TEST_CASE("argmax keys order by value, then by the lower index", "[engine]") {
+  const float values[] = {-INFINITY, -3.5f, -1e-30f, -0.0f, 0.0f, 1e-30f, 1.0f, 2.5f, 1e30f, INFINITY};
+  for (float a : values)
+    for (float b : values)
+      for (uint32_t ia : {0u, 7u, 128255u})
+        for (uint32_t ib : {0u, 7u, 128255u}) {
+          const bool aFirst = a > b || (a == b && ia < ib);
+          INFO(a << "@" << ia << " vs " << b << "@" << ib);
+          CHECK((argmaxKey(a, ia) > argmaxKey(b, ib)) == aFirst);
+        }
+  for (uint32_t index : {0u, 1u, 151935u}) CHECK(argmaxKeyIndex(argmaxKey(-2.0f, index)) == int(index));
+
+  // Random logits with many ties, split over 1-5 ranks as GpuModel splits them.
+  std::mt19937 gen(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int vocab = 1 + int(gen() % 2000);
+    std::vector<float> logits(vocab);
+    for (float& v : logits) v = float(int(gen() % 9) - 4) * 0.5f;  // few distinct values
+    const int want = int(std::max_element(logits.begin(), logits.end()) - logits.begin());  // first maximum
+    for (int ranks = 1; ranks <= 5; ++ranks) {
+      uint64_t best = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const int start = int(int64_t(vocab) * r / ranks), end = int(int64_t(vocab) * (r + 1) / ranks);
+        if (start == end) continue;
+        const int local = int(std::max_element(logits.begin() + start, logits.begin() + end) - logits.begin());
+        best = std::max(best, argmaxKey(logits[local], uint32_t(local)));
+      }
+      CHECK(argmaxKeyIndex(best) == want);
+    }
+  }
 }

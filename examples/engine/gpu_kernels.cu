@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 
+#include "argmax_key.h"
 #include "kernel_common.cuh"
 
 #include <algorithm>
@@ -135,14 +136,6 @@ __global__ void argmaxKernel(int* tokens, int* pos, const float* logits, int voc
   }
 }
 
-// A key whose unsigned order is (value, then lower index) order: the float's
-// bits made monotonic in the high word, the complemented index in the low one.
-__device__ inline uint64_t argmaxKey(float value, uint32_t index) {
-  uint32_t bits = __float_as_uint(value == 0.0f ? 0.0f : value);  // -0 ties with +0, as in blockArgmax
-  bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-  return (uint64_t(bits) << 32) | (0xffffffffu - index);
-}
-
 __global__ void argmaxKeyKernel(uint64_t* keys, const float* logits, int count, int offset) {
   waitForPrevious();
   float value;
@@ -153,7 +146,7 @@ __global__ void argmaxKeyKernel(uint64_t* keys, const float* logits, int count, 
 
 __global__ void tokensFromKeysKernel(int* tokens, int* pos, const uint64_t* keys, bool advance) {
   waitForPrevious();
-  tokens[threadIdx.x] = int(0xffffffffu - uint32_t(keys[threadIdx.x] & 0xffffffffu));
+  tokens[threadIdx.x] = argmaxKeyIndex(keys[threadIdx.x]);
   if (advance) pos[threadIdx.x] += 1;
 }
 
