@@ -20,12 +20,7 @@ constexpr int kAttentionThreads = 512;
 constexpr int kMaxSplits = 16;
 
 __device__ inline float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-__device__ inline float4 load4(const __nv_bfloat16* p) {
-  const uint2 v = *reinterpret_cast<const uint2*>(p);
-  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.x));
-  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v.y));
-  return make_float4(lo.x, lo.y, hi.x, hi.y);
-}
+__device__ inline float4 load4(const __nv_bfloat16* p) { return bf16x4ToFloat4(*reinterpret_cast<const uint2*>(p)); }
 
 __device__ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 

@@ -86,12 +86,6 @@ struct Chunk {
   }
 };
 
-__device__ inline float4 addBf16x4(float4 v, uint2 packed) {
-  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed.x));
-  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed.y));
-  return make_float4(v.x + lo.x, v.y + lo.y, v.z + hi.x, v.w + hi.y);
-}
-
 // xs[b] = the input vector of token b, as bf16, for the whole block. The
 // norm reads its inputs 4 values at a time and keeps residual + delta in
 // shared memory (`staged`, fp32) between the sum of squares and the scaling:
@@ -116,7 +110,10 @@ __device__ void stageInput(const GemvParams& p, uint4* xs) {
 #pragma unroll 4
     for (int g = threadIdx.x; g < groups; g += blockDim.x) {
       float4 v = residual[g];
-      if (delta) v = addBf16x4(v, delta[g]);
+      if (delta) {
+        const float4 d = bf16x4ToFloat4(delta[g]);
+        v = make_float4(v.x + d.x, v.y + d.y, v.z + d.z, v.w + d.w);
+      }
       staged[g] = v;
       if (blockIdx.x == 0) residualOut[g] = v;
       squares += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
@@ -126,7 +123,7 @@ __device__ void stageInput(const GemvParams& p, uint4* xs) {
 #pragma unroll 4
     for (int g = threadIdx.x; g < groups; g += blockDim.x) {
       const float4 v = staged[g];
-      const float4 w = addBf16x4(make_float4(0, 0, 0, 0), weight[g]);
+      const float4 w = bf16x4ToFloat4(weight[g]);
       const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * scale * w.x, v.y * scale * w.y);
       const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * scale * w.z, v.w * scale * w.w);
       out[g] = make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));

@@ -272,6 +272,7 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   };
 
   mark("start");
+  logitsGathered_ = false;  // new logits
   residual_ = x_;
   cudaCheck(launchEmbedding(t, x_, embedding_, tokens_, n, d, on()), "embedding");
   mark("embedding");
@@ -411,6 +412,7 @@ void GpuModel::decode() {
     throw EngineError("context full: " + std::to_string(options_.maxContext) + " positions");
   if (graph_) {
     cudaCheck(cudaGraphLaunch(graph_, stream_), "cudaGraphLaunch");
+    logitsGathered_ = false;  // as forward() does
   } else {
     forward(seqs_, seqs_, true, true);
   }
@@ -442,13 +444,14 @@ void GpuModel::dropDecodeGraph() {
 
 std::vector<float> GpuModel::logits(int seq) {
   std::vector<float> out(config_.vocab);
-  if (vocabParallel_) {  // gather: every rank adds its slice into zeros, so the sum is exact
+  if (vocabParallel_ && !logitsGathered_) {  // every rank adds its slice into zeros: the sum is exact
     const size_t rowBytes = size_t(config_.vocab) * sizeof(float);
     cudaCheck(cudaMemsetAsync(logits_, 0, seqs_ * rowBytes, stream_), "logits");
     cudaCheck(cudaMemcpy2DAsync(logits_ + vocabStart_, rowBytes, localLogits_, vocabCount_ * sizeof(float),
                                 vocabCount_ * sizeof(float), seqs_, cudaMemcpyDeviceToDevice, stream_),
               "logits");
     allReduce_->sum(logits_, size_t(seqs_) * config_.vocab, DType::F32, stream_);
+    logitsGathered_ = true;  // one gather serves every sequence of this step
   }
   cudaCheck(cudaStreamSynchronize(stream_), "logits");
   cudaCheck(cudaMemcpy(out.data(), logits_ + size_t(seq) * config_.vocab, out.size() * 4, cudaMemcpyDeviceToHost),

@@ -129,6 +129,7 @@ class GpuModel {
   int vocabStart_ = 0, vocabCount_ = 0;
   float* localLogits_ = nullptr;   // [seqs][vocabCount_]
   uint64_t* argmaxKeys_ = nullptr; // [seqs]
+  bool logitsGathered_ = false;    // logits_ holds this step's full rows (gathered once per step)
   void *xb_, *qkvOut_, *att_, *delta_, *gateUpOut_, *act_, *xbLast_;
   int *tokens_, *pos_, *seq_, *lastRow_;
   int seqs_ = 0, position_ = 0;

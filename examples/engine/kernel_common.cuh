@@ -20,6 +20,13 @@ __device__ inline float fromFloat<float>(float v) { return v; }
 template <>
 __device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 
+// 4 packed bf16 values (8 bytes) as floats.
+__device__ inline float4 bf16x4ToFloat4(uint2 packed) {
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
 // Programmatic dependent launch: let the next kernel on the stream be
 // scheduled now, then wait until the previous kernel has finished and its
 // writes are visible. Every kernel calls it before it reads or writes any
