@@ -1,9 +1,11 @@
 // The proxy engine without a GPU: each rank runs a CPU stand-in for the
-// proxy kernel (stage a slice, ring the block's doorbell, wait for every
-// peer's flag, check the peer's slice) against the real ProxyEngine over the
-// shm and tcp wires, with grids that change from call to call, and with a
-// rank killed mid-run: the survivors' engines must fail and raise the abort
-// flag the kernels watch.
+// proxy kernel against the real ProxyEngine over the shm and tcp wires, with
+// grids and protocols that change from call to call: flags (stage a slice,
+// ring the block's doorbell, wait for every peer's flag, check the peer's
+// slice) and LL (ring first, then write tagged lines; poll the peers' lines).
+// Faults: a rank killed mid-run (the survivors' engines must fail and raise
+// the abort flag the kernels watch), and a kernel that rings an LL doorbell
+// but never writes its lines (its own engine must give up within the timeout).
 #include <catch2/catch_test_macros.hpp>
 
 #include <signal.h>
@@ -24,7 +26,12 @@ namespace {
 
 constexpr int kBlocks = 4;
 constexpr size_t kSlotBytes = 4096;
+constexpr size_t kLlMaxBytes = 2048;
 constexpr int kCalls = 300;
+constexpr uint64_t kTimeoutMs = 3000;
+
+// What a rank does wrong on purpose.
+enum class Fault { None, Killed, Stalled };
 
 uint8_t pattern(int rank, uint32_t call, size_t byte) { return uint8_t(rank * 31 + call * 7 + byte); }
 
@@ -39,19 +46,28 @@ struct FakeKernel {
   static int gridOf(uint32_t call) { return 1 + int(call % kBlocks); }
 
   // One call; 0 on success, 1 on a bad slice, 2 when a wait gave up.
-  int run(uint32_t call) {
-    const int phase = int(call & 1), grid = gridOf(call);
+  // stall: ring the doorbells of an LL call but never write the lines.
+  int run(uint32_t call, bool stall = false) {
     const size_t bytes = 16 * (1 + call % 200);  // the call's message, split over the grid
+    const bool ll = call % 2 == 0 && bytes <= kLlMaxBytes;
+    return ll ? runLL(call, bytes, stall) : runFlags(call, bytes);
+  }
+
+  // As the kernel's ringDoorbell: each field in one 8-byte word with its tag.
+  void ring(int phase, int block, uint32_t call, int grid, uint32_t protocol, size_t offset, size_t bytes) {
+    uint64_t* words = reinterpret_cast<uint64_t*>(doorbells + size_t(phase) * kBlocks + block);
+    const uint32_t value[4] = {uint32_t(grid), protocol, uint32_t(offset), uint32_t(bytes)};
+    for (int i = 0; i < 4; ++i) __atomic_store_n(&words[i], value[i] | uint64_t(call) << 32, __ATOMIC_RELEASE);
+  }
+
+  int runFlags(uint32_t call, size_t bytes) {
+    const int phase = int(call & 1), grid = gridOf(call);
     const size_t perBlock = (bytes / 16 + grid - 1) / grid * 16;
     uint8_t* own = wire->region() + layout.slotOffset(phase, rank);
     for (size_t i = 0; i < bytes; ++i) own[i] = pattern(rank, call, i);
     for (int b = 0; b < grid; ++b) {
-      ProxyDoorbell* d = doorbells + size_t(phase) * kBlocks + b;
       size_t begin = std::min(bytes, b * perBlock), end = std::min(bytes, begin + perBlock);
-      d->blocks = uint32_t(grid);
-      d->offset = uint32_t(begin);
-      d->bytes = uint32_t(end - begin);
-      __atomic_store_n(&d->call, call, __ATOMIC_RELEASE);
+      ring(phase, b, call, grid, kProxyFlags, begin, end - begin);
     }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     for (int p = 0; p < nranks; ++p) {
@@ -70,14 +86,50 @@ struct FakeKernel {
     }
     return 0;
   }
+
+  // 8 data bytes per 16-byte line, each 4 in a word with the call as its tag.
+  static uint64_t word(int rank, uint32_t call, size_t unit, int half) {
+    uint32_t data = 0;
+    for (int k = 0; k < 4; ++k) data |= uint32_t(pattern(rank, call, unit * 8 + half * 4 + k)) << (8 * k);
+    return data | uint64_t(call) << 32;
+  }
+
+  int runLL(uint32_t call, size_t bytes, bool stall) {
+    const int phase = int(call & 1), grid = gridOf(call);
+    const size_t units = bytes / 8, perBlock = (units + grid - 1) / grid;
+    for (int b = 0; b < grid; ++b) {
+      size_t begin = std::min(units, b * perBlock), end = std::min(units, begin + perBlock);
+      ring(phase, b, call, grid, kProxyLL, begin * 16, (end - begin) * 16);
+    }
+    if (stall) return 2;
+    uint64_t* own = reinterpret_cast<uint64_t*>(wire->region() + layout.llSlotOffset(phase, rank));
+    for (size_t u = 0; u < units; ++u)
+      for (int h = 0; h < 2; ++h) __atomic_store_n(&own[2 * u + h], word(rank, call, u, h), __ATOMIC_RELEASE);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    for (int p = 0; p < nranks; ++p) {
+      if (p == rank) continue;
+      const uint64_t* lines = reinterpret_cast<const uint64_t*>(wire->region() + layout.llSlotOffset(phase, p));
+      for (size_t u = 0; u < units; ++u) {
+        for (int h = 0; h < 2; ++h) {
+          uint64_t w;
+          while (uint32_t((w = __atomic_load_n(&lines[2 * u + h], __ATOMIC_ACQUIRE)) >> 32) != call) {
+            if (*abortFlag || std::chrono::steady_clock::now() > deadline) return 2;
+            std::this_thread::yield();
+          }
+          if (w != word(p, call, u, h)) return 1;
+        }
+      }
+    }
+    return 0;
+  }
 };
 
-int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, int victim) {
+int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, int victim, Fault fault) {
   setenv("ROCENANTE_WIRE", wireName, 1);
   auto bs = joinBootstrap(id, rank, nranks);
   if (!bs) return 50;
-  FastPathContext ctx = hostContext(bs.get(), kSlotBytes, 3000);
-  ExchangeLayout layout = ExchangeLayout::make(nranks, kSlotBytes, kBlocks);
+  FastPathContext ctx = hostContext(bs.get(), kSlotBytes, kTimeoutMs);
+  ExchangeLayout layout = ExchangeLayout::make(nranks, kSlotBytes, kBlocks, kLlMaxBytes);
   WireKind kind;
   parseWireKind(wireName, &kind);
   std::unique_ptr<Wire> wire;
@@ -86,23 +138,29 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, i
   std::vector<ProxyDoorbell> doorbells(2 * kBlocks);
   std::memset(doorbells.data(), 0, doorbells.size() * sizeof(ProxyDoorbell));
   volatile uint32_t abortFlag = 0;
-  ProxyEngine engine(wire.get(), layout, rank, doorbells.data(), &abortFlag, 50, 2);
+  // The stalled kernel's own engine gives up after a short timeout.
+  const uint64_t engineTimeoutMs = fault == Fault::Stalled && rank == victim ? 300 : kTimeoutMs;
+  ProxyEngine engine(wire.get(), layout, rank, doorbells.data(), &abortFlag, 50, 2, engineTimeoutMs);
   if (engine.lanes() != (wire->concurrentPuts() ? 2 : 1)) return 52;
   engine.start();
   FakeKernel kernel{rank, nranks, wire.get(), layout, doorbells.data(), &abortFlag};
   for (uint32_t call = 1; call <= kCalls; ++call) {
-    if (rank == victim && call == kCalls / 2) raise(SIGKILL);
-    int res = kernel.run(call);
+    const bool faultNow = rank == victim && call == 100;  // an LL call (even, 1616 bytes)
+    if (faultNow && fault == Fault::Killed) raise(SIGKILL);
+    int res = kernel.run(call, faultNow && fault == Fault::Stalled);
     if (res == 1) return 53;
     if (res == 2) {
       if (victim < 0) return 54;
-      // A survivor: its engine must have failed and raised the abort flag.
+      // Every rank's engine must fail and raise the abort flag: the stalled
+      // one on its timeout, the others when the wire goes down.
       auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
       while (engine.error(&why) == rcnSuccess && std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       std::fprintf(stderr, "rank %d: engine error: %s\n", rank, why.c_str());
       engine.stop();
-      return (engine.error(&why) != rcnSuccess && abortFlag == 1) ? 0 : 55;
+      if (engine.error(&why) == rcnSuccess || abortFlag != 1) return 55;
+      if (rank == victim && why.find("did not arrive") == std::string::npos) return 59;
+      return 0;
     }
   }
   if (victim >= 0) return 56;  // a survivor should not have finished
@@ -112,15 +170,16 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, i
   return engine.error(&why) == rcnSuccess ? 0 : 58;
 }
 
-void runAll(int nranks, const char* wire, int victim) {
+void runAll(int nranks, const char* wire, int victim = -1, Fault fault = Fault::None) {
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
-  auto outcomes = runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire, victim); }, 60);
+  auto outcomes =
+      runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire, victim, fault); }, 60);
   std::string report;
   allSucceeded(outcomes, &report);
   INFO(report);
   for (int r = 0; r < nranks; ++r) {
-    if (r == victim) {
+    if (r == victim && fault == Fault::Killed) {
       CHECK(outcomes[r].signal == SIGKILL);
       continue;
     }
@@ -132,17 +191,21 @@ void runAll(int nranks, const char* wire, int victim) {
 }  // namespace
 
 TEST_CASE("proxy engine forwards every block of changing grids over shm", "[proxy][shm]") {
-  runAll(3, "shm", -1);
+  runAll(3, "shm");
 }
 
 TEST_CASE("proxy engine forwards every block of changing grids over tcp", "[proxy][tcp]") {
-  runAll(3, "tcp", -1);
+  runAll(3, "tcp");
 }
 
 TEST_CASE("proxy engine: a rank killed mid-run fails the survivors' engines (shm)", "[proxy][fault]") {
-  runAll(3, "shm", 2);
+  runAll(3, "shm", 2, Fault::Killed);
 }
 
 TEST_CASE("proxy engine: a rank killed mid-run fails the survivors' engines (tcp)", "[proxy][fault]") {
-  runAll(3, "tcp", 2);
+  runAll(3, "tcp", 2, Fault::Killed);
+}
+
+TEST_CASE("proxy engine: a kernel whose LL lines never come fails its engine within the timeout", "[proxy][fault]") {
+  runAll(2, "shm", 1, Fault::Stalled);
 }

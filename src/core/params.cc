@@ -153,7 +153,8 @@ std::string paramAgreementText() {
   static const ParamId agreed[] = {ParamId::Disable, ParamId::Force, ParamId::MaxBytes,
                                    ParamId::Transport, ParamId::Wire, ParamId::Backend,
                                    ParamId::MaxBlocks, ParamId::Threads, ParamId::SelfTest,
-                                   ParamId::Policy, ParamId::LlMaxBytes};
+                                   ParamId::Policy, ParamId::LlMaxBytes,
+                                   ParamId::ProxyLlMaxBytes, ParamId::ProxyThreads};
   std::ostringstream text;
   for (ParamId id : agreed) text << info(id).name << '=' << rawText(id) << ';';
   return text.str();

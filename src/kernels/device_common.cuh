@@ -35,6 +35,23 @@ __device__ inline uint32_t loadAcquireSys(const uint32_t* p) {
   return v;
 }
 
+// LL lines: one 16-byte access; each 8-byte half (data word + tag word) is
+// written and read whole, so a tag equal to the call vouches for its word.
+__device__ inline void storeLine(uint4* p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+__device__ inline uint4 loadLine(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
 // PDL: allow the next kernel to be scheduled now, then wait until every
 // earlier kernel on the stream has finished and its writes are visible. Both
 // are no-ops when the launch did not ask for programmatic serialization.
@@ -106,7 +123,77 @@ struct WaitBudget {
   }
 };
 
+// ---- waiting for a peer ----------------------------------------------------
+
+// giveUp(budget) is the kernel's own WaitBudget::check call (each kernel
+// keeps its `failed` flag elsewhere and reads the host abort flag at its own
+// rate); both waits return kOneShotOk or the reason it gave.
+
+// Spins until *flag holds `call` (acquire, system scope).
+template <typename GiveUp>
+__device__ inline uint32_t waitForFlag(const uint32_t* flag, uint32_t call, GiveUp giveUp) {
+  WaitBudget budget;
+  while (loadAcquireSys(flag) != call) {
+    const uint32_t why = giveUp(budget);
+    if (why != kOneShotOk) return why;
+  }
+  return kOneShotOk;
+}
+
+// Polls an LL line until both its halves carry `call`; *data gets its two
+// data words.
+template <typename GiveUp>
+__device__ inline uint32_t waitForLine(const uint4* line, uint32_t call, uint2* data, GiveUp giveUp) {
+  uint4 v = loadLine(line);
+  WaitBudget budget;
+  while (v.y != call || v.w != call) {
+    const uint32_t why = giveUp(budget);
+    if (why != kOneShotOk) return why;
+    v = loadLine(line);
+  }
+  *data = make_uint2(v.x, v.z);
+  return kOneShotOk;
+}
+
+// Two lines at once (second may be null): both loads are in flight together,
+// so a thread that owns two units waits one round trip, not two.
+template <typename GiveUp>
+__device__ inline uint32_t waitForLinePair(const uint4* first, const uint4* second, uint32_t call,
+                                           uint2* firstData, uint2* secondData, GiveUp giveUp) {
+  const uint4 done = make_uint4(0, call, 0, call);
+  uint4 a = loadLine(first), b = second ? loadLine(second) : done;
+  WaitBudget budget;
+  while (a.y != call || a.w != call || b.y != call || b.w != call) {
+    const uint32_t why = giveUp(budget);
+    if (why != kOneShotOk) return why;
+    if (a.y != call || a.w != call) a = loadLine(first);
+    if (b.y != call || b.w != call) b = loadLine(second);
+  }
+  *firstData = make_uint2(a.x, a.z);
+  *secondData = make_uint2(b.x, b.z);
+  return kOneShotOk;
+}
+
 // ---- chunk loads and stores ------------------------------------------------
+
+// A call's buffers, typed, and whether whole VecBytes vectors can be moved at
+// them (unaligned pointers go element by element). Read with a structured
+// binding: auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 16>(a).
+template <typename T>
+struct CallBuffers {
+  const T* send;
+  T* recv;
+  bool sendAligned;
+  bool recvAligned;
+};
+
+template <typename T, int VecBytes>
+__device__ inline CallBuffers<T> callBuffers(const AllReduceCallArgs& a) {
+  const T* send = static_cast<const T*>(a.send);
+  T* recv = static_cast<T*>(a.recv);
+  return {send, recv, reinterpret_cast<uintptr_t>(send) % VecBytes == 0,
+          reinterpret_cast<uintptr_t>(recv) % VecBytes == 0};
+}
 
 // Loads the E = sizeof(V)/sizeof(T) elements starting at element `first`;
 // elements at or past `count` read as zero bits. Whole-vector access when the

@@ -17,23 +17,6 @@ constexpr int kMaxThreads = 512;
 
 size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-// LL lines: one 16-byte access; each 8-byte half (data word + flag word) is
-// written and read whole, so a flag equal to the call vouches for its word.
-__device__ inline void storeLine(uint4* p, uint4 v) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
-__device__ inline uint4 loadLine(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-
 // ---- bounded waits ---------------------------------------------------------
 
 // Word 0 of the state is this communicator's device `failed` flag.
@@ -87,10 +70,7 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
   using Acc = typename ElemTraits<T>::Acc;
   constexpr int E = 16 / sizeof(T);
   const int me = a.rank, n = a.nranks, phase = call & 1;
-  const T* send = static_cast<const T*>(a.send);
-  T* recv = static_cast<T*>(a.recv);
-  const bool sendAligned = (reinterpret_cast<uintptr_t>(send) & 15) == 0;
-  const bool recvAligned = (reinterpret_cast<uintptr_t>(recv) & 15) == 0;
+  const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 16>(a);
 
   // This block's slice, in 16-byte chunks; the same on every rank.
   const size_t chunks = (a.count * sizeof(T) + 15) / 16;
@@ -118,16 +98,13 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
   int failed = 0;
   if (peer < n && peer != me) {
     uint32_t* flag = flagOf(a, me, phase, peer);
-    WaitBudget budget;
-    while (loadAcquireSys(flag) != call) {
-      const uint32_t why = waitCheck(budget, a);
-      if (why != kOneShotOk) {
-        recordError(a, why, peer, call);
-        failed = 1;
-        break;
-      }
+    const uint32_t why = waitForFlag(flag, call, [&](WaitBudget& b) { return waitCheck(b, a); });
+    if (why != kOneShotOk) {
+      recordError(a, why, peer, call);
+      failed = 1;
+    } else {
+      *reinterpret_cast<volatile uint32_t*>(flag) = 0;
     }
-    if (!failed) *reinterpret_cast<volatile uint32_t*>(flag) = 0;
   }
   if (__syncthreads_or(failed)) return;
 
@@ -150,10 +127,7 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
   using Acc = typename ElemTraits<T>::Acc;
   constexpr int E = 8 / sizeof(T);
   const int me = a.rank, n = a.nranks, phase = call & 1;
-  const T* send = static_cast<const T*>(a.send);
-  T* recv = static_cast<T*>(a.recv);
-  const bool sendAligned = (reinterpret_cast<uintptr_t>(send) & 7) == 0;
-  const bool recvAligned = (reinterpret_cast<uintptr_t>(recv) & 7) == 0;
+  const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 8>(a);
 
   // Thread t of the grid owns 8-byte units t, t + stride, ...
   const size_t units = (a.count * sizeof(T) + 7) / 8;
@@ -179,18 +153,12 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
         d = u == first ? firstUnit : loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
       } else {
         const uint4* src = linesOf(a, me, phase, r) + u;
-        uint4 line = loadLine(src);
-        WaitBudget budget;
-        while (line.y != call || line.w != call) {
-          const uint32_t why = waitCheck(budget, a);
-          if (why != kOneShotOk) {
-            recordError(a, why, r, call);
-            failed = 1;
-            break;
-          }
-          line = loadLine(src);
+        const uint32_t why = waitForLine(src, call, &d, [&](WaitBudget& b) { return waitCheck(b, a); });
+        if (why != kOneShotOk) {
+          recordError(a, why, r, call);
+          failed = 1;
+          break;
         }
-        d = make_uint2(line.x, line.z);
         // Clear the tags once read, so a line only ever holds 0 or the current call.
         storeLine(const_cast<uint4*>(src), make_uint4(0, 0, 0, 0));
       }
@@ -219,12 +187,13 @@ const KernelFn kKernels[rcnNumTypes][rcnNumOps] = RCN_KERNEL_TABLE(oneShotKernel
 
 }  // namespace
 
-RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llMaxBytes) {
+RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llMaxBytes,
+                          bool keepSlots) {
   RegionLayout L{};
   const size_t perPhase = static_cast<size_t>(2) * nranks;  // [2 phases][nranks]
   L.flagsOffset = 0;
-  // Separate-flag slots only exist for messages the LL protocol does not take.
-  L.slotBytes = maxBytes > llMaxBytes ? roundUp(maxBytes, 16) : 0;
+  // Separate-flag slots only exist for messages the LL protocol does not take (or when asked).
+  L.slotBytes = keepSlots || maxBytes > llMaxBytes ? roundUp(maxBytes, 16) : 0;
   L.slotsOffset = roundUp(perPhase * maxBlocks * sizeof(uint32_t), 256);
   L.llSlotBytes = roundUp(2 * llMaxBytes, 16);
   L.llOffset = roundUp(L.slotsOffset + perPhase * L.slotBytes, 256);

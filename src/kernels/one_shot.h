@@ -52,7 +52,10 @@ struct RegionLayout {
   size_t llSlotBytes;    // 2 * llMaxBytes rounded up to 16
   size_t totalBytes;
 };
-RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llMaxBytes);
+// keepSlots: separate-flag slots for every size even where LL could take
+// them all (the proxy path decides per wire, after the region exists).
+RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llMaxBytes,
+                          bool keepSlots = false);
 
 // The fields every all-reduce kernel (this one, the proxy path's) starts
 // with: the call's buffers and this rank's place. Each kernel's own argument

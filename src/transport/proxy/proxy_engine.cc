@@ -3,9 +3,14 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include "core/check.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace rcn {
 
@@ -15,6 +20,49 @@ using Clock = std::chrono::steady_clock;
 
 // Call numbers skip 0 (it means "cleared"), as the kernel's do.
 uint32_t nextCall(uint32_t call) { return call + 1 == 0 ? 2 : call + 1; }
+
+// Lines are checked and put in pieces this size, so the first peer's copy
+// starts while the kernel is still staging the rest of the block.
+constexpr size_t kLinePieceBytes = 2048;
+
+// The doorbell of `call`, once every field's tag says so (see ProxyDoorbell).
+bool readDoorbell(const ProxyDoorbell* bell, uint32_t call, ProxyDoorbell* out) {
+  const uint64_t* words = reinterpret_cast<const uint64_t*>(bell);
+  uint32_t value[4];
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t w = __atomic_load_n(&words[i], __ATOMIC_ACQUIRE);
+    if (uint32_t(w >> 32) != call) return false;
+    value[i] = uint32_t(w);
+  }
+  *out = ProxyDoorbell{value[0], call, value[1], call, value[2], call, value[3], call};
+  return true;
+}
+
+// How many leading bytes of `lines` (a multiple of 16, at most `bytes`)
+// already carry `call` in both tags of every line ({data, call, data, call}).
+// This scan is most of a lane's work in LL, so x86 checks a line per compare.
+size_t completeLineBytes(const uint8_t* lines, size_t bytes, uint32_t call) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // re-read memory on every scan
+  size_t done = 0;
+#if defined(__x86_64__)
+  // An aligned 16-byte load reads each 8-byte half whole, which is all the
+  // tags need: a half whose tag matches carries its data word.
+  const __m128i want = _mm_set1_epi32(int(call));
+  for (; done < bytes; done += 16) {
+    const __m128i line = _mm_load_si128(reinterpret_cast<const __m128i*>(lines + done));
+    const int equal = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(line, want)));
+    if ((equal & 0xA) != 0xA) break;
+  }
+#else
+  const uint64_t* words = reinterpret_cast<const uint64_t*>(lines);
+  for (; done < bytes; done += 16) {
+    if (uint32_t(__atomic_load_n(&words[done / 8], __ATOMIC_ACQUIRE) >> 32) != call ||
+        uint32_t(__atomic_load_n(&words[done / 8 + 1], __ATOMIC_ACQUIRE) >> 32) != call)
+      break;
+  }
+#endif
+  return done;
+}
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,9 +75,9 @@ inline void cpuRelax() {
 }  // namespace
 
 ProxyEngine::ProxyEngine(Wire* wire, const ExchangeLayout& layout, int rank, ProxyDoorbell* doorbells,
-                         volatile uint32_t* abortFlag, int64_t spinUs, int lanes)
+                         volatile uint32_t* abortFlag, int64_t spinUs, int lanes, uint64_t timeoutMs)
     : wire_(wire), layout_(layout), rank_(rank), doorbells_(doorbells), abortFlag_(abortFlag),
-      spinUs_(spinUs) {
+      spinUs_(spinUs), timeoutMs_(timeoutMs) {
   lanes = wire->concurrentPuts() ? std::max(1, std::min(lanes, layout.blocks)) : 1;
   for (int i = 0; i < lanes; ++i) {
     lanes_.push_back(std::make_unique<Lane>());
@@ -95,6 +143,34 @@ rcnResult_t ProxyEngine::forward(uint32_t call, int block, const ProxyDoorbell& 
   return rcnSuccess;
 }
 
+// True once every line carries `call` in both tags; false if the engine is
+// stopping or the kernel's stores did not land within the timeout.
+bool ProxyEngine::linesArrived(const uint8_t* lines, size_t bytes, uint32_t call) const {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
+  uint32_t spins = 0;
+  for (size_t done = 0; (done += completeLineBytes(lines + done, bytes - done, call)) < bytes;) {
+    cpuRelax();
+    if ((++spins & 1023u) != 0) continue;
+    if (stop_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed) ||
+        *abortFlag_ || Clock::now() > deadline)
+      return false;
+  }
+  return true;
+}
+
+// LL: piece by piece, once the kernel's lines are all there, to every peer
+// (no flag: the receiving kernel checks the tags itself).
+rcnResult_t ProxyEngine::forwardLines(uint32_t call, const ProxyDoorbell& d, int phase) {
+  const size_t base = layout_.llSlotOffset(phase, rank_) + d.offset;
+  for (size_t done = 0; done < d.bytes; done += kLinePieceBytes) {
+    const size_t piece = std::min<size_t>(kLinePieceBytes, d.bytes - done);
+    if (!linesArrived(wire_->region() + base + done, piece, call)) return rcnInternalError;
+    for (int i = 1; i < layout_.nranks; ++i)
+      RCN_CHECK(wire_->put((rank_ + i) % layout_.nranks, base + done, base + done, piece));
+  }
+  return rcnSuccess;
+}
+
 // The lane's share of the call is done once every block of it below the
 // call's grid size was forwarded. A lane that owns none of the call's blocks
 // learns the grid size from block 0's doorbell; if that doorbell has already
@@ -104,8 +180,9 @@ bool ProxyEngine::finishCallIfDone(Lane& lane) {
   const int lanes = int(lanes_.size());
   if (lane.blocksOfCall == 0 && lane.index != 0) {
     const ProxyDoorbell* first = doorbells_ + size_t(lane.call & 1) * layout_.blocks;
-    uint32_t seen = __atomic_load_n(&first->call, __ATOMIC_ACQUIRE);
-    if (seen == lane.call) lane.blocksOfCall = __atomic_load_n(&first->blocks, __ATOMIC_RELAXED);
+    ProxyDoorbell d;
+    uint32_t seen = __atomic_load_n(&first->bytesTag, __ATOMIC_ACQUIRE);
+    if (readDoorbell(first, lane.call, &d)) lane.blocksOfCall = d.blocks;
     else if (seen != 0 && int32_t(seen - lane.call) > 0) lane.blocksOfCall = 1;  // a grid below index: none mine
   }
   if (lane.blocksOfCall == 0) return false;
@@ -126,21 +203,23 @@ bool ProxyEngine::serveDoorbells(Lane& lane) {
   bool worked = false;
   for (int b = lane.index; b < layout_.blocks; b += lanes) {
     if (lane.served[b]) continue;
-    ProxyDoorbell* bell = doorbells_ + size_t(phase) * layout_.blocks + b;
-    if (__atomic_load_n(&bell->call, __ATOMIC_ACQUIRE) != lane.call) continue;
     ProxyDoorbell d;
-    d.blocks = __atomic_load_n(&bell->blocks, __ATOMIC_RELAXED);
-    d.offset = __atomic_load_n(&bell->offset, __ATOMIC_RELAXED);
-    d.bytes = __atomic_load_n(&bell->bytes, __ATOMIC_RELAXED);
-    if (d.blocks == 0 || int(d.blocks) > layout_.blocks || d.offset > layout_.slotBytes() ||
-        d.bytes > layout_.slotBytes() - d.offset) {
+    if (!readDoorbell(doorbells_ + size_t(phase) * layout_.blocks + b, lane.call, &d)) continue;
+    const bool ll = d.protocol == kProxyLL;
+    const size_t slotBytes = ll ? layout_.llSlotBytes() : layout_.slotBytes();
+    if (d.blocks == 0 || int(d.blocks) > layout_.blocks || d.protocol > kProxyLL ||
+        d.offset > slotBytes || d.bytes > slotBytes - d.offset || d.bytes % 16 != 0) {
       fail("proxy: rank " + std::to_string(rank_) + " read a malformed doorbell (block " +
            std::to_string(b) + ")");
       return false;
     }
-    if (forward(lane.call, b, d, phase) != rcnSuccess) {
+    if ((ll ? forwardLines(lane.call, d, phase) : forward(lane.call, b, d, phase)) != rcnSuccess) {
+      if (stop_.load()) return false;
       std::string why;
-      if (wire_->error(&why) == rcnSuccess) why = "a put failed";
+      if (wire_->error(&why) == rcnSuccess)
+        why = ll ? "block " + std::to_string(b) + " of call " + std::to_string(lane.call) +
+                       ": the kernel's lines did not arrive within " + std::to_string(timeoutMs_) + " ms"
+                 : "a put failed";
       fail("proxy: rank " + std::to_string(rank_) + ": " + why);
       return false;
     }

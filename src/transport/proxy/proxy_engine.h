@@ -1,6 +1,8 @@
 // The proxy of one communicator: threads that poll the kernel's doorbells
 // and, for each block that rang, have the wire put the block's slice into
-// every peer's slot and then raise that peer's flag, in that order. On wires
+// every peer's slot and then raise that peer's flag, in that order (flags
+// protocol), or put the block's LL lines as they are found complete, with no
+// flag (LL protocol: the lines carry their own tags). On wires
 // where the CPU itself copies (shm), several threads ("lanes") share the
 // blocks (block b goes to lane b % lanes), so copies of one call run in
 // parallel; wires with ordered connections (tcp, verbs) get one lane.
@@ -26,9 +28,10 @@ namespace rcn {
 
 class ProxyEngine {
  public:
-  // doorbells and abortFlag are host pointers to host-mapped memory.
+  // doorbells and abortFlag are host pointers to host-mapped memory;
+  // timeoutMs bounds the wait for the kernel's own LL lines.
   ProxyEngine(Wire* wire, const ExchangeLayout& layout, int rank, ProxyDoorbell* doorbells,
-              volatile uint32_t* abortFlag, int64_t spinUs, int lanes);
+              volatile uint32_t* abortFlag, int64_t spinUs, int lanes, uint64_t timeoutMs);
   ~ProxyEngine();
 
   void start();
@@ -55,6 +58,8 @@ class ProxyEngine {
   bool serveDoorbells(Lane& lane);
   bool finishCallIfDone(Lane& lane);
   rcnResult_t forward(uint32_t call, int block, const ProxyDoorbell& d, int phase);
+  rcnResult_t forwardLines(uint32_t call, const ProxyDoorbell& d, int phase);
+  bool linesArrived(const uint8_t* lines, size_t bytes, uint32_t call) const;
   void fail(const std::string& text);
 
   Wire* wire_;
@@ -63,6 +68,7 @@ class ProxyEngine {
   ProxyDoorbell* doorbells_;
   volatile uint32_t* abortFlag_;
   int64_t spinUs_;
+  uint64_t timeoutMs_;
   std::vector<std::unique_ptr<Lane>> lanes_;
 
   std::atomic<bool> stop_{false};

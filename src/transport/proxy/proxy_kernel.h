@@ -1,11 +1,17 @@
 // The one-shot kernel of the proxy path, as the host sees it. Each block
 // stages its slice of the input into this rank's own slot (pinned host
 // memory mapped into the GPU), rings its doorbell with the call number, waits
-// (bounded) for every peer's flag in the local region, which the proxy
+// (bounded) for every peer's data in the local region, which the proxy
 // threads of the peers write through the wire, and reduces in rank order.
+// Two protocols, as on the p2p path (kernels/one_shot.h):
+//  - flags: the slice is staged, fenced, then the doorbell rings; the proxy
+//    puts the slice and then a flag per block, which the kernel waits for.
+//  - ll: the doorbell rings first and every 16-byte line staged carries 8
+//    data bytes and two copies of the call number; the proxy puts lines as
+//    it finds them complete, and the kernel polls the lines themselves. No
+//    system fence and no flag round trip: fewer PCIe trips, twice the bytes.
 // The call number lives in device memory and the kernel advances it, so CUDA
-// graph replays stay in step; the region layout is the p2p kernel's own
-// (kernels/one_shot.h), with one flag per (phase, rank, block).
+// graph replays stay in step; the region layout is the p2p kernel's own.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -18,15 +24,19 @@
 
 namespace rcn {
 
-// One per (phase, block), in host-mapped memory; the kernel fills the slice
-// description, then publishes `call` with a system-scope release. Each has
-// its own cache line, so a GPU write to one does not disturb the proxy
-// threads polling the others.
+enum ProxyProtocol : uint32_t { kProxyFlags = 0, kProxyLL = 1 };
+
+// One per (phase, block), in host-mapped memory, written by the block as two
+// 16-byte stores. Every field shares an 8-byte word with a copy of the call
+// number, and a GPU store reaches host memory in whole 8-byte words, so the
+// proxy trusts a field once its tag equals the call it expects: the LL
+// protocol rings without a fence. Each has its own cache line, so a GPU
+// write to one does not disturb the proxy threads polling the others.
 struct alignas(64) ProxyDoorbell {
-  uint32_t call;
-  uint32_t blocks;  // grid size of this call: how many doorbells the proxy must serve
-  uint32_t offset;  // byte offset of this block's slice inside the slot
-  uint32_t bytes;   // length of the slice (a multiple of 16, possibly 0)
+  uint32_t blocks, blocksTag;      // grid size of this call: how many doorbells to serve
+  uint32_t protocol, protocolTag;  // ProxyProtocol
+  uint32_t offset, offsetTag;      // byte offset of the block's slice (or lines) in its slot
+  uint32_t bytes, bytesTag;        // length of the slice (a multiple of 16, possibly 0)
 };
 
 // Per-communicator device state of the proxy kernel (local to this rank).
@@ -47,7 +57,7 @@ struct ProxyKernelArgs : AllReduceCallArgs {
   uint64_t timeoutNs;
 };
 
-// Enqueues one all-reduce; grid from oneShotGrid (flags protocol).
+// Enqueues one all-reduce; grid from oneShotGrid with the proxy's LL limit.
 // programmaticLaunch: let it be scheduled while the previous kernel on the
 // stream runs (PDL, ROCENANTE_PDL); it still waits for that kernel to finish.
 rcnResult_t launchProxyKernel(const ProxyKernelArgs& args, rcnDataType_t dtype, rcnRedOp_t op,

@@ -1,6 +1,7 @@
 // Where the one-shot protocol keeps things inside a rank's exchange region.
 // The layout is the device kernels' own (kernels/one_shot.h regionLayout:
-// flag[2][nranks][blocks], then slot[2][nranks][slotBytes]), so the host
+// flag[2][nranks][blocks], slot[2][nranks][slotBytes], then the LL lines
+// line[2][nranks][llSlotBytes] where the proxy path uses them), so the host
 // backend, the proxy kernel and the p2p kernel agree byte for byte; this
 // adds the host-side offsets and the wire's view of it.
 // Call k uses phase k % 2. Rank r's own slot doubles as its send staging
@@ -22,16 +23,20 @@ struct ExchangeLayout {
   int blocks = 1;  // flags per (phase, rank): one per kernel block
   RegionLayout region{};
 
-  static ExchangeLayout make(int nranks, size_t maxBytes, int blocks) {
+  static ExchangeLayout make(int nranks, size_t maxBytes, int blocks, size_t llMaxBytes = 0) {
     ExchangeLayout L;
     L.nranks = nranks;
     L.blocks = blocks;
-    L.region = regionLayout(nranks, maxBytes, blocks, /*llMaxBytes=*/0);
+    L.region = regionLayout(nranks, maxBytes, blocks, llMaxBytes, /*keepSlots=*/true);
     return L;
   }
   size_t slotBytes() const { return region.slotBytes; }
   size_t slotOffset(int phase, int rank) const {
     return region.slotsOffset + (size_t(phase) * nranks + rank) * region.slotBytes;
+  }
+  size_t llSlotBytes() const { return region.llSlotBytes; }
+  size_t llSlotOffset(int phase, int rank) const {
+    return region.llOffset + (size_t(phase) * nranks + rank) * region.llSlotBytes;
   }
   size_t flagIndex(int phase, int rank, int block = 0) const {
     return (size_t(phase) * nranks + rank) * blocks + block;
