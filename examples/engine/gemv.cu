@@ -7,6 +7,8 @@
 #include "gemv.h"
 
 #include <algorithm>
+#include <mutex>
+#include <vector>
 
 #include "kernel_common.cuh"
 
@@ -240,6 +242,37 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
 // fused norm's fp32 staging.
 size_t sharedBytes(int kTokens, int in, bool norm) { return size_t(kTokens) * in * 2 + (norm ? size_t(in) * 4 : 0); }
 
+// How many warps of `kernel` fit on the current device at once with `smem`
+// bytes of shared memory per block. Eager decode launches every GEMV each
+// step, so the answer is kept per (kernel, device, smem) after the first ask.
+cudaError_t residentWarps(const void* kernel, size_t smem, int* warps) {
+  struct Known {
+    const void* kernel;
+    int device;
+    size_t smem;
+    int warps;
+  };
+  static std::mutex mutex;
+  static std::vector<Known> known;
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const Known& k : known) {
+    if (k.kernel == kernel && k.device == device && k.smem == smem) {
+      *warps = k.warps;
+      return cudaSuccess;
+    }
+  }
+  int sms = 0, perSm = 0;
+  e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, smem);
+  if (e != cudaSuccess) return e;
+  *warps = std::max(1, sms * perSm) * kWarps;
+  known.push_back({kernel, device, smem, *warps});
+  return cudaSuccess;
+}
+
 // Launches the instance for (tokens, epilogue, output type) with a grid of
 // the blocks that fit at once, every warp taking the same number of outputs
 // (no tail of half-idle SMs).
@@ -255,12 +288,9 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
     if (e != cudaSuccess) return e;
     allowed = smem;
   }
-  int device = 0, sms = 0, perSm = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (e == cudaSuccess) e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, kernel, kThreads, smem);
+  int warps = 0;
+  cudaError_t e = residentWarps(reinterpret_cast<const void*>(kernel), smem, &warps);
   if (e != cudaSuccess) return e;
-  const int warps = std::max(1, sms * perSm) * kWarps;
   p.rowsPerWarp = (p.out + warps - 1) / warps;
   const int busyWarps = (p.out + p.rowsPerWarp - 1) / p.rowsPerWarp;
   return launch(kernel, dim3((busyWarps + kWarps - 1) / kWarps), dim3(kThreads), smem, on, p);

@@ -77,6 +77,12 @@ done
 say "profile llama3-8b tp=1 $(date -u +%H:%M:%S)"
 timeout 120 "$ENGINE" --device gpu --random-weights --shape llama3-8b --bench --batch 1 --prompt-len 128 \
   --decode-steps 20 --profile >> "$LOG" 2>&1 || say "profile FAILED"
+# The same at TP=2 (rank 0's operations): what the TP=2 step spends per operation.
+if [ "$GPUS" -ge 2 ]; then
+  say "profile llama3-8b tp=2 $(date -u +%H:%M:%S)"
+  timeout 120 "$ENGINE" --device gpu --tp 2 --collective rocenante --random-weights --shape llama3-8b --bench \
+    --batch 1 --prompt-len 128 --decode-steps 20 --profile >> "$LOG" 2>&1 || say "profile tp=2 FAILED"
+fi
 if command -v ncu > /dev/null && [ "${ENGINE_NCU:-1}" = 1 ]; then
   say "ncu kernels $(date -u +%H:%M:%S)"
   timeout 180 ncu --clock-control none --launch-skip 1000 --launch-count 24 \
