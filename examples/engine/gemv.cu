@@ -34,6 +34,7 @@ struct GemvParams {
   GemvInput input;
   int out, in, vectors;
   int pairRows;       // SwiGlu: the distance from a gate row to its up row
+  int rowsPerWarp;    // outputs per warp
   QkvEpilogue qkv;    // Qkv only
 };
 
@@ -196,12 +197,9 @@ template <int kTokens, Epilogue kEpilogue, typename OutT>
 __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   constexpr int kRows = kEpilogue == Epilogue::Plain ? 1 : 2;
   extern __shared__ uint4 xs[];  // [kTokens][vectors] bf16, then (fused norm) fp32 staging [in]
-  // Warp g of G takes outputs [g * out / G, (g + 1) * out / G): counts differ
-  // by at most one between warps, and so by at most kWarps between blocks.
   const int lane = threadIdx.x % 32;
-  const long long warp = blockIdx.x * kWarps + threadIdx.x / 32, warps = gridDim.x * kWarps;
-  const int first = int(warp * p.out / warps);
-  const int outputs = int((warp + 1) * p.out / warps) - first;
+  const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * p.rowsPerWarp;
+  const int outputs = max(0, min(p.out, first + p.rowsPerWarp) - first);
   const int chunksPerRow = (p.vectors + kChunkVectors - 1) / kChunkVectors;
   const int items = outputs * chunksPerRow;
 
@@ -276,10 +274,8 @@ cudaError_t residentWarps(const void* kernel, size_t smem, int* warps) {
 }
 
 // Launches the instance for (tokens, epilogue, output type) with a grid of
-// the blocks that fit at once (fewer only for products of fewer outputs than
-// that), outputs spread evenly over all their warps, so every SM gets the
-// same share: with whole outputs per warp rounded up, the TP=2 QKV product
-// filled 192 of 264 resident blocks, two on some SMs and one on the rest.
+// the blocks that fit at once, every warp taking the same number of outputs
+// (no tail of half-idle SMs).
 template <int kTokens, Epilogue kEpilogue, typename OutT>
 cudaError_t launchInstance(GemvParams p, Launch on) {
   auto kernel = gemvKernel<kTokens, kEpilogue, OutT>;
@@ -295,8 +291,9 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   int warps = 0;
   cudaError_t e = residentWarps(reinterpret_cast<const void*>(kernel), smem, &warps);
   if (e != cudaSuccess) return e;
-  const int blocks = std::max(1, std::min(warps / kWarps, p.out));
-  return launch(kernel, dim3(blocks), dim3(kThreads), smem, on, p);
+  p.rowsPerWarp = (p.out + warps - 1) / warps;
+  const int busyWarps = (p.out + p.rowsPerWarp - 1) / p.rowsPerWarp;
+  return launch(kernel, dim3((busyWarps + kWarps - 1) / kWarps), dim3(kThreads), smem, on, p);
 }
 
 GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int out, int in, int pairRows) {
