@@ -42,7 +42,8 @@ struct FakeKernel {
   ProxyDoorbell* doorbells;
   volatile uint32_t* abortFlag;
 
-  // The same grid on every rank, changing from call to call.
+  // The same grid on every rank, changing from call to call (before
+  // proxyBlocksFor drops the blocks the kernel's rounding would leave empty).
   static int gridOf(uint32_t call) { return 1 + int(call % kBlocks); }
 
   // One call; 0 on success, 1 on a bad slice, 2 when a wait gave up.
@@ -61,8 +62,8 @@ struct FakeKernel {
   }
 
   int runFlags(uint32_t call, size_t bytes) {
-    const int phase = int(call & 1), grid = gridOf(call);
-    const size_t perBlock = (bytes / 16 + grid - 1) / grid * 16;
+    const int phase = int(call & 1), grid = proxyBlocksFor(bytes / 16, gridOf(call));
+    const size_t perBlock = proxyBlockShare(bytes / 16, grid) * 16;
     uint8_t* own = wire->region() + layout.slotOffset(phase, rank);
     for (size_t i = 0; i < bytes; ++i) own[i] = pattern(rank, call, i);
     for (int b = 0; b < grid; ++b) {
@@ -95,8 +96,9 @@ struct FakeKernel {
   }
 
   int runLL(uint32_t call, size_t bytes, bool stall) {
-    const int phase = int(call & 1), grid = gridOf(call);
-    const size_t units = bytes / 8, perBlock = (units + grid - 1) / grid;
+    const size_t units = bytes / 8;
+    const int phase = int(call & 1), grid = proxyBlocksFor(units, gridOf(call));
+    const size_t perBlock = proxyBlockShare(units, grid);
     for (int b = 0; b < grid; ++b) {
       size_t begin = std::min(units, b * perBlock), end = std::min(units, begin + perBlock);
       ring(phase, b, call, grid, kProxyLL, begin * 16, (end - begin) * 16);
@@ -208,4 +210,21 @@ TEST_CASE("proxy engine: a rank killed mid-run fails the survivors' engines (tcp
 
 TEST_CASE("proxy engine: a kernel whose LL lines never come fails its engine within the timeout", "[proxy][fault]") {
   runAll(2, "shm", 1, Fault::Stalled);
+}
+
+TEST_CASE("proxy grid: whole cache lines per block, no empty block, the kernel's share", "[proxy][grid]") {
+  for (size_t units = 1; units <= 3000; ++units) {
+    for (int blocks = 1; blocks <= 40; ++blocks) {
+      const int grid = proxyBlocksFor(units, blocks);
+      const size_t share = proxyBlockShare(units, grid);
+      INFO("units " << units << " blocks " << blocks << " grid " << grid);
+      REQUIRE(grid >= 1);
+      REQUIRE(grid <= blocks);
+      REQUIRE(share % 4 == 0);
+      REQUIRE(share == proxyBlockShare(units, blocks));  // the kernel sees the same share
+      REQUIRE(share * grid >= units);                      // every item covered
+      REQUIRE(share * (grid - 1) < units);                 // the last block is not empty
+    }
+  }
+  REQUIRE(proxyBlocksFor(0, 6) == 1);
 }

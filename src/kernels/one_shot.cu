@@ -195,7 +195,7 @@ RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llM
   // Separate-flag slots only exist for messages the LL protocol does not take (or when asked).
   L.slotBytes = keepSlots || maxBytes > llMaxBytes ? roundUp(maxBytes, 16) : 0;
   L.slotsOffset = roundUp(perPhase * maxBlocks * sizeof(uint32_t), 256);
-  L.llSlotBytes = roundUp(2 * llMaxBytes, 16);
+  L.llSlotBytes = roundUp(2 * llMaxBytes, 64);  // slots never share a cache line
   L.llOffset = roundUp(L.slotsOffset + perPhase * L.slotBytes, 256);
   L.totalBytes = roundUp(L.llOffset + perPhase * L.llSlotBytes, 256);
   return L;

@@ -49,7 +49,7 @@ struct RegionLayout {
   size_t slotsOffset;    // slot[2][nranks][slotBytes]
   size_t slotBytes;      // maxBytes rounded up to 16; 0 when LL takes every size
   size_t llOffset;       // line[2][nranks][llSlotBytes]: 16-byte lines of 8 data bytes + 2 flags
-  size_t llSlotBytes;    // 2 * llMaxBytes rounded up to 16
+  size_t llSlotBytes;    // 2 * llMaxBytes rounded up to 64
   size_t totalBytes;
 };
 // keepSlots: separate-flag slots for every size even where LL could take

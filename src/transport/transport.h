@@ -30,4 +30,10 @@ rcnResult_t createProxyPath(const FastPathContext& ctx, std::unique_ptr<FastPath
 rcnResult_t createHostPath(const FastPathContext& ctx, std::unique_ptr<FastPath>* out,
                            std::string* why);
 
+// What a GPU fast path checks on each call: the message fits its slots
+// (maxBytes) and both pointers are aligned to the element; a clear error
+// naming the path otherwise.
+rcnResult_t checkGpuCall(const char* path, size_t bytes, size_t maxBytes, const void* send, const void* recv,
+                         rcnDataType_t dtype);
+
 }  // namespace rcn

@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
+#include "transport/transport.h"
 
 namespace rcn {
 
@@ -28,12 +29,8 @@ P2pPath::~P2pPath() {
 rcnResult_t P2pPath::allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
                                rcnRedOp_t op, cudaStream_t stream) {
   if (count == 0) return rcnSuccess;
-  const size_t size = dtypeSize(dtype);
-  const size_t bytes = count * size;
-  RCN_ARG_CHECK(bytes <= maxBytes_, "p2p all-reduce of %zu bytes exceeds the slot size %zu", bytes, maxBytes_);
-  RCN_ARG_CHECK(reinterpret_cast<uintptr_t>(send) % size == 0 && reinterpret_cast<uintptr_t>(recv) % size == 0,
-                "sendbuff %p / recvbuff %p are not aligned to the %zu-byte %s element", send, recv, size,
-                dtypeName(dtype));
+  const size_t bytes = count * dtypeSize(dtype);
+  RCN_CHECK(checkGpuCall("p2p", bytes, maxBytes_, send, recv, dtype));
   OneShotArgs args = args_;
   args.send = send;
   args.recv = recv;

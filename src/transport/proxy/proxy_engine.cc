@@ -144,31 +144,35 @@ rcnResult_t ProxyEngine::forward(uint32_t call, int block, const ProxyDoorbell& 
 }
 
 // True once every line carries `call` in both tags; false if the engine is
-// stopping or the kernel's stores did not land within the timeout.
-bool ProxyEngine::linesArrived(const uint8_t* lines, size_t bytes, uint32_t call) const {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
+// stopping, the communicator failed or was aborted, or the deadline passed.
+bool ProxyEngine::linesArrived(const uint8_t* lines, size_t bytes, uint32_t call,
+                               Clock::time_point deadline) const {
   uint32_t spins = 0;
   for (size_t done = 0; (done += completeLineBytes(lines + done, bytes - done, call)) < bytes;) {
     cpuRelax();
     if ((++spins & 1023u) != 0) continue;
-    if (stop_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed) ||
-        *abortFlag_ || Clock::now() > deadline)
-      return false;
+    if (stoppedOrFailed() || Clock::now() > deadline) return false;
   }
   return true;
 }
 
 // LL: piece by piece, once the kernel's lines are all there, to every peer
-// (no flag: the receiving kernel checks the tags itself).
+// (no flag: the receiving kernel checks the tags itself). The whole block
+// gets one timeout.
 rcnResult_t ProxyEngine::forwardLines(uint32_t call, const ProxyDoorbell& d, int phase) {
   const size_t base = layout_.llSlotOffset(phase, rank_) + d.offset;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
   for (size_t done = 0; done < d.bytes; done += kLinePieceBytes) {
     const size_t piece = std::min<size_t>(kLinePieceBytes, d.bytes - done);
-    if (!linesArrived(wire_->region() + base + done, piece, call)) return rcnInternalError;
+    if (!linesArrived(wire_->region() + base + done, piece, call, deadline)) return rcnInternalError;
     for (int i = 1; i < layout_.nranks; ++i)
       RCN_CHECK(wire_->put((rank_ + i) % layout_.nranks, base + done, base + done, piece));
   }
   return rcnSuccess;
+}
+
+bool ProxyEngine::stoppedOrFailed() const {
+  return stop_.load(std::memory_order_relaxed) || failed_.load(std::memory_order_relaxed) || *abortFlag_;
 }
 
 // The lane's share of the call is done once every block of it below the
@@ -208,13 +212,14 @@ bool ProxyEngine::serveDoorbells(Lane& lane) {
     const bool ll = d.protocol == kProxyLL;
     const size_t slotBytes = ll ? layout_.llSlotBytes() : layout_.slotBytes();
     if (d.blocks == 0 || int(d.blocks) > layout_.blocks || d.protocol > kProxyLL ||
-        d.offset > slotBytes || d.bytes > slotBytes - d.offset || d.bytes % 16 != 0) {
+        d.offset > slotBytes || d.bytes > slotBytes - d.offset || d.offset % 16 != 0 || d.bytes % 16 != 0) {
       fail("proxy: rank " + std::to_string(rank_) + " read a malformed doorbell (block " +
            std::to_string(b) + ")");
       return false;
     }
     if ((ll ? forwardLines(lane.call, d, phase) : forward(lane.call, b, d, phase)) != rcnSuccess) {
-      if (stop_.load()) return false;
+      // Stopping, aborted, or another lane failed first: that names the cause.
+      if (stoppedOrFailed()) return false;
       std::string why;
       if (wire_->error(&why) == rcnSuccess)
         why = ll ? "block " + std::to_string(b) + " of call " + std::to_string(lane.call) +

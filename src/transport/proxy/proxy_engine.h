@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -59,7 +60,9 @@ class ProxyEngine {
   bool finishCallIfDone(Lane& lane);
   rcnResult_t forward(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   rcnResult_t forwardLines(uint32_t call, const ProxyDoorbell& d, int phase);
-  bool linesArrived(const uint8_t* lines, size_t bytes, uint32_t call) const;
+  bool linesArrived(const uint8_t* lines, size_t bytes, uint32_t call,
+                    std::chrono::steady_clock::time_point deadline) const;
+  bool stoppedOrFailed() const;
   void fail(const std::string& text);
 
   Wire* wire_;

@@ -45,15 +45,14 @@ __device__ inline void ringDoorbell(const ProxyKernelArgs& a, int phase, uint32_
   storeLine(bell + 1, make_uint4(static_cast<uint32_t>(offset), call, static_cast<uint32_t>(bytes), call));
 }
 
-// This block's share [begin, end) of `units` 16-byte items; the same on
-// every rank. Shares are whole multiples of 64 bytes, so no cache line is
-// split between two blocks and thus between two proxy threads (the 32 KB LL
-// call, cut at 683 lines a block, measured 13.3 us against 11.5 us for 48 KB).
+// This block's share [begin, end) of `units` items (proxyBlockShare: the
+// 32 KB LL call, cut at 683 lines a block before shares were whole cache
+// lines, measured 13.3 us against 11.5 us for 48 KB).
 struct BlockRange {
   size_t begin, end;
 };
 __device__ inline BlockRange blockRange(size_t units) {
-  const size_t perBlock = ((units + gridDim.x - 1) / gridDim.x + 3) / 4 * 4;
+  const size_t perBlock = proxyBlockShare(units, gridDim.x);
   const size_t begin = min(units, blockIdx.x * perBlock);
   return {begin, min(units, begin + perBlock)};
 }

@@ -57,7 +57,25 @@ struct ProxyKernelArgs : AllReduceCallArgs {
   uint64_t timeoutNs;
 };
 
-// Enqueues one all-reduce; grid from oneShotGrid with the proxy's LL limit.
+// A block's share of a call's `units` items (16-byte chunks, or LL lines of 8
+// data bytes), the same on the host and in the kernel: whole multiples of 4
+// items, so no 64-byte cache line is split between two blocks and hence
+// between two proxy threads.
+__host__ __device__ inline size_t proxyBlockShare(size_t units, int blocks) {
+  return ((units + blocks - 1) / blocks + 3) / 4 * 4;
+}
+
+// The grid that leaves no block empty: rounding the shares up can leave the
+// last blocks nothing, and in LL an empty block's doorbell is the only sign
+// of the call its proxy thread gets, which a later call may overwrite first.
+inline int proxyBlocksFor(size_t units, int blocks) {
+  if (units == 0) return 1;
+  const size_t share = proxyBlockShare(units, blocks);
+  return static_cast<int>((units + share - 1) / share);
+}
+
+// Enqueues one all-reduce; grid from oneShotGrid with the proxy's LL limit,
+// then proxyBlocksFor.
 // programmaticLaunch: let it be scheduled while the previous kernel on the
 // stream runs (PDL, ROCENANTE_PDL); it still waits for that kernel to finish.
 rcnResult_t launchProxyKernel(const ProxyKernelArgs& args, rcnDataType_t dtype, rcnRedOp_t op,

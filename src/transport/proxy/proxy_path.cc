@@ -36,11 +36,16 @@ class ProxyPath final : public FastPath {
 
   rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
                         rcnRedOp_t op, cudaStream_t stream) override {
+    if (count == 0) return rcnSuccess;
+    const size_t bytes = count * dtypeSize(dtype);
+    RCN_CHECK(checkGpuCall("proxy", bytes, maxBytes_, send, recv, dtype));
     ProxyKernelArgs args = args_;
     args.send = send;
     args.recv = recv;
     args.count = count;
-    OneShotGrid grid = oneShotGrid(count * dtypeSize(dtype), llMaxBytes_, gridBlocks_, threads_);
+    OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, gridBlocks_, threads_);
+    const size_t units = grid.protocol == OneShotProtocol::LL ? (bytes + 7) / 8 : (bytes + 15) / 16;
+    grid.blocks = proxyBlocksFor(units, grid.blocks);
     return launchProxyKernel(args, dtype, op, grid, programmaticLaunch_, stream);
   }
 

@@ -41,7 +41,9 @@ void segmentName(uint64_t commId, int rank, char* name, size_t size) {
 // Copies a payload into a peer's segment with stores that bypass this CPU's
 // cache: the reader is the peer (its GPU over PCIe on the proxy path), so
 // ordinary stores would only add read-for-ownership traffic now and snoops
-// later. Non-temporal stores are weakly ordered; putFlag fences them.
+// later. Non-temporal stores are weakly ordered and may sit in write-combining
+// buffers, so every copy ends with a fence: the LL protocol sends no flag
+// after its lines, and the peer's kernel must see them without one.
 void copyToPeer(uint8_t* dst, const uint8_t* src, size_t bytes) {
 #if defined(__x86_64__)
   if (bytes >= 1024 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
@@ -57,6 +59,7 @@ void copyToPeer(uint8_t* dst, const uint8_t* src, size_t bytes) {
       _mm_stream_si128(d + 3, e);
     }
     std::memcpy(dst + 64 * lines, src + 64 * lines, bytes - 64 * lines);
+    _mm_sfence();
     return;
   }
 #endif
