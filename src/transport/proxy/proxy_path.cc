@@ -142,13 +142,11 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   // (48 KB on the H200 host: 14.4 us with 12 blocks on 4 lanes, 12.3-12.4 us
   // with 6 on 6 or 8 on 8). The lane count is an agreed parameter, so every
   // rank computes the same grids.
-  gridBlocks_ = std::min(maxBlocks_, engine_->lanes());
   // LL doubles the bytes on the wire; it pays where the CPU copies (shm) and
   // measured 3x slower over tcp (8 KB: 91 us against 32 us with flags).
-  if (!wire_->concurrentPuts()) {
-    gridBlocks_ = maxBlocks_;
-    llMaxBytes_ = 0;
-  }
+  const bool cpuCopies = wire_->concurrentPuts();
+  gridBlocks_ = cpuCopies ? std::min(maxBlocks_, engine_->lanes()) : maxBlocks_;
+  if (!cpuCopies) llMaxBytes_ = 0;
   return rcnSuccess;
 }
 

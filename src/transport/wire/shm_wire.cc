@@ -91,9 +91,8 @@ class ShmWire final : public Wire {
     RCN_CHECK(checkPeer(peer));
     RCN_ARG_CHECK(flagIndex < layout_.flagCount, "shm wire: flag index %zu out of range", flagIndex);
     uint32_t* flags = reinterpret_cast<uint32_t*>(mapped_[peer] + layout_.flagOffset);
-#if defined(__x86_64__)
-    _mm_sfence();  // the payload's non-temporal stores land before the flag
-#endif
+    // copyToPeer fenced the payload's non-temporal stores; the release
+    // orders its ordinary ones.
     __atomic_store_n(&flags[flagIndex], value, __ATOMIC_RELEASE);
     return rcnSuccess;
   }
