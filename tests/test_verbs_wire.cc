@@ -68,6 +68,14 @@ struct Mock {
   std::vector<int> gidQueries;
   std::vector<std::string> opened;
   std::vector<int> mrAccess;
+  std::vector<void*> regMrAddrs;  // what ibv_reg_mr was given
+  struct DmabufReg {
+    uint64_t offset;
+    size_t length;
+    uint64_t iova;
+    int fd;
+  };
+  std::vector<DmabufReg> dmabufRegs;
   std::vector<ibv_qp_init_attr> qpInits;
   uint32_t nextKey = 0x100, nextQpn = 0x40;
   int port2Active = 0;
@@ -83,6 +91,8 @@ struct Mock {
     gidQueries.clear();
     opened.clear();
     mrAccess.clear();
+    regMrAddrs.clear();
+    dmabufRegs.clear();
     qpInits.clear();
     failCreateQpCall = -1;
     createQpCalls = 0;
@@ -126,8 +136,7 @@ int mQueryGid(ibv_context*, uint8_t, int index, ibv_gid* gid) {
 }
 ibv_pd* mAllocPd(ibv_context* c) { auto* pd = new ibv_pd{}; pd->context = c; return pd; }
 int mDeallocPd(ibv_pd* pd) { delete pd; return 0; }
-ibv_mr* mRegMr(ibv_pd* pd, void* addr, size_t len, int access) {
-  std::lock_guard<std::mutex> lock(gMock.mu);
+ibv_mr* newMr(ibv_pd* pd, void* addr, size_t len, int access) {
   auto* mr = new ibv_mr{};
   mr->context = pd->context;
   mr->pd = pd;
@@ -138,6 +147,18 @@ ibv_mr* mRegMr(ibv_pd* pd, void* addr, size_t len, int access) {
   gMock.mrByRkey[mr->rkey] = mr;
   gMock.mrAccess.push_back(access);
   return mr;
+}
+ibv_mr* mRegMr(ibv_pd* pd, void* addr, size_t len, int access) {
+  std::lock_guard<std::mutex> lock(gMock.mu);
+  gMock.regMrAddrs.push_back(addr);
+  return newMr(pd, addr, len, access);
+}
+// The software NIC reaches a dma-buf's memory at its iova (here the fake
+// device region is host memory, so the iova is also where to memcpy).
+ibv_mr* mRegDmabufMr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
+  std::lock_guard<std::mutex> lock(gMock.mu);
+  gMock.dmabufRegs.push_back({offset, len, iova, fd});
+  return newMr(pd, reinterpret_cast<void*>(iova), len, access);
 }
 int mDeregMr(ibv_mr* mr) {
   std::lock_guard<std::mutex> lock(gMock.mu);
@@ -238,6 +259,7 @@ VerbsApi mockApi() {
   api.allocPd = mAllocPd;
   api.deallocPd = mDeallocPd;
   api.regMr = mRegMr;
+  api.regDmabufMr = mRegDmabufMr;
   api.deregMr = mDeregMr;
   api.createCq = mCreateCq;
   api.destroyCq = mDestroyCq;
@@ -280,15 +302,17 @@ struct Built {
   std::string whys[kRanks];
 };
 
-// Builds the wire on kRanks threads sharing an in-process bootstrap.
-void buildWires(Built* b) {
+// Builds the wire on kRanks threads sharing an in-process bootstrap; with
+// `device`, rank r's region is device[r] (GPUDirect RDMA).
+void buildWires(Built* b, const DeviceRegion* device = nullptr) {
   auto group = makeLocalBootstrapGroup(kRanks);
   std::vector<std::unique_ptr<Bootstrap>> bs;
   for (int r = 0; r < kRanks; ++r) bs.push_back(bootstrapInitLocal(group, r));
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
-      b->results[r] = createVerbsWire(hostContext(bs[r].get(), 0, 2000), kLayout, &b->wires[r], &b->whys[r]);
+      b->results[r] = createVerbsWire(hostContext(bs[r].get(), 0, 2000), kLayout, device ? &device[r] : nullptr,
+                                      &b->wires[r], &b->whys[r]);
     });
   }
   for (auto& t : threads) t.join();
@@ -502,4 +526,76 @@ TEST_CASE("host backend runs end to end over the mocked verbs wire", "[verbs][ho
   CHECK(failures[1] == 0);
 }
 
+// GPUDirect RDMA: the region comes from the proxy path (device memory; here
+// host buffers stand in for it) and is registered as it is.
+struct FakeDeviceRegions {
+  std::vector<uint8_t> bytes[kRanks];
+  DeviceRegion regions[kRanks];
+  explicit FakeDeviceRegions(bool dmabuf) {
+    for (int r = 0; r < kRanks; ++r) {
+      bytes[r].assign(kLayout.regionBytes, 0);
+      regions[r].ptr = bytes[r].data();
+      regions[r].cudaDev = r;
+      regions[r].dmabufFd = dmabuf ? 40 + r : -1;
+    }
+  }
+};
+
+TEST_CASE("verbs wire: a device region with a dma-buf is registered with ibv_reg_dmabuf_mr", "[verbs][gdr]") {
+  MockScope scope;
+  FakeDeviceRegions device(/*dmabuf=*/true);
+  Built b;
+  buildWires(&b, device.regions);
+  REQUIRE(b.wires[0]);
+  REQUIRE(b.wires[1]);
+  CHECK(gMock.regMrAddrs.empty());
+  REQUIRE(gMock.dmabufRegs.size() == 2);
+  for (const auto& reg : gMock.dmabufRegs) {
+    const int r = reg.fd - 40;
+    REQUIRE((r == 0 || r == 1));
+    CHECK(reg.offset == 0);
+    CHECK(reg.length == kLayout.regionBytes);
+    CHECK(reg.iova == reinterpret_cast<uint64_t>(device.regions[r].ptr));
+  }
+  for (int access : gMock.mrAccess) CHECK_FALSE((access & IBV_ACCESS_RELAXED_ORDERING));
+  // The wire's region is the device region; puts read from it and land in
+  // the peer's, at the address the peer advertised.
+  CHECK(b.wires[0]->region() == device.regions[0].ptr);
+  for (int i = 0; i < 512; ++i) device.bytes[0][i] = uint8_t(i * 5 + 1);
+  gMock.posted.clear();
+  REQUIRE(b.wires[0]->put(1, 0, 1024, 512) == rcnSuccess);
+  REQUIRE(gMock.posted.size() == 1);
+  CHECK(gMock.posted[0].localAddr == reinterpret_cast<uint64_t>(device.regions[0].ptr));
+  CHECK(gMock.posted[0].remoteAddr == reinterpret_cast<uint64_t>(device.regions[1].ptr) + 1024);
+  CHECK(std::memcmp(device.bytes[1].data() + 1024, device.bytes[0].data(), 512) == 0);
+}
+
+TEST_CASE("verbs wire: a device region without a dma-buf goes through ibv_reg_mr (peermem)", "[verbs][gdr]") {
+  MockScope scope;
+  FakeDeviceRegions device(/*dmabuf=*/false);
+  Built b;
+  buildWires(&b, device.regions);
+  REQUIRE(b.wires[0]);
+  CHECK(gMock.dmabufRegs.empty());
+  REQUIRE(gMock.regMrAddrs.size() == 2);
+  for (void* addr : gMock.regMrAddrs)
+    CHECK((addr == device.regions[0].ptr || addr == device.regions[1].ptr));
+  REQUIRE(b.wires[0]->putFlag(1, 3, 77) == rcnSuccess);
+  CHECK(b.wires[1]->flags()[3] == 77);
+}
+
+TEST_CASE("verbs wire: a dma-buf region without ibv_reg_dmabuf_mr fails on every rank, saying why", "[verbs][gdr]") {
+  MockScope scope;
+  scope.api.regDmabufMr = nullptr;  // rdma-core before v34
+  FakeDeviceRegions device(/*dmabuf=*/true);
+  Built b;
+  buildWires(&b, device.regions);
+  CHECK(b.results[0] != rcnSuccess);
+  CHECK(b.results[1] != rcnSuccess);
+  CHECK_FALSE(b.wires[0]);
+  CHECK(b.whys[0].find("ibv_reg_dmabuf_mr") != std::string::npos);
+  CHECK(b.whys[1].find("ibv_reg_dmabuf_mr") != std::string::npos);
+}
+
 #endif  // ROCENANTE_HAVE_IBVERBS
+

@@ -2,7 +2,8 @@
 // proxy kernel against the real ProxyEngine over the shm and tcp wires, with
 // grids and protocols that change from call to call: flags (stage a slice,
 // ring the block's doorbell, wait for every peer's flag, check the peer's
-// slice) and LL (ring first, then write tagged lines; poll the peers' lines).
+// slice), LL (ring first, then write tagged lines; poll the peers' lines) and
+// staged LL (write the lines, then ring: the engine must put them unread).
 // Faults: a rank killed mid-run (the survivors' engines must fail and raise
 // the abort flag the kernels watch), and a kernel that rings an LL doorbell
 // but never writes its lines (its own engine must give up within the timeout).
@@ -51,7 +52,8 @@ struct FakeKernel {
   int run(uint32_t call, bool stall = false) {
     const size_t bytes = 16 * (1 + call % 200);  // the call's message, split over the grid
     const bool ll = call % 2 == 0 && bytes <= kLlMaxBytes;
-    return ll ? runLL(call, bytes, stall) : runFlags(call, bytes);
+    const bool staged = call % 4 == 2;
+    return ll ? runLL(call, bytes, staged, stall) : runFlags(call, bytes);
   }
 
   // As the kernel's ringDoorbell: each field in one 8-byte word with its tag.
@@ -95,18 +97,22 @@ struct FakeKernel {
     return data | uint64_t(call) << 32;
   }
 
-  int runLL(uint32_t call, size_t bytes, bool stall) {
+  int runLL(uint32_t call, size_t bytes, bool staged, bool stall) {
     const size_t units = bytes / 8;
     const int phase = int(call & 1), grid = proxyBlocksFor(units, gridOf(call));
     const size_t perBlock = proxyBlockShare(units, grid);
-    for (int b = 0; b < grid; ++b) {
-      size_t begin = std::min(units, b * perBlock), end = std::min(units, begin + perBlock);
-      ring(phase, b, call, grid, kProxyLL, begin * 16, (end - begin) * 16);
-    }
+    auto ringAll = [&](uint32_t protocol) {
+      for (int b = 0; b < grid; ++b) {
+        size_t begin = std::min(units, b * perBlock), end = std::min(units, begin + perBlock);
+        ring(phase, b, call, grid, protocol, begin * 16, (end - begin) * 16);
+      }
+    };
+    if (!staged) ringAll(kProxyLL);
     if (stall) return 2;
     uint64_t* own = reinterpret_cast<uint64_t*>(wire->region() + layout.llSlotOffset(phase, rank));
     for (size_t u = 0; u < units; ++u)
       for (int h = 0; h < 2; ++h) __atomic_store_n(&own[2 * u + h], word(rank, call, u, h), __ATOMIC_RELEASE);
+    if (staged) ringAll(kProxyLLStaged);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     for (int p = 0; p < nranks; ++p) {
       if (p == rank) continue;

@@ -1,7 +1,10 @@
 // The proxy path on GPUs (2 processes, one GPU each, shm wire by default):
 // every dtype and op against a float64 reference with poisoned outputs,
 // unaligned pointers, bit-identical results on every rank, CUDA graph
-// replay, and the latency of bf16 sum at 48 KB in a CUDA graph.
+// replay, and the latency of bf16 sum at 48 KB in a CUDA graph. Over the
+// shm and tcp wires (regions in pinned host memory) and the cuda wire
+// (regions in GPU memory written by the copy engine: the GPUDirect RDMA
+// protocol, staged LL, without a NIC).
 // Skips (exit 77) without 2 GPUs.
 #include <catch2/catch_test_macros.hpp>
 
@@ -164,6 +167,9 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
     return 81;
   }
   if (R.path->path() != rcnPathProxy) return 82;
+  // Regions in GPU memory exactly where the wire writes GPU memory.
+  const bool gpuMemory = std::string(R.path->transportName()).find("-gpumem") != std::string::npos;
+  if (gpuMemory != (std::string(wire) == "cuda")) return 83;
   CUDA_OK(cudaStreamCreateWithFlags(&R.stream, cudaStreamNonBlocking));
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&R.dsend), kMaxBytes + 64));
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&R.drecv), kMaxBytes + 64));
@@ -242,9 +248,9 @@ int runApiRank(const rcnUniqueId& id, int rank, int nranks) {
 
 // Rank 1 dies between calls; rank 0 keeps calling and must get an async error
 // naming rank 1 well within the timeout, with every kernel returning.
-int runKilledPeerRank(const rcnUniqueId& id, int rank) {
+int runKilledPeerRank(const rcnUniqueId& id, int rank, const char* wire) {
   CUDA_OK(cudaSetDevice(rank % gpuCount()));
-  setenv("ROCENANTE_WIRE", "shm", 1);
+  setenv("ROCENANTE_WIRE", wire, 1);
   auto bs = joinBootstrap(id, rank, 2);
   if (!bs) return 70;
   FastPathContext ctx = hostContext(bs.get(), kMaxBytes, 5000);
@@ -273,17 +279,25 @@ int runKilledPeerRank(const rcnUniqueId& id, int rank) {
 
 }  // namespace
 
-TEST_CASE("proxy path: a peer killed mid-run gives the survivor an async error, no hang", "[gpu][proxy][fault]") {
+void runKilledPeer(const char* wire) {
   requireGpus(2);
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
-  auto outcomes = runRanks(2, [&](int rank) { return runKilledPeerRank(id, rank); }, 60);
+  auto outcomes = runRanks(2, [&](int rank) { return runKilledPeerRank(id, rank, wire); }, 60);
   std::string report;
   allSucceeded(outcomes, &report);
   INFO(report);
   CHECK(outcomes[1].signal == SIGKILL);
   CHECK(outcomes[0].exitCode == 0);
   CHECK_FALSE(outcomes[0].timedOut);
+}
+
+TEST_CASE("proxy path: a peer killed mid-run gives the survivor an async error, no hang", "[gpu][proxy][fault]") {
+  runKilledPeer("shm");
+}
+
+TEST_CASE("proxy path, GPU memory: a peer killed mid-run gives the survivor an async error", "[gpu][proxy][fault][gdr]") {
+  runKilledPeer("cuda");
 }
 
 TEST_CASE("proxy path through the public API (ROCENANTE_TRANSPORT=proxy)", "[gpu][proxy][api]") {
@@ -303,4 +317,8 @@ TEST_CASE("proxy path over shm: 2 GPUs, every dtype and op, graph replay, latenc
 
 TEST_CASE("proxy path over tcp: 2 GPUs, every dtype and op, graph replay, latency", "[gpu][proxy]") {
   runAll("tcp");
+}
+
+TEST_CASE("proxy path over the cuda wire (GPU-memory regions, staged LL): every dtype and op, graph replay", "[gpu][proxy][gdr]") {
+  runAll("cuda");
 }

@@ -133,6 +133,7 @@ rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why)
   ctx.threads = static_cast<int>(threads);
   ctx.timeoutMs = static_cast<uint64_t>(timeoutMs);
   ctx.bootstrap = comm->bootstrap.get();
+  ctx.topo = &topo;
   return createFastPath(ctx, kind, &comm->fast, why);
 }
 

@@ -22,6 +22,7 @@ struct FastPathContext {
   int threads = 0;
   uint64_t timeoutMs = 0;
   class Bootstrap* bootstrap = nullptr;  // valid during creation only
+  const struct CommTopo* topo = nullptr;  // the agreed topology, during creation (may be null)
 };
 
 class FastPath {

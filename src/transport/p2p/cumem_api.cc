@@ -35,7 +35,9 @@ bool loadAll(CuMemApi* api, std::string* why) {
          fetch("cuMemUnmap", &api->unmap, why) && fetch("cuMemSetAccess", &api->setAccess, why) &&
          fetch("cuMemExportToShareableHandle", &api->exportHandle, why) &&
          fetch("cuMemImportFromShareableHandle", &api->importHandle, why) &&
-         fetch("cuGetErrorString", &api->errorString, why);
+         fetch("cuGetErrorString", &api->errorString, why) &&
+         fetch("cuMemGetHandleForAddressRange", &api->getHandleForAddressRange, why) &&
+         fetch("cuStreamWriteValue32", &api->streamWriteValue32, why);
 }
 
 }  // namespace

@@ -26,6 +26,9 @@ struct CuMemApi {
   PFN_cuMemExportToShareableHandle_v10020 exportHandle;
   PFN_cuMemImportFromShareableHandle_v10020 importHandle;
   PFN_cuGetErrorString_v6000 errorString;
+  // For the proxy path's device-memory regions (GPUDirect RDMA, the cuda wire).
+  PFN_cuMemGetHandleForAddressRange_v11070 getHandleForAddressRange;
+  PFN_cuStreamWriteValue32_v11070 streamWriteValue32;
 };
 
 // The table, or null (with the reason in *why) when an entry point is missing.

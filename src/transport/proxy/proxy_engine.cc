@@ -168,7 +168,25 @@ rcnResult_t ProxyEngine::forwardLines(uint32_t call, const ProxyDoorbell& d, int
     for (int i = 1; i < layout_.nranks; ++i)
       RCN_CHECK(wire_->put((rank_ + i) % layout_.nranks, base + done, base + done, piece));
   }
+  wire_->flushPuts();
   return rcnSuccess;
+}
+
+// Staged LL: the kernel fenced its lines before ringing, so the whole block
+// goes at once; this CPU never reads them (they may be in device memory).
+rcnResult_t ProxyEngine::forwardStagedLines(const ProxyDoorbell& d, int phase) {
+  const size_t offset = layout_.llSlotOffset(phase, rank_) + d.offset;
+  for (int i = 1; i < layout_.nranks; ++i)
+    RCN_CHECK(wire_->put((rank_ + i) % layout_.nranks, offset, offset, d.bytes));
+  return rcnSuccess;
+}
+
+rcnResult_t ProxyEngine::forwardBlock(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
+  switch (d.protocol) {
+    case kProxyLL: return forwardLines(call, d, phase);
+    case kProxyLLStaged: return forwardStagedLines(d, phase);
+    default: return forward(call, block, d, phase);
+  }
 }
 
 bool ProxyEngine::stoppedOrFailed() const {
@@ -209,20 +227,20 @@ bool ProxyEngine::serveDoorbells(Lane& lane) {
     if (lane.served[b]) continue;
     ProxyDoorbell d;
     if (!readDoorbell(doorbells_ + size_t(phase) * layout_.blocks + b, lane.call, &d)) continue;
-    const bool ll = d.protocol == kProxyLL;
+    const bool ll = d.protocol != kProxyFlags;
     const size_t slotBytes = ll ? layout_.llSlotBytes() : layout_.slotBytes();
-    if (d.blocks == 0 || int(d.blocks) > layout_.blocks || d.protocol > kProxyLL ||
+    if (d.blocks == 0 || int(d.blocks) > layout_.blocks || d.protocol > kProxyLLStaged ||
         d.offset > slotBytes || d.bytes > slotBytes - d.offset || d.offset % 16 != 0 || d.bytes % 16 != 0) {
       fail("proxy: rank " + std::to_string(rank_) + " read a malformed doorbell (block " +
            std::to_string(b) + ")");
       return false;
     }
-    if ((ll ? forwardLines(lane.call, d, phase) : forward(lane.call, b, d, phase)) != rcnSuccess) {
+    if (forwardBlock(lane.call, b, d, phase) != rcnSuccess) {
       // Stopping, aborted, or another lane failed first: that names the cause.
       if (stoppedOrFailed()) return false;
       std::string why;
       if (wire_->error(&why) == rcnSuccess)
-        why = ll ? "block " + std::to_string(b) + " of call " + std::to_string(lane.call) +
+        why = d.protocol == kProxyLL ? "block " + std::to_string(b) + " of call " + std::to_string(lane.call) +
                        ": the kernel's lines did not arrive within " + std::to_string(timeoutMs_) + " ms"
                  : "a put failed";
       fail("proxy: rank " + std::to_string(rank_) + ": " + why);

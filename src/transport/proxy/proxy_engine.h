@@ -2,7 +2,8 @@
 // and, for each block that rang, have the wire put the block's slice into
 // every peer's slot and then raise that peer's flag, in that order (flags
 // protocol), or put the block's LL lines as they are found complete, with no
-// flag (LL protocol: the lines carry their own tags). On wires
+// flag (LL protocol: the lines carry their own tags), or, staged LL, puts a
+// block's lines unread once its doorbell rings (regions in device memory). On wires
 // where the CPU itself copies (shm), several threads ("lanes") share the
 // blocks (block b goes to lane b % lanes), so copies of one call run in
 // parallel; wires with ordered connections (tcp, verbs) get one lane.
@@ -58,8 +59,10 @@ class ProxyEngine {
   void loop(Lane& lane);
   bool serveDoorbells(Lane& lane);
   bool finishCallIfDone(Lane& lane);
+  rcnResult_t forwardBlock(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   rcnResult_t forward(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   rcnResult_t forwardLines(uint32_t call, const ProxyDoorbell& d, int phase);
+  rcnResult_t forwardStagedLines(const ProxyDoorbell& d, int phase);
   bool linesArrived(const uint8_t* lines, size_t bytes, uint32_t call,
                     std::chrono::steady_clock::time_point deadline) const;
   bool stoppedOrFailed() const;

@@ -1,4 +1,4 @@
-// The proxy path's kernel (see proxy_kernel.h for its two protocols). Element
+// The proxy path's kernel (see proxy_kernel.h for its protocols). Element
 // types and ops (kernels/reduce_ops.cuh), the device helpers
 // (kernels/device_common.cuh) and the launch (kernels/kernel_launch.cuh) are
 // shared with the p2p kernel. One instance per (dtype, op); the protocol is
@@ -113,23 +113,32 @@ __device__ bool runFlags(const ProxyKernelArgs& a, uint32_t call) {
 // ---- protocol: low latency (tags inside the data) ---------------------------
 
 template <typename T, typename Op>
-__device__ bool runLL(const ProxyKernelArgs& a, uint32_t call) {
+__device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
   using Acc = typename ElemTraits<T>::Acc;
   constexpr int E = 8 / sizeof(T);
   const int me = a.rank, n = a.nranks, phase = call & 1;
   const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 8>(a);
   const BlockRange range = blockRange((a.count * sizeof(T) + 7) / 8);
+  const size_t lineOffset = range.begin * 16, lineBytes = (range.end - range.begin) * 16;
 
   // 1. Ring first: the proxy starts on the lines as they land, and needs no
   // fence because each line vouches for itself.
-  if (threadIdx.x == 0)
-    ringDoorbell(a, phase, call, kProxyLL, range.begin * 16, (range.end - range.begin) * 16);
+  if (!staged && threadIdx.x == 0) ringDoorbell(a, phase, call, kProxyLL, lineOffset, lineBytes);
 
   // 2. Each 8-byte unit, tagged twice with the call number, into our own lines.
   uint4* own = linesOf(a, phase, me);
   for (size_t u = range.begin + threadIdx.x; u < range.end; u += blockDim.x) {
     const uint2 d = loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
     storeLine(own + u, make_uint4(d.x, call, d.y, call));
+  }
+  // Staged: the NIC reads the lines once the doorbell rang, so every line
+  // must be visible to it (beyond the GPU) by then.
+  if (staged) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      ringDoorbell(a, phase, call, kProxyLLStaged, lineOffset, lineBytes);
+    }
   }
 
   // 3. Poll each peer's lines until they carry this call; reduce in rank
@@ -167,12 +176,14 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call) {
 }
 
 template <typename T, typename Op>
-__global__ void __launch_bounds__(kMaxThreads) proxyKernel(const ProxyKernelArgs a, int ll) {
+__global__ void __launch_bounds__(kMaxThreads) proxyKernel(const ProxyKernelArgs a, int protocol) {
   waitForPreviousKernels();
   volatile ProxyState* st = a.state;
   if (st->failed) return;  // an earlier call lost a peer: never wait again
   const uint32_t call = nextCallNumber(st->epoch);
-  if (!(ll ? runLL<T, Op>(a, call) : runFlags<T, Op>(a, call))) return;
+  const bool ok = protocol == kProxyFlags ? runFlags<T, Op>(a, call)
+                                          : runLL<T, Op>(a, call, protocol == kProxyLLStaged);
+  if (!ok) return;
 
   // The last block to finish advances the epoch for the next call.
   __syncthreads();
@@ -192,9 +203,10 @@ const KernelFn kKernels[rcnNumTypes][rcnNumOps] = RCN_KERNEL_TABLE(proxyKernel);
 }  // namespace
 
 rcnResult_t launchProxyKernel(const ProxyKernelArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
-                              const OneShotGrid& grid, bool programmaticLaunch, cudaStream_t stream) {
-  const int ll = grid.protocol == OneShotProtocol::LL ? 1 : 0;
-  return launchKernel(kKernels[dtype][op], grid, programmaticLaunch, stream, args, ll);
+                              const OneShotGrid& grid, bool staged, bool programmaticLaunch,
+                              cudaStream_t stream) {
+  const int protocol = grid.protocol != OneShotProtocol::LL ? kProxyFlags : staged ? kProxyLLStaged : kProxyLL;
+  return launchKernel(kKernels[dtype][op], grid, programmaticLaunch, stream, args, protocol);
 }
 
 }  // namespace rcn

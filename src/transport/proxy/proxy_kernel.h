@@ -10,6 +10,10 @@
 //    data bytes and two copies of the call number; the proxy puts lines as
 //    it finds them complete, and the kernel polls the lines themselves. No
 //    system fence and no flag round trip: fewer PCIe trips, twice the bytes.
+//  - ll-staged: the same lines, but the block stages them all, fences and
+//    only then rings, and the proxy puts them unread. For regions in device
+//    memory (GPUDirect RDMA), which the proxy's CPU cannot poll; the tags
+//    still make the receiver independent of the order the NIC's writes land.
 // The call number lives in device memory and the kernel advances it, so CUDA
 // graph replays stay in step; the region layout is the p2p kernel's own.
 #pragma once
@@ -24,7 +28,7 @@
 
 namespace rcn {
 
-enum ProxyProtocol : uint32_t { kProxyFlags = 0, kProxyLL = 1 };
+enum ProxyProtocol : uint32_t { kProxyFlags = 0, kProxyLL = 1, kProxyLLStaged = 2 };
 
 // One per (phase, block), in host-mapped memory, written by the block as two
 // 16-byte stores. Every field shares an 8-byte word with a copy of the call
@@ -75,10 +79,11 @@ inline int proxyBlocksFor(size_t units, int blocks) {
 }
 
 // Enqueues one all-reduce; grid from oneShotGrid with the proxy's LL limit,
-// then proxyBlocksFor.
+// then proxyBlocksFor. staged: LL calls use kProxyLLStaged instead of kProxyLL.
 // programmaticLaunch: let it be scheduled while the previous kernel on the
 // stream runs (PDL, ROCENANTE_PDL); it still waits for that kernel to finish.
 rcnResult_t launchProxyKernel(const ProxyKernelArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
-                              const OneShotGrid& grid, bool programmaticLaunch, cudaStream_t stream);
+                              const OneShotGrid& grid, bool staged, bool programmaticLaunch,
+                              cudaStream_t stream);
 
 }  // namespace rcn

@@ -1,8 +1,11 @@
 // The proxy path: a GPU kernel and a host proxy thread per communicator,
 // moving bytes over a wire (shm on one host, verbs across RoCE, tcp
-// anywhere). The exchange region is the wire's registered host memory,
-// mapped into the GPU with cudaHostRegister, so the kernel stages into it and
-// reads peers' slices from it, and the wire writes into it.
+// anywhere). The exchange region is either the wire's registered host
+// memory, mapped into the GPU with cudaHostRegister, or GPU memory the wire
+// writes directly (GPUDirect RDMA; region_placement.h says when); either way
+// the kernel stages into it and reads peers' data from it, and the wire
+// writes into it. In GPU memory the proxy's CPU cannot watch the kernel's
+// lines, so every call uses the staged LL protocol (proxy_kernel.h).
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -12,7 +15,9 @@
 #include "core/params.h"
 #include "transport/proxy/proxy_engine.h"
 #include "transport/proxy/proxy_kernel.h"
+#include "transport/proxy/region_placement.h"
 #include "transport/transport.h"
+#include "transport/wire/device_region.h"
 #include "transport/wire/exchange_layout.h"
 #include "transport/wire/wire.h"
 
@@ -46,7 +51,7 @@ class ProxyPath final : public FastPath {
     OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, gridBlocks_, threads_);
     const size_t units = grid.protocol == OneShotProtocol::LL ? (bytes + 7) / 8 : (bytes + 15) / 16;
     grid.blocks = proxyBlocksFor(units, grid.blocks);
-    return launchProxyKernel(args, dtype, op, grid, programmaticLaunch_, stream);
+    return launchProxyKernel(args, dtype, op, grid, stagedLines_, programmaticLaunch_, stream);
   }
 
   rcnResult_t asyncError(std::string* why) override;
@@ -59,6 +64,8 @@ class ProxyPath final : public FastPath {
   rcnResult_t build(const FastPathContext& ctx, std::string* why);
 
  private:
+  rcnResult_t buildWire(const FastPathContext& ctx, std::string* why);
+  rcnResult_t mapRegion(void** deviceRegion);
   void release();
 
   int rank_ = 0;
@@ -70,8 +77,10 @@ class ProxyPath final : public FastPath {
   int threads_ = 0;
   uint64_t timeoutMs_ = 0;
   bool programmaticLaunch_ = false;
+  bool stagedLines_ = false;  // region in GPU memory: staged LL for every call
   char name_[32] = "proxy";
   ExchangeLayout layout_;
+  DeviceRegionMemory deviceRegion_;  // when the region is in GPU memory
   std::unique_ptr<Wire> wire_;
   std::unique_ptr<ProxyEngine> engine_;
   bool registered_ = false;
@@ -91,22 +100,11 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   // Not ROCENANTE_PDL: on the H200 host an early-scheduled next kernel made
   // the proxy path slower (48 KB: 16.9 us against 15.4 us without).
   programmaticLaunch_ = false;
-  llMaxBytes_ = std::min<size_t>(ctx.maxBytes, size_t(std::max<int64_t>(0, paramInt(ParamId::ProxyLlMaxBytes))));
-  layout_ = ExchangeLayout::make(ctx.nranks, ctx.maxBytes, ctx.maxBlocks, llMaxBytes_);
-
-  WireKind kind;
-  RCN_CHECK(wireKindFromParams(&kind));
-  RCN_CHECK(createWire(ctx, kind, layout_.wireLayout(), &wire_, why));
+  RCN_CHECK(buildWire(ctx, why));
   if (!wire_) return rcnSuccess;  // no wire fits; why says so
-  std::snprintf(name_, sizeof name_, "proxy-%s", wire_->name());
-
-  // The GPU reads and writes the wire's region directly (zero-copy).
-  RCN_CUDA_CHECK(cudaSetDevice(cudaDev_));
-  RCN_CUDA_CHECK(cudaHostRegister(wire_->region(), layout_.region.totalBytes,
-                                  cudaHostRegisterMapped | cudaHostRegisterPortable));
-  registered_ = true;
+  std::snprintf(name_, sizeof name_, "proxy-%s%s", wire_->name(), stagedLines_ ? "-gpumem" : "");
   void* deviceRegion = nullptr;
-  RCN_CUDA_CHECK(cudaHostGetDevicePointer(&deviceRegion, wire_->region(), 0));
+  RCN_CHECK(mapRegion(&deviceRegion));
 
   RCN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(ProxyState)));
   RCN_CUDA_CHECK(cudaMemset(state_, 0, sizeof(ProxyState)));
@@ -142,11 +140,58 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   // (48 KB on the H200 host: 14.4 us with 12 blocks on 4 lanes, 12.3-12.4 us
   // with 6 on 6 or 8 on 8). The lane count is an agreed parameter, so every
   // rank computes the same grids.
-  // LL doubles the bytes on the wire; it pays where the CPU copies (shm) and
-  // measured 3x slower over tcp (8 KB: 91 us against 32 us with flags).
-  const bool cpuCopies = wire_->concurrentPuts();
-  gridBlocks_ = cpuCopies ? std::min(maxBlocks_, engine_->lanes()) : maxBlocks_;
-  if (!cpuCopies) llMaxBytes_ = 0;
+  gridBlocks_ = wire_->concurrentPuts() ? std::min(maxBlocks_, engine_->lanes()) : maxBlocks_;
+  return rcnSuccess;
+}
+
+// Resolves the wire kind, places the region, sizes it (the protocols
+// depend on both) and builds the wire. LL doubles the bytes on the wire; on
+// host memory it pays where the CPU copies (shm) and measured 3x slower over
+// tcp (8 KB: 91 us against 32 us with flags), so tcp and verbs use flags;
+// in GPU memory every call is staged LL, which needs no write ordering from
+// the NIC into GPU memory.
+rcnResult_t ProxyPath::buildWire(const FastPathContext& ctx, std::string* why) {
+  WireKind requested, kind;
+  GdrMode gdr;
+  RCN_CHECK(wireKindFromParams(&requested));
+  RCN_CHECK(gdrModeFromParams(&gdr));
+  RCN_CHECK(resolveWireKind(ctx, requested, &kind));
+  RegionPlacement placement;
+  rcnResult_t placed = chooseRegionPlacement(ctx.topo, rank_, kind, gdr, verbsDmabufRegistration(), &placement);
+  if (placed != rcnSuccess) {
+    *why = "proxy path: " + placement.why;
+    return placed;
+  }
+  RCN_INFO(RCN_LOG_INIT, "proxy path: rank %d exchange region: %s", rank_, placement.why.c_str());
+  stagedLines_ = placement.device;
+  const size_t shmLlBytes = size_t(std::max<int64_t>(0, paramInt(ParamId::ProxyLlMaxBytes)));
+  llMaxBytes_ = stagedLines_ ? ctx.maxBytes : kind == WireKind::Shm ? std::min(ctx.maxBytes, shmLlBytes) : 0;
+  layout_ = ExchangeLayout::make(ctx.nranks, ctx.maxBytes, ctx.maxBlocks, llMaxBytes_);
+  if (!stagedLines_) return createWire(ctx, kind, layout_.wireLayout(), &wire_, why);
+
+  // Every rank learns whether every rank got its GPU memory before the wire
+  // setup's own collective steps.
+  std::string localWhy;
+  const bool ok =
+      deviceRegion_.allocate(cudaDev_, layout_.region.totalBytes, placement.dmabuf, &localWhy) == rcnSuccess;
+  rcnResult_t agreed = agreeOnStep(ctx.bootstrap, rank_, ctx.nranks, ok, "proxy", "allocate its GPU-memory region", why);
+  if (!ok) *why = "proxy path: " + localWhy;
+  if (agreed != rcnSuccess) return agreed;
+  return createWire(ctx, kind, layout_.wireLayout(), &wire_, why, &deviceRegion_.region());
+}
+
+// The kernel's view of the region: GPU memory as it is, or the wire's host
+// memory mapped into the GPU (zero-copy).
+rcnResult_t ProxyPath::mapRegion(void** deviceRegion) {
+  RCN_CUDA_CHECK(cudaSetDevice(cudaDev_));
+  if (stagedLines_) {
+    *deviceRegion = wire_->region();
+    return rcnSuccess;
+  }
+  RCN_CUDA_CHECK(cudaHostRegister(wire_->region(), layout_.region.totalBytes,
+                                  cudaHostRegisterMapped | cudaHostRegisterPortable));
+  registered_ = true;
+  RCN_CUDA_CHECK(cudaHostGetDevicePointer(deviceRegion, wire_->region(), 0));
   return rcnSuccess;
 }
 
@@ -192,7 +237,8 @@ void ProxyPath::release() {
   if (state_) cudaFree(state_);
   if (host_) cudaFreeHost(host_);
   if (doorbells_) cudaFreeHost(doorbells_);
-  wire_.reset();
+  wire_.reset();  // deregisters the region before it is freed
+  deviceRegion_.release();
 }
 
 }  // namespace

@@ -61,6 +61,20 @@ bool processAlive(int32_t pid) {
   return state != 'Z' && state != 'X';
 }
 
+std::string PeerExitWatch::check(const char* wire) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_ < std::chrono::milliseconds(20)) return "";
+  last_ = now;
+  for (int r = 0; r < int(peers_.size()); ++r) {
+    const PeerIdentity& p = peers_[r];
+    if (r == self_ || p.hostHash != peers_[self_].hostHash || p.pidNamespace != peers_[self_].pidNamespace ||
+        processAlive(p.pid))
+      continue;
+    return std::string(wire) + " wire: rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) + ") exited";
+  }
+  return "";
+}
+
 uint64_t randomId64() {
   std::random_device rd;
   return (uint64_t(rd()) << 32) ^ rd() ^ (uint64_t(getpid()) << 16);

@@ -2,7 +2,10 @@
 // containers on one kernel count as one host), which pid namespace, which pid.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace rcn {
 
@@ -18,6 +21,25 @@ PeerIdentity localPeerIdentity();
 // True when the process exists and is not a zombie. Only meaningful for a
 // peer on this host in this pid namespace.
 bool processAlive(int32_t pid);
+
+// Notices that a peer process exited, for wires whose peers all live on this
+// host (a killed peer never raises its flag: no need to wait for the
+// timeout). Only peers in this pid namespace can be checked.
+class PeerExitWatch {
+ public:
+  void watch(const std::vector<PeerIdentity>& peers, int self) {
+    peers_ = peers;
+    self_ = self;
+  }
+  // "" while every peer lives (looked at no more than every 20 ms), else
+  // "<wire> wire: rank R (pid P) exited".
+  std::string check(const char* wire);
+
+ private:
+  std::vector<PeerIdentity> peers_;
+  int self_ = 0;
+  std::chrono::steady_clock::time_point last_{};
+};
 
 // 64 random bits (for names that must not collide across communicators).
 uint64_t randomId64();

@@ -42,8 +42,8 @@ void segmentName(uint64_t commId, int rank, char* name, size_t size) {
 // cache: the reader is the peer (its GPU over PCIe on the proxy path), so
 // ordinary stores would only add read-for-ownership traffic now and snoops
 // later. Non-temporal stores are weakly ordered and may sit in write-combining
-// buffers, so every copy ends with a fence: the LL protocol sends no flag
-// after its lines, and the peer's kernel must see them without one.
+// buffers; putFlag and flushPuts fence them, not each copy, because a fence
+// per 2 KB LL piece stalls the proxy lane until the piece drained.
 void copyToPeer(uint8_t* dst, const uint8_t* src, size_t bytes) {
 #if defined(__x86_64__)
   if (bytes >= 1024 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
@@ -59,7 +59,6 @@ void copyToPeer(uint8_t* dst, const uint8_t* src, size_t bytes) {
       _mm_stream_si128(d + 3, e);
     }
     std::memcpy(dst + 64 * lines, src + 64 * lines, bytes - 64 * lines);
-    _mm_sfence();
     return;
   }
 #endif
@@ -91,29 +90,26 @@ class ShmWire final : public Wire {
     RCN_CHECK(checkPeer(peer));
     RCN_ARG_CHECK(flagIndex < layout_.flagCount, "shm wire: flag index %zu out of range", flagIndex);
     uint32_t* flags = reinterpret_cast<uint32_t*>(mapped_[peer] + layout_.flagOffset);
-    // copyToPeer fenced the payload's non-temporal stores; the release
-    // orders its ordinary ones.
+    // The fence orders the payload's non-temporal stores, the release its
+    // ordinary ones.
+    flushPuts();
     __atomic_store_n(&flags[flagIndex], value, __ATOMIC_RELEASE);
     return rcnSuccess;
   }
 
-  // A killed peer never raises its flag; notice that it is gone instead of
-  // waiting for the timeout (checked at most every 20 ms).
+  void flushPuts() override {
+#if defined(__x86_64__)
+    _mm_sfence();
+#endif
+  }
+
+  // A killed peer never raises its flag: notice that it is gone.
   rcnResult_t progress() override {
     if (failure_.failed()) return rcnRemoteError;
-    auto now = std::chrono::steady_clock::now();
-    if (now - lastPeerCheck_ < std::chrono::milliseconds(20)) return rcnSuccess;
-    lastPeerCheck_ = now;
-    for (int r = 0; r < nranks_; ++r) {
-      if (r == rank_ || peers_[r].pidNamespace != self_.pidNamespace) continue;
-      if (!processAlive(peers_[r].pid)) {
-        char text[160];
-        std::snprintf(text, sizeof text, "shm wire: rank %d (pid %d) exited", r, peers_[r].pid);
-        failure_.record(text);
-        return rcnRemoteError;
-      }
-    }
-    return rcnSuccess;
+    const std::string gone = exitWatch_.check("shm");
+    if (gone.empty()) return rcnSuccess;
+    failure_.record(gone);
+    return rcnRemoteError;
   }
 
   rcnResult_t error(std::string* why) const override { return failure_.get(why); }
@@ -139,11 +135,9 @@ class ShmWire final : public Wire {
 
   int rank_ = 0, nranks_ = 0;
   uint64_t commId_ = 0;
-  PeerIdentity self_;
-  std::vector<PeerIdentity> peers_;
   std::vector<uint8_t*> mapped_;  // [rank]: this rank's own region at [rank_]
   char ownName_[64] = {};
-  std::chrono::steady_clock::time_point lastPeerCheck_{};
+  PeerExitWatch exitWatch_;
   std::atomic<bool> aborted_{false};
   WireFailure failure_;
 };
@@ -199,20 +193,19 @@ rcnResult_t ShmWire::setup(const FastPathContext& ctx, const WireLayout& layout,
   nranks_ = ctx.nranks;
   layout_ = layout;
   mapped_.assign(nranks_, nullptr);
-  self_ = localPeerIdentity();
-
   std::vector<ShmBlob> blobs(nranks_);
   blobs[rank_].commId = randomId64();
-  blobs[rank_].identity = self_;
+  blobs[rank_].identity = localPeerIdentity();
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(ShmBlob)));
-  peers_.resize(nranks_);
+  std::vector<PeerIdentity> peers(nranks_);
   for (int r = 0; r < nranks_; ++r) {
-    peers_[r] = blobs[r].identity;
-    if (peers_[r].hostHash != self_.hostHash) {
+    peers[r] = blobs[r].identity;
+    if (peers[r].hostHash != blobs[rank_].identity.hostHash) {
       *why = "shm wire: rank " + std::to_string(r) + " is on another host";
       return rcnInvalidUsage;  // the same verdict on every rank
     }
   }
+  exitWatch_.watch(peers, rank_);
   commId_ = blobs[0].commId;
 
   std::string localWhy;

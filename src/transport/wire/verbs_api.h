@@ -23,6 +23,8 @@ struct VerbsApi {
   ibv_pd* (*allocPd)(ibv_context* context);
   int (*deallocPd)(ibv_pd* pd);
   ibv_mr* (*regMr)(ibv_pd* pd, void* addr, size_t length, int access);
+  // Null where rdma-core predates dma-buf registration (before v34).
+  ibv_mr* (*regDmabufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
   int (*deregMr)(ibv_mr* mr);
   ibv_cq* (*createCq)(ibv_context* context, int cqe, void* cqContext, ibv_comp_channel* channel,
                       int compVector);

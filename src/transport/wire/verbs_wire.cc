@@ -4,7 +4,10 @@
 // kSignalEvery-th request is signaled, and its completion (polled in
 // progress()) frees the send-queue slots of every request before it. The
 // region is registered without relaxed ordering, so the payload lands in
-// memory before the flag.
+// memory before the flag. The region is either host memory the wire maps
+// itself or a DeviceRegion (GPUDirect RDMA): GPU memory registered through
+// its dma-buf (ibv_reg_dmabuf_mr) or, with nvidia-peermem, through
+// ibv_reg_mr on the device pointer. The wire never touches the region's bytes.
 //
 // No machine we test on has an RDMA NIC: tests drive this file through a
 // mocked VerbsApi (tests/test_verbs_wire.cc), never through hardware.
@@ -15,9 +18,10 @@
 namespace rcn {
 
 bool verbsDeviceAvailable() { return false; }
+bool verbsDmabufRegistration() { return false; }
 
-rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, std::unique_ptr<Wire>* out,
-                            std::string* why) {
+rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, const DeviceRegion*,
+                            std::unique_ptr<Wire>* out, std::string* why) {
   out->reset();
   *why = "verbs wire: rocenante was built without libibverbs";
   return rcnInvalidUsage;
@@ -50,14 +54,19 @@ int realQueryPort(ibv_context* c, uint8_t port, ibv_port_attr* a) { return ibv_q
 int realPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); }
 int realPollCq(ibv_cq* cq, int n, ibv_wc* wc) { return ibv_poll_cq(cq, n, wc); }
 ibv_mr* realRegMr(ibv_pd* pd, void* addr, size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
+#if ROCENANTE_HAVE_IBV_DMABUF
+constexpr auto kRegDmabufMr = ibv_reg_dmabuf_mr;
+#else
+constexpr ibv_mr* (*kRegDmabufMr)(ibv_pd*, uint64_t, size_t, uint64_t, int, int) = nullptr;
+#endif
 
 const VerbsApi kRealApi = {
     ibv_get_device_list, ibv_free_device_list, ibv_get_device_name, ibv_open_device,
     ibv_close_device,    ibv_query_device,     realQueryPort,       ibv_query_gid,
-    ibv_alloc_pd,        ibv_dealloc_pd,       realRegMr,           ibv_dereg_mr,
-    ibv_create_cq,       ibv_destroy_cq,       ibv_create_qp,       ibv_destroy_qp,
-    ibv_modify_qp,       ibv_query_qp,         realPostSend,        realPollCq,
-    ibv_wc_status_str,
+    ibv_alloc_pd,        ibv_dealloc_pd,       realRegMr,           kRegDmabufMr,
+    ibv_dereg_mr,        ibv_create_cq,        ibv_destroy_cq,      ibv_create_qp,
+    ibv_destroy_qp,      ibv_modify_qp,        ibv_query_qp,        realPostSend,
+    realPollCq,          ibv_wc_status_str,
 };
 
 std::atomic<const VerbsApi*> gApi{&kRealApi};
@@ -66,6 +75,7 @@ std::string gSysfsRoot = "/sys/class/infiniband";
 }  // namespace
 
 const VerbsApi& verbsApi() { return *gApi.load(); }
+bool verbsDmabufRegistration() { return verbsApi().regDmabufMr != nullptr; }
 const VerbsApi& realVerbsApi() { return kRealApi; }
 void setVerbsApiForTest(const VerbsApi* api) { gApi.store(api ? api : &kRealApi); }
 void setVerbsSysfsRootForTest(const char* root) {
@@ -161,7 +171,8 @@ class VerbsWire final : public Wire {
   const char* name() const override { return "verbs"; }
   uint8_t* region() const override { return base_; }
 
-  rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);
+  rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
+                    std::string* why);
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override;
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override;
   rcnResult_t progress() override;
@@ -178,6 +189,7 @@ class VerbsWire final : public Wire {
   };
 
   rcnResult_t createResources(std::string* why);
+  rcnResult_t registerRegion(std::string* why);
   rcnResult_t connectQp(int peer, const VerbsBlobHeader& remote, uint32_t remoteQpn, std::string* why);
   rcnResult_t post(int peer, ibv_send_wr* wr);
   rcnResult_t waitForSendSlot(int peer);
@@ -195,6 +207,8 @@ class VerbsWire final : public Wire {
   ibv_cq* cq_ = nullptr;
   ibv_mr* mr_ = nullptr;
   uint8_t* base_ = nullptr;
+  bool ownsRegion_ = false;  // mapped here (host memory), not a DeviceRegion
+  int dmabufFd_ = -1;        // of a DeviceRegion; not ours to close
   std::vector<Peer> peers_;
   std::chrono::steady_clock::time_point lastQpCheck_{};
   std::atomic<bool> aborted_{false};
@@ -209,7 +223,7 @@ VerbsWire::~VerbsWire() {
   if (mr_) api.deregMr(mr_);
   if (pd_) api.deallocPd(pd_);
   if (port_.context) api.closeDevice(port_.context);
-  if (base_) munmap(base_, layout_.regionBytes);
+  if (base_ && ownsRegion_) munmap(base_, layout_.regionBytes);
 }
 
 rcnResult_t VerbsWire::fail(const std::string& text) {
@@ -236,20 +250,7 @@ rcnResult_t VerbsWire::createResources(std::string* why) {
     *why = errnoWhy("ibv_alloc_pd");
     return rcnSystemError;
   }
-  void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) {
-    *why = errnoWhy("mmap of the exchange region");
-    return rcnSystemError;
-  }
-  base_ = static_cast<uint8_t*>(base);
-  // No IBV_ACCESS_RELAXED_ORDERING: the flag must land after the payload.
-  mr_ = api.regMr(pd_, base_, layout_.regionBytes,
-                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  if (!mr_) {
-    *why = errnoWhy("ibv_reg_mr");
-    return rcnSystemError;
-  }
+  RCN_CHECK(registerRegion(why));
   cq_ = api.createCq(port_.context, kSendDepth * nranks_, nullptr, nullptr, 0);
   if (!cq_) {
     *why = errnoWhy("ibv_create_cq");
@@ -272,6 +273,38 @@ rcnResult_t VerbsWire::createResources(std::string* why) {
       *why = errnoWhy("ibv_create_qp") + " (QP to rank " + std::to_string(r) + ")";
       return rcnSystemError;
     }
+  }
+  return rcnSuccess;
+}
+
+// Host memory mapped here, or the given device memory as it is.
+rcnResult_t VerbsWire::registerRegion(std::string* why) {
+  const VerbsApi& api = verbsApi();
+  // No IBV_ACCESS_RELAXED_ORDERING: the flag must land after the payload.
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  if (!base_) {
+    void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      *why = errnoWhy("mmap of the exchange region");
+      return rcnSystemError;
+    }
+    base_ = static_cast<uint8_t*>(base);
+    ownsRegion_ = true;
+    mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
+  } else if (dmabufFd_ >= 0) {
+    if (!api.regDmabufMr) {
+      *why = "verbs wire: this build's rdma-core cannot register a dma-buf (ibv_reg_dmabuf_mr)";
+      return rcnInvalidUsage;
+    }
+    mr_ = api.regDmabufMr(pd_, 0, layout_.regionBytes, reinterpret_cast<uint64_t>(base_), dmabufFd_, access);
+    if (!mr_) *why = errnoWhy("ibv_reg_dmabuf_mr of the GPU-memory region");
+  } else {
+    mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
+    if (!mr_) *why = errnoWhy("ibv_reg_mr of the GPU-memory region (is nvidia-peermem loaded?)");
+  }
+  if (!mr_) {
+    if (ownsRegion_) *why = errnoWhy("ibv_reg_mr");
+    return rcnSystemError;
   }
   return rcnSuccess;
 }
@@ -328,7 +361,12 @@ rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, uint32
   return rcnSuccess;
 }
 
-rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why) {
+rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
+                             std::string* why) {
+  if (device) {
+    base_ = device->ptr;
+    dmabufFd_ = device->dmabufFd;
+  }
   rank_ = ctx.rank;
   nranks_ = ctx.nranks;
   layout_ = layout;
@@ -471,16 +509,17 @@ rcnResult_t VerbsWire::progress() {
 
 }  // namespace
 
-rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout,
+rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
                             std::unique_ptr<Wire>* out, std::string* why) {
   out->reset();
   auto wire = std::make_unique<VerbsWire>();
-  rcnResult_t res = wire->setup(ctx, layout, why);
+  rcnResult_t res = wire->setup(ctx, layout, device, why);
   if (res != rcnSuccess) {
     RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
     return res;
   }
-  RCN_INFO(RCN_LOG_TRANSPORT, "verbs wire: rank %d connected %d RC queue pairs", ctx.rank, ctx.nranks - 1);
+  RCN_INFO(RCN_LOG_TRANSPORT, "verbs wire: rank %d connected %d RC queue pairs (region in %s)", ctx.rank,
+           ctx.nranks - 1, !device ? "host memory" : device->dmabufFd >= 0 ? "GPU memory, dma-buf" : "GPU memory, peermem");
   *out = std::move(wire);
   return rcnSuccess;
 }

@@ -48,13 +48,14 @@ bool parseWireKind(const std::string& text, WireKind* out) {
   else if (text == "shm") *out = WireKind::Shm;
   else if (text == "tcp") *out = WireKind::Tcp;
   else if (text == "verbs") *out = WireKind::Verbs;
+  else if (text == "cuda") *out = WireKind::Cuda;
   else return false;
   return true;
 }
 
 rcnResult_t wireKindFromParams(WireKind* out) {
   std::string text = paramStr(ParamId::Wire);
-  RCN_ARG_CHECK(parseWireKind(text, out), "ROCENANTE_WIRE='%s' is not one of auto, verbs, shm, tcp",
+  RCN_ARG_CHECK(parseWireKind(text, out), "ROCENANTE_WIRE='%s' is not one of auto, verbs, shm, tcp, cuda",
                 text.c_str());
   return rcnSuccess;
 }
@@ -76,8 +77,22 @@ WireKind chooseWire(const std::vector<PeerIdentity>& ids) {
 
 }  // namespace
 
+rcnResult_t resolveWireKind(const FastPathContext& ctx, WireKind kind, WireKind* out) {
+  *out = kind;
+  if (kind != WireKind::Auto) return rcnSuccess;
+  RCN_ARG_CHECK(ctx.bootstrap != nullptr, "resolveWireKind: no bootstrap");
+  std::vector<PeerIdentity> ids(ctx.nranks);
+  ids[ctx.rank] = localPeerIdentity();
+  RCN_CHECK(ctx.bootstrap->allGather(ids.data(), sizeof(PeerIdentity)));
+  *out = chooseWire(ids);
+  return rcnSuccess;
+}
+
+bool wireNeedsDeviceRegion(WireKind kind) { return kind == WireKind::Cuda; }
+bool wireTakesDeviceRegion(WireKind kind) { return kind == WireKind::Cuda || kind == WireKind::Verbs; }
+
 rcnResult_t createWire(const FastPathContext& ctx, WireKind kind, const WireLayout& layout,
-                       std::unique_ptr<Wire>* out, std::string* why) {
+                       std::unique_ptr<Wire>* out, std::string* why, const DeviceRegion* device) {
   RCN_ARG_CHECK(ctx.bootstrap != nullptr, "createWire: no bootstrap");
   RCN_ARG_CHECK(layout.regionBytes > 0 && layout.flagOffset % sizeof(uint32_t) == 0 &&
                     layout.flagOffset <= layout.regionBytes &&
@@ -85,16 +100,18 @@ rcnResult_t createWire(const FastPathContext& ctx, WireKind kind, const WireLayo
                 "createWire: flags (%zu at %zu) do not fit the %zu-byte region", layout.flagCount,
                 layout.flagOffset, layout.regionBytes);
   out->reset();
-  if (kind == WireKind::Auto) {
-    std::vector<PeerIdentity> ids(ctx.nranks);
-    ids[ctx.rank] = localPeerIdentity();
-    RCN_CHECK(ctx.bootstrap->allGather(ids.data(), sizeof(PeerIdentity)));
-    kind = chooseWire(ids);
+  RCN_CHECK(resolveWireKind(ctx, kind, &kind));
+  RCN_ARG_CHECK(device == nullptr || wireTakesDeviceRegion(kind),
+                "createWire: only the verbs and cuda wires take a device-memory region");
+  if (wireNeedsDeviceRegion(kind) && device == nullptr) {
+    *why = "cuda wire: needs its region in device memory (the proxy path on a GPU)";
+    return rcnSuccess;
   }
   switch (kind) {
     case WireKind::Shm: return createShmWire(ctx, layout, out, why);
     case WireKind::Tcp: return createTcpWire(ctx, layout, out, why);
-    case WireKind::Verbs: return createVerbsWire(ctx, layout, out, why);
+    case WireKind::Verbs: return createVerbsWire(ctx, layout, device, out, why);
+    case WireKind::Cuda: return createCudaWire(ctx, layout, *device, out, why);
     default: break;
   }
   *why = "unknown wire kind";

@@ -38,12 +38,24 @@ struct WireLayout {
   size_t flagCount = 0;
 };
 
+// An exchange region the wire does not allocate but registers as it is:
+// device memory, for GPUDirect RDMA. Only wires that can write device
+// memory take one (verbs; cuda, its stand-in on one host).
+struct DeviceRegion {
+  uint8_t* ptr = nullptr;  // device pointer to the region (regionBytes long), a cudaMalloc base
+  int cudaDev = -1;
+  // A dma-buf of the region (verbs registers it with ibv_reg_dmabuf_mr), or
+  // -1: ibv_reg_mr on the device pointer, through nvidia-peermem.
+  int dmabufFd = -1;
+};
+
 class Wire {
  public:
   virtual ~Wire() = default;
-  virtual const char* name() const = 0;  // "shm", "tcp", "verbs"
+  virtual const char* name() const = 0;  // "shm", "tcp", "verbs", "cuda"
 
-  // This rank's exchange region (page aligned, layout().regionBytes() long).
+  // This rank's exchange region (page aligned, layout().regionBytes() long);
+  // a device pointer when the wire was given a DeviceRegion.
   virtual uint8_t* region() const = 0;
   const WireLayout& layout() const { return layout_; }
   // This rank's flag array, written by peers through putFlag.
@@ -51,6 +63,10 @@ class Wire {
 
   virtual rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) = 0;
   virtual rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) = 0;
+  // Puts reach the peer in time without this, and before any later flag of
+  // this thread; LL sends no flag, so it calls this once after a block's last
+  // put to bound how long weakly ordered stores may linger.
+  virtual void flushPuts() {}
   // Reaps completions and checks peers; returns the wire's error, if any.
   virtual rcnResult_t progress() = 0;
   // rcnSuccess or the first error seen (a peer gone, a bad frame, a QP error).
@@ -92,22 +108,34 @@ rcnResult_t agreeOnStep(Bootstrap* bs, int rank, int nranks, bool ok, const char
                         const char* step, std::string* why);
 
 // Which wire to build. Auto: shm when every rank is on this host, else verbs
-// when built with ibverbs and every rank has an RDMA device, else tcp.
-enum class WireKind { Auto, Shm, Tcp, Verbs };
+// when built with ibverbs and every rank has an RDMA device, else tcp. Cuda
+// (device-memory regions on one host, written by the copy engine) stands in
+// for GPUDirect RDMA where there is no NIC; only asked for by name.
+enum class WireKind { Auto, Shm, Tcp, Verbs, Cuda };
 
-// Parses ROCENANTE_WIRE's text ("auto", "shm", "tcp", "verbs").
+// Parses ROCENANTE_WIRE's text ("auto", "shm", "tcp", "verbs", "cuda").
 bool parseWireKind(const std::string& text, WireKind* out);
+
+// The kind Auto stands for here (collective over ctx.bootstrap when Auto;
+// the same answer on every rank). Other kinds come back unchanged.
+rcnResult_t resolveWireKind(const FastPathContext& ctx, WireKind kind, WireKind* out);
+
+// Whether a kind's wire needs (Cuda), may take (Verbs) or cannot take a DeviceRegion.
+bool wireNeedsDeviceRegion(WireKind kind);
+bool wireTakesDeviceRegion(WireKind kind);
 
 // The kind ROCENANTE_WIRE asks for; rcnInvalidArgument naming the value when
 // it is not one of them.
 rcnResult_t wireKindFromParams(WireKind* out);
 
-// Builds and connects this rank's wire: allocates and registers the region,
-// exchanges blobs over ctx.bootstrap, connects to every peer. Collective.
+// Builds and connects this rank's wire: allocates (or, given a device
+// region, takes) and registers the region, exchanges blobs over
+// ctx.bootstrap, connects to every peer. Collective.
 // On rcnSuccess *out may be null when the kind does not fit (why says so);
 // the decision is the same on every rank.
 rcnResult_t createWire(const FastPathContext& ctx, WireKind kind, const WireLayout& layout,
-                       std::unique_ptr<Wire>* out, std::string* why);
+                       std::unique_ptr<Wire>* out, std::string* why,
+                       const DeviceRegion* device = nullptr);
 
 // Each wire's own constructor, used by createWire once the kind is chosen.
 // All are collective over ctx.bootstrap.
@@ -117,8 +145,14 @@ rcnResult_t createTcpWire(const FastPathContext& ctx, const WireLayout& layout,
                           std::unique_ptr<Wire>* out, std::string* why);
 // Fails with rcnInvalidUsage and a reason when built without ibverbs.
 rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout,
-                            std::unique_ptr<Wire>* out, std::string* why);
+                            const DeviceRegion* device, std::unique_ptr<Wire>* out,
+                            std::string* why);
+rcnResult_t createCudaWire(const FastPathContext& ctx, const WireLayout& layout,
+                           const DeviceRegion& device, std::unique_ptr<Wire>* out,
+                           std::string* why);
 // True when this process can open at least one usable RDMA device/port.
 bool verbsDeviceAvailable();
+// True when this build can register GPU memory through dma-buf.
+bool verbsDmabufRegistration();
 
 }  // namespace rcn

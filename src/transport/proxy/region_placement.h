@@ -1,0 +1,36 @@
+// Where the proxy path keeps its exchange regions: pinned host memory mapped
+// into the GPU (integrated GPUs such as DGX Spark's GB10, whose memory is
+// host memory anyway; discrete GPUs without GPUDirect RDMA; the shm and tcp
+// wires, which copy with the CPU), or GPU memory that the wire writes
+// directly: the verbs wire through GPUDirect RDMA (registered through a
+// dma-buf, else nvidia-peermem), and the cuda wire, its stand-in on one host.
+// Decided from the agreed topology, so every rank decides the same.
+#pragma once
+
+#include <string>
+
+#include "rocenante/rocenante.h"
+#include "topology/topology.h"
+#include "transport/wire/wire.h"
+
+namespace rcn {
+
+struct RegionPlacement {
+  bool device = false;  // GPU memory (else pinned host memory)
+  bool dmabuf = false;  // register this rank's through a dma-buf (else peermem)
+  std::string why;      // what ruled GPU memory out, or how it is registered
+};
+
+enum class GdrMode { Auto, Off, On };
+
+// Parses ROCENANTE_GDR ("auto", "0", "1").
+rcnResult_t gdrModeFromParams(GdrMode* out);
+
+// topo may be null (then only the cuda wire gets GPU memory). Fails with
+// rcnInvalidUsage, naming the rank and the reason, when mode is On and GPU
+// memory cannot be used. dmabufRegistration: this build's verbs wire can
+// register a dma-buf.
+rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire, GdrMode mode,
+                                  bool dmabufRegistration, RegionPlacement* out);
+
+}  // namespace rcn

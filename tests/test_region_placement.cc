@@ -1,0 +1,126 @@
+// Where the proxy path puts its exchange regions (region_placement.h), from
+// made-up topologies: GPU memory only when every rank's GPU can take
+// GPUDirect RDMA writes over the verbs wire, each rank registering through
+// dma-buf or peermem as it can; ROCENANTE_GDR=1 failing with the reason.
+#include <catch2/catch_test_macros.hpp>
+
+#include "transport/proxy/region_placement.h"
+
+using namespace rcn;
+
+namespace {
+
+// A node with one discrete GPU that has everything GPUDirect needs.
+RankTopo capableRank(int rank) {
+  RankTopo r;
+  r.rank = rank;
+  r.cudaDev = 0;
+  GpuInfo g;
+  g.index = 0;
+  g.gdr = Support::Yes;
+  g.dmaBuf = Support::Yes;
+  g.nearestNic = "mlx5_0";
+  g.nicDistance = PciDistance::Pix;
+  r.gpus.push_back(g);
+  return r;
+}
+
+CommTopo twoCapableNodes() {
+  CommTopo t;
+  t.ranks = {capableRank(0), capableRank(1)};
+  return t;
+}
+
+RegionPlacement place(const CommTopo* topo, WireKind wire, GdrMode mode, bool dmabufBuild = true,
+                      rcnResult_t want = rcnSuccess) {
+  RegionPlacement p;
+  CHECK(chooseRegionPlacement(topo, 0, wire, mode, dmabufBuild, &p) == want);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("GPU memory over verbs when every rank can take GPUDirect writes", "[gdr]") {
+  CommTopo t = twoCapableNodes();
+  RegionPlacement p = place(&t, WireKind::Verbs, GdrMode::Auto);
+  CHECK(p.device);
+  CHECK(p.dmabuf);
+  // Without dma-buf (old driver or old rdma-core), nvidia-peermem will do.
+  t.ranks[0].gpus[0].dmaBuf = Support::No;
+  t.ranks[0].peerMemModule = "nvidia_peermem";
+  p = place(&t, WireKind::Verbs, GdrMode::Auto);
+  CHECK(p.device);
+  CHECK_FALSE(p.dmabuf);
+  t = twoCapableNodes();
+  for (RankTopo& r : t.ranks) r.peerMemModule = "nv_peer_mem";
+  p = place(&t, WireKind::Verbs, GdrMode::Auto, /*dmabufBuild=*/false);
+  CHECK(p.device);
+  CHECK_FALSE(p.dmabuf);
+}
+
+TEST_CASE("pinned host memory when any rank cannot, naming it", "[gdr]") {
+  CommTopo t = twoCapableNodes();
+  t.ranks[1].gpus[0].integrated = true;  // DGX Spark's GB10
+  RegionPlacement p = place(&t, WireKind::Verbs, GdrMode::Auto);
+  CHECK_FALSE(p.device);
+  CHECK(p.why.find("rank 1") != std::string::npos);
+  CHECK(p.why.find("integrated") != std::string::npos);
+
+  t = twoCapableNodes();
+  t.ranks[1].gpus[0].gdr = Support::Unknown;
+  CHECK_FALSE(place(&t, WireKind::Verbs, GdrMode::Auto).device);
+
+  t = twoCapableNodes();
+  t.ranks[1].gpus[0].dmaBuf = Support::No;  // and no peermem module
+  p = place(&t, WireKind::Verbs, GdrMode::Auto);
+  CHECK_FALSE(p.device);
+  CHECK(p.why.find("nvidia-peermem") != std::string::npos);
+  CHECK_FALSE(place(&t, WireKind::Verbs, GdrMode::Auto, /*dmabufBuild=*/false).device);
+
+  // Auto wants the NIC under the GPU's PCIe switch; 1 takes it anyway.
+  t = twoCapableNodes();
+  t.ranks[0].gpus[0].nicDistance = PciDistance::Sys;
+  p = place(&t, WireKind::Verbs, GdrMode::Auto);
+  CHECK_FALSE(p.device);
+  CHECK(p.why.find("SYS") != std::string::npos);
+  CHECK(place(&t, WireKind::Verbs, GdrMode::On).device);
+
+  CHECK_FALSE(place(nullptr, WireKind::Verbs, GdrMode::Auto).device);
+}
+
+TEST_CASE("the wire and ROCENANTE_GDR decide first", "[gdr]") {
+  CommTopo t = twoCapableNodes();
+  CHECK_FALSE(place(&t, WireKind::Shm, GdrMode::Auto).device);
+  CHECK_FALSE(place(&t, WireKind::Tcp, GdrMode::Auto).device);
+  CHECK_FALSE(place(&t, WireKind::Verbs, GdrMode::Off).device);
+  // The cuda wire exists to run the GPU-memory protocol: always GPU memory,
+  // never registered with a NIC.
+  RegionPlacement p = place(nullptr, WireKind::Cuda, GdrMode::Auto);
+  CHECK(p.device);
+  CHECK_FALSE(p.dmabuf);
+}
+
+TEST_CASE("ROCENANTE_GDR=1 fails with the reason when GPU memory cannot be used", "[gdr]") {
+  CommTopo t = twoCapableNodes();
+  t.ranks[1].gpus[0].integrated = true;
+  RegionPlacement p = place(&t, WireKind::Verbs, GdrMode::On, true, rcnInvalidUsage);
+  CHECK(p.why.find("ROCENANTE_GDR=1") != std::string::npos);
+  CHECK(p.why.find("rank 1") != std::string::npos);
+  p = place(&t, WireKind::Shm, GdrMode::On, true, rcnInvalidUsage);
+  CHECK(p.why.find("CPU") != std::string::npos);
+}
+
+TEST_CASE("ROCENANTE_GDR accepts auto, 0 and 1 only", "[gdr]") {
+  GdrMode mode;
+  setenv("ROCENANTE_GDR", "1", 1);
+  CHECK(gdrModeFromParams(&mode) == rcnSuccess);
+  CHECK(mode == GdrMode::On);
+  setenv("ROCENANTE_GDR", "0", 1);
+  CHECK(gdrModeFromParams(&mode) == rcnSuccess);
+  CHECK(mode == GdrMode::Off);
+  setenv("ROCENANTE_GDR", "yes please", 1);
+  CHECK(gdrModeFromParams(&mode) == rcnInvalidArgument);
+  unsetenv("ROCENANTE_GDR");
+  CHECK(gdrModeFromParams(&mode) == rcnSuccess);
+  CHECK(mode == GdrMode::Auto);
+}
