@@ -1,6 +1,7 @@
 // The engine's GPU path against its CPU reference: stories260K (interleaved
 // RoPE, grouped-query attention) and a random Qwen3-style model (q/k norm,
-// rotate-half RoPE), batched prefill, CUDA-graph decode, and TP = 2 over the
+// rotate-half RoPE), batched prefill, CUDA-graph decode, bf16 decode of 1-2
+// sequences (CUDA-core GEMV) and 3-8 (tensor-core GEMV), and TP = 2 over the
 // rcn API (rocenante, then NCCL through ROCENANTE_DISABLE=1) against TP = 1.
 // Every case runs in forked ranks so that the parent never touches CUDA.
 #include <catch2/catch_test_macros.hpp>
@@ -230,6 +231,34 @@ TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[
   }
 }
 
+// `seqs` different prompts of 4 tokens below `vocab`.
+static std::vector<std::vector<int>> fourTokenPrompts(int seqs, int vocab) {
+  std::vector<std::vector<int>> prompts;
+  for (int b = 0; b < seqs; ++b) prompts.push_back({1, (7 + 31 * b) % vocab, (99 + 17 * b) % vocab, (3 + 5 * b) % vocab});
+  return prompts;
+}
+
+// Batches of 3-8 in bf16 decode through the tensor-core GEMV (gemv_mma.cu):
+// every product of the step, with the norm fused in front, SwiGLU behind, and
+// the QKV epilogue (rotate-half and interleaved RoPE, a frequency table,
+// biases); Qwen3's q/k norm keeps its QKV product plain. Graph and eager.
+TEST_CASE("GPU bf16 decode of 3-8 sequences (tensor-core GEMV) matches the CPU reference", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  ModelWeights head64 = realHeadSize(64, 40), head128 = realHeadSize(128, 41);
+  ModelWeights qwen2 = randomWeights(shapeConfig("tiny-qwen2"), 42);
+  ModelWeights qwen3 = randomWeights(shapeConfig("tiny-qwen3"), 43);
+  ModelWeights scaled = scaledRopeLlama(44);
+  const std::pair<const ModelWeights*, int> runs[] = {{&head64, 5}, {&head128, 8}, {&qwen2, 3}, {&qwen3, 3}, {&scaled, 4}};
+  for (auto [m, seqs] : runs) {
+    INFO(seqs << " sequences, head size " << m->config.headDim);
+    Run run{m, fourTokenPrompts(seqs, m->config.vocab), 20, DType::BF16, 0.5};
+    runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+  }
+  Run eager{&head64, fourTokenPrompts(6, head64.config.vocab), 12, DType::BF16, 0.5};
+  eager.graph = false;
+  runSingle([&] { return compareWithCpu(eager, 0, 1, nullptr); });
+}
+
 TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {
   rcn::test::requireGpus(2);
   ModelWeights llama = randomWeights(shapeConfig("tiny-llama"), 9);
@@ -246,4 +275,6 @@ TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {
   }
   Run bf16{&llama, {{1, 7, 99, 3}}, 10, DType::BF16, 0.5};
   runTp(2, false, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(bf16, rank, 2, ar); });
+  Run bf16Batch{&llama, fourTokenPrompts(5, llama.config.vocab), 10, DType::BF16, 0.5};  // tensor-core GEMV
+  runTp(2, false, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(bf16Batch, rank, 2, ar); });
 }

@@ -1,7 +1,9 @@
 // The engine's matrix-vector kernels (gemv.h) against a double-precision CPU
 // product of the same bf16 values: plain (bf16 and fp32 output), with SwiGLU
-// fused, with the residual add + RMSNorm fused in front; 1 and 2 tokens;
-// shapes that leave partial chunks and give a warp several rows. Every
+// fused, with the residual add + RMSNorm fused in front, with the QKV
+// epilogue; 1-2 tokens (CUDA cores) and 3-8 (tensor cores); shapes that
+// leave partial chunks, outputs that fill no whole tile, shapes that give a
+// warp several rows, and the benchmark's products at TP=2. Every
 // launch overlaps the previous kernel (programmatic dependent launch), and
 // the input vector is written by that previous kernel, so a GEMV that read
 // it too early would see the NaN poison.
@@ -22,6 +24,23 @@
 using namespace engine;
 
 namespace {
+
+// The GEMV's input: x itself, or RMSNorm(residual + x) with the new residual
+// written to residualOut.
+GemvInput gemvInput(bool norm, const void* x, const float* residual, const void* normWeight, float* residualOut,
+                    float eps) {
+  GemvInput input;
+  if (!norm) {
+    input.x = x;
+    return input;
+  }
+  input.residual = residual;
+  input.delta = x;
+  input.normWeight = normWeight;
+  input.residualOut = residualOut;
+  input.eps = eps;
+  return input;
+}
 
 float bf16ToFloat(uint16_t h) {
   uint32_t bits = uint32_t(h) << 16;
@@ -98,17 +117,8 @@ int runCase(const Case& c) {
   RANK_EXPECT(cudaMemsetAsync(residualOut, 0xff, xCount * 4, stream) == cudaSuccess);
   RANK_EXPECT(launchRandomFill(DType::BF16, fill, fillCount, 97 + c.in, 1.0f, 0.0f, on) == cudaSuccess);
   const void* x = static_cast<const uint16_t*>(fill) + (fillCount - xCount);
-  GemvInput input;
   const float eps = 1e-5f;
-  if (c.norm) {
-    input.residual = residual;
-    input.delta = x;
-    input.normWeight = normWeight;
-    input.residualOut = residualOut;
-    input.eps = eps;
-  } else {
-    input.x = x;
-  }
+  const GemvInput input = gemvInput(c.norm, x, residual, normWeight, residualOut, eps);
   cudaError_t launched = c.swiGlu ? launchGemvSwiGlu(input, y, w, c.tokens, c.out, c.in, on)
                                   : launchGemv(input, y, c.floatOut, w, c.tokens, c.out, c.in, on);
   RANK_EXPECT(launched == cudaSuccess);
@@ -196,47 +206,99 @@ TEST_CASE("GEMV with the residual add + RMSNorm fused in front", "[engine][gpu]"
     check(c);
 }
 
+// Tensor cores (3-8 tokens). in = 160 and 2056: a last chunk of one step, a
+// last step of one 16-byte vector; 9001, 300 and 4099 outputs: a last tile
+// with some rows missing (16 outputs a tile for Plain, 8 for the pairs).
+TEST_CASE("GEMV on tensor cores: 3-8 tokens, bf16 and fp32 outputs", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (Case c : {Case{96, 160, 3, false, false}, Case{9001, 2056, 5, false, true}, Case{9001, 2056, 8, false, false},
+                 Case{300, 4096, 3, false, true}, Case{37, 2048, 4, false, false}, Case{1000, 11712, 8, false, false}})
+    check(c);
+}
+
+TEST_CASE("GEMV on tensor cores with SwiGLU and the add + RMSNorm fused", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (Case c : {Case{160, 96, 3, true, false}, Case{4099, 2056, 5, true, false}, Case{300, 96, 3, false, true, true},
+                 Case{1000, 2056, 8, false, false, true}, Case{7, 4240, 8, true, false, true},
+                 Case{14336, 4096, 8, true, false, true}})  // llama3-8b TP=1 gate/up: the most shared memory
+    check(c);
+}
+
+// The products of the benchmark's decode step at TP=2 (llama3-1b: dim 2048,
+// hidden 8192; llama3-8b: 4096, 14336), each rank's half; the QKV products
+// are in the QKV test below.
+TEST_CASE("GEMV on tensor cores: the llama3 products at TP=2", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (Case c : {Case{2048, 1024, 8, false, false},         // 1b O
+                 Case{4096, 2048, 8, true, false, true},    // 1b gate/up + SwiGLU, norm in front
+                 Case{2048, 4096, 8, false, false},         // 1b down
+                 Case{64128, 2048, 3, false, true},         // 1b LM head (vocab-parallel), fp32 logits
+                 Case{4096, 2048, 5, false, false},         // 8b O
+                 Case{7168, 4096, 8, true, false, true},    // 8b gate/up + SwiGLU, norm in front
+                 Case{4096, 7168, 8, false, false}})        // 8b down
+    check(c);
+}
+
 TEST_CASE("GEMV refuses what it cannot do", "[engine][gpu]") {
-  CHECK_FALSE(gemvFits(3, 64));
+  CHECK_FALSE(gemvFits(9, 64));
   CHECK_FALSE(gemvFits(1, 60));
   CHECK_FALSE(gemvFits(0, 64));
+  CHECK_FALSE(gemvFits(3, 0));
   CHECK(gemvFits(2, 64));
+  CHECK(gemvFits(3, 64));
+  CHECK(gemvFits(8, 4240));  // the limits gemv.h names: norm staging for 8 tokens
+  CHECK_FALSE(gemvFits(8, 4248));
+  CHECK(gemvFits(8, 4248, false));
+  CHECK(gemvFits(8, 11712, false));
+  CHECK_FALSE(gemvFits(8, 14336, false));  // llama3-8b's down product at TP=1 stays on cuBLAS
+  CHECK(gemvFits(2, 25600));
+  CHECK_FALSE(gemvFits(2, 25608));
 }
 
 namespace {
 
 // launchGemvQkv against a double-precision product + bias + RoPE, with q
-// read back from the product's output and k, v from the cache.
+// read back from the product's output and k, v from the cache. Token b sits
+// in sequence tokens - 1 - b (a cache slot of its own) at positions[b].
 struct QkvCase {
   int tokens;
   bool interleaved, bias, table;
+  int heads = 8, kvHeads = 2, d = 128, in = 2056;
+  bool norm = false;  // input = RMSNorm(residual + x) * weight, as the engine calls it
 };
 
 int runQkvCase(const QkvCase& c) {
   if (cudaSetDevice(0) != cudaSuccess) return 2;
-  const int heads = 8, kvHeads = 2, d = 128, in = 2056, maxContext = 64;
+  const int heads = c.heads, kvHeads = c.kvHeads, d = c.d, in = c.in, maxContext = 64;
   const int rows = (heads + 2 * kvHeads) * d, qDim = heads * d;
-  const int positions[2] = {5, 37}, seqs[2] = {1, 0};
+  const int positions[8] = {5, 37, 63, 0, 12, 1, 40, 22};
+  int seqs[8];
+  for (int b = 0; b < c.tokens; ++b) seqs[b] = c.tokens - 1 - b;
   std::vector<float> freqs(d / 2);
   for (int i = 0; i < d / 2; ++i) freqs[i] = std::pow(500000.0f, -2.0f * i / d) / (i % 3 + 1);
-  void *w, *x, *bias, *qkv, *keys, *values;
+  const size_t xCount = size_t(c.tokens) * in;
+  void *w, *x, *bias, *qkv, *keys, *values, *normWeight;
   int *pos, *seq;
-  float* table;
-  const size_t cacheCount = size_t(2) * maxContext * kvHeads * d;
+  float *table, *residual, *residualOut;
+  const size_t cacheCount = size_t(c.tokens) * maxContext * kvHeads * d;
   RANK_EXPECT(cudaMalloc(&w, size_t(rows) * in * 2) == cudaSuccess);
-  RANK_EXPECT(cudaMalloc(&x, size_t(c.tokens) * in * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&x, xCount * 2) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&bias, rows * 2) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&qkv, size_t(c.tokens) * rows * 2) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&keys, cacheCount * 2) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&values, cacheCount * 2) == cudaSuccess);
-  RANK_EXPECT(cudaMalloc(&pos, 8) == cudaSuccess && cudaMalloc(&seq, 8) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&normWeight, in * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&residual, xCount * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&residualOut, xCount * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&pos, 8 * sizeof(int)) == cudaSuccess && cudaMalloc(&seq, 8 * sizeof(int)) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&table, d / 2 * 4) == cudaSuccess);
-  RANK_EXPECT(cudaMemcpy(pos, positions, 8, cudaMemcpyHostToDevice) == cudaSuccess);
-  RANK_EXPECT(cudaMemcpy(seq, seqs, 8, cudaMemcpyHostToDevice) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(pos, positions, 8 * sizeof(int), cudaMemcpyHostToDevice) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(seq, seqs, c.tokens * sizeof(int), cudaMemcpyHostToDevice) == cudaSuccess);
   RANK_EXPECT(cudaMemcpy(table, freqs.data(), d / 2 * 4, cudaMemcpyHostToDevice) == cudaSuccess);
   for (void* poisoned : {qkv, keys, values})
     RANK_EXPECT(cudaMemset(poisoned, 0xff, poisoned == qkv ? size_t(c.tokens) * rows * 2 : cacheCount * 2) ==
                 cudaSuccess);
+  RANK_EXPECT(cudaMemset(residualOut, 0xff, xCount * 4) == cudaSuccess);
   cudaStream_t stream;
   RANK_EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   const Launch on{stream, true};
@@ -245,8 +307,10 @@ int runQkvCase(const QkvCase& c) {
   const Launch plain{stream, false};
   RANK_EXPECT(launchRandomFill(DType::BF16, w, size_t(rows) * in, 3, 0.05f, 0.0f, plain) == cudaSuccess);
   RANK_EXPECT(launchRandomFill(DType::BF16, bias, rows, 4, 0.5f, 0.0f, plain) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::BF16, normWeight, in, 6, 0.5f, 1.0f, plain) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::F32, residual, xCount, 7, 2.0f, 0.0f, plain) == cudaSuccess);
   RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
-  RANK_EXPECT(launchRandomFill(DType::BF16, x, size_t(c.tokens) * in, 5, 1.0f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::BF16, x, xCount, 5, 1.0f, 0.0f, on) == cudaSuccess);
   QkvEpilogue e;
   e.place = TokenPlacement{nullptr, pos, seq};
   e.shape = AttentionShape{heads, kvHeads, d, heads / kvHeads, 0, 0, maxContext, 10000.0f, 1e-5f, c.interleaved,
@@ -254,21 +318,31 @@ int runQkvCase(const QkvCase& c) {
   e.bias = c.bias ? bias : nullptr;
   e.keyCache = keys;
   e.valueCache = values;
-  GemvInput input;
-  input.x = x;
+  const float eps = 1e-5f;
+  const GemvInput input = gemvInput(c.norm, x, residual, normWeight, residualOut, eps);
   RANK_EXPECT(launchGemvQkv(input, qkv, w, e, c.tokens, in, on) == cudaSuccess);
   RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
 
-  const std::vector<float> W = download(w, size_t(rows) * in, false), X = download(x, size_t(c.tokens) * in, false);
+  const std::vector<float> W = download(w, size_t(rows) * in, false), X = download(x, xCount, false);
   const std::vector<float> B = download(bias, rows, false), Q = download(qkv, size_t(c.tokens) * rows, false);
   const std::vector<float> K = download(keys, cacheCount, false), V = download(values, cacheCount, false);
+  std::vector<double> input64(X.begin(), X.end());
+  double inputRounding = 0;  // the fused norm's bf16 rounding of its output
   int bad = 0;
+  if (c.norm) {
+    std::vector<float> R = download(residual, xCount, true), Rout = download(residualOut, xCount, true);
+    for (size_t i = 0; i < xCount; ++i)
+      if (!(Rout[i] == R[i] + X[i]) && ++bad <= 5)
+        std::printf("residual out [%zu] = %.9g, want %.9g\n", i, Rout[i], R[i] + X[i]);
+    input64 = normalized(R, X, download(normWeight, in, false), c.tokens, in, eps);
+    inputRounding = 1.0 / 256;
+  }
   for (int b = 0; b < c.tokens; ++b) {
     std::vector<double> y(rows), magnitude(rows);
     for (int r = 0; r < rows; ++r) {
       for (int k = 0; k < in; ++k) {
-        y[r] += double(W[size_t(r) * in + k]) * X[size_t(b) * in + k];
-        magnitude[r] += std::fabs(double(W[size_t(r) * in + k]) * X[size_t(b) * in + k]);
+        y[r] += double(W[size_t(r) * in + k]) * input64[size_t(b) * in + k];
+        magnitude[r] += std::fabs(double(W[size_t(r) * in + k]) * input64[size_t(b) * in + k]);
       }
       if (c.bias) y[r] += B[r];
     }
@@ -290,23 +364,46 @@ int runQkvCase(const QkvCase& c) {
         const size_t at = ((size_t(seqs[b]) * maxContext + positions[b]) * kvHeads + kv) * d + j;
         got = r < qDim + kvHeads * d ? K[at] : V[at];
       }
-      const double bound = 1e-5 * magnitude[r] + std::fabs(y[r]) / 256 + 1e-4;
+      // fp32 accumulation (and the fused norm's rounding), bf16 output rounding
+      const double bound = (1e-5 + inputRounding) * magnitude[r] + std::fabs(y[r]) / 256 + 1e-4;
       if (!(std::fabs(got - y[r]) <= bound) && ++bad <= 5)
         std::printf("qkv token %d row %d: got %.7g want %.7g (bound %.3g)\n", b, r, got, y[r], bound);
     }
   }
+  for (void* p : {w, x, bias, qkv, keys, values, normWeight, static_cast<void*>(residual),
+                  static_cast<void*>(residualOut), static_cast<void*>(pos), static_cast<void*>(seq),
+                  static_cast<void*>(table)})
+    cudaFree(p);
+  cudaStreamDestroy(stream);
   return bad ? 1 : 0;
+}
+
+void checkQkv(const QkvCase& c) {
+  auto outcomes = rcn::test::runRanks(1, [&](int) { return runQkvCase(c); });
+  std::string report;
+  const bool ok = rcn::test::allSucceeded(outcomes, &report);
+  INFO("tokens " << c.tokens << (c.interleaved ? " interleaved" : " rotate-half") << (c.bias ? " bias" : "")
+                 << (c.table ? " table" : "") << " heads " << c.heads << "/" << c.kvHeads << " x " << c.d << " in "
+                 << c.in << (c.norm ? " norm" : "") << ": " << report);
+  CHECK(ok);
 }
 
 }  // namespace
 
 TEST_CASE("GEMV with the QKV epilogue fused: biases, RoPE (both conventions, table), KV cache", "[engine][gpu]") {
   rcn::test::requireGpus(1);
-  for (QkvCase c : {QkvCase{1, true, false, false}, QkvCase{2, false, true, true}, QkvCase{2, true, true, false}}) {
-    auto outcomes = rcn::test::runRanks(1, [&](int) { return runQkvCase(c); });
-    std::string report;
-    INFO("tokens " << c.tokens << (c.interleaved ? " interleaved" : " rotate-half") << (c.bias ? " bias" : "")
-                   << (c.table ? " table" : ""));
-    CHECK(rcn::test::allSucceeded(outcomes, &report));
-  }
+  for (QkvCase c : {QkvCase{1, true, false, false}, QkvCase{2, false, true, true}, QkvCase{2, true, true, false}})
+    checkQkv(c);
+}
+
+// 3-8 tokens (tensor cores). Heads of 6 (3 rotation pairs) give 15 outputs:
+// no whole tile of 8. Then the benchmark's QKV products at TP=2 (llama3-1b:
+// 16 + 2 x 4 heads of 64, in 2048; llama3-8b: of 128, in 4096), norm in front.
+TEST_CASE("GEMV on tensor cores with the QKV epilogue fused", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (QkvCase c : {QkvCase{3, true, false, false}, QkvCase{5, false, true, true}, QkvCase{8, true, true, false},
+                    QkvCase{4, false, true, true, 3, 1, 6, 200, true}, QkvCase{7, true, false, true, 3, 1, 6, 96},
+                    QkvCase{8, false, false, false, 16, 4, 64, 2048, true},
+                    QkvCase{8, false, true, true, 16, 4, 128, 4096, true}})
+    checkQkv(c);
 }

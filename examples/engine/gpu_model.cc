@@ -206,15 +206,15 @@ void GpuModel::randomizeWeights(uint64_t seed) {
   cudaCheck(cudaStreamSynchronize(stream_), "random weights");
 }
 
-bool GpuModel::usesGemv(int n, int in) const {
-  return options_.dtype == DType::BF16 && options_.gemv && n <= options_.maxSeqs && gemvFits(n, in);
+bool GpuModel::usesGemv(int n, int in, bool fusedNorm) const {
+  return options_.dtype == DType::BF16 && options_.gemv && n <= options_.maxSeqs && gemvFits(n, in, fusedNorm);
 }
 
 // The add + RMSNorm before a product of the dim-sized input: fused into the
 // GEMV when it takes the product, else a kernel writing xb_.
 GemvInput GpuModel::normalize(const void* delta, const void* weight, int n) {
   GemvInput input;
-  if (usesGemv(n, config_.dim)) {
+  if (usesGemv(n, config_.dim, true)) {
     input.residual = residual_;
     input.delta = delta;
     input.normWeight = weight;
@@ -233,7 +233,7 @@ GemvInput GpuModel::normalize(const void* delta, const void* weight, int n) {
 
 // y[n][out] = input[n][in] . W[out][in]^T, fp32 accumulation.
 void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in) {
-  if (usesGemv(n, in)) {
+  if (usesGemv(n, in, input.x == nullptr)) {
     cudaCheck(launchGemv(input, y, yIsFloat, w, n, out, in, on()), "gemv");
     return;
   }
@@ -247,7 +247,7 @@ void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const GemvInput& inpu
 // act = silu(gate . input) * (up . input): one kernel on the GEMV path, else
 // the product into gateUpOut_ and a separate SwiGLU kernel.
 void GpuModel::gateUpSwiGlu(const void* gateUp, const GemvInput& input, int n, int hid, int d) {
-  if (usesGemv(n, d)) {
+  if (usesGemv(n, d, input.x == nullptr)) {
     cudaCheck(launchGemvSwiGlu(input, act_, gateUp, n, hid, d, on()), "gemv gate/up");
     mark("gemm.gate_up+swiglu");
     return;
@@ -279,7 +279,7 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   const void* pending = nullptr;  // the previous layer's MLP output, added by the next norm
   for (Layer& w : layers_) {
     const GemvInput normed = normalize(pending, w.attnNorm, n);
-    if (usesGemv(n, d) && !c.qkNorm) {  // RoPE and the cache writes in the product's epilogue
+    if (usesGemv(n, d, normed.x == nullptr) && !c.qkNorm) {  // RoPE and the cache writes in the product's epilogue
       const QkvEpilogue epilogue{place, attn_, w.qkvBias, w.keyCache, w.valueCache};
       cudaCheck(launchGemvQkv(normed, qkvOut_, w.qkv, epilogue, n, d, on()), "gemv qkv");
       mark("gemm.qkv+rope+kv");

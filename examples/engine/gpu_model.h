@@ -92,7 +92,9 @@ class GpuModel {
   };
   void* allocate(size_t bytes);
   void upload(void* dst, const std::vector<float>& src);
-  bool usesGemv(int n, int in) const;
+  // The GEMV kernels take a product of n tokens (bf16 only); fusedNorm: its
+  // input is the residual stream, normalized in the kernel.
+  bool usesGemv(int n, int in, bool fusedNorm) const;
   GemvInput normalize(const void* delta, const void* weight, int n);
   void gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in);
   void gateUpSwiGlu(const void* gateUp, const GemvInput& input, int n, int hid, int d);

@@ -1,0 +1,224 @@
+// What the two GEMV kernels (gemv.h) share: their parameters, the staging of
+// the input vectors in shared memory (with the fused add + RMSNorm), the
+// weight rows behind an output, the epilogues, and the host-side helpers
+// that size a launch. gemv.cu holds the CUDA-core kernel for 1-2 tokens and
+// the entry points; gemv_mma.cu the tensor-core kernel for 3-8 tokens.
+#pragma once
+
+#include "gemv.h"
+#include "kernel_common.cuh"
+
+namespace engine {
+
+// What a kernel does with the dot products of one output.
+enum class Epilogue {
+  Plain,   // y[b][j] = W[j] . x[b]
+  SwiGlu,  // y[b][j] = silu(W[j] . x[b]) * (W[j + pairRows] . x[b])
+  Qkv      // a RoPE pair of q or k rows (or two v rows): QkvEpilogue
+};
+
+struct GemvParams {
+  void* y;
+  const uint4* w;     // row-major, `vectors` uint4 per row
+  GemvInput input;
+  int out, in, vectors;
+  int pairRows;       // SwiGlu: the distance from a gate row to its up row
+  QkvEpilogue qkv;    // Qkv only
+  int rowsPerWarp;    // CUDA-core kernel: outputs per warp
+  // Tensor-core kernel:
+  int tokens;         // n, 3..8
+  int stride;         // 16-byte vectors from one token's staged input to the next
+  int tiles;          // 16-row tiles of W (16 outputs for Plain, 8 for the pairs)
+  int splits;         // warps that share a tile, each a slice of its K (1, 2, 4, 8 or 16)
+};
+
+constexpr int kGemvMaxTokens = 8;  // the tokens of one mma's n
+
+// Dynamic shared memory of the tensor-core kernel for `tokens` tokens
+// (gemv_mma.cu): the bf16 input rows, and the fused norm's fp32 staging
+// (`norm`) or the partial sums of split tiles, whichever is larger.
+size_t gemvMmaSharedBytes(int tokens, int in, bool norm);
+
+// How many blocks of `threads` threads and `smem` bytes of shared memory fit
+// on the current device at once; kept per (kernel, device, smem) after the
+// first ask, since eager decode launches every GEMV each step.
+cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int* blocks);
+
+// Raises `kernel`'s dynamic shared memory limit to `smem` when *allowed (its
+// current limit, 48 KB at first) is lower. One instance serves products of
+// different sizes, and a captured graph keeps its launches: the limit only
+// ever goes up.
+cudaError_t gemvAllowSharedBytes(const void* kernel, size_t smem, size_t* allowed);
+
+// The tensor-core kernel (gemv_mma.cu) for p.tokens = 3..8; fills the
+// launch fields of p (stride, tiles, splits).
+cudaError_t launchGemvMma(GemvParams p, Epilogue epilogue, bool yIsFloat, Launch on);
+
+namespace {
+
+// Every block's threads sum their v[i] (i < k) over the block, in a fixed order.
+template <int k>
+__device__ void blockSums(float (&v)[k]) {
+  if constexpr (k == 1) {
+    v[0] = blockSum(v[0]);
+  } else {
+    __shared__ float partials[32][k];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+#pragma unroll
+    for (int i = 0; i < k; ++i)
+      for (int offset = 16; offset > 0; offset >>= 1) v[i] += __shfl_xor_sync(0xffffffffu, v[i], offset);
+    __syncthreads();  // partials may still be read by a previous call
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < k; ++i) partials[warp][i] = v[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < k; ++i) {
+      v[i] = 0;
+      for (int w = 0; w < warps; ++w) v[i] += partials[w][i];
+    }
+  }
+}
+
+// xs[b * stride + v] = vector v of token b's input, as bf16, for the whole
+// block (b < tokens). Each thread issues kPass loads before it stores any of
+// them (a store to global memory could alias a later load, so the compiler
+// keeps that order): one memory latency per kPass loads. The fused norm
+// reads its inputs 4 values at a time and keeps residual + delta in shared
+// memory (`staged`, fp32, kPass rows of in) between the sum of squares and
+// the scaling, kPass tokens a pass, each pass with one block reduction. The
+// CUDA-core kernel takes one token a pass (its staging is one row), the
+// tensor-core kernel all of them in one.
+template <int kPass>
+__device__ void stageInput(const GemvParams& p, int tokens, int stride, uint4* xs, float4* staged) {
+  const GemvInput& in = p.input;
+  if (in.x) {
+    const uint4* x = static_cast<const uint4*>(in.x);
+    const int total = tokens * p.vectors;
+    for (int first = threadIdx.x; first < total; first += kPass * blockDim.x) {
+      uint4 v[kPass];
+#pragma unroll
+      for (int i = 0; i < kPass; ++i)
+        if (first + i * blockDim.x < total) v[i] = x[first + i * blockDim.x];
+#pragma unroll
+      for (int i = 0; i < kPass; ++i) {
+        const int at = first + i * blockDim.x, b = at / p.vectors;
+        if (at < total) xs[b * stride + at - b * p.vectors] = v[i];
+      }
+    }
+    __syncthreads();
+    return;
+  }
+  constexpr int kUnroll = kPass == 1 ? 4 : 1;  // iterations of the first pass unrolled (registers)
+  const int groups = p.in / 4;
+  const auto* weight = static_cast<const uint2*>(in.normWeight);
+  const auto* delta = static_cast<const uint2*>(in.delta);
+  for (int first = 0; first < tokens; first += kPass) {
+    float squares[kPass] = {};
+#pragma unroll kUnroll
+    for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+      float4 v[kPass];
+      uint2 d[kPass];
+#pragma unroll
+      for (int i = 0; i < kPass; ++i) {
+        const int b = first + i;
+        if (b < tokens) v[i] = reinterpret_cast<const float4*>(in.residual + size_t(b) * p.in)[g];
+        if (b < tokens && delta) d[i] = delta[size_t(b) * groups + g];
+      }
+#pragma unroll
+      for (int i = 0; i < kPass; ++i) {
+        const int b = first + i;
+        if (b >= tokens) break;
+        if (delta) {
+          const float4 e = bf16x4ToFloat4(d[i]);
+          v[i] = make_float4(v[i].x + e.x, v[i].y + e.y, v[i].z + e.z, v[i].w + e.w);
+        }
+        staged[i * groups + g] = v[i];
+        if (blockIdx.x == 0) reinterpret_cast<float4*>(in.residualOut + size_t(b) * p.in)[g] = v[i];
+        squares[i] += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+      }
+    }
+    blockSums(squares);  // its barriers publish `staged`
+    float scale[kPass];
+#pragma unroll
+    for (int i = 0; i < kPass; ++i) scale[i] = rsqrtf(squares[i] / p.in + in.eps);
+#pragma unroll 4  // the norm weight's loads issued together (shared memory does not alias them)
+    for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+      const float4 w = bf16x4ToFloat4(weight[g]);
+#pragma unroll
+      for (int i = 0; i < kPass; ++i) {
+        const int b = first + i;
+        if (b >= tokens) break;
+        const float4 v = staged[i * groups + g];
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * scale[i] * w.x, v.y * scale[i] * w.y);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * scale[i] * w.z, v.w * scale[i] * w.w);
+        reinterpret_cast<uint2*>(xs + b * stride)[g] =
+            make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+      }
+    }
+    __syncthreads();  // `staged` is rewritten by the next pass (or reused by the caller)
+  }
+}
+
+// The weight rows behind output j.
+template <Epilogue kEpilogue>
+__device__ inline void rowsOf(const GemvParams& p, int j, int (&rows)[kEpilogue == Epilogue::Plain ? 1 : 2]) {
+  if constexpr (kEpilogue == Epilogue::Plain) {
+    rows[0] = j;
+  } else if constexpr (kEpilogue == Epilogue::SwiGlu) {
+    rows[0] = j, rows[1] = j + p.pairRows;
+  } else {
+    const AttentionShape& s = p.qkv.shape;
+    const int half = s.headDim / 2, qkPairs = (s.heads + s.kvHeads) * half;
+    if (j < qkPairs) {  // q heads, then k heads: the two rows one rotation mixes
+      const int base = j / half * s.headDim, i = j % half;
+      rows[0] = s.ropeInterleaved ? base + 2 * i : base + i;
+      rows[1] = s.ropeInterleaved ? rows[0] + 1 : rows[0] + half;
+    } else {  // v rows, two at a time
+      rows[0] = (s.heads + s.kvHeads) * s.headDim + 2 * (j - qkPairs);
+      rows[1] = rows[0] + 1;
+    }
+  }
+}
+
+// Output j of token b from its rows' dot products `sum`.
+template <Epilogue kEpilogue, typename OutT>
+__device__ void finish(const GemvParams& p, int j, int b, const int (&rows)[kEpilogue == Epilogue::Plain ? 1 : 2],
+                       const float* sum) {
+  if constexpr (kEpilogue == Epilogue::Plain) {
+    static_cast<OutT*>(p.y)[size_t(b) * p.out + j] = fromFloat<OutT>(sum[0]);
+  } else if constexpr (kEpilogue == Epilogue::SwiGlu) {
+    static_cast<OutT*>(p.y)[size_t(b) * p.out + j] = fromFloat<OutT>(sum[0] / (1.0f + __expf(-sum[0])) * sum[1]);
+  } else {
+    const QkvEpilogue& e = p.qkv;
+    const AttentionShape& s = e.shape;
+    const int d = s.headDim, half = d / 2, qkPairs = (s.heads + s.kvHeads) * half, pos = e.place.pos[b];
+    const auto* bias = static_cast<const __nv_bfloat16*>(e.bias);
+    float x0 = sum[0], x1 = sum[1];
+    if (bias) x0 += __bfloat162float(bias[rows[0]]), x1 += __bfloat162float(bias[rows[1]]);
+    const int head = rows[0] / d;  // counting q, then k, then v heads
+    if (j < qkPairs) {
+      const int i = j % half;
+      const float angle = pos * (s.ropeFreqs ? s.ropeFreqs[i] : powf(s.ropeTheta, -2.0f * i / d));
+      float c, sn;
+      sincosf(angle, &sn, &c);
+      const float r0 = x0 * c - x1 * sn, r1 = x0 * sn + x1 * c;
+      x0 = r0, x1 = r1;
+    }
+    __nv_bfloat16* out;  // where element 0 of this head goes
+    if (head < s.heads) {  // q stays in the product's output, where attention reads it
+      out = static_cast<__nv_bfloat16*>(p.y) + size_t(b) * (s.heads + 2 * s.kvHeads) * d + size_t(head) * d;
+    } else {
+      const bool isKey = head < s.heads + s.kvHeads;
+      const int kvh = isKey ? head - s.heads : head - s.heads - s.kvHeads;
+      const size_t cacheAt = ((size_t(e.place.seq[b]) * s.maxContext + pos) * s.kvHeads + kvh) * d;
+      out = static_cast<__nv_bfloat16*>(isKey ? e.keyCache : e.valueCache) + cacheAt;
+    }
+    out[rows[0] - head * d] = __float2bfloat16(x0);
+    out[rows[1] - head * d] = __float2bfloat16(x1);
+  }
+}
+
+}  // namespace
+}  // namespace engine
