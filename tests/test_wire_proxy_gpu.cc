@@ -151,7 +151,7 @@ int latency(Rank& R, size_t bytes, double* usPerCall) {
   return 0;
 }
 
-int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
+int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire, bool measure) {
   Rank R{rank, nranks};
   CUDA_OK(cudaSetDevice(rank % gpuCount()));
   setenv("ROCENANTE_WIRE", wire, 1);
@@ -177,7 +177,7 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
   if (failures) std::fprintf(stderr, "rank %d: %d dtype/op failures\n", rank, failures);
   if (failures < 90) failures += graphReplay(R);
   for (size_t kb : {size_t(8), size_t(16), size_t(32), size_t(48), size_t(64), size_t(128), size_t(256)}) {
-    if (failures) break;
+    if (failures || !measure) break;
     double us = 0;
     failures += latency(R, kb * 1024, &us);
     if (rank == 0)
@@ -196,11 +196,11 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
   return failures;
 }
 
-void runAll(const char* wire) {
+void runAll(const char* wire, bool measure = true) {
   requireGpus(2);
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
-  auto outcomes = runRanks(2, [&](int rank) { return runRank(id, rank, 2, wire); }, 240);
+  auto outcomes = runRanks(2, [&](int rank) { return runRank(id, rank, 2, wire, measure); }, 240);
   std::string report;
   bool ok = allSucceeded(outcomes, &report);
   INFO(report);
@@ -321,4 +321,14 @@ TEST_CASE("proxy path over tcp: 2 GPUs, every dtype and op, graph replay, latenc
 
 TEST_CASE("proxy path over the cuda wire (GPU-memory regions, staged LL): every dtype and op, graph replay", "[gpu][proxy][gdr]") {
   runAll("cuda");
+}
+
+// The LL lines are zeroed every ROCENANTE_PROXY_SCRUB_CALLS calls (default
+// 2^20); every 4 calls here, so scrubbing a line still in use would show as
+// a wrong result or a timeout.
+TEST_CASE("proxy path with its LL lines scrubbed every 4 calls, host and GPU memory", "[gpu][proxy][scrub]") {
+  setenv("ROCENANTE_PROXY_SCRUB_CALLS", "4", 1);
+  runAll("shm", /*measure=*/false);
+  runAll("cuda", /*measure=*/false);
+  unsetenv("ROCENANTE_PROXY_SCRUB_CALLS");
 }

@@ -175,6 +175,28 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
   return !__syncthreads_or(failed);
 }
 
+// Run by the whole last block of a call, after every block read its peers'
+// lines. Safe to zero then: peers' lines of this call's phase (a peer writes
+// them next in call + 2, which needs this rank's data of call + 1, sent only
+// after this kernel ends), and this rank's own lines of the previous call's
+// phase (its proxy forwarded them before any peer could finish that call,
+// and this rank writes them next in call + 1). Calls 0 and 1 modulo
+// scrubCalls cover both phases of peers' lines, calls 1 and 2 both of ours.
+__device__ inline bool scrubsLines(const ProxyKernelArgs& a, uint32_t call) {
+  return a.layout.llSlotBytes != 0 && (call & (a.scrubCalls - 1)) <= 2;
+}
+
+__device__ void scrubLines(const ProxyKernelArgs& a, uint32_t call) {
+  const uint32_t step = call & (a.scrubCalls - 1);
+  const size_t lines = a.layout.llSlotBytes / 16;
+  for (int r = 0; r < a.nranks; ++r) {
+    const bool own = r == a.rank;
+    if (own ? step == 0 : step == 2) continue;
+    uint4* line = linesOf(a, own ? (call - 1) & 1 : call & 1, r);
+    for (size_t i = threadIdx.x; i < lines; i += blockDim.x) line[i] = make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads) proxyKernel(const ProxyKernelArgs a, int protocol) {
   waitForPreviousKernels();
@@ -185,11 +207,22 @@ __global__ void __launch_bounds__(kMaxThreads) proxyKernel(const ProxyKernelArgs
                                           : runLL<T, Op>(a, call, protocol == kProxyLLStaged);
   if (!ok) return;
 
-  // The last block to finish advances the epoch for the next call.
+  // The last block to finish advances the epoch for the next call; on the
+  // calls that scrub lines, its whole block scrubs first (the other calls
+  // keep the single-thread tail).
+  __shared__ bool lastBlock;
+  const bool scrub = scrubsLines(a, call);
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  __threadfence();
-  if (atomicAdd(&a.state->done, 1u) == gridDim.x - 1) {
+  if (threadIdx.x == 0) {
+    __threadfence();
+    lastBlock = atomicAdd(&a.state->done, 1u) == gridDim.x - 1;
+  }
+  if (scrub) {
+    __syncthreads();
+    if (lastBlock) scrubLines(a, call);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && lastBlock) {
     st->done = 0;
     st->epoch = call;
     __threadfence();

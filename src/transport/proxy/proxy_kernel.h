@@ -59,6 +59,12 @@ struct ProxyKernelArgs : AllReduceCallArgs {
   OneShotError* error;       // device pointer to host-mapped memory
   const volatile uint32_t* abortFlag;
   uint64_t timeoutNs;
+  // LL lines are never cleared after reading (that would cost a second
+  // write per line across PCIe); instead the last block of every call whose
+  // number is 0, 1 or 2 modulo scrubCalls (a power of two) zeroes the lines
+  // that are safe to zero then, so no line keeps a tag long enough for its
+  // call number (32 bits) to come round again.
+  uint32_t scrubCalls;
 };
 
 // A block's share of a call's `units` items (16-byte chunks, or LL lines of 8
