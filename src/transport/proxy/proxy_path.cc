@@ -100,6 +100,12 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   // Not ROCENANTE_PDL: on the H200 host an early-scheduled next kernel made
   // the proxy path slower (48 KB: 16.9 us against 15.4 us without).
   programmaticLaunch_ = false;
+  // Checked before the collective steps, so a bad value costs no setup.
+  const int64_t scrubCalls = paramInt(ParamId::ProxyScrubCalls);
+  RCN_ARG_CHECK(scrubCalls >= 4 && scrubCalls <= (int64_t(1) << 30) && (scrubCalls & (scrubCalls - 1)) == 0,
+                "ROCENANTE_PROXY_SCRUB_CALLS=%lld must be a power of two in 4..2^30",
+                static_cast<long long>(scrubCalls));
+  args_.scrubCalls = uint32_t(scrubCalls);
   RCN_CHECK(buildWire(ctx, why));
   if (!wire_) return rcnSuccess;  // no wire fits; why says so
   std::snprintf(name_, sizeof name_, "proxy-%s%s", wire_->name(), stagedLines_ ? "-gpumem" : "");
@@ -130,11 +136,6 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   RCN_CUDA_CHECK(cudaHostGetDevicePointer(&p, &host_->abort, 0));
   args_.abortFlag = static_cast<const volatile uint32_t*>(p);
   args_.timeoutNs = timeoutMs_ * 1000000ull;
-  const int64_t scrubCalls = paramInt(ParamId::ProxyScrubCalls);
-  RCN_ARG_CHECK(scrubCalls >= 4 && scrubCalls <= (int64_t(1) << 30) && (scrubCalls & (scrubCalls - 1)) == 0,
-                "ROCENANTE_PROXY_SCRUB_CALLS=%lld must be a power of two in 4..2^30",
-                static_cast<long long>(scrubCalls));
-  args_.scrubCalls = uint32_t(scrubCalls);
 
   engine_ = std::make_unique<ProxyEngine>(wire_.get(), layout_, rank_, doorbells_, &host_->abort,
                                           paramInt(ParamId::ProxySpinUs),

@@ -151,15 +151,8 @@ rcnResult_t CudaWire::setup(const FastPathContext& ctx, const WireLayout& layout
     ok = false;
   }
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(CudaBlob)));
-  std::vector<PeerIdentity> peers(nranks_);
-  for (int r = 0; r < nranks_; ++r) {
-    peers[r] = blobs[r].identity;
-    if (peers[r].hostHash != blobs[rank_].identity.hostHash) {
-      *why = "cuda wire: rank " + std::to_string(r) + " is on another host";
-      return rcnInvalidUsage;  // the same verdict on every rank
-    }
-  }
-  exitWatch_.watch(peers, rank_);
+  // Another host is the same verdict on every rank.
+  if (exitWatch_.watch(identitiesOf(blobs), rank_, "cuda", why) != rcnSuccess) return rcnInvalidUsage;
   rcnResult_t res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, "cuda", "export its region", why);
   if (!ok) *why = localWhy;
   if (res != rcnSuccess) return res;

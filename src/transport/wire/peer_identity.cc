@@ -61,6 +61,18 @@ bool processAlive(int32_t pid) {
   return state != 'Z' && state != 'X';
 }
 
+rcnResult_t PeerExitWatch::watch(const std::vector<PeerIdentity>& peers, int self, const char* wire,
+                                 std::string* why) {
+  for (int r = 0; r < int(peers.size()); ++r) {
+    if (peers[r].hostHash == peers[self].hostHash) continue;
+    *why = std::string(wire) + " wire: rank " + std::to_string(r) + " is on another host";
+    return rcnInvalidUsage;
+  }
+  peers_ = peers;
+  self_ = self;
+  return rcnSuccess;
+}
+
 std::string PeerExitWatch::check(const char* wire) {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_ < std::chrono::milliseconds(20)) return "";

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "rocenante/rocenante.h"
+
 namespace rcn {
 
 struct PeerIdentity {
@@ -22,15 +24,22 @@ PeerIdentity localPeerIdentity();
 // peer on this host in this pid namespace.
 bool processAlive(int32_t pid);
 
+// Every rank's identity out of gathered setup blobs that each carry one.
+template <typename Blob>
+std::vector<PeerIdentity> identitiesOf(const std::vector<Blob>& blobs) {
+  std::vector<PeerIdentity> ids;
+  for (const Blob& b : blobs) ids.push_back(b.identity);
+  return ids;
+}
+
 // Notices that a peer process exited, for wires whose peers all live on this
 // host (a killed peer never raises its flag: no need to wait for the
 // timeout). Only peers in this pid namespace can be checked.
 class PeerExitWatch {
  public:
-  void watch(const std::vector<PeerIdentity>& peers, int self) {
-    peers_ = peers;
-    self_ = self;
-  }
+  // Starts watching; fails with rcnInvalidUsage (why names the rank) when a
+  // rank is on another host, which every rank then finds alike.
+  rcnResult_t watch(const std::vector<PeerIdentity>& peers, int self, const char* wire, std::string* why);
   // "" while every peer lives (looked at no more than every 20 ms), else
   // "<wire> wire: rank R (pid P) exited".
   std::string check(const char* wire);

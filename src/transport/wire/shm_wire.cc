@@ -197,15 +197,8 @@ rcnResult_t ShmWire::setup(const FastPathContext& ctx, const WireLayout& layout,
   blobs[rank_].commId = randomId64();
   blobs[rank_].identity = localPeerIdentity();
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(ShmBlob)));
-  std::vector<PeerIdentity> peers(nranks_);
-  for (int r = 0; r < nranks_; ++r) {
-    peers[r] = blobs[r].identity;
-    if (peers[r].hostHash != blobs[rank_].identity.hostHash) {
-      *why = "shm wire: rank " + std::to_string(r) + " is on another host";
-      return rcnInvalidUsage;  // the same verdict on every rank
-    }
-  }
-  exitWatch_.watch(peers, rank_);
+  // Another host is the same verdict on every rank.
+  if (exitWatch_.watch(identitiesOf(blobs), rank_, "shm", why) != rcnSuccess) return rcnInvalidUsage;
   commId_ = blobs[0].commId;
 
   std::string localWhy;

@@ -282,6 +282,7 @@ rcnResult_t VerbsWire::registerRegion(std::string* why) {
   const VerbsApi& api = verbsApi();
   // No IBV_ACCESS_RELAXED_ORDERING: the flag must land after the payload.
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  const char* what;
   if (!base_) {
     void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) {
@@ -291,22 +292,21 @@ rcnResult_t VerbsWire::registerRegion(std::string* why) {
     base_ = static_cast<uint8_t*>(base);
     ownsRegion_ = true;
     mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
+    what = "ibv_reg_mr";
   } else if (dmabufFd_ >= 0) {
     if (!api.regDmabufMr) {
       *why = "verbs wire: this build's rdma-core cannot register a dma-buf (ibv_reg_dmabuf_mr)";
       return rcnInvalidUsage;
     }
     mr_ = api.regDmabufMr(pd_, 0, layout_.regionBytes, reinterpret_cast<uint64_t>(base_), dmabufFd_, access);
-    if (!mr_) *why = errnoWhy("ibv_reg_dmabuf_mr of the GPU-memory region");
+    what = "ibv_reg_dmabuf_mr of the GPU-memory region";
   } else {
     mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
-    if (!mr_) *why = errnoWhy("ibv_reg_mr of the GPU-memory region (is nvidia-peermem loaded?)");
+    what = "ibv_reg_mr of the GPU-memory region (is nvidia-peermem loaded?)";
   }
-  if (!mr_) {
-    if (ownsRegion_) *why = errnoWhy("ibv_reg_mr");
-    return rcnSystemError;
-  }
-  return rcnSuccess;
+  if (mr_) return rcnSuccess;
+  *why = errnoWhy(what);
+  return rcnSystemError;
 }
 
 // RESET -> INIT -> RTR (knowing the peer's QP number, PSN, GID/LID) -> RTS.

@@ -88,9 +88,6 @@ rcnResult_t resolveWireKind(const FastPathContext& ctx, WireKind kind, WireKind*
   return rcnSuccess;
 }
 
-bool wireNeedsDeviceRegion(WireKind kind) { return kind == WireKind::Cuda; }
-bool wireTakesDeviceRegion(WireKind kind) { return kind == WireKind::Cuda || kind == WireKind::Verbs; }
-
 rcnResult_t createWire(const FastPathContext& ctx, WireKind kind, const WireLayout& layout,
                        std::unique_ptr<Wire>* out, std::string* why, const DeviceRegion* device) {
   RCN_ARG_CHECK(ctx.bootstrap != nullptr, "createWire: no bootstrap");
@@ -101,9 +98,9 @@ rcnResult_t createWire(const FastPathContext& ctx, WireKind kind, const WireLayo
                 layout.flagOffset, layout.regionBytes);
   out->reset();
   RCN_CHECK(resolveWireKind(ctx, kind, &kind));
-  RCN_ARG_CHECK(device == nullptr || wireTakesDeviceRegion(kind),
+  RCN_ARG_CHECK(device == nullptr || kind == WireKind::Verbs || kind == WireKind::Cuda,
                 "createWire: only the verbs and cuda wires take a device-memory region");
-  if (wireNeedsDeviceRegion(kind) && device == nullptr) {
+  if (kind == WireKind::Cuda && device == nullptr) {
     *why = "cuda wire: needs its region in device memory (the proxy path on a GPU)";
     return rcnSuccess;
   }

@@ -120,9 +120,6 @@ bool parseWireKind(const std::string& text, WireKind* out);
 // the same answer on every rank). Other kinds come back unchanged.
 rcnResult_t resolveWireKind(const FastPathContext& ctx, WireKind kind, WireKind* out);
 
-// Whether a kind's wire needs (Cuda), may take (Verbs) or cannot take a DeviceRegion.
-bool wireNeedsDeviceRegion(WireKind kind);
-bool wireTakesDeviceRegion(WireKind kind);
 
 // The kind ROCENANTE_WIRE asks for; rcnInvalidArgument naming the value when
 // it is not one of them.
