@@ -6,7 +6,7 @@
 // warp several rows, and the benchmark's products at TP=2. Every
 // launch overlaps the previous kernel (programmatic dependent launch), and
 // the input vector is written by that previous kernel, so a GEMV that read
-// it too early would see the NaN poison.
+// it too early would see the NaN poison. Last, the multi-block argmax.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_bf16.h>
@@ -15,9 +15,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "gemv.h"
+#include "gpu_kernels.h"
 #include "support/gpu.h"
 #include "support/multiproc.h"
 
@@ -406,4 +409,72 @@ TEST_CASE("GEMV on tensor cores with the QKV epilogue fused", "[engine][gpu]") {
                     QkvCase{8, false, false, false, 16, 4, 64, 2048, true},
                     QkvCase{8, false, true, true, 16, 4, 128, 4096, true}})
     checkQkv(c);
+}
+
+namespace {
+
+// launchArgmaxKey + launchTokensFromKeys over `seqs` rows of `vocab` random
+// logits with planted winners: a tie of the largest value at two indices (the
+// lower must win), a winner in the last logit, and a row of -inf but one.
+// Two steps in a row, so the keys must come back to 0 in between.
+int runArgmaxCase(int seqs, int vocab, int offset) {
+  if (cudaSetDevice(0) != cudaSuccess) return 2;
+  std::vector<float> logits(size_t(seqs) * vocab);
+  uint64_t state = 12345 + vocab;
+  for (float& v : logits) v = float(int((state = state * 6364136223846793005ull + 1) >> 40) % 20000) / 1000.0f;
+  std::vector<int> want(seqs);
+  for (int b = 0; b < seqs; ++b) {
+    float* row = logits.data() + size_t(b) * vocab;
+    switch (b % 3) {
+      case 0: row[vocab / 3] = row[vocab - 7] = 50.0f, want[b] = vocab / 3; break;
+      case 1: row[vocab - 1] = 60.0f, want[b] = vocab - 1; break;
+      default:
+        for (int j = 0; j < vocab; ++j) row[j] = -INFINITY;
+        row[vocab / 2] = -3.0f, want[b] = vocab / 2;
+    }
+  }
+  float* deviceLogits = nullptr;
+  uint64_t* keys = nullptr;
+  int *tokens = nullptr, *pos = nullptr;
+  RANK_EXPECT(cudaMalloc(&deviceLogits, logits.size() * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&keys, seqs * 8) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&tokens, seqs * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&pos, seqs * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(deviceLogits, logits.data(), logits.size() * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+  RANK_EXPECT(cudaMemset(keys, 0, seqs * 8) == cudaSuccess);
+  RANK_EXPECT(cudaMemset(pos, 0, seqs * 4) == cudaSuccess);
+  const Launch on{nullptr, true};
+  for (int step = 1; step <= 2; ++step) {
+    RANK_EXPECT(cudaMemset(tokens, 0xff, seqs * 4) == cudaSuccess);
+    RANK_EXPECT(launchArgmaxKey(keys, deviceLogits, seqs, vocab, offset, on) == cudaSuccess);
+    RANK_EXPECT(launchTokensFromKeys(tokens, pos, keys, seqs, true, on) == cudaSuccess);
+    std::vector<int> got(seqs), positions(seqs);
+    std::vector<uint64_t> keysAfter(seqs);
+    RANK_EXPECT(cudaMemcpy(got.data(), tokens, seqs * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    RANK_EXPECT(cudaMemcpy(positions.data(), pos, seqs * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    RANK_EXPECT(cudaMemcpy(keysAfter.data(), keys, seqs * 8, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (int b = 0; b < seqs; ++b) {
+      RANK_CHECK(got[b] == offset + want[b], "step %d row %d: token %d, want %d", step, b, got[b], offset + want[b]);
+      RANK_CHECK(positions[b] == step, "row %d: position %d after step %d", b, positions[b], step);
+      RANK_CHECK(keysAfter[b] == 0, "row %d: key not reset", b);
+    }
+  }
+  cudaFree(deviceLogits), cudaFree(keys), cudaFree(tokens), cudaFree(pos);
+  return 0;
+}
+
+}  // namespace
+
+// One block per 4096 logits and an atomicMax of keys: a llama3 vocabulary
+// (31 blocks a row, the last one partial), its TP=2 slice with an offset,
+// and a vocabulary smaller than one block.
+TEST_CASE("argmax over many blocks: lowest index on ties, keys back to 0", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (auto [seqs, vocab, offset] : {std::tuple{3, 128256, 0}, std::tuple{8, 64128, 64128}, std::tuple{2, 512, 0}}) {
+    auto outcomes = rcn::test::runRanks(1, [&](int) { return runArgmaxCase(seqs, vocab, offset); });
+    std::string report;
+    const bool ok = rcn::test::allSucceeded(outcomes, &report);
+    INFO(seqs << " rows of " << vocab << " logits, offset " << offset << ": " << report);
+    CHECK(ok);
+  }
 }

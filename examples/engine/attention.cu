@@ -4,10 +4,15 @@
 // one split the block writes the output, with several it writes its running
 // max, exp-sum and unnormalised sum (flash-decoding), and the last split of a
 // (token, head) to finish merges them all, in split order, so no second
-// kernel is needed. Decode attention is latency-bound: every thread reads 4 consecutive
-// values at a time (one 8- or 16-byte load), a key row is shared by a few
-// threads whose partial dot products meet through shuffles, and scores live
-// in shared memory.
+// kernel is needed. Decode attention is latency-bound, so the kernel is
+// built around memory latencies: before it waits for the previous kernel it
+// asks L2 for its key and value rows (positions before this step's were
+// written by earlier steps, and a prefetch is only a hint anyway); every
+// thread reads 4 consecutive values at a time (one 8- or 16-byte load), a
+// key row is shared by a few threads whose partial dot products meet through
+// shuffles, each thread issues the loads of several key rows (and of its
+// first value rows) before it uses any, and the merge loads every split's
+// numbers at once.
 #include <algorithm>
 
 #include "gpu_kernels.h"
@@ -18,6 +23,8 @@ namespace {
 
 constexpr int kAttentionThreads = 512;
 constexpr int kMaxSplits = 16;
+constexpr int kKeyRowsAhead = 4;    // key rows a thread loads before it multiplies any
+constexpr int kValueRowsAhead = 4;  // value rows a thread loads before the scores
 
 __device__ inline float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ inline float4 load4(const __nv_bfloat16* p) { return bf16x4ToFloat4(*reinterpret_cast<const uint2*>(p)); }
@@ -36,18 +43,26 @@ int keyRowThreads(int headDim) {
 // Merges the splits of one (token, head) in split order into out.
 template <typename T>
 __device__ void mergeSplits(T* out, const float* parts, int d, int splits) {
+  float maxOf[kMaxSplits], sumOf[kMaxSplits];
+#pragma unroll
+  for (int z = 0; z < kMaxSplits; ++z) {
+    maxOf[z] = z < splits ? __ldcg(parts + z * (d + 2)) : -INFINITY;
+    sumOf[z] = z < splits ? __ldcg(parts + z * (d + 2) + 1) : 0.0f;
+  }
   float maxScore = -INFINITY;
-  for (int z = 0; z < splits; ++z) maxScore = fmaxf(maxScore, __ldcg(parts + z * (d + 2)));
-  float total = 0;
-  for (int z = 0; z < splits; ++z) {
-    const float sum = __ldcg(parts + z * (d + 2) + 1);
-    if (sum > 0) total += sum * __expf(__ldcg(parts + z * (d + 2)) - maxScore);
+#pragma unroll
+  for (int z = 0; z < kMaxSplits; ++z) maxScore = fmaxf(maxScore, maxOf[z]);
+  float weight[kMaxSplits], total = 0;
+#pragma unroll
+  for (int z = 0; z < kMaxSplits; ++z) {
+    weight[z] = sumOf[z] > 0 ? __expf(maxOf[z] - maxScore) : 0.0f;
+    if (sumOf[z] > 0) total += sumOf[z] * weight[z];
   }
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     float acc = 0;
-    for (int z = 0; z < splits; ++z)
-      if (__ldcg(parts + z * (d + 2) + 1) > 0)
-        acc += __ldcg(parts + z * (d + 2) + 2 + j) * __expf(__ldcg(parts + z * (d + 2)) - maxScore);
+#pragma unroll
+    for (int z = 0; z < kMaxSplits; ++z)
+      if (sumOf[z] > 0) acc += __ldcg(parts + z * (d + 2) + 2 + j) * weight[z];
     out[j] = fromFloat<T>(acc / total);
   }
 }
@@ -58,30 +73,52 @@ template <typename T>
 __device__ void attendSplit(T* out, float* mine, const T* qkv, const T* keys, const T* values, int i, int h,
                             int begin, int last, const AttentionShape& s, int chunk, int rowThreads, int splits) {
   extern __shared__ __align__(16) float shared[];  // read and written as float4 too
-  const int d = s.headDim;
+  const int d = s.headDim, count = last - begin + 1;
   const int valueGroups = blockDim.x / (d / 4);
-  float* q = shared;                               // [d]
-  float* scores = q + d;                           // [chunk]
+  float* scores = shared;                          // [chunk]
   float* partial = scores + (chunk + 3) / 4 * 4;  // [valueGroups][d], 16-byte aligned
   const size_t rowStride = size_t(s.kvHeads) * d;
-  const size_t stride = size_t(s.heads + 2 * s.kvHeads) * d;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) q[j] = toFloat(qkv[i * stride + size_t(h) * d + j]);
-  __syncthreads();
+  const T* q = qkv + i * size_t(s.heads + 2 * s.kvHeads) * d + size_t(h) * d;
+
+  // Values: a group of d / 4 threads per row, 4 values each; group g takes
+  // the positions g, g + valueGroups, ... Its first kValueRowsAhead rows are
+  // loaded now, so that their latency hides behind the scores and softmax.
+  const int group = threadIdx.x / (d / 4), j4 = threadIdx.x % (d / 4) * 4;
+  const bool valueThread = group < valueGroups;
+  float4 firstValues[kValueRowsAhead];
+#pragma unroll
+  for (int a = 0; a < kValueRowsAhead; ++a) {
+    const int t = group + a * valueGroups;
+    firstValues[a] = valueThread && t < count ? load4(values + size_t(begin + t) * rowStride + j4)
+                                              : make_float4(0, 0, 0, 0);
+  }
 
   // Scores: rowThreads threads per key row, every thread through the same
-  // number of rounds (clamped rows) so the shuffles see whole warps.
+  // number of rounds (clamped rows) so the shuffles see whole warps; a round
+  // takes kKeyRowsAhead rows a thread, their loads issued together (with
+  // q's, read straight from global memory: no barrier before the first).
   const int slots = blockDim.x / rowThreads, slot = threadIdx.x / rowThreads, sub = threadIdx.x % rowThreads;
   const float scale = rsqrtf(float(d));
-  for (int base = begin; base <= last; base += slots) {
-    const int t = min(base + slot, last);
-    const T* k = keys + size_t(t) * rowStride;
-    float dot = 0;
-    for (int j = sub * 4; j < d; j += rowThreads * 4) dot += dot4(load4(k + j), *reinterpret_cast<const float4*>(q + j));
-    for (int offset = rowThreads / 2; offset > 0; offset >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    if (sub == 0 && base + slot <= last) scores[base + slot - begin] = dot * scale;
+  for (int base = begin; base <= last; base += kKeyRowsAhead * slots) {
+    float dots[kKeyRowsAhead] = {};
+    for (int j = sub * 4; j < d; j += rowThreads * 4) {
+      float4 k[kKeyRowsAhead];
+#pragma unroll
+      for (int a = 0; a < kKeyRowsAhead; ++a)
+        k[a] = load4(keys + size_t(min(base + a * slots + slot, last)) * rowStride + j);
+      const float4 qj = load4(q + j);
+#pragma unroll
+      for (int a = 0; a < kKeyRowsAhead; ++a) dots[a] += dot4(k[a], qj);
+    }
+#pragma unroll
+    for (int a = 0; a < kKeyRowsAhead; ++a) {
+      for (int offset = rowThreads / 2; offset > 0; offset >>= 1)
+        dots[a] += __shfl_xor_sync(0xffffffffu, dots[a], offset);
+      const int t = base + a * slots + slot;
+      if (sub == 0 && t <= last) scores[t - begin] = dots[a] * scale;
+    }
   }
   __syncthreads();
-  const int count = last - begin + 1;
   float localMax = -INFINITY;
   for (int t = threadIdx.x; t < count; t += blockDim.x) localMax = fmaxf(localMax, scores[t]);
   const float maxScore = blockMax(localMax);
@@ -89,17 +126,18 @@ __device__ void attendSplit(T* out, float* mine, const T* qkv, const T* keys, co
   for (int t = threadIdx.x; t < count; t += blockDim.x) localSum += scores[t] = __expf(scores[t] - maxScore);
   const float total = blockSum(localSum);  // also orders the score writes before the reads below
 
-  // Values: a group of d / 4 threads per row, 4 values each; group g takes
-  // the positions g, g + valueGroups, ...
-  const int group = threadIdx.x / (d / 4), j4 = threadIdx.x % (d / 4) * 4;
-  if (group < valueGroups) {
+  if (valueThread) {
     float4 acc = make_float4(0, 0, 0, 0);
-#pragma unroll 4
-    for (int t = group; t < count; t += valueGroups) {
+    auto add = [&](int t, float4 v) {
       const float p = scores[t];
-      const float4 v = load4(values + size_t(begin + t) * rowStride + j4);
       acc.x += p * v.x, acc.y += p * v.y, acc.z += p * v.z, acc.w += p * v.w;
-    }
+    };
+#pragma unroll
+    for (int a = 0; a < kValueRowsAhead; ++a)
+      if (group + a * valueGroups < count) add(group + a * valueGroups, firstValues[a]);
+#pragma unroll 4
+    for (int t = group + kValueRowsAhead * valueGroups; t < count; t += valueGroups)
+      add(t, load4(values + size_t(begin + t) * rowStride + j4));
     *reinterpret_cast<float4*>(partial + group * d + j4) = acc;
   }
   __syncthreads();
@@ -115,6 +153,19 @@ __device__ void attendSplit(T* out, float* mine, const T* qkv, const T* keys, co
   }
 }
 
+// Asks L2 for the key and value rows of positions [begin, last] (the
+// kernel's own rows, read before the wait: a hint, right or not).
+template <typename T>
+__device__ void prefetchRows(const T* keys, const T* values, int begin, int last, const AttentionShape& s) {
+  const uint32_t rowBytes = s.headDim * sizeof(T);
+  if (rowBytes % 16 != 0) return;
+  const size_t rowStride = size_t(s.kvHeads) * s.headDim;
+  for (int t = begin + threadIdx.x; t <= last; t += blockDim.x) {
+    prefetchL2(keys + size_t(t) * rowStride, rowBytes);
+    prefetchL2(values + size_t(t) * rowStride, rowBytes);
+  }
+}
+
 // `counters` (one per token and head, zero between calls) count the
 // finished splits; the last one resets its counter for the next call.
 template <typename T>
@@ -122,16 +173,22 @@ __global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, flo
                                                                      const T* qkv, const T* keyCache,
                                                                      const T* valueCache, TokenPlacement place,
                                                                      AttentionShape s, int chunk, int rowThreads) {
-  waitForPrevious();
   const int d = s.headDim, i = blockIdx.y, h = blockIdx.x, split = blockIdx.z, splits = gridDim.z;
   const int kvh = (s.headStart + h) / s.group - s.kvStart;
-  const int begin = split * chunk, last = min(place.pos[i], begin + chunk - 1);
+  const int begin = split * chunk;
+  // The head's cache of sequence seq starts at cacheAt(seq).
+  auto cacheAt = [&](int seq) { return size_t(seq) * s.maxContext * s.kvHeads * d + size_t(kvh) * d; };
+  const size_t hintAt = cacheAt(__ldcg(place.seq + i));
+  const int hintLast = min(min(__ldcg(place.pos + i), s.maxContext - 1), begin + chunk - 1);
+  prefetchRows(keyCache + hintAt, valueCache + hintAt, begin, hintLast, s);
+  waitForPrevious();
+  const int last = min(place.pos[i], begin + chunk - 1);
   T* headOut = out + (size_t(i) * s.heads + h) * d;
   float* parts = partials + (size_t(i) * s.heads + h) * splits * (d + 2);
   float* mine = parts + split * (d + 2);  // [max, sum, acc[d]]
   if (begin <= last) {
-    const size_t cacheAt = size_t(place.seq[i]) * s.maxContext * s.kvHeads * d + size_t(kvh) * d;
-    attendSplit(headOut, mine, qkv, keyCache + cacheAt, valueCache + cacheAt, i, h, begin, last, s, chunk,
+    const size_t at = cacheAt(place.seq[i]);
+    attendSplit(headOut, mine, qkv, keyCache + at, valueCache + at, i, h, begin, last, s, chunk,
                 rowThreads, splits);
   } else {  // the whole split lies beyond this token's position
     for (int j = threadIdx.x; j < d + 2; j += blockDim.x) mine[j] = j == 0 ? -INFINITY : 0.0f;
@@ -170,7 +227,7 @@ cudaError_t launchAttention(DType t, void* out, float* scratch, unsigned* counte
   const int block = kAttentionThreads;
   if (s.headDim > 256 || s.headDim % 4 != 0 || splits < 1 || splits > kMaxSplits) return cudaErrorInvalidValue;
   const int chunk = (s.maxContext + splits - 1) / splits;
-  const size_t smem = (s.headDim + (chunk + 3) / 4 * 4 + block / (s.headDim / 4) * s.headDim) * sizeof(float);
+  const size_t smem = ((chunk + 3) / 4 * 4 + block / (s.headDim / 4) * s.headDim) * sizeof(float);
   dim3 grid(s.heads, n, splits);
   if (smem > 48 * 1024) {
     cudaError_t e = t == DType::F32

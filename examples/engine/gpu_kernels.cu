@@ -98,55 +98,50 @@ __global__ void swiGluKernel(T* out, const T* gateUp, int hidden) {
   }
 }
 
-// The largest of row[0, count) and its index (the lowest on ties), for
-// thread 0 of a block of 1024 threads.
-__device__ void blockArgmax(const float* row, int count, float* bestOut, int* indexOut) {
-  __shared__ float bestValue[1024];
-  __shared__ int bestIndex[1024];
-  float value = -INFINITY;
-  int index = 0;
-  for (int j = threadIdx.x; j < count; j += blockDim.x)
-    if (row[j] > value) value = row[j], index = j;
-  bestValue[threadIdx.x] = value;
-  bestIndex[threadIdx.x] = index;
+// The vocabulary argmax as a 64-bit key (argmax_key.h): the largest key is
+// the largest logit, the lowest index on ties, so the maximum over blocks
+// (atomicMax) and over ranks (an all-reduce) is the same whatever order they
+// come in. A block takes kArgmaxPerBlock logits of one row, each thread
+// kArgmaxPerThread of them with all its loads in flight at once: one block
+// per row left a step waiting ~50 us on one SM's latency-bound scan.
+constexpr int kArgmaxThreads = 256;
+constexpr int kArgmaxPerThread = 16;
+constexpr int kArgmaxPerBlock = kArgmaxThreads * kArgmaxPerThread;
+
+// keys[b] = max(keys[b], best key of this block's logits of row b); keys
+// start at 0 (below every real key), as launchTokensFromKeys leaves them.
+__global__ void __launch_bounds__(kArgmaxThreads) argmaxKeyKernel(uint64_t* keys, const float* logits, int count,
+                                                                  int offset) {
+  waitForPrevious();
+  const float* row = logits + size_t(blockIdx.y) * count;
+  const int first = blockIdx.x * kArgmaxPerBlock + threadIdx.x;
+  float values[kArgmaxPerThread];
+#pragma unroll
+  for (int k = 0; k < kArgmaxPerThread; ++k) {
+    const int j = first + k * kArgmaxThreads;
+    values[k] = j < count ? __ldcs(row + j) : 0.0f;
+  }
+  unsigned long long best = 0;
+#pragma unroll
+  for (int k = 0; k < kArgmaxPerThread; ++k) {
+    const int j = first + k * kArgmaxThreads;
+    if (j < count) best = max(best, (unsigned long long)argmaxKey(values[k], uint32_t(offset + j)));
+  }
+  for (int step = 16; step > 0; step >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, step));
+  __shared__ unsigned long long warpBest[kArgmaxThreads / 32];
+  if (threadIdx.x % 32 == 0) warpBest[threadIdx.x / 32] = best;
   __syncthreads();
-  for (int width = blockDim.x / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) {
-      const int other = threadIdx.x + width;
-      if (bestValue[other] > bestValue[threadIdx.x] ||
-          (bestValue[other] == bestValue[threadIdx.x] && bestIndex[other] < bestIndex[threadIdx.x])) {
-        bestValue[threadIdx.x] = bestValue[other];
-        bestIndex[threadIdx.x] = bestIndex[other];
-      }
-    }
-    __syncthreads();
-  }
-  *bestOut = bestValue[0];
-  *indexOut = bestIndex[0];
-}
-
-__global__ void argmaxKernel(int* tokens, int* pos, const float* logits, int vocab, bool advance) {
-  waitForPrevious();
-  float value;
-  int index;
-  blockArgmax(logits + size_t(blockIdx.x) * vocab, vocab, &value, &index);
   if (threadIdx.x == 0) {
-    tokens[blockIdx.x] = index;
-    if (advance) pos[blockIdx.x] += 1;
+    for (int w = 1; w < kArgmaxThreads / 32; ++w) best = max(best, warpBest[w]);
+    atomicMax(reinterpret_cast<unsigned long long*>(keys) + blockIdx.y, best);
   }
 }
 
-__global__ void argmaxKeyKernel(uint64_t* keys, const float* logits, int count, int offset) {
-  waitForPrevious();
-  float value;
-  int index;
-  blockArgmax(logits + size_t(blockIdx.x) * count, count, &value, &index);
-  if (threadIdx.x == 0) keys[blockIdx.x] = argmaxKey(value, uint32_t(offset + index));
-}
-
-__global__ void tokensFromKeysKernel(int* tokens, int* pos, const uint64_t* keys, bool advance) {
+// tokens[b] = the index keys[b] names; keys[b] goes back to 0 for the next step.
+__global__ void tokensFromKeysKernel(int* tokens, int* pos, uint64_t* keys, bool advance) {
   waitForPrevious();
   tokens[threadIdx.x] = argmaxKeyIndex(keys[threadIdx.x]);
+  keys[threadIdx.x] = 0;
   if (advance) pos[threadIdx.x] += 1;
 }
 
@@ -191,15 +186,12 @@ cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidd
                          static_cast<const T*>(gateUp), hidden);
 }
 
-cudaError_t launchArgmax(int* tokens, int* pos, const float* logits, int seqs, int vocab, bool advance, Launch on) {
-  return launch(argmaxKernel, dim3(seqs), dim3(1024), 0, on, tokens, pos, logits, vocab, advance);
-}
-
 cudaError_t launchArgmaxKey(uint64_t* keys, const float* logits, int seqs, int count, int offset, Launch on) {
-  return launch(argmaxKeyKernel, dim3(seqs), dim3(1024), 0, on, keys, logits, count, offset);
+  const dim3 grid((count + kArgmaxPerBlock - 1) / kArgmaxPerBlock, seqs);
+  return launch(argmaxKeyKernel, grid, dim3(kArgmaxThreads), 0, on, keys, logits, count, offset);
 }
 
-cudaError_t launchTokensFromKeys(int* tokens, int* pos, const uint64_t* keys, int seqs, bool advance, Launch on) {
+cudaError_t launchTokensFromKeys(int* tokens, int* pos, uint64_t* keys, int seqs, bool advance, Launch on) {
   return launch(tokensFromKeysKernel, dim3(1), dim3(seqs), 0, on, tokens, pos, keys, advance);
 }
 

@@ -72,16 +72,15 @@ size_t attentionScratchFloats(int tokens, const AttentionShape& s);
 // out[i][j] = silu(gateUp[i][j]) * gateUp[i][hidden + j]
 cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidden, Launch on);
 
-// Per sequence b: tokens[b] = argmax(logits[b]); with advance, pos[b] += 1.
-cudaError_t launchArgmax(int* tokens, int* pos, const float* logits, int seqs, int vocab, bool advance,
-                         Launch on);
-
-// The vocab-parallel argmax. Per sequence b: keys[b] = a key of the largest
-// of this rank's `count` logits (global index offset + j), ordered so that
-// the maximum key over all ranks names the global argmax (lowest index on
-// ties); then tokens[b] = that index (with advance, pos[b] += 1).
+// The argmax of each sequence's logits, in two launches. Per sequence b:
+// launchArgmaxKey raises keys[b] to the key (argmax_key.h) of the largest of
+// the `count` logits (global index offset + j, so that with the vocabulary
+// split over ranks the maximum key over all ranks names the global argmax,
+// the lowest index on ties); keys[b] must be 0 before it. Then
+// launchTokensFromKeys sets tokens[b] to the index keys[b] names (with
+// advance, pos[b] += 1) and keys[b] back to 0.
 cudaError_t launchArgmaxKey(uint64_t* keys, const float* logits, int seqs, int count, int offset, Launch on);
-cudaError_t launchTokensFromKeys(int* tokens, int* pos, const uint64_t* keys, int seqs, bool advance, Launch on);
+cudaError_t launchTokensFromKeys(int* tokens, int* pos, uint64_t* keys, int seqs, bool advance, Launch on);
 
 // Fills n values with offset + scale * uniform[-1, 1) from a counter hash of seed.
 cudaError_t launchRandomFill(DType t, void* data, size_t n, uint64_t seed, float scale, float offset,

@@ -116,8 +116,8 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   logits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * c.vocab * sizeof(float)));
   if (vocabParallel_) {
     localLogits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * vocabCount_ * sizeof(float)));
-    argmaxKeys_ = static_cast<uint64_t*>(allocate(size_t(options.maxSeqs) * sizeof(uint64_t)));
   }
+  argmaxKeys_ = static_cast<uint64_t*>(allocate(size_t(options.maxSeqs) * sizeof(uint64_t)));
   attentionScratch_ = static_cast<float*>(allocate(attentionScratchFloats(options.maxSeqs, attn_) * sizeof(float)));
   attentionCounters_ = static_cast<unsigned*>(allocate(size_t(options.maxSeqs) * layout.heads * sizeof(unsigned)));
   tokens_ = static_cast<int*>(allocate(T * sizeof(int)));
@@ -314,19 +314,15 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
 // tokens. Vocab-parallel: each rank's slice, then one all-reduce (max) of a
 // 64-bit key per sequence (value, then lowest index) agrees on the token.
 void GpuModel::lmHeadAndArgmax(int seqs, bool advance, bool withAllReduce) {
-  const int vocab = config_.vocab, d = config_.dim;
-  if (!vocabParallel_) {
-    gemm(logits_, true, lmHead_, vectorInput(xbLast_), seqs, vocab, d);
-    mark("gemm.lm_head");
-    cudaCheck(launchArgmax(tokens_, pos_, logits_, seqs, vocab, advance, on()), "argmax");
-    mark("argmax");
-    return;
-  }
-  gemm(localLogits_, true, lmHead_, vectorInput(xbLast_), seqs, vocabCount_, d);
+  float* logits = vocabParallel_ ? localLogits_ : logits_;
+  gemm(logits, true, lmHead_, vectorInput(xbLast_), seqs, vocabCount_, config_.dim);
   mark("gemm.lm_head");
-  cudaCheck(launchArgmaxKey(argmaxKeys_, localLogits_, seqs, vocabCount_, vocabStart_, on()), "argmax");
-  if (withAllReduce) allReduce_->maxKeys(argmaxKeys_, seqs, stream_);
-  mark("allreduce");
+  cudaCheck(launchArgmaxKey(argmaxKeys_, logits, seqs, vocabCount_, vocabStart_, on()), "argmax");
+  if (vocabParallel_ && withAllReduce) {
+    mark("argmax");
+    allReduce_->maxKeys(argmaxKeys_, seqs, stream_);
+    mark("allreduce");
+  }
   cudaCheck(launchTokensFromKeys(tokens_, pos_, argmaxKeys_, seqs, advance, on()), "argmax");
   mark("argmax");
 }

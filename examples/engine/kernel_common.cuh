@@ -38,6 +38,16 @@ __device__ inline void waitForPrevious() {
 #endif
 }
 
+// Asks L2 to fetch [p, p + bytes) (p 16-byte aligned, bytes a multiple of
+// 16). Kernels call it before waiting for the previous kernel, on memory
+// that kernel does not write: L2 is where every write lands, so even a
+// prefetch of data being written could not leave a stale copy behind.
+__device__ inline void prefetchL2(const void* p, uint32_t bytes) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes) : "memory");
+#endif
+}
+
 // Sum over the block (blockDim.x a multiple of 32). Every thread gets the total.
 __device__ float blockSum(float v) {
   __shared__ float partials[32];
