@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "argmax_key.h"
+#include "attention_plan.h"
 #include "cpu_model.h"
 #include "llama2c_loader.h"
 #include "sampler.h"
@@ -302,4 +303,27 @@ TEST_CASE("argmax keys order by value, then by the lower index", "[engine]") {
       CHECK(argmaxKeyIndex(best) == want);
     }
   }
+}
+
+// The split count attentionSplits picks (attention_plan.h): unsplit
+// from 128 blocks up and where the merge would cost more than it saves
+// (heads of 64 at 236 positions); one round of keys per split for heads of
+// 128 at 236 positions (the benchmark's llama3-8b); never more than 256
+// blocks in all, nor more than kAttentionMaxSplits.
+TEST_CASE("attention split counts", "[engine]") {
+  CHECK(attentionSplits(236, 32, 64) == 1);
+  CHECK(attentionSplits(236, 16, 64) == 1);
+  CHECK(attentionSplits(236, 32, 128) == 4);
+  CHECK(attentionSplits(236, 128, 128) == 1);
+  CHECK(attentionSplits(128, 1, 8) == 1);
+  CHECK(attentionSplits(1132, 32, 128) == 6);
+  CHECK(attentionSplits(4096, 32, 128) == 8);
+  CHECK(attentionSplits(4096, 1, 128) == kAttentionMaxSplits);
+  for (int blocks : {1, 3, 16, 32, 100, 127})
+    for (int context : {1, 64, 1000, 100000}) {
+      const int splits = attentionSplits(context, blocks, 128);
+      CHECK(splits >= 1);
+      CHECK(splits <= kAttentionMaxSplits);
+      CHECK((splits == 1 || blocks * splits <= 256));
+    }
 }

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "attention_plan.h"
 #include "cpu_model.h"
 #include "gpu_model.h"
 #include "llama2c_loader.h"
@@ -54,6 +55,7 @@ struct Run {
   DType dtype = DType::F32;
   double tolerance = 2e-3;  // on logits, absolute
   bool graph = true;
+  int attentionSplits = 0;  // GpuModelOptions::attentionSplits
 };
 
 // Runs `run` on this rank's GPU (shard rank of size) and checks every step's
@@ -66,8 +68,8 @@ int compareWithCpu(const Run& run, int rank, int size, GpuAllReduce* allReduce) 
   mo.dtype = run.dtype;
   mo.maxSeqs = seqs;
   mo.maxTokens = seqs * length;
-  // At least 128 positions, so that decode spreads attention over 2+ blocks (splits of 64).
   mo.maxContext = std::min(c.seqLen, std::max(128, length + run.decodeSteps + 1));
+  mo.attentionSplits = run.attentionSplits;
   GpuModel gpu(c, layout, mo, allReduce);
   gpu.loadWeights(shardWeights(*run.weights, layout));
 
@@ -170,9 +172,10 @@ std::vector<int> storyPrompt() {
 TEST_CASE("GPU matches the CPU reference on stories260K (fp32, graph)", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   if (!haveStories()) SKIP("stories260K.bin / tok512.bin not found (set ROCENANTE_SHARED_DIR)");
-  Run run{&stories(), {storyPrompt()}, 100};  // positions past 64: both attention splits in use
+  Run run{&stories(), {storyPrompt()}, 100};
   runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
   run.graph = false;
+  run.attentionSplits = 2;  // the two splits' merge, on positions 0..104
   runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
 }
 
@@ -224,8 +227,18 @@ TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[
     ModelWeights m = realHeadSize(headDim, 20 + headDim);
     Run fp32{&m, {{1, 7, 99, 3}}, 90};
     runSingle([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
+    // Split attention and its merge: spans of 1 (splits past the position
+    // left empty) up to 32 positions (3 splits), and the most splits.
+    for (int splits : {3, kAttentionMaxSplits}) {
+      INFO(splits << " attention splits");
+      fp32.attentionSplits = splits;
+      runSingle([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
+    }
     Run bf16{&m, {{1, 7, 99, 3}, {1, 8, 100, 4}}, 70, DType::BF16, 0.5};
     runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    bf16.attentionSplits = 5;
+    runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    bf16.attentionSplits = 0;
     bf16.prompts.pop_back();
     runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
   }

@@ -1,6 +1,8 @@
 // Decode attention over the KV cache (launchAttention in gpu_kernels.h).
-// Block (head, token, split), 512 threads. Split z covers the cached
-// positions [z * chunk, (z + 1) * chunk) up to the token's own position; with
+// Block (head, token, split), 512 threads. Split z of s covers the cached
+// positions [z * span, (z + 1) * span) up to the token's own position p,
+// span = ceil((p + 1) / s), so that every split has work however much of
+// the cache is in use; with
 // one split the block writes the output, with several it writes its running
 // max, exp-sum and unnormalised sum (flash-decoding), and the last split of a
 // (token, head) to finish merges them all, in split order, so no second
@@ -15,53 +17,40 @@
 // numbers at once.
 #include <algorithm>
 
+#include "attention_plan.h"
 #include "gpu_kernels.h"
 #include "kernel_common.cuh"
 
 namespace engine {
 namespace {
 
-constexpr int kAttentionThreads = 512;
-constexpr int kMaxSplits = 16;
-constexpr int kKeyRowsAhead = 4;    // key rows a thread loads before it multiplies any
-constexpr int kValueRowsAhead = 4;  // value rows a thread loads before the scores
-
 __device__ inline float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ inline float4 load4(const __nv_bfloat16* p) { return bf16x4ToFloat4(*reinterpret_cast<const uint2*>(p)); }
 
 __device__ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
-// Threads that share one key row: a power of two up to 32 that divides the
-// row's 4-value groups (one thread per row when none does).
-int keyRowThreads(int headDim) {
-  const int groups = headDim / 4;
-  for (int threads = 32; threads > 1; threads /= 2)
-    if (groups % threads == 0) return threads;
-  return 1;
-}
-
 // Merges the splits of one (token, head) in split order into out.
 template <typename T>
 __device__ void mergeSplits(T* out, const float* parts, int d, int splits) {
-  float maxOf[kMaxSplits], sumOf[kMaxSplits];
+  float maxOf[kAttentionMaxSplits], sumOf[kAttentionMaxSplits];
 #pragma unroll
-  for (int z = 0; z < kMaxSplits; ++z) {
+  for (int z = 0; z < kAttentionMaxSplits; ++z) {
     maxOf[z] = z < splits ? __ldcg(parts + z * (d + 2)) : -INFINITY;
     sumOf[z] = z < splits ? __ldcg(parts + z * (d + 2) + 1) : 0.0f;
   }
   float maxScore = -INFINITY;
 #pragma unroll
-  for (int z = 0; z < kMaxSplits; ++z) maxScore = fmaxf(maxScore, maxOf[z]);
-  float weight[kMaxSplits], total = 0;
+  for (int z = 0; z < kAttentionMaxSplits; ++z) maxScore = fmaxf(maxScore, maxOf[z]);
+  float weight[kAttentionMaxSplits], total = 0;
 #pragma unroll
-  for (int z = 0; z < kMaxSplits; ++z) {
+  for (int z = 0; z < kAttentionMaxSplits; ++z) {
     weight[z] = sumOf[z] > 0 ? __expf(maxOf[z] - maxScore) : 0.0f;
     if (sumOf[z] > 0) total += sumOf[z] * weight[z];
   }
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     float acc = 0;
 #pragma unroll
-    for (int z = 0; z < kMaxSplits; ++z)
+    for (int z = 0; z < kAttentionMaxSplits; ++z)
       if (sumOf[z] > 0) acc += __ldcg(parts + z * (d + 2) + 2 + j) * weight[z];
     out[j] = fromFloat<T>(acc / total);
   }
@@ -175,14 +164,18 @@ __global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, flo
                                                                      AttentionShape s, int chunk, int rowThreads) {
   const int d = s.headDim, i = blockIdx.y, h = blockIdx.x, split = blockIdx.z, splits = gridDim.z;
   const int kvh = (s.headStart + h) / s.group - s.kvStart;
-  const int begin = split * chunk;
-  // The head's cache of sequence seq starts at cacheAt(seq).
+  // The head's cache of sequence seq starts at cacheAt(seq); the positions
+  // 0..pos are spread evenly over the splits, each taking `span` of them
+  // (chunk, from the whole context, is the most a split can take).
   auto cacheAt = [&](int seq) { return size_t(seq) * s.maxContext * s.kvHeads * d + size_t(kvh) * d; };
+  auto spanOf = [&](int pos) { return min((pos + splits) / splits, chunk); };
+  const int hintPos = min(__ldcg(place.pos + i), s.maxContext - 1), hintSpan = spanOf(hintPos);
   const size_t hintAt = cacheAt(__ldcg(place.seq + i));
-  const int hintLast = min(min(__ldcg(place.pos + i), s.maxContext - 1), begin + chunk - 1);
-  prefetchRows(keyCache + hintAt, valueCache + hintAt, begin, hintLast, s);
+  prefetchRows(keyCache + hintAt, valueCache + hintAt, split * hintSpan,
+               min(hintPos, split * hintSpan + hintSpan - 1), s);
   waitForPrevious();
-  const int last = min(place.pos[i], begin + chunk - 1);
+  const int pos = place.pos[i], span = spanOf(pos);
+  const int begin = split * span, last = min(pos, begin + span - 1);
   T* headOut = out + (size_t(i) * s.heads + h) * d;
   float* parts = partials + (size_t(i) * s.heads + h) * splits * (d + 2);
   float* mine = parts + split * (d + 2);  // [max, sum, acc[d]]
@@ -210,22 +203,15 @@ __global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, flo
 
 }  // namespace
 
-int attentionSplits(int maxContext, int blocks) {
-  // Only worth it while one block per head leaves SMs idle (measured on H200:
-  // batch 1 gains, batch 8 x 32 heads lost ~15 us a layer with splits).
-  if (blocks >= 128) return 1;
-  return std::max(1, std::min(kMaxSplits, (maxContext + 63) / 64));  // about 64 positions a block
-}
-
 size_t attentionScratchFloats(int tokens, const AttentionShape& s) {
-  return size_t(tokens) * s.heads * kMaxSplits * (s.headDim + 2);
+  return size_t(tokens) * s.heads * kAttentionMaxSplits * (s.headDim + 2);
 }
 
 cudaError_t launchAttention(DType t, void* out, float* scratch, unsigned* counters, const void* qkv, const void* keyCache,
                             const void* valueCache, TokenPlacement place, int n, int splits, const AttentionShape& s,
                             Launch on) {
   const int block = kAttentionThreads;
-  if (s.headDim > 256 || s.headDim % 4 != 0 || splits < 1 || splits > kMaxSplits) return cudaErrorInvalidValue;
+  if (s.headDim > 256 || s.headDim % 4 != 0 || splits < 1 || splits > kAttentionMaxSplits) return cudaErrorInvalidValue;
   const int chunk = (s.maxContext + splits - 1) / splits;
   const size_t smem = ((chunk + 3) / 4 * 4 + block / (s.headDim / 4) * s.headDim) * sizeof(float);
   dim3 grid(s.heads, n, splits);

@@ -64,9 +64,6 @@ cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCach
 cudaError_t launchAttention(DType t, void* out, float* scratch, unsigned* counters, const void* qkv,
                             const void* keyCache, const void* valueCache, TokenPlacement place, int n, int splits,
                             const AttentionShape& s, Launch on);
-// How many splits a pass of `blocks` (tokens x heads) blocks uses: several
-// while the blocks are fewer than the SMs (small-batch decode), else one.
-int attentionSplits(int maxContext, int blocks);
 size_t attentionScratchFloats(int tokens, const AttentionShape& s);
 
 // out[i][j] = silu(gateUp[i][j]) * gateUp[i][hidden + j]

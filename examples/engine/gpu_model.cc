@@ -5,6 +5,8 @@
 #include <cstring>
 #include <string>
 
+#include "attention_plan.h"
+
 namespace engine {
 namespace {
 
@@ -51,6 +53,9 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   if (c.headDim > 256 || c.headDim % 4 != 0)
     throw EngineError("head size " + std::to_string(c.headDim) +
                       ": the GPU attention kernel takes multiples of 4 up to 256");
+  if (options.attentionSplits < 0 || options.attentionSplits > kAttentionMaxSplits)
+    throw EngineError("attention splits " + std::to_string(options.attentionSplits) + ": 0 (automatic) to " +
+                      std::to_string(kAttentionMaxSplits));
   attn_ = {layout.heads, layout.kvHeads, c.headDim, layout.group, layout.headStart, layout.kvStart,
            options.maxContext, c.ropeTheta, c.normEps, c.ropeInterleaved, nullptr};
 
@@ -265,7 +270,9 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
             hid = layout_.hidden;
   const TokenPlacement place{tokens_, pos_, seq_};
   // Split attention needs scratch for at most maxSeqs tokens.
-  const int splits = n <= options_.maxSeqs ? attentionSplits(options_.maxContext, n * layout_.heads) : 1;
+  const int splits = n > options_.maxSeqs         ? 1
+                     : options_.attentionSplits > 0 ? options_.attentionSplits
+                                                    : attentionSplits(options_.maxContext, n * layout_.heads, c.headDim);
   auto allReduce = [&](void* data) {
     if (allReduce_ && withAllReduce) allReduce_->sum(data, size_t(n) * d, t, stream_);
     mark("allreduce");

@@ -38,6 +38,7 @@ struct GpuModelOptions {
   int maxContext = 512;  // KV-cache positions per sequence
   bool gemv = true;      // bf16 decode products with the engine's own kernel instead of cuBLAS
   bool overlap = true;   // programmatic dependent launch between the engine's kernels
+  int attentionSplits = 0;  // decode attention blocks per head, 1..kAttentionMaxSplits; 0: attentionSplits() picks
   // With TP > 1: each rank computes its slice of the logits (vocab-parallel
   // LM head) and the argmax is agreed through one all-reduce; logits() then
   // gathers the full rows (a collective: every rank calls it in step).
