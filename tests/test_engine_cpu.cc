@@ -309,7 +309,8 @@ TEST_CASE("argmax keys order by value, then by the lower index", "[engine]") {
 // from 128 blocks up and where the merge would cost more than it saves
 // (heads of 64 at 236 positions); one round of keys per split for heads of
 // 128 at 236 positions (the benchmark's llama3-8b); never more than 256
-// blocks in all, nor more than kAttentionMaxSplits.
+// blocks in all (the kernel fits one block per SM), nor more than
+// kAttentionMaxSplits.
 TEST_CASE("attention split counts", "[engine]") {
   CHECK(attentionSplits(236, 32, 64) == 1);
   CHECK(attentionSplits(236, 16, 64) == 1);

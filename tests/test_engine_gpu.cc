@@ -244,6 +244,36 @@ TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[
   }
 }
 
+// Options the GPU path cannot honour are refused by name when the model is
+// made: an attention split count out of range, a context whose unsplit
+// (prefill) attention block would not fit in shared memory.
+TEST_CASE("GPU model refuses attention options it cannot run", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  ModelConfig c = realHeadSize(128, 7).config;
+  auto refused = [](ModelConfig config, GpuModelOptions mo, std::string expected) -> std::function<int()> {
+    return [=] {
+      try {
+        GpuModel gpu(config, planShard(config, 1, 0), mo, nullptr);
+      } catch (const EngineError& e) {
+        if (std::string(e.what()).find(expected) != std::string::npos) return 0;
+        std::printf("wrong error: %s\n", e.what());
+        return 1;
+      }
+      std::printf("not refused: %s\n", expected.c_str());
+      return 1;
+    };
+  };
+  GpuModelOptions mo;
+  mo.maxContext = c.seqLen;
+  mo.attentionSplits = kAttentionMaxSplits + 1;
+  runSingle(refused(c, mo, "attention splits 17"));
+  mo.attentionSplits = -1;
+  runSingle(refused(c, mo, "attention splits -1"));
+  mo.attentionSplits = 0;
+  c.seqLen = mo.maxContext = 1 << 20;
+  runSingle(refused(c, mo, "KB of shared memory a block"));
+}
+
 // `seqs` different prompts of 4 tokens below `vocab`.
 static std::vector<std::vector<int>> fourTokenPrompts(int seqs, int vocab) {
   std::vector<std::vector<int>> prompts;

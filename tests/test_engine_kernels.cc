@@ -12,11 +12,12 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "gemv.h"
@@ -463,18 +464,69 @@ int runArgmaxCase(int seqs, int vocab, int offset) {
   return 0;
 }
 
+// Steps back to back with no host sync, each step's logits written by a
+// kernel (programmatic launch) right before its argmax, over logits poisoned
+// with a huge value first: an argmax that read before the fill finished, or
+// a key not reset between steps (step 2's best is below step 1's), gives a
+// wrong token. Expected tokens come from the logits read back afterwards.
+int runPipelinedArgmax(int seqs, int vocab) {
+  if (cudaSetDevice(0) != cudaSuccess) return 2;
+  constexpr int kSteps = 3;
+  const size_t count = size_t(seqs) * vocab;
+  float* logits[kSteps] = {};
+  int* tokens[kSteps] = {};
+  uint64_t* keys = nullptr;
+  int* pos = nullptr;
+  for (int step = 0; step < kSteps; ++step) {
+    RANK_EXPECT(cudaMalloc(&logits[step], count * 4) == cudaSuccess);
+    RANK_EXPECT(cudaMalloc(&tokens[step], seqs * 4) == cudaSuccess);
+    RANK_EXPECT(cudaMemset(logits[step], 0x7f, count * 4) == cudaSuccess);  // 3.4e38 everywhere
+  }
+  RANK_EXPECT(cudaMalloc(&keys, seqs * 8) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&pos, seqs * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMemset(keys, 0, seqs * 8) == cudaSuccess);
+  RANK_EXPECT(cudaMemset(pos, 0, seqs * 4) == cudaSuccess);
+  const Launch on{nullptr, true};
+  for (int step = 0; step < kSteps; ++step) {
+    const float scale = 1.0f / float(1 << step);  // each step's best below the last's
+    RANK_EXPECT(launchRandomFill(DType::F32, logits[step], count, 31 + step, scale, 0.0f, on) == cudaSuccess);
+    RANK_EXPECT(launchArgmaxKey(keys, logits[step], seqs, vocab, 0, on) == cudaSuccess);
+    RANK_EXPECT(launchTokensFromKeys(tokens[step], pos, keys, seqs, true, on) == cudaSuccess);
+  }
+  RANK_EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+  std::vector<float> values(count);
+  std::vector<int> got(seqs);
+  for (int step = 0; step < kSteps; ++step) {
+    RANK_EXPECT(cudaMemcpy(values.data(), logits[step], count * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    RANK_EXPECT(cudaMemcpy(got.data(), tokens[step], seqs * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (int b = 0; b < seqs; ++b) {
+      const float* row = values.data() + size_t(b) * vocab;
+      const int want = int(std::max_element(row, row + vocab) - row);  // the first of equals
+      RANK_CHECK(got[b] == want, "step %d row %d: token %d, want %d", step, b, got[b], want);
+    }
+  }
+  for (int step = 0; step < kSteps; ++step) cudaFree(logits[step]), cudaFree(tokens[step]);
+  cudaFree(keys), cudaFree(pos);
+  return 0;
+}
+
+void checkArgmax(const char* what, const std::function<int()>& body) {
+  auto outcomes = rcn::test::runRanks(1, [&](int) { return body(); });
+  std::string report;
+  const bool ok = rcn::test::allSucceeded(outcomes, &report);
+  INFO(what << ": " << report);
+  CHECK(ok);
+}
+
 }  // namespace
 
 // One block per 4096 logits and an atomicMax of keys: a llama3 vocabulary
 // (31 blocks a row, the last one partial), its TP=2 slice with an offset,
-// and a vocabulary smaller than one block.
+// and a vocabulary smaller than one block; then steps in a pipeline.
 TEST_CASE("argmax over many blocks: lowest index on ties, keys back to 0", "[engine][gpu]") {
   rcn::test::requireGpus(1);
-  for (auto [seqs, vocab, offset] : {std::tuple{3, 128256, 0}, std::tuple{8, 64128, 64128}, std::tuple{2, 512, 0}}) {
-    auto outcomes = rcn::test::runRanks(1, [&](int) { return runArgmaxCase(seqs, vocab, offset); });
-    std::string report;
-    const bool ok = rcn::test::allSucceeded(outcomes, &report);
-    INFO(seqs << " rows of " << vocab << " logits, offset " << offset << ": " << report);
-    CHECK(ok);
-  }
+  checkArgmax("3 rows of 128256", [] { return runArgmaxCase(3, 128256, 0); });
+  checkArgmax("8 rows of 64128 at 64128", [] { return runArgmaxCase(8, 64128, 64128); });
+  checkArgmax("2 rows of 512", [] { return runArgmaxCase(2, 512, 0); });
+  checkArgmax("pipelined, 8 rows of 128256", [] { return runPipelinedArgmax(8, 128256); });
 }

@@ -1,8 +1,11 @@
-// The vocab-parallel argmax's key (gpu_model.cc): each rank turns the best
-// logit of its vocabulary slice into one 64-bit key, and the maximum key over
-// all ranks (one all-reduce) names the global argmax, the lowest index on
-// ties. High word: the float's bits made monotonic (-0 counts as +0); low
-// word: the complemented index. Host and device, so CI tests it on the CPU.
+// The argmax's key (gpu_kernels.cu, gpu_model.cc): a logit and its index as
+// one 64-bit key whose maximum names the argmax, the lowest index on ties, so
+// blocks (atomicMax) and ranks (one all-reduce of the vocab-parallel head)
+// combine their best in any order. High word: the float's bits made
+// monotonic (-0 counts as +0; a NaN with the sign bit clear ranks above
+// +inf, so a model that produces NaN logits yields a token that shows it,
+// not a silently plausible one); low word: the complemented index. Host and
+// device, so CI tests it on the CPU.
 #pragma once
 
 #include <cstdint>

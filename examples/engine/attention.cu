@@ -1,22 +1,20 @@
 // Decode attention over the KV cache (launchAttention in gpu_kernels.h).
-// Block (head, token, split), 512 threads. Split z of s covers the cached
-// positions [z * span, (z + 1) * span) up to the token's own position p,
-// span = ceil((p + 1) / s), so that every split has work however much of
-// the cache is in use; with
-// one split the block writes the output, with several it writes its running
-// max, exp-sum and unnormalised sum (flash-decoding), and the last split of a
-// (token, head) to finish merges them all, in split order, so no second
-// kernel is needed. Decode attention is latency-bound, so the kernel is
-// built around memory latencies: before it waits for the previous kernel it
-// asks L2 for its key and value rows (positions before this step's were
-// written by earlier steps, and a prefetch is only a hint anyway); every
+// Block (head, token, split), 512 threads. The token's positions 0..p are
+// spread evenly over the s splits: split z takes [z * span, (z + 1) * span)
+// up to p, span = ceil((p + 1) / s), so the work is even however much of the
+// cache is in use (splits past p stay empty). With one split the block
+// writes the output; with several it writes its running max, exp-sum and
+// unnormalised sum (flash-decoding), and the last split of a (token, head)
+// to finish merges them all, in split order, so no second kernel is needed.
+// Decode attention is latency-bound, so the kernel is built around memory
+// latencies: before it waits for the previous kernel it asks L2 for its key
+// and value rows (a hint: positions before this step's were written by
+// earlier steps, and a prefetch of the row being written is harmless); every
 // thread reads 4 consecutive values at a time (one 8- or 16-byte load), a
 // key row is shared by a few threads whose partial dot products meet through
 // shuffles, each thread issues the loads of several key rows (and of its
 // first value rows) before it uses any, and the merge loads every split's
-// numbers at once.
-#include <algorithm>
-
+// numbers at once. How the work is divided: attention_plan.h.
 #include "attention_plan.h"
 #include "gpu_kernels.h"
 #include "kernel_common.cuh"
@@ -212,8 +210,8 @@ cudaError_t launchAttention(DType t, void* out, float* scratch, unsigned* counte
                             Launch on) {
   const int block = kAttentionThreads;
   if (s.headDim > 256 || s.headDim % 4 != 0 || splits < 1 || splits > kAttentionMaxSplits) return cudaErrorInvalidValue;
-  const int chunk = (s.maxContext + splits - 1) / splits;
-  const size_t smem = ((chunk + 3) / 4 * 4 + block / (s.headDim / 4) * s.headDim) * sizeof(float);
+  const int chunk = attentionChunk(s.maxContext, splits);
+  const size_t smem = attentionSharedBytes(chunk, s.headDim);
   dim3 grid(s.heads, n, splits);
   if (smem > 48 * 1024) {
     cudaError_t e = t == DType::F32

@@ -14,24 +14,24 @@ int keyRowThreads(int headDim) {
 }
 
 int attentionSplits(int maxContext, int blocks, int headDim) {
-  // Splitting only pays while one block per head leaves SMs idle: with 128
-  // blocks or more it cost batch 8 on H200 (llama3-8b TP=1: 5509 against
-  // 4969 us a step; llama3-1b TP=2: 1029 against 898).
+  // Splitting only pays while one block per head leaves SMs idle: at batch 8
+  // (128 blocks) it cost llama3-1b TP=2 1029 against 898 us a step and
+  // llama3-8b TP=2 3384 against 3216 (H200, one call).
   if (blocks >= 128) return 1;
   // Otherwise the count with the shortest chain of memory latencies for a
   // full context: a block spends one on each round of key rows, one on every
   // 4 value rows of a thread past its first 4, and a split costs the merge,
   // about 3 (fitted on H200: at 236 positions llama3-1b, heads of 64, was
   // fastest unsplit, llama3-8b, heads of 128, with 4 splits of 1, 2 and 4;
-  // at 1132, 5 splits beat 2 and 16). Up to 256 blocks, two per SM, so that
-  // all run at once.
+  // at 1132, 5 splits beat 2 and 16). At most 256 blocks: the kernel's ~100
+  // registers a thread leave room for one block per SM, and 16 splits (512
+  // blocks, four waves) lost at 1132 positions.
   const int rowThreads = keyRowThreads(headDim);
   const int keysPerRound = kKeyRowsAhead * kAttentionThreads / rowThreads;
-  const int valueGroups = kAttentionThreads / (headDim / 4);
   int best = 1, bestCost = INT_MAX;
   for (int splits = 1; splits <= kAttentionMaxSplits && blocks * splits <= 256; ++splits) {
-    const int chunk = (maxContext + splits - 1) / splits;
-    const int valueRows = (chunk + valueGroups - 1) / valueGroups;
+    const int chunk = attentionChunk(maxContext, splits);
+    const int valueRows = (chunk + valueGroups(headDim) - 1) / valueGroups(headDim);
     const int cost = (chunk + keysPerRound - 1) / keysPerRound +
                      std::max(0, (valueRows + kValueRowsAhead - 1) / kValueRowsAhead - 1) + (splits > 1 ? 3 : 0);
     if (cost < bestCost) best = splits, bestCost = cost;

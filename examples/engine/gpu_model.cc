@@ -20,6 +20,19 @@ void cudaCheck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw EngineError(std::string(what) + ": CUDA error " + cudaGetErrorString(e));
 }
 
+// Prefill runs attention unsplit, one block holding the scores of the whole
+// context in shared memory: a context past that is refused here, by name,
+// rather than as an invalid launch at the first forward pass.
+void requireAttentionFits(int maxContext, int headDim) {
+  int device = 0, allowed = 0;
+  cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
+  cudaCheck(cudaDeviceGetAttribute(&allowed, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device attribute");
+  const size_t needed = attentionSharedBytes(maxContext, headDim);
+  if (needed > size_t(allowed))
+    throw EngineError("context " + std::to_string(maxContext) + ": attention needs " + std::to_string(needed >> 10) +
+                      " KB of shared memory a block, the GPU allows " + std::to_string(allowed >> 10) + " KB");
+}
+
 void cublasCheck(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) throw EngineError(std::string(what) + ": cuBLAS status " + std::to_string(int(s)));
 }
@@ -56,6 +69,7 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   if (options.attentionSplits < 0 || options.attentionSplits > kAttentionMaxSplits)
     throw EngineError("attention splits " + std::to_string(options.attentionSplits) + ": 0 (automatic) to " +
                       std::to_string(kAttentionMaxSplits));
+  requireAttentionFits(options.maxContext, c.headDim);
   attn_ = {layout.heads, layout.kvHeads, c.headDim, layout.group, layout.headStart, layout.kvStart,
            options.maxContext, c.ropeTheta, c.normEps, c.ropeInterleaved, nullptr};
 
@@ -263,16 +277,21 @@ void GpuModel::gateUpSwiGlu(const void* gateUp, const GemvInput& input, int n, i
   mark("swiglu");
 }
 
+// Attention splits for a pass of n tokens: decode passes (scratch exists for
+// maxSeqs tokens) take the forced count or the plan's; prefill runs unsplit.
+int GpuModel::attentionSplitsFor(int n) const {
+  if (n > options_.maxSeqs) return 1;
+  if (options_.attentionSplits > 0) return options_.attentionSplits;
+  return attentionSplits(options_.maxContext, n * layout_.heads, config_.headDim);
+}
+
 void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   const ModelConfig& c = config_;
   const DType t = options_.dtype;
   const int d = c.dim, qDim = layout_.heads * c.headDim, kvDim = layout_.kvHeads * c.headDim,
             hid = layout_.hidden;
   const TokenPlacement place{tokens_, pos_, seq_};
-  // Split attention needs scratch for at most maxSeqs tokens.
-  const int splits = n > options_.maxSeqs         ? 1
-                     : options_.attentionSplits > 0 ? options_.attentionSplits
-                                                    : attentionSplits(options_.maxContext, n * layout_.heads, c.headDim);
+  const int splits = attentionSplitsFor(n);
   auto allReduce = [&](void* data) {
     if (allReduce_ && withAllReduce) allReduce_->sum(data, size_t(n) * d, t, stream_);
     mark("allreduce");
@@ -389,6 +408,7 @@ void GpuModel::prefill(const std::vector<std::vector<int>>& prompts) {
   cudaCheck(cudaMemcpyAsync(pos_, pos.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream_), "prefill");
   cudaCheck(cudaMemcpyAsync(seq_, seq.data(), n * sizeof(int), cudaMemcpyHostToDevice, stream_), "prefill");
   cudaCheck(cudaMemcpyAsync(lastRow_, lastRow.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_), "prefill");
+  resetArgmaxKeys();
   forward(n, seqs, false, true);
   placeDecode(seqs, length);
 }
@@ -404,7 +424,14 @@ void GpuModel::placeDecode(int seqs, int position) {
   cudaCheck(cudaMemcpyAsync(seq_, seq.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_), "decode setup");
   cudaCheck(cudaMemcpyAsync(lastRow_, lastRow.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_),
             "decode setup");
+  resetArgmaxKeys();
   cudaCheck(cudaStreamSynchronize(stream_), "decode setup");
+}
+
+// Every step's argmax leaves its keys at 0 (launchTokensFromKeys); a step cut
+// short by an error would not, and a stale key outranks every later one.
+void GpuModel::resetArgmaxKeys() {
+  cudaCheck(cudaMemsetAsync(argmaxKeys_, 0, size_t(options_.maxSeqs) * sizeof(uint64_t), stream_), "argmax keys");
 }
 
 void GpuModel::rewind(int position) { placeDecode(seqs_, position); }

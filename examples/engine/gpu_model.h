@@ -105,6 +105,8 @@ class GpuModel {
   // profiling (the events between them would serialize them anyway).
   Launch on() const { return {stream_, options_.overlap && !profiling_}; }
   void placeDecode(int seqs, int position);
+  void resetArgmaxKeys();
+  int attentionSplitsFor(int n) const;
   void mark(const char* op);  // records the end of `op` when profiling
 
   ModelConfig config_;

@@ -30,7 +30,8 @@ __device__ inline float4 bf16x4ToFloat4(uint2 packed) {
 // Programmatic dependent launch: let the next kernel on the stream be
 // scheduled now, then wait until the previous kernel has finished and its
 // writes are visible. Every kernel calls it before it reads or writes any
-// activation; both halves are no-ops for a plain launch.
+// activation (before it, kernels only load weights and read hints for
+// prefetches); both halves are no-ops for a plain launch.
 __device__ inline void waitForPrevious() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -39,9 +40,9 @@ __device__ inline void waitForPrevious() {
 }
 
 // Asks L2 to fetch [p, p + bytes) (p 16-byte aligned, bytes a multiple of
-// 16). Kernels call it before waiting for the previous kernel, on memory
-// that kernel does not write: L2 is where every write lands, so even a
-// prefetch of data being written could not leave a stale copy behind.
+// 16). Kernels call it before waiting for the previous kernel, possibly on
+// rows that kernel is still writing: L2 is where every write lands, so a
+// prefetch cannot leave a stale copy behind; it only saves a later miss.
 __device__ inline void prefetchL2(const void* p, uint32_t bytes) {
 #if __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)), "r"(bytes) : "memory");
