@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,16 @@ std::vector<float> download(const void* device, size_t n, bool isFloat) {
   cudaMemcpy(raw.data(), device, n * 2, cudaMemcpyDeviceToHost);
   for (size_t i = 0; i < n; ++i) out[i] = bf16ToFloat(raw[i]);
   return out;
+}
+
+// Runs body in one forked rank (the parent never touches CUDA) and checks
+// that it returned 0; `what` names the case in the report.
+void checkInOneRank(const std::string& what, const std::function<int()>& body) {
+  auto outcomes = rcn::test::runRanks(1, [&](int) { return body(); });
+  std::string report;
+  const bool ok = rcn::test::allSucceeded(outcomes, &report);
+  INFO(what << ": " << report);
+  CHECK(ok);
 }
 
 struct Case {
@@ -178,12 +189,10 @@ int runCase(const Case& c) {
 }
 
 void check(const Case& c) {
-  auto outcomes = rcn::test::runRanks(1, [&](int) { return runCase(c); });
-  std::string report;
-  const bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO("out " << c.out << " in " << c.in << " tokens " << c.tokens << (c.swiGlu ? " swiglu" : "")
-               << (c.norm ? " norm" : "") << ": " << report);
-  CHECK(ok);
+  std::ostringstream what;
+  what << "out " << c.out << " in " << c.in << " tokens " << c.tokens << (c.swiGlu ? " swiglu" : "")
+       << (c.norm ? " norm" : "");
+  checkInOneRank(what.str(), [&] { return runCase(c); });
 }
 
 }  // namespace
@@ -383,13 +392,11 @@ int runQkvCase(const QkvCase& c) {
 }
 
 void checkQkv(const QkvCase& c) {
-  auto outcomes = rcn::test::runRanks(1, [&](int) { return runQkvCase(c); });
-  std::string report;
-  const bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO("tokens " << c.tokens << (c.interleaved ? " interleaved" : " rotate-half") << (c.bias ? " bias" : "")
-                 << (c.table ? " table" : "") << " heads " << c.heads << "/" << c.kvHeads << " x " << c.d << " in "
-                 << c.in << (c.norm ? " norm" : "") << ": " << report);
-  CHECK(ok);
+  std::ostringstream what;
+  what << "tokens " << c.tokens << (c.interleaved ? " interleaved" : " rotate-half") << (c.bias ? " bias" : "")
+       << (c.table ? " table" : "") << " heads " << c.heads << "/" << c.kvHeads << " x " << c.d << " in " << c.in
+       << (c.norm ? " norm" : "");
+  checkInOneRank(what.str(), [&] { return runQkvCase(c); });
 }
 
 }  // namespace
@@ -510,14 +517,6 @@ int runPipelinedArgmax(int seqs, int vocab) {
   return 0;
 }
 
-void checkArgmax(const char* what, const std::function<int()>& body) {
-  auto outcomes = rcn::test::runRanks(1, [&](int) { return body(); });
-  std::string report;
-  const bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO(what << ": " << report);
-  CHECK(ok);
-}
-
 }  // namespace
 
 // One block per 4096 logits and an atomicMax of keys: a llama3 vocabulary
@@ -525,8 +524,8 @@ void checkArgmax(const char* what, const std::function<int()>& body) {
 // and a vocabulary smaller than one block; then steps in a pipeline.
 TEST_CASE("argmax over many blocks: lowest index on ties, keys back to 0", "[engine][gpu]") {
   rcn::test::requireGpus(1);
-  checkArgmax("3 rows of 128256", [] { return runArgmaxCase(3, 128256, 0); });
-  checkArgmax("8 rows of 64128 at 64128", [] { return runArgmaxCase(8, 64128, 64128); });
-  checkArgmax("2 rows of 512", [] { return runArgmaxCase(2, 512, 0); });
-  checkArgmax("pipelined, 8 rows of 128256", [] { return runPipelinedArgmax(8, 128256); });
+  checkInOneRank("3 rows of 128256", [] { return runArgmaxCase(3, 128256, 0); });
+  checkInOneRank("8 rows of 64128 at 64128", [] { return runArgmaxCase(8, 64128, 64128); });
+  checkInOneRank("2 rows of 512", [] { return runArgmaxCase(2, 512, 0); });
+  checkInOneRank("pipelined, 8 rows of 128256", [] { return runPipelinedArgmax(8, 128256); });
 }

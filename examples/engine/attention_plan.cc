@@ -27,11 +27,11 @@ int attentionSplits(int maxContext, int blocks, int headDim) {
   // registers a thread leave room for one block per SM, and 16 splits (512
   // blocks, four waves) lost at 1132 positions.
   const int rowThreads = keyRowThreads(headDim);
-  const int keysPerRound = kKeyRowsAhead * kAttentionThreads / rowThreads;
+  const int keysPerRound = kKeyRowsAhead * kAttentionThreads / rowThreads, groups = valueGroups(headDim);
   int best = 1, bestCost = INT_MAX;
   for (int splits = 1; splits <= kAttentionMaxSplits && blocks * splits <= 256; ++splits) {
     const int chunk = attentionChunk(maxContext, splits);
-    const int valueRows = (chunk + valueGroups(headDim) - 1) / valueGroups(headDim);
+    const int valueRows = (chunk + groups - 1) / groups;
     const int cost = (chunk + keysPerRound - 1) / keysPerRound +
                      std::max(0, (valueRows + kValueRowsAhead - 1) / kValueRowsAhead - 1) + (splits > 1 ? 3 : 0);
     if (cost < bestCost) best = splits, bestCost = cost;

@@ -424,7 +424,6 @@ void GpuModel::placeDecode(int seqs, int position) {
   cudaCheck(cudaMemcpyAsync(seq_, seq.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_), "decode setup");
   cudaCheck(cudaMemcpyAsync(lastRow_, lastRow.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_),
             "decode setup");
-  resetArgmaxKeys();
   cudaCheck(cudaStreamSynchronize(stream_), "decode setup");
 }
 
@@ -434,7 +433,10 @@ void GpuModel::resetArgmaxKeys() {
   cudaCheck(cudaMemsetAsync(argmaxKeys_, 0, size_t(options_.maxSeqs) * sizeof(uint64_t), stream_), "argmax keys");
 }
 
-void GpuModel::rewind(int position) { placeDecode(seqs_, position); }
+void GpuModel::rewind(int position) {
+  resetArgmaxKeys();
+  placeDecode(seqs_, position);
+}
 
 void GpuModel::decode() {
   if (seqs_ == 0) throw EngineError("decode before prefill");
