@@ -305,26 +305,33 @@ TEST_CASE("argmax keys order by value, then by the lower index", "[engine]") {
   }
 }
 
-// The split count attentionSplits picks (attention_plan.h): unsplit
-// from 128 blocks up and where the merge would cost more than it saves
-// (heads of 64 at 236 positions); one round of keys per split for heads of
-// 128 at 236 positions (the benchmark's llama3-8b); never more than 256
-// blocks in all (the kernel fits one block per SM), nor more than
-// kAttentionMaxSplits.
+// The split count attentionSplits picks (attention_plan.h) on 132 SMs (an
+// H200): unsplit for heads of 64 at 236 positions (the merge would cost
+// more than it saves) and for batch 8; for heads of 128 at 236 positions
+// (the benchmark's llama3-8b) 2 splits of 32 heads (4 would take more than
+// half the SMs) and 4 of 16; more at longer contexts; never more than two
+// blocks per SM, nor more than kAttentionMaxSplits. Two blocks per SM only
+// when the blocks outnumber the SMs.
 TEST_CASE("attention split counts", "[engine]") {
-  CHECK(attentionSplits(236, 32, 64) == 1);
-  CHECK(attentionSplits(236, 16, 64) == 1);
-  CHECK(attentionSplits(236, 32, 128) == 4);
-  CHECK(attentionSplits(236, 128, 128) == 1);
-  CHECK(attentionSplits(128, 1, 8) == 1);
-  CHECK(attentionSplits(1132, 32, 128) == 6);
-  CHECK(attentionSplits(4096, 32, 128) == 8);
-  CHECK(attentionSplits(4096, 1, 128) == kAttentionMaxSplits);
-  for (int blocks : {1, 3, 16, 32, 100, 127})
-    for (int context : {1, 64, 1000, 100000}) {
-      const int splits = attentionSplits(context, blocks, 128);
-      CHECK(splits >= 1);
-      CHECK(splits <= kAttentionMaxSplits);
-      CHECK((splits == 1 || blocks * splits <= 256));
-    }
+  const int sms = 132;
+  CHECK(attentionSplits(236, 32, 64, sms) == 1);
+  CHECK(attentionSplits(236, 16, 64, sms) == 1);
+  CHECK(attentionSplits(236, 32, 128, sms) == 2);
+  CHECK(attentionSplits(236, 16, 128, sms) == 4);
+  CHECK(attentionSplits(236, 128, 128, sms) == 1);
+  CHECK(attentionSplits(236, 256, 128, sms) == 1);
+  CHECK(attentionSplits(128, 1, 8, sms) == 1);
+  CHECK(attentionSplits(1132, 32, 128, sms) == 6);
+  CHECK(attentionSplits(4096, 32, 128, sms) == 8);
+  CHECK(attentionSplits(4096, 1, 128, sms) == kAttentionMaxSplits);
+  for (int gpuSms : {16, 132})
+    for (int blocks : {1, 3, 16, 32, 100, 127, 300})
+      for (int context : {1, 64, 1000, 100000}) {
+        const int splits = attentionSplits(context, blocks, 128, gpuSms);
+        CHECK(splits >= 1);
+        CHECK(splits <= kAttentionMaxSplits);
+        CHECK((splits == 1 || blocks * splits <= 2 * gpuSms));
+      }
+  CHECK(attentionBlocksPerSm(128, sms) == 1);
+  CHECK(attentionBlocksPerSm(256, sms) == 2);
 }

@@ -56,6 +56,7 @@ struct Run {
   double tolerance = 2e-3;  // on logits, absolute
   bool graph = true;
   int attentionSplits = 0;  // GpuModelOptions::attentionSplits
+  int attentionBlocksPerSm = 0;  // GpuModelOptions::attentionBlocksPerSm
 };
 
 // Runs `run` on this rank's GPU (shard rank of size) and checks every step's
@@ -70,6 +71,7 @@ int compareWithCpu(const Run& run, int rank, int size, GpuAllReduce* allReduce) 
   mo.maxTokens = seqs * length;
   mo.maxContext = std::min(c.seqLen, std::max(128, length + run.decodeSteps + 1));
   mo.attentionSplits = run.attentionSplits;
+  mo.attentionBlocksPerSm = run.attentionBlocksPerSm;
   GpuModel gpu(c, layout, mo, allReduce);
   gpu.loadWeights(shardWeights(*run.weights, layout));
 
@@ -227,17 +229,23 @@ TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[
     ModelWeights m = realHeadSize(headDim, 20 + headDim);
     Run fp32{&m, {{1, 7, 99, 3}}, 90};
     runSingle([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
-    // Split attention and its merge: spans of 1 (splits past the position
-    // left empty) up to 32 positions (3 splits), and the most splits.
-    for (int splits : {3, kAttentionMaxSplits}) {
-      INFO(splits << " attention splits");
-      fp32.attentionSplits = splits;
-      runSingle([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
-    }
+    // Split attention and its merge across the cluster: spans of 1 (splits
+    // past the position left empty) up to 32 positions (3 splits), and the
+    // most splits; both kernel builds (one and two blocks per SM).
+    for (int splits : {3, kAttentionMaxSplits})
+      for (int blocksPerSm : {1, 2}) {
+        INFO(splits << " attention splits, " << blocksPerSm << " blocks per SM");
+        fp32.attentionSplits = splits;
+        fp32.attentionBlocksPerSm = blocksPerSm;
+        runSingle([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
+      }
     Run bf16{&m, {{1, 7, 99, 3}, {1, 8, 100, 4}}, 70, DType::BF16, 0.5};
     runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
     bf16.attentionSplits = 5;
     runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    bf16.attentionBlocksPerSm = 2;
+    runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    bf16.attentionBlocksPerSm = 0;
     bf16.attentionSplits = 0;
     bf16.prompts.pop_back();
     runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
@@ -245,8 +253,9 @@ TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[
 }
 
 // Options the GPU path cannot honour are refused by name when the model is
-// made: an attention split count out of range, a context whose unsplit
-// (prefill) attention block would not fit in shared memory.
+// made: an attention split count out of range, a kernel build that does not
+// exist (blocks per SM), a context whose unsplit (prefill) attention block
+// would not fit in shared memory.
 TEST_CASE("GPU model refuses attention options it cannot run", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   ModelConfig c = realHeadSize(128, 7).config;
@@ -266,10 +275,13 @@ TEST_CASE("GPU model refuses attention options it cannot run", "[engine][gpu]") 
   GpuModelOptions mo;
   mo.maxContext = c.seqLen;
   mo.attentionSplits = kAttentionMaxSplits + 1;
-  runSingle(refused(c, mo, "attention splits 17"));
+  runSingle(refused(c, mo, "attention splits " + std::to_string(kAttentionMaxSplits + 1)));
   mo.attentionSplits = -1;
   runSingle(refused(c, mo, "attention splits -1"));
   mo.attentionSplits = 0;
+  mo.attentionBlocksPerSm = 3;
+  runSingle(refused(c, mo, "attention blocks per SM 3"));
+  mo.attentionBlocksPerSm = 0;
   c.seqLen = mo.maxContext = 1 << 20;
   runSingle(refused(c, mo, "KB of shared memory a block"));
 }

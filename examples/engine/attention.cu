@@ -1,20 +1,26 @@
 // Decode attention over the KV cache (launchAttention in gpu_kernels.h).
-// Block (head, token, split), 512 threads. The token's positions 0..p are
+// Block (split, head, token), 512 threads. The token's positions 0..p are
 // spread evenly over the s splits: split z takes [z * span, (z + 1) * span)
 // up to p, span = ceil((p + 1) / s), so the work is even however much of the
 // cache is in use (splits past p stay empty). With one split the block
-// writes the output; with several it writes its running max, exp-sum and
-// unnormalised sum (flash-decoding), and the last split of a (token, head)
-// to finish merges them all, in split order, so no second kernel is needed.
+// writes the output. The splits of a (token, head) form a thread block
+// cluster: each keeps its running max, exp-sum and unnormalised sum
+// (flash-decoding) in shared memory, and block 0 of the cluster merges them
+// in split order through distributed shared memory, so that no partial
+// result goes through global memory and no second kernel is needed.
 // Decode attention is latency-bound, so the kernel is built around memory
 // latencies: before it waits for the previous kernel it asks L2 for its key
 // and value rows (a hint: positions before this step's were written by
 // earlier steps, and a prefetch of the row being written is harmless); every
 // thread reads 4 consecutive values at a time (one 8- or 16-byte load), a
 // key row is shared by a few threads whose partial dot products meet through
-// shuffles, each thread issues the loads of several key rows (and of its
-// first value rows) before it uses any, and the merge loads every split's
-// numbers at once. How the work is divided: attention_plan.h.
+// shuffles, and each thread issues the loads of several key rows (and of its
+// first value rows) before it uses any. Each kernel comes in two builds: one
+// block per SM with all the registers it wants, and two per SM (64 registers
+// a thread) for passes with more blocks than SMs. How the work is divided:
+// attention_plan.h.
+#include <cooperative_groups.h>
+
 #include "attention_plan.h"
 #include "gpu_kernels.h"
 #include "kernel_common.cuh"
@@ -22,19 +28,23 @@
 namespace engine {
 namespace {
 
+namespace cg = cooperative_groups;
+
 __device__ inline float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ inline float4 load4(const __nv_bfloat16* p) { return bf16x4ToFloat4(*reinterpret_cast<const uint2*>(p)); }
 
 __device__ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
-// Merges the splits of one (token, head) in split order into out.
+// Merges the splits of one (token, head) in split order into out: split z
+// left its [max, sum, acc[d]] in `merged` of the cluster's block z.
 template <typename T>
-__device__ void mergeSplits(T* out, const float* parts, int d, int splits) {
+__device__ void mergeSplits(T* out, cg::cluster_group& cluster, float* merged, int d, int splits) {
   float maxOf[kAttentionMaxSplits], sumOf[kAttentionMaxSplits];
 #pragma unroll
   for (int z = 0; z < kAttentionMaxSplits; ++z) {
-    maxOf[z] = z < splits ? __ldcg(parts + z * (d + 2)) : -INFINITY;
-    sumOf[z] = z < splits ? __ldcg(parts + z * (d + 2) + 1) : 0.0f;
+    const float* part = z < splits ? cluster.map_shared_rank(merged, z) : nullptr;
+    maxOf[z] = part ? part[0] : -INFINITY;
+    sumOf[z] = part ? part[1] : 0.0f;
   }
   float maxScore = -INFINITY;
 #pragma unroll
@@ -49,21 +59,20 @@ __device__ void mergeSplits(T* out, const float* parts, int d, int splits) {
     float acc = 0;
 #pragma unroll
     for (int z = 0; z < kAttentionMaxSplits; ++z)
-      if (sumOf[z] > 0) acc += __ldcg(parts + z * (d + 2) + 2 + j) * weight[z];
+      if (sumOf[z] > 0) acc += cluster.map_shared_rank(merged, z)[2 + j] * weight[z];
     out[j] = fromFloat<T>(acc / total);
   }
 }
 
 // One split of one (token, head): writes the output (one split) or the
-// split's [max, sum, acc[d]] to `mine`.
+// split's [max, sum, acc[d]] to `mine`; `scores` and `partial` are its
+// shared-memory workspace (the kernel's layout).
 template <typename T>
-__device__ void attendSplit(T* out, float* mine, const T* qkv, const T* keys, const T* values, int i, int h,
-                            int begin, int last, const AttentionShape& s, int chunk, int rowThreads, int splits) {
-  extern __shared__ __align__(16) float shared[];  // read and written as float4 too
+__device__ void attendSplit(T* out, float* scores, float* partial, float* mine, const T* qkv, const T* keys,
+                            const T* values, int i, int h, int begin, int last, const AttentionShape& s, int rowThreads,
+                            int splits) {
   const int d = s.headDim, count = last - begin + 1;
   const int valueGroups = blockDim.x / (d / 4);
-  float* scores = shared;                          // [chunk]
-  float* partial = scores + (chunk + 3) / 4 * 4;  // [valueGroups][d], 16-byte aligned
   const size_t rowStride = size_t(s.kvHeads) * d;
   const T* q = qkv + i * size_t(s.heads + 2 * s.kvHeads) * d + size_t(h) * d;
 
@@ -153,14 +162,12 @@ __device__ void prefetchRows(const T* keys, const T* values, int begin, int last
   }
 }
 
-// `counters` (one per token and head, zero between calls) count the
-// finished splits; the last one resets its counter for the next call.
-template <typename T>
-__global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, float* partials, unsigned* counters,
-                                                                     const T* qkv, const T* keyCache,
-                                                                     const T* valueCache, TokenPlacement place,
-                                                                     AttentionShape s, int chunk, int rowThreads) {
-  const int d = s.headDim, i = blockIdx.y, h = blockIdx.x, split = blockIdx.z, splits = gridDim.z;
+// Block (split, head, token); the splits of a (token, head) are one cluster.
+template <typename T, int kBlocksPerSm>
+__global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
+    attentionKernel(T* out, const T* qkv, const T* keyCache, const T* valueCache, TokenPlacement place,
+                    AttentionShape s, int chunk, int rowThreads) {
+  const int d = s.headDim, split = blockIdx.x, splits = gridDim.x, h = blockIdx.y, i = blockIdx.z;
   const int kvh = (s.headStart + h) / s.group - s.kvStart;
   // The head's cache of sequence seq starts at cacheAt(seq); the positions
   // 0..pos are spread evenly over the splits, each taking `span` of them
@@ -175,54 +182,63 @@ __global__ void __launch_bounds__(kAttentionThreads) attentionKernel(T* out, flo
   const int pos = place.pos[i], span = spanOf(pos);
   const int begin = split * span, last = min(pos, begin + span - 1);
   T* headOut = out + (size_t(i) * s.heads + h) * d;
-  float* parts = partials + (size_t(i) * s.heads + h) * splits * (d + 2);
-  float* mine = parts + split * (d + 2);  // [max, sum, acc[d]]
+  // Shared memory (attentionSharedBytes), read and written as float4 too:
+  extern __shared__ __align__(16) float shared[];
+  float* scores = shared;                             // [chunk]
+  float* partial = scores + (chunk + 3) / 4 * 4;     // [value groups][d], 16-byte aligned
+  float* mine = partial + blockDim.x / (d / 4) * d;  // [max, sum, acc[d]] of this split, for the merge
   if (begin <= last) {
     const size_t at = cacheAt(place.seq[i]);
-    attendSplit(headOut, mine, qkv, keyCache + at, valueCache + at, i, h, begin, last, s, chunk,
+    attendSplit(headOut, scores, partial, mine, qkv, keyCache + at, valueCache + at, i, h, begin, last, s,
                 rowThreads, splits);
   } else {  // the whole split lies beyond this token's position
     for (int j = threadIdx.x; j < d + 2; j += blockDim.x) mine[j] = j == 0 ? -INFINITY : 0.0f;
   }
   if (splits == 1) return;
-  __shared__ bool lastSplit;
-  __threadfence();  // this thread's writes to `mine` are visible on the GPU
-  __syncthreads();  // ... for every thread, before the count goes up
-  if (threadIdx.x == 0) {
-    unsigned* counter = counters + size_t(i) * s.heads + h;
-    lastSplit = atomicAdd(counter, 1u) == unsigned(splits - 1);
-    if (lastSplit) *counter = 0;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every split's `mine` is written and visible to the cluster
+  if (split == 0) mergeSplits(headOut, cluster, mine, d, splits);
+  cluster.sync();  // a block's shared memory lives as long as the block: stay until block 0 has read it
+}
+
+// Launches the instance for (T, blocks per SM); dynamic shared memory above
+// 48 KB is allowed first.
+template <typename T, int kBlocksPerSm>
+cudaError_t launchAttentionAs(T* out, const void* qkv, const void* keyCache, const void* valueCache,
+                              TokenPlacement place, int n, int splits, const AttentionShape& s, Launch on) {
+  auto kernel = attentionKernel<T, kBlocksPerSm>;
+  const int chunk = attentionChunk(s.maxContext, splits);
+  const size_t smem = attentionSharedBytes(chunk, s.headDim);
+  if (smem > 48 * 1024) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) return e;
   }
-  __syncthreads();
-  if (!lastSplit) return;
-  __threadfence();
-  mergeSplits(headOut, parts, d, splits);
+  return launchInClusters(splits, kernel, dim3(splits, s.heads, n), dim3(kAttentionThreads), smem, on, out,
+                          static_cast<const T*>(qkv), static_cast<const T*>(keyCache),
+                          static_cast<const T*>(valueCache), place, s, chunk, keyRowThreads(s.headDim));
+}
+
+template <typename T>
+cudaError_t launchAttentionAs(T* out, const void* qkv, const void* keyCache, const void* valueCache,
+                              TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
+                              Launch on) {
+  if (blocksPerSm == 2) return launchAttentionAs<T, 2>(out, qkv, keyCache, valueCache, place, n, splits, s, on);
+  return launchAttentionAs<T, 1>(out, qkv, keyCache, valueCache, place, n, splits, s, on);
 }
 
 }  // namespace
 
-size_t attentionScratchFloats(int tokens, const AttentionShape& s) {
-  return size_t(tokens) * s.heads * kAttentionMaxSplits * (s.headDim + 2);
-}
-
-cudaError_t launchAttention(DType t, void* out, float* scratch, unsigned* counters, const void* qkv, const void* keyCache,
-                            const void* valueCache, TokenPlacement place, int n, int splits, const AttentionShape& s,
+cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
+                            TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
                             Launch on) {
-  const int block = kAttentionThreads;
-  if (s.headDim > 256 || s.headDim % 4 != 0 || splits < 1 || splits > kAttentionMaxSplits) return cudaErrorInvalidValue;
-  const int chunk = attentionChunk(s.maxContext, splits);
-  const size_t smem = attentionSharedBytes(chunk, s.headDim);
-  dim3 grid(s.heads, n, splits);
-  if (smem > 48 * 1024) {
-    cudaError_t e = t == DType::F32
-        ? cudaFuncSetAttribute(attentionKernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))
-        : cudaFuncSetAttribute(attentionKernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (e != cudaSuccess) return e;
-  }
-  const int rowThreads = keyRowThreads(s.headDim);
-  return ENGINE_DISPATCH(t, attentionKernel, grid, dim3(block), smem, on, static_cast<T*>(out), scratch, counters,
-                         static_cast<const T*>(qkv), static_cast<const T*>(keyCache),
-                         static_cast<const T*>(valueCache), place, s, chunk, rowThreads);
+  if (s.headDim > kAttentionMaxHeadDim || s.headDim % 4 != 0 || splits < 1 || splits > kAttentionMaxSplits ||
+      blocksPerSm < 1 || blocksPerSm > 2)
+    return cudaErrorInvalidValue;
+  if (t == DType::F32)
+    return launchAttentionAs(static_cast<float*>(out), qkv, keyCache, valueCache, place, n, splits, blocksPerSm, s,
+                             on);
+  return launchAttentionAs(static_cast<__nv_bfloat16*>(out), qkv, keyCache, valueCache, place, n, splits,
+                           blocksPerSm, s, on);
 }
 
 }  // namespace engine

@@ -1,7 +1,8 @@
 // How decode attention (attention.cu) divides its work: threads per block,
-// the threads that share a key row, the rows a thread loads at once, and how
-// many blocks (splits) share one head's context. Host code without CUDA, so
-// that CI tests the choices.
+// the threads that share a key row, the rows a thread loads at once, how
+// many blocks (splits) share one head's context, and whether a block keeps
+// its registers to itself or shares the SM with a second one. Host code
+// without CUDA, so that CI tests the choices.
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,9 @@
 namespace engine {
 
 constexpr int kAttentionThreads = 512;
-constexpr int kAttentionMaxSplits = 16;
+constexpr int kAttentionMaxHeadDim = 256;
+// The splits of a head form one thread block cluster, whose portable size is at most 8.
+constexpr int kAttentionMaxSplits = 8;
 constexpr int kKeyRowsAhead = 4;    // key rows a thread loads before it multiplies any
 constexpr int kValueRowsAhead = 4;  // value rows a thread loads before the scores
 
@@ -23,17 +26,22 @@ inline int valueGroups(int headDim) { return kAttentionThreads / (headDim / 4); 
 // The most positions one split takes (its scores live in shared memory).
 inline int attentionChunk(int maxContext, int splits) { return (maxContext + splits - 1) / splits; }
 
-// A block's shared memory: the scores of a chunk, then the value groups'
-// partial sums, as floats.
+// A block's shared memory, as floats: the scores of a chunk, the value
+// groups' partial sums, then the split's [max, sum, acc[d]] for the merge.
 inline size_t attentionSharedBytes(int chunk, int headDim) {
-  return (size_t(chunk + 3) / 4 * 4 + size_t(valueGroups(headDim)) * headDim) * sizeof(float);
+  return (size_t(chunk + 3) / 4 * 4 + size_t(valueGroups(headDim)) * headDim + 2 + headDim) * sizeof(float);
 }
 
 // How many splits a pass of `blocks` (tokens x heads) blocks uses over a
-// context of maxContext positions: several while the blocks are fewer than
-// the SMs (small-batch decode) and the context is long enough to pay for the
-// merge, else one. Fixed when a decode step is captured; each token's
-// positions are then spread evenly over the splits (attention.cu).
-int attentionSplits(int maxContext, int blocks, int headDim);
+// context of maxContext positions on a GPU of `sms` multiprocessors: the
+// count with the shortest estimated time. Fixed when a decode step is
+// captured; each token's positions are then spread evenly over the splits
+// (attention.cu).
+int attentionSplits(int maxContext, int blocks, int headDim, int sms);
+
+// Attention blocks an SM holds at once: 2 (at most 64 registers a thread)
+// when a pass has more blocks than the GPU has SMs, so that they run in one
+// wave; else 1, whose registers make each block's chain of loads shorter.
+inline int attentionBlocksPerSm(int blocks, int sms) { return blocks > sms ? 2 : 1; }
 
 }  // namespace engine

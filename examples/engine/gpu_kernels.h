@@ -57,14 +57,13 @@ cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCach
                              const AttentionShape& s, Launch on);
 
 // out[i][h] = softmax(q . K[0..pos[i]] / sqrt(d)) V for each token i and local head h
-// (headDim a multiple of 4, at most 256). With splits > 1 each head's context
-// is spread over that many blocks, which leave their partial results in
-// `scratch` (attentionScratchFloats(n) floats) and count themselves in
-// `counters` (n x heads, zero before the first call; kept zero between calls).
-cudaError_t launchAttention(DType t, void* out, float* scratch, unsigned* counters, const void* qkv,
-                            const void* keyCache, const void* valueCache, TokenPlacement place, int n, int splits,
-                            const AttentionShape& s, Launch on);
-size_t attentionScratchFloats(int tokens, const AttentionShape& s);
+// (headDim a multiple of 4, at most 256). With splits > 1 (at most
+// kAttentionMaxSplits) each head's context is spread over that many blocks,
+// merged within the launch. blocksPerSm (1 or 2) picks the kernel built for
+// that many blocks on an SM (attentionBlocksPerSm in attention_plan.h).
+cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
+                            TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
+                            Launch on);
 
 // out[i][j] = silu(gateUp[i][j]) * gateUp[i][hidden + j]
 cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidden, Launch on);

@@ -23,9 +23,8 @@ void cudaCheck(cudaError_t e, const char* what) {
 // Prefill runs attention unsplit, one block holding the scores of the whole
 // context in shared memory: a context past that is refused here, by name,
 // rather than as an invalid launch at the first forward pass.
-void requireAttentionFits(int maxContext, int headDim) {
-  int device = 0, allowed = 0;
-  cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
+void requireAttentionFits(int device, int maxContext, int headDim) {
+  int allowed = 0;
   cudaCheck(cudaDeviceGetAttribute(&allowed, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device attribute");
   const size_t needed = attentionSharedBytes(maxContext, headDim);
   if (needed > size_t(allowed))
@@ -63,13 +62,19 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   if (options.maxContext > c.seqLen)
     throw EngineError("context " + std::to_string(options.maxContext) + " exceeds the model's seq_len " +
                       std::to_string(c.seqLen));
-  if (c.headDim > 256 || c.headDim % 4 != 0)
-    throw EngineError("head size " + std::to_string(c.headDim) +
-                      ": the GPU attention kernel takes multiples of 4 up to 256");
+  if (c.headDim > kAttentionMaxHeadDim || c.headDim % 4 != 0)
+    throw EngineError("head size " + std::to_string(c.headDim) + ": the GPU attention kernel takes multiples of 4 up to " +
+                      std::to_string(kAttentionMaxHeadDim));
   if (options.attentionSplits < 0 || options.attentionSplits > kAttentionMaxSplits)
     throw EngineError("attention splits " + std::to_string(options.attentionSplits) + ": 0 (automatic) to " +
                       std::to_string(kAttentionMaxSplits));
-  requireAttentionFits(options.maxContext, c.headDim);
+  if (options.attentionBlocksPerSm < 0 || options.attentionBlocksPerSm > 2)
+    throw EngineError("attention blocks per SM " + std::to_string(options.attentionBlocksPerSm) +
+                      ": 0 (automatic), 1 or 2");
+  int device = 0;
+  cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
+  requireAttentionFits(device, options.maxContext, c.headDim);
+  cudaCheck(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device), "device attribute");
   attn_ = {layout.heads, layout.kvHeads, c.headDim, layout.group, layout.headStart, layout.kvStart,
            options.maxContext, c.ropeTheta, c.normEps, c.ropeInterleaved, nullptr};
 
@@ -137,8 +142,6 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
     localLogits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * vocabCount_ * sizeof(float)));
   }
   argmaxKeys_ = static_cast<uint64_t*>(allocate(size_t(options.maxSeqs) * sizeof(uint64_t)));
-  attentionScratch_ = static_cast<float*>(allocate(attentionScratchFloats(options.maxSeqs, attn_) * sizeof(float)));
-  attentionCounters_ = static_cast<unsigned*>(allocate(size_t(options.maxSeqs) * layout.heads * sizeof(unsigned)));
   tokens_ = static_cast<int*>(allocate(T * sizeof(int)));
   pos_ = static_cast<int*>(allocate(T * sizeof(int)));
   seq_ = static_cast<int*>(allocate(T * sizeof(int)));
@@ -277,12 +280,18 @@ void GpuModel::gateUpSwiGlu(const void* gateUp, const GemvInput& input, int n, i
   mark("swiglu");
 }
 
-// Attention splits for a pass of n tokens: decode passes (scratch exists for
-// maxSeqs tokens) take the forced count or the plan's; prefill runs unsplit.
-int GpuModel::attentionSplitsFor(int n) const {
-  if (n > options_.maxSeqs) return 1;
-  if (options_.attentionSplits > 0) return options_.attentionSplits;
-  return attentionSplits(options_.maxContext, n * layout_.heads, config_.headDim);
+// How attention runs a pass of n tokens: decode passes take the forced
+// split count or the plan's, prefill passes (longer than a batch) run
+// unsplit; the kernel build is the forced one or the plan's.
+GpuModel::AttentionLaunch GpuModel::attentionLaunchFor(int n) const {
+  const int blocks = n * layout_.heads;
+  AttentionLaunch a;
+  if (n > options_.maxSeqs) a.splits = 1;
+  else if (options_.attentionSplits > 0) a.splits = options_.attentionSplits;
+  else a.splits = attentionSplits(options_.maxContext, blocks, config_.headDim, sms_);
+  a.blocksPerSm = options_.attentionBlocksPerSm > 0 ? options_.attentionBlocksPerSm
+                                                    : attentionBlocksPerSm(blocks * a.splits, sms_);
+  return a;
 }
 
 void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
@@ -291,7 +300,7 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   const int d = c.dim, qDim = layout_.heads * c.headDim, kvDim = layout_.kvHeads * c.headDim,
             hid = layout_.hidden;
   const TokenPlacement place{tokens_, pos_, seq_};
-  const int splits = attentionSplitsFor(n);
+  const AttentionLaunch attention = attentionLaunchFor(n);
   auto allReduce = [&](void* data) {
     if (allReduce_ && withAllReduce) allReduce_->sum(data, size_t(n) * d, t, stream_);
     mark("allreduce");
@@ -317,8 +326,8 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
                 "rope");
       mark("rope+kv");
     }
-    cudaCheck(launchAttention(t, att_, attentionScratch_, attentionCounters_, qkvOut_, w.keyCache, w.valueCache, place, n, splits, attn_,
-                              on()),
+    cudaCheck(launchAttention(t, att_, qkvOut_, w.keyCache, w.valueCache, place, n, attention.splits,
+                              attention.blocksPerSm, attn_, on()),
               "attention");
     mark("attention");
     gemm(delta_, false, w.wo, vectorInput(att_), n, d, qDim);

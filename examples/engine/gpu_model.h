@@ -39,6 +39,7 @@ struct GpuModelOptions {
   bool gemv = true;      // bf16 decode products with the engine's own kernel instead of cuBLAS
   bool overlap = true;   // programmatic dependent launch between the engine's kernels
   int attentionSplits = 0;  // decode attention blocks per head, 1..kAttentionMaxSplits; 0: attentionSplits() picks
+  int attentionBlocksPerSm = 0;  // the attention kernel's build, 1 or 2; 0: attentionBlocksPerSm() picks
   // With TP > 1: each rank computes its slice of the logits (vocab-parallel
   // LM head) and the argmax is agreed through one all-reduce; logits() then
   // gathers the full rows (a collective: every rank calls it in step).
@@ -106,7 +107,10 @@ class GpuModel {
   Launch on() const { return {stream_, options_.overlap && !profiling_}; }
   void placeDecode(int seqs, int position);
   void resetArgmaxKeys();
-  int attentionSplitsFor(int n) const;
+  struct AttentionLaunch {
+    int splits, blocksPerSm;
+  };
+  AttentionLaunch attentionLaunchFor(int n) const;
   void mark(const char* op);  // records the end of `op` when profiling
 
   ModelConfig config_;
@@ -114,6 +118,7 @@ class GpuModel {
   GpuModelOptions options_;
   GpuAllReduce* allReduce_;
   AttentionShape attn_;
+  int sms_ = 0;  // multiprocessors of this rank's GPU
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublasWorkspace_ = nullptr;
@@ -127,8 +132,7 @@ class GpuModel {
   // The fp32 residual stream. A norm fused into a GEMV writes the updated
   // stream to the other buffer (every block of it reads the current one).
   float *x_, *xAlt_, *residual_ = nullptr;
-  float *logits_, *attentionScratch_;
-  unsigned* attentionCounters_;  // split attention's per-(token, head) counters, zero between steps
+  float* logits_;
   // Vocab-parallel LM head: this rank's rows [vocabStart_, vocabStart_ + vocabCount_).
   bool vocabParallel_ = false;
   int vocabStart_ = 0, vocabCount_ = 0;

@@ -85,20 +85,36 @@ __device__ float blockMax(float v) {
 }
 
 // kernel<<<grid, block, smem, on.stream>>>(args...), as a programmatic
-// dependent launch when on.overlap is set.
+// dependent launch when on.overlap is set, its blocks grouped in thread
+// block clusters of clusterX along x when clusterX > 1.
 template <typename... Params, typename... Args>
-cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Launch on, Args... args) {
-  cudaLaunchAttribute overlap;
-  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  overlap.val.programmaticStreamSerializationAllowed = 1;
+cudaError_t launchInClusters(int clusterX, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Launch on,
+                             Args... args) {
+  cudaLaunchAttribute attributes[2];
+  unsigned count = 0;
+  if (on.overlap) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (clusterX > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count].val.clusterDim.x = clusterX;
+    attributes[count].val.clusterDim.y = 1;
+    attributes[count++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = on.stream;
-  config.attrs = on.overlap ? &overlap : nullptr;
-  config.numAttrs = on.overlap ? 1 : 0;
+  config.attrs = count ? attributes : nullptr;
+  config.numAttrs = count;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Launch on, Args... args) {
+  return launchInClusters(1, kernel, grid, block, smem, on, args...);
 }
 
 }  // namespace
