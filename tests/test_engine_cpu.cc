@@ -311,7 +311,7 @@ TEST_CASE("argmax keys order by value, then by the lower index", "[engine]") {
 // (the benchmark's llama3-8b) 2 splits of 32 heads (4 would take more than
 // half the SMs) and 4 of 16; more at longer contexts; never more than two
 // blocks per SM, nor more than kAttentionMaxSplits. Two blocks per SM only
-// when the blocks outnumber the SMs.
+// when the blocks outnumber the SMs and two fit in an SM's shared memory.
 TEST_CASE("attention split counts", "[engine]") {
   const int sms = 132;
   CHECK(attentionSplits(236, 32, 64, sms) == 1);
@@ -332,6 +332,10 @@ TEST_CASE("attention split counts", "[engine]") {
         CHECK(splits <= kAttentionMaxSplits);
         CHECK((splits == 1 || blocks * splits <= 2 * gpuSms));
       }
-  CHECK(attentionBlocksPerSm(128, sms) == 1);
-  CHECK(attentionBlocksPerSm(256, sms) == 2);
+  const size_t h200Shared = 233472, decodeShared = attentionSharedBytes(236, 128);
+  CHECK(attentionBlocksPerSm(132, sms, decodeShared, h200Shared) == 1);
+  CHECK(attentionBlocksPerSm(133, sms, decodeShared, h200Shared) == 2);
+  CHECK(attentionBlocksPerSm(256, sms, decodeShared, h200Shared) == 2);
+  // A long unsplit (prefill) pass whose blocks' shared memory leaves room for one an SM.
+  CHECK(attentionBlocksPerSm(4096, sms, attentionSharedBytes(32768, 128), h200Shared) == 1);
 }

@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
 // Launches the instance for (T, blocks per SM); dynamic shared memory above
 // 48 KB is allowed first.
 template <typename T, int kBlocksPerSm>
-cudaError_t launchAttentionAs(T* out, const void* qkv, const void* keyCache, const void* valueCache,
+cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, const void* valueCache,
                               TokenPlacement place, int n, int splits, const AttentionShape& s, Launch on) {
   auto kernel = attentionKernel<T, kBlocksPerSm>;
   const int chunk = attentionChunk(s.maxContext, splits);
@@ -222,8 +222,8 @@ template <typename T>
 cudaError_t launchAttentionAs(T* out, const void* qkv, const void* keyCache, const void* valueCache,
                               TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
                               Launch on) {
-  if (blocksPerSm == 2) return launchAttentionAs<T, 2>(out, qkv, keyCache, valueCache, place, n, splits, s, on);
-  return launchAttentionAs<T, 1>(out, qkv, keyCache, valueCache, place, n, splits, s, on);
+  if (blocksPerSm == 2) return launchAttentionBuild<T, 2>(out, qkv, keyCache, valueCache, place, n, splits, s, on);
+  return launchAttentionBuild<T, 1>(out, qkv, keyCache, valueCache, place, n, splits, s, on);
 }
 
 }  // namespace

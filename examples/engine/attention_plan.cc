@@ -19,8 +19,8 @@ int keyRowThreads(int headDim) {
 // takes more than half of the SMs costs about 3 more: the next kernel (the
 // O product) can then start few of its blocks, whose first weight loads
 // otherwise overlap attention; one with more blocks than SMs about 2 more,
-// as its blocks share SMs with 64 registers a thread. At most two blocks per
-// SM (one wave). Fitted on H200 (132 SMs, 2026-11-30, us a decode step): at
+// as its blocks share SMs with 64 registers a thread. Splitting never goes
+// past two blocks per SM (one wave). Fitted on H200 (132 SMs, 2026-11-30, us a decode step): at
 // 236 positions llama3-8b TP=1 batch 1 (32 blocks) took 4150 / 4123 / 4290
 // unsplit / 2 / 4 splits, TP=2 (16 blocks) 2572 / 2539 / 2520, TP=2 batch 8
 // (128 blocks) 3144 unsplit and 3189 with 2 splits; llama3-1b (heads of 64,

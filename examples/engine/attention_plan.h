@@ -34,14 +34,21 @@ inline size_t attentionSharedBytes(int chunk, int headDim) {
 
 // How many splits a pass of `blocks` (tokens x heads) blocks uses over a
 // context of maxContext positions on a GPU of `sms` multiprocessors: the
-// count with the shortest estimated time. Fixed when a decode step is
-// captured; each token's positions are then spread evenly over the splits
-// (attention.cu).
+// count with the shortest estimated time, never splitting past two blocks
+// an SM. Fixed when a decode step is captured; each token's positions are
+// then spread evenly over the splits (attention.cu).
 int attentionSplits(int maxContext, int blocks, int headDim, int sms);
 
-// Attention blocks an SM holds at once: 2 (at most 64 registers a thread)
-// when a pass has more blocks than the GPU has SMs, so that they run in one
-// wave; else 1, whose registers make each block's chain of loads shorter.
-inline int attentionBlocksPerSm(int blocks, int sms) { return blocks > sms ? 2 : 1; }
+// The attention kernel build for a pass of `blocks` blocks of blockShared
+// bytes of shared memory each: 2 blocks an SM (at most 64 registers a
+// thread) when the blocks outnumber the SMs and two of them fit in an SM's
+// sharedPerSm bytes (each with kAttentionSharedMargin more, for the kernel's
+// own arrays and what the driver keeps per block), so that up to twice as
+// many blocks as SMs run in one wave; else 1, whose registers make each
+// block's chain of loads shorter.
+constexpr size_t kAttentionSharedMargin = 2048;
+inline int attentionBlocksPerSm(int blocks, int sms, size_t blockShared, size_t sharedPerSm) {
+  return blocks > sms && 2 * (blockShared + kAttentionSharedMargin) <= sharedPerSm ? 2 : 1;
+}
 
 }  // namespace engine

@@ -75,6 +75,8 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
   requireAttentionFits(device, options.maxContext, c.headDim);
   cudaCheck(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device), "device attribute");
+  cudaCheck(cudaDeviceGetAttribute(&sharedPerSm_, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
+            "device attribute");
   attn_ = {layout.heads, layout.kvHeads, c.headDim, layout.group, layout.headStart, layout.kvStart,
            options.maxContext, c.ropeTheta, c.normEps, c.ropeInterleaved, nullptr};
 
@@ -289,8 +291,10 @@ GpuModel::AttentionLaunch GpuModel::attentionLaunchFor(int n) const {
   if (n > options_.maxSeqs) a.splits = 1;
   else if (options_.attentionSplits > 0) a.splits = options_.attentionSplits;
   else a.splits = attentionSplits(options_.maxContext, blocks, config_.headDim, sms_);
-  a.blocksPerSm = options_.attentionBlocksPerSm > 0 ? options_.attentionBlocksPerSm
-                                                    : attentionBlocksPerSm(blocks * a.splits, sms_);
+  const size_t blockShared = attentionSharedBytes(attentionChunk(options_.maxContext, a.splits), config_.headDim);
+  a.blocksPerSm = options_.attentionBlocksPerSm > 0
+                      ? options_.attentionBlocksPerSm
+                      : attentionBlocksPerSm(blocks * a.splits, sms_, blockShared, size_t(sharedPerSm_));
   return a;
 }
 

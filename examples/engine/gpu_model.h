@@ -118,7 +118,8 @@ class GpuModel {
   GpuModelOptions options_;
   GpuAllReduce* allReduce_;
   AttentionShape attn_;
-  int sms_ = 0;  // multiprocessors of this rank's GPU
+  int sms_ = 0;             // multiprocessors of this rank's GPU
+  int sharedPerSm_ = 0;     // and the shared memory of one
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublasWorkspace_ = nullptr;
