@@ -25,7 +25,7 @@
 #include "sampler.h"
 #include "shapes.h"
 #include "support/gpu.h"
-#include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "tokenizer.h"
 
 using namespace engine;
@@ -105,7 +105,7 @@ int compareWithCpu(const Run& run, int rank, int size, GpuAllReduce* allReduce) 
 }
 
 // The unique id travels from rank 0 to the others through a pipe made before the fork.
-int runTp(int size, bool ncclOnly, const std::function<int(int, GpuAllReduce*)>& body) {
+void runTp(int size, bool ncclOnly, const std::function<int(int, GpuAllReduce*)>& body) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   auto outcomes = rcn::test::runRanks(size, [&](int rank) -> int {
@@ -136,27 +136,7 @@ int runTp(int size, bool ncclOnly, const std::function<int(int, GpuAllReduce*)>&
   });
   close(fds[0]);
   close(fds[1]);
-  std::string report;
-  bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
-  return ok ? 0 : 1;
-}
-
-int runSingle(const std::function<int()>& body) {
-  auto outcomes = rcn::test::runRanks(1, [&](int) -> int {
-    try {
-      return body();
-    } catch (const std::exception& e) {
-      std::printf("%s\n", e.what());
-      return 1;
-    }
-  });
-  std::string report;
-  bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
-  return ok ? 0 : 1;
+  rcn::test::checkRanks(outcomes);
 }
 
 const ModelWeights& stories() {
@@ -175,24 +155,24 @@ TEST_CASE("GPU matches the CPU reference on stories260K (fp32, graph)", "[engine
   rcn::test::requireGpus(1);
   if (!haveStories()) SKIP("stories260K.bin / tok512.bin not found (set ROCENANTE_SHARED_DIR)");
   Run run{&stories(), {storyPrompt()}, 100};
-  runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+  rcn::test::checkInOneRank([&] { return compareWithCpu(run, 0, 1, nullptr); });
   run.graph = false;
   run.attentionSplits = 2;  // the two splits' merge, on positions 0..104
-  runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+  rcn::test::checkInOneRank([&] { return compareWithCpu(run, 0, 1, nullptr); });
 }
 
 TEST_CASE("GPU bf16 stays within bf16 tolerance of the CPU reference", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   if (!haveStories()) SKIP("stories260K.bin / tok512.bin not found (set ROCENANTE_SHARED_DIR)");
   Run run{&stories(), {storyPrompt()}, 10, DType::BF16, 0.5};
-  runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+  rcn::test::checkInOneRank([&] { return compareWithCpu(run, 0, 1, nullptr); });
 }
 
 TEST_CASE("GPU batched prefill and decode of a random Qwen3-style model", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   ModelWeights m = randomWeights(shapeConfig("tiny-qwen3"), 5);
   Run run{&m, {{1, 7, 99, 3, 200}, {1, 8, 100, 4, 201}, {1, 250, 2, 9, 77}}, 12};
-  runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+  rcn::test::checkInOneRank([&] { return compareWithCpu(run, 0, 1, nullptr); });
 }
 
 // A model with q/k/v biases (Qwen2) and one with a rescaled RoPE table (Llama 3.1 style).
@@ -209,7 +189,7 @@ TEST_CASE("GPU q/k/v biases and a RoPE frequency table match the CPU reference",
   ModelWeights scaled = scaledRopeLlama(7);
   for (const ModelWeights* m : {&qwen2, &scaled}) {
     Run run{m, {{1, 7, 99, 3, 200}, {1, 8, 100, 4, 201}}, 12};
-    runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+    rcn::test::checkInOneRank([&] { return compareWithCpu(run, 0, 1, nullptr); });
   }
 }
 
@@ -228,7 +208,7 @@ TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[
   for (int headDim : {64, 128}) {
     ModelWeights m = realHeadSize(headDim, 20 + headDim);
     Run fp32{&m, {{1, 7, 99, 3}}, 90};
-    runSingle([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
+    rcn::test::checkInOneRank([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
     // Split attention and its merge across the cluster: spans of 1 (splits
     // past the position left empty) up to 32 positions (3 splits), and the
     // most splits; both kernel builds (one and two blocks per SM).
@@ -237,18 +217,18 @@ TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[
         INFO(splits << " attention splits, " << blocksPerSm << " blocks per SM");
         fp32.attentionSplits = splits;
         fp32.attentionBlocksPerSm = blocksPerSm;
-        runSingle([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
+        rcn::test::checkInOneRank([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
       }
     Run bf16{&m, {{1, 7, 99, 3}, {1, 8, 100, 4}}, 70, DType::BF16, 0.5};
-    runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
     bf16.attentionSplits = 5;
-    runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
     bf16.attentionBlocksPerSm = 2;
-    runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
     bf16.attentionBlocksPerSm = 0;
     bf16.attentionSplits = 0;
     bf16.prompts.pop_back();
-    runSingle([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
   }
 }
 
@@ -275,15 +255,15 @@ TEST_CASE("GPU model refuses attention options it cannot run", "[engine][gpu]") 
   GpuModelOptions mo;
   mo.maxContext = c.seqLen;
   mo.attentionSplits = kAttentionMaxSplits + 1;
-  runSingle(refused(c, mo, "attention splits " + std::to_string(kAttentionMaxSplits + 1)));
+  rcn::test::checkInOneRank(refused(c, mo, "attention splits " + std::to_string(kAttentionMaxSplits + 1)));
   mo.attentionSplits = -1;
-  runSingle(refused(c, mo, "attention splits -1"));
+  rcn::test::checkInOneRank(refused(c, mo, "attention splits -1"));
   mo.attentionSplits = 0;
   mo.attentionBlocksPerSm = 3;
-  runSingle(refused(c, mo, "attention blocks per SM 3"));
+  rcn::test::checkInOneRank(refused(c, mo, "attention blocks per SM 3"));
   mo.attentionBlocksPerSm = 0;
   c.seqLen = mo.maxContext = 1 << 20;
-  runSingle(refused(c, mo, "KB of shared memory a block"));
+  rcn::test::checkInOneRank(refused(c, mo, "KB of shared memory a block"));
 }
 
 // `seqs` different prompts of 4 tokens below `vocab`.
@@ -307,11 +287,11 @@ TEST_CASE("GPU bf16 decode of 3-8 sequences (tensor-core GEMV) matches the CPU r
   for (auto [m, seqs] : runs) {
     INFO(seqs << " sequences, head size " << m->config.headDim);
     Run run{m, fourTokenPrompts(seqs, m->config.vocab), 20, DType::BF16, 0.5};
-    runSingle([&] { return compareWithCpu(run, 0, 1, nullptr); });
+    rcn::test::checkInOneRank([&] { return compareWithCpu(run, 0, 1, nullptr); });
   }
   Run eager{&head64, fourTokenPrompts(6, head64.config.vocab), 12, DType::BF16, 0.5};
   eager.graph = false;
-  runSingle([&] { return compareWithCpu(eager, 0, 1, nullptr); });
+  rcn::test::checkInOneRank([&] { return compareWithCpu(eager, 0, 1, nullptr); });
 }
 
 TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {

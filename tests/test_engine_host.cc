@@ -108,12 +108,17 @@ TEST_CASE("stories260K TP=2 over the host backend equals TP=1", "[engine][host]"
 #ifdef RCN_ENGINE_BIN
 namespace {
 
-const std::string kEngineArgs = " --device cpu --model " + enginetest::sharedModel("stories260K.bin") +
-                                " --tokenizer " + enginetest::sharedModel("tok512.bin") + " --steps 60 2>/dev/null";
+// The model arguments, looked up when a case first runs (not at static
+// initialisation, where a missing model would exit before Catch2 starts).
+const std::string& engineArgs() {
+  static const std::string args = " --device cpu --model " + enginetest::sharedModel("stories260K.bin") +
+                                  " --tokenizer " + enginetest::sharedModel("tok512.bin") + " --steps 60 2>/dev/null";
+  return args;
+}
 
 // Starts rcn_engine through the shell (env: VAR=value assignments before it).
 FILE* startEngine(const std::string& env, const std::string& extra) {
-  FILE* pipe = popen((env + " " + RCN_ENGINE_BIN + extra + kEngineArgs).c_str(), "r");
+  FILE* pipe = popen((env + " " + RCN_ENGINE_BIN + extra + engineArgs()).c_str(), "r");
   REQUIRE(pipe);
   return pipe;
 }

@@ -24,7 +24,7 @@
 #include "gemv.h"
 #include "gpu_kernels.h"
 #include "support/gpu.h"
-#include "support/multiproc.h"
+#include "support/rank_checks.h"
 
 using namespace engine;
 
@@ -68,14 +68,6 @@ std::vector<float> download(const void* device, size_t n, bool isFloat) {
 
 // Runs body in one forked rank (the parent never touches CUDA) and checks
 // that it returned 0; `what` names the case in the report.
-void checkInOneRank(const std::string& what, const std::function<int()>& body) {
-  auto outcomes = rcn::test::runRanks(1, [&](int) { return body(); });
-  std::string report;
-  const bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO(what << ": " << report);
-  CHECK(ok);
-}
-
 struct Case {
   int out, in, tokens;
   bool swiGlu, floatOut;
@@ -192,7 +184,7 @@ void check(const Case& c) {
   std::ostringstream what;
   what << "out " << c.out << " in " << c.in << " tokens " << c.tokens << (c.swiGlu ? " swiglu" : "")
        << (c.norm ? " norm" : "");
-  checkInOneRank(what.str(), [&] { return runCase(c); });
+  rcn::test::checkInOneRank([&] { return runCase(c); }, what.str());
 }
 
 }  // namespace
@@ -396,7 +388,7 @@ void checkQkv(const QkvCase& c) {
   what << "tokens " << c.tokens << (c.interleaved ? " interleaved" : " rotate-half") << (c.bias ? " bias" : "")
        << (c.table ? " table" : "") << " heads " << c.heads << "/" << c.kvHeads << " x " << c.d << " in " << c.in
        << (c.norm ? " norm" : "");
-  checkInOneRank(what.str(), [&] { return runQkvCase(c); });
+  rcn::test::checkInOneRank([&] { return runQkvCase(c); }, what.str());
 }
 
 }  // namespace
@@ -524,8 +516,8 @@ int runPipelinedArgmax(int seqs, int vocab) {
 // and a vocabulary smaller than one block; then steps in a pipeline.
 TEST_CASE("argmax over many blocks: lowest index on ties, keys back to 0", "[engine][gpu]") {
   rcn::test::requireGpus(1);
-  checkInOneRank("3 rows of 128256", [] { return runArgmaxCase(3, 128256, 0); });
-  checkInOneRank("8 rows of 64128 at 64128", [] { return runArgmaxCase(8, 64128, 64128); });
-  checkInOneRank("2 rows of 512", [] { return runArgmaxCase(2, 512, 0); });
-  checkInOneRank("pipelined, 8 rows of 128256", [] { return runPipelinedArgmax(8, 128256); });
+  rcn::test::checkInOneRank([] { return runArgmaxCase(3, 128256, 0); }, "3 rows of 128256");
+  rcn::test::checkInOneRank([] { return runArgmaxCase(8, 64128, 64128); }, "8 rows of 64128 at 64128");
+  rcn::test::checkInOneRank([] { return runArgmaxCase(2, 512, 0); }, "2 rows of 512");
+  rcn::test::checkInOneRank([] { return runPipelinedArgmax(8, 128256); }, "pipelined, 8 rows of 128256");
 }

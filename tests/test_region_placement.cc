@@ -4,6 +4,7 @@
 // dma-buf or peermem as it can; ROCENANTE_GDR=1 failing with the reason.
 #include <catch2/catch_test_macros.hpp>
 
+#include "support/scoped_env.h"
 #include "transport/proxy/region_placement.h"
 
 using namespace rcn;
@@ -112,15 +113,21 @@ TEST_CASE("ROCENANTE_GDR=1 fails with the reason when GPU memory cannot be used"
 
 TEST_CASE("ROCENANTE_GDR accepts auto, 0 and 1 only", "[gdr]") {
   GdrMode mode;
-  setenv("ROCENANTE_GDR", "1", 1);
-  CHECK(gdrModeFromParams(&mode) == rcnSuccess);
-  CHECK(mode == GdrMode::On);
-  setenv("ROCENANTE_GDR", "0", 1);
-  CHECK(gdrModeFromParams(&mode) == rcnSuccess);
-  CHECK(mode == GdrMode::Off);
-  setenv("ROCENANTE_GDR", "yes please", 1);
-  CHECK(gdrModeFromParams(&mode) == rcnInvalidArgument);
-  unsetenv("ROCENANTE_GDR");
+  {
+    rcn::test::ScopedEnv gdr("ROCENANTE_GDR", "1");
+    CHECK(gdrModeFromParams(&mode) == rcnSuccess);
+    CHECK(mode == GdrMode::On);
+  }
+  {
+    rcn::test::ScopedEnv gdr("ROCENANTE_GDR", "0");
+    CHECK(gdrModeFromParams(&mode) == rcnSuccess);
+    CHECK(mode == GdrMode::Off);
+  }
+  {
+    rcn::test::ScopedEnv gdr("ROCENANTE_GDR", "yes please");
+    CHECK(gdrModeFromParams(&mode) == rcnInvalidArgument);
+  }
+  rcn::test::ScopedEnv gdr("ROCENANTE_GDR", nullptr);
   CHECK(gdrModeFromParams(&mode) == rcnSuccess);
   CHECK(mode == GdrMode::Auto);
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "support/scoped_env.h"
 #include "support/temp_file.h"
 
 namespace {
@@ -91,7 +92,7 @@ TEST_CASE("both tuner ABI versions are exported") {
 
 TEST_CASE("v5: the policy's NCCL preferences reweight the cost table") {
   rcn::test::TempFile policy(kPolicy);
-  setenv("ROCENANTE_POLICY", policy.path().c_str(), 1);
+  rcn::test::ScopedEnv usePolicy("ROCENANTE_POLICY", policy.path().c_str());
   void* lib = openLibrary();
   auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
   REQUIRE(v5);
@@ -136,12 +137,11 @@ TEST_CASE("v5: the policy's NCCL preferences reweight the cost table") {
   v5->getCollInfo(ctx, kAllReduce, 8192, 1, multi.raw(), kAlgos, kProtos, 0, &channels);
   CHECK(multi.chosen() == std::make_pair(kRing, kLL128));
   CHECK(v5->finalize(ctx) == ncclSuccess);
-  unsetenv("ROCENANTE_POLICY");
 }
 
 TEST_CASE("v4: the same policy through the 2.27 ABI") {
   rcn::test::TempFile policy(kPolicy);
-  setenv("ROCENANTE_POLICY", policy.path().c_str(), 1);
+  rcn::test::ScopedEnv usePolicy("ROCENANTE_POLICY", policy.path().c_str());
   void* lib = openLibrary();
   auto* v4 = static_cast<V4*>(dlsym(lib, "ncclTunerPlugin_v4"));
   REQUIRE(v4);
@@ -152,22 +152,20 @@ TEST_CASE("v4: the same policy through the 2.27 ABI") {
   REQUIRE(v4->getCollInfo(ctx, kAllReduce, 1024, 1, t.raw(), kAlgos, kProtos, 0, &channels) == ncclSuccess);
   CHECK(t.chosen() == std::make_pair(kRing, kLL));
   CHECK(v4->destroy(ctx) == ncclSuccess);
-  unsetenv("ROCENANTE_POLICY");
 }
 
 TEST_CASE("a malformed policy fails the tuner's init (NCCL then reports it)") {
   rcn::test::TempFile policy("classes:\n  single_host:\n    nccl: 3\n");
-  setenv("ROCENANTE_POLICY", policy.path().c_str(), 1);
+  rcn::test::ScopedEnv usePolicy("ROCENANTE_POLICY", policy.path().c_str());
   void* lib = openLibrary();
   auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
   void* ctx = nullptr;
   NvlInfo nvl{1, 2, 2};
   CHECK(v5->init(&ctx, 1, 2, 1, nullptr, &nvl, nullptr) == ncclInvalidArgument);
-  unsetenv("ROCENANTE_POLICY");
 }
 
 TEST_CASE("without a policy file the tuner leaves NCCL's table alone on one host") {
-  unsetenv("ROCENANTE_POLICY");
+  rcn::test::ScopedEnv noPolicy("ROCENANTE_POLICY", nullptr);
   void* lib = openLibrary();
   auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
   void* ctx = nullptr;

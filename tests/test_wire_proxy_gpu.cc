@@ -21,6 +21,7 @@
 #include "core/params.h"
 #include "support/gpu.h"
 #include "support/multiproc.h"
+#include "support/scoped_env.h"
 #include "test_host_util.h"
 
 using namespace rcn;
@@ -327,8 +328,7 @@ TEST_CASE("proxy path over the cuda wire (GPU-memory regions, staged LL): every 
 // 2^20); every 4 calls here, so scrubbing a line still in use would show as
 // a wrong result or a timeout.
 TEST_CASE("proxy path with its LL lines scrubbed every 4 calls, host and GPU memory", "[gpu][proxy][scrub]") {
-  setenv("ROCENANTE_PROXY_SCRUB_CALLS", "4", 1);
+  ScopedEnv scrub("ROCENANTE_PROXY_SCRUB_CALLS", "4");
   runAll("shm", /*measure=*/false);
   runAll("cuda", /*measure=*/false);
-  unsetenv("ROCENANTE_PROXY_SCRUB_CALLS");
 }

@@ -201,18 +201,17 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
   cluster.sync();  // a block's shared memory lives as long as the block: stay until block 0 has read it
 }
 
-// Launches the instance for (T, blocks per SM); dynamic shared memory above
-// 48 KB is allowed first.
+// Launches the instance for (T, blocks per SM), its dynamic shared memory
+// limit raised first where needed.
 template <typename T, int kBlocksPerSm>
 cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, const void* valueCache,
                               TokenPlacement place, int n, int splits, const AttentionShape& s, Launch on) {
   auto kernel = attentionKernel<T, kBlocksPerSm>;
   const int chunk = attentionChunk(s.maxContext, splits);
   const size_t smem = attentionSharedBytes(chunk, s.headDim);
-  if (smem > 48 * 1024) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (e != cudaSuccess) return e;
-  }
+  static size_t allowed = 48 * 1024;
+  cudaError_t e = allowSharedBytes(reinterpret_cast<const void*>(kernel), smem, &allowed);
+  if (e != cudaSuccess) return e;
   return launchInClusters(splits, kernel, dim3(splits, s.heads, n), dim3(kAttentionThreads), smem, on, out,
                           static_cast<const T*>(qkv), static_cast<const T*>(keyCache),
                           static_cast<const T*>(valueCache), place, s, chunk, keyRowThreads(s.headDim));

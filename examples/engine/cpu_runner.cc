@@ -38,13 +38,7 @@ void joinRanks(const EngineOptions& o, CpuRank& r) {
     r.allReduce = std::make_unique<NoAllReduce>();
     return;
   }
-  if (o.externalLaunch) {
-    rcnCheck(rcnCommInitFromLaunch(&r.comm), "rcnCommInitFromLaunch");
-  } else {
-    rcnUniqueId id;
-    fromHex(o.uniqueIdHex, &id, sizeof id);
-    rcnCheck(rcnCommInitRank(&r.comm, o.tp, id, r.rank), "rcnCommInitRank");
-  }
+  r.comm = joinComm(o);
   r.allReduce = std::make_unique<RcnHostAllReduce>(r.comm);
 }
 

@@ -35,11 +35,6 @@ __device__ inline float dot8(const uint4& w, const uint4& x) {
   return acc;
 }
 
-__device__ inline float warpSum(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 // This lane's share of one chunk of kRows rows.
 template <int kRows>
 struct Chunk {
@@ -130,7 +125,7 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   auto kernel = gemvKernel<kTokens, kEpilogue, OutT>;
   const size_t smem = sharedBytes(kTokens, p.in, p.input.x == nullptr);
   static size_t allowed = 48 * 1024;
-  cudaError_t e = gemvAllowSharedBytes(reinterpret_cast<const void*>(kernel), smem, &allowed);
+  cudaError_t e = allowSharedBytes(reinterpret_cast<const void*>(kernel), smem, &allowed);
   int blocks = 0;
   if (e == cudaSuccess) e = gemvResidentBlocks(reinterpret_cast<const void*>(kernel), kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;
@@ -187,13 +182,6 @@ cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int
   *blocks = std::max(1, sms * perSm);
   known.push_back({kernel, device, smem, *blocks});
   return cudaSuccess;
-}
-
-cudaError_t gemvAllowSharedBytes(const void* kernel, size_t smem, size_t* allowed) {
-  if (smem <= *allowed) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e == cudaSuccess) *allowed = smem;
-  return e;
 }
 
 // The input rows (and the norm's staging) must fit in a block's shared memory

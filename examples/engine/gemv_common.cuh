@@ -44,12 +44,6 @@ size_t gemvMmaSharedBytes(int tokens, int in, bool norm);
 // first ask, since eager decode launches every GEMV each step.
 cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int* blocks);
 
-// Raises `kernel`'s dynamic shared memory limit to `smem` when *allowed (its
-// current limit, 48 KB at first) is lower. One instance serves products of
-// different sizes, and a captured graph keeps its launches: the limit only
-// ever goes up.
-cudaError_t gemvAllowSharedBytes(const void* kernel, size_t smem, size_t* allowed);
-
 // The tensor-core kernel (gemv_mma.cu) for p.tokens = 3..8; fills the
 // launch fields of p (stride, tiles, splits).
 cudaError_t launchGemvMma(GemvParams p, Epilogue epilogue, bool yIsFloat, Launch on);
@@ -66,7 +60,7 @@ __device__ void blockSums(float (&v)[k]) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
 #pragma unroll
     for (int i = 0; i < k; ++i)
-      for (int offset = 16; offset > 0; offset >>= 1) v[i] += __shfl_xor_sync(0xffffffffu, v[i], offset);
+      v[i] = warpSum(v[i]);
     __syncthreads();  // partials may still be read by a previous call
     if (lane == 0) {
 #pragma unroll

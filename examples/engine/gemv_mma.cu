@@ -217,7 +217,7 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   auto kernel = gemvMmaKernel<kEpilogue, OutT>;
   const size_t smem = gemvMmaSharedBytes(p.tokens, p.in, p.input.x == nullptr);
   static size_t allowed = 48 * 1024;
-  cudaError_t e = gemvAllowSharedBytes(reinterpret_cast<const void*>(kernel), smem, &allowed);
+  cudaError_t e = allowSharedBytes(reinterpret_cast<const void*>(kernel), smem, &allowed);
   int blocks = 0;
   if (e == cudaSuccess) e = gemvResidentBlocks(reinterpret_cast<const void*>(kernel), kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;

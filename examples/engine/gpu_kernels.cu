@@ -3,12 +3,8 @@
 // warp over the partials), so every GPU computes bit-identical results.
 #include "gpu_kernels.h"
 
-#include <cuda_bf16.h>
-
 #include "argmax_key.h"
 #include "kernel_common.cuh"
-
-#include <algorithm>
 
 namespace engine {
 namespace {

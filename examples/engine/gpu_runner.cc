@@ -55,13 +55,7 @@ void setupRank(const EngineOptions& o, Rank& r) {
   }
   cudaCheck(cudaSetDevice(r.device), "cudaSetDevice");
   if (o.tp == 1) return;
-  if (o.externalLaunch) {
-    rcnCheck(rcnCommInitFromLaunch(&r.comm), "rcnCommInitFromLaunch");  // on the device just set
-  } else {
-    rcnUniqueId id;
-    fromHex(o.uniqueIdHex, &id, sizeof id);
-    rcnCheck(rcnCommInitRank(&r.comm, o.tp, id, r.rank), "rcnCommInitRank");
-  }
+  r.comm = joinComm(o);  // on the device just set
   r.allReduce = std::make_unique<RcnAllReduce>(r.comm);
   rcnCommInfo info{};
   if (rcnCommQuery(r.comm, &info) == rcnSuccess) {

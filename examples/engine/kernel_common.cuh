@@ -49,18 +49,28 @@ __device__ inline void prefetchL2(const void* p, uint32_t bytes) {
 #endif
 }
 
+// Sum and maximum over a warp, in a fixed butterfly order; every lane gets the result.
+__device__ inline float warpSum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ inline float warpMax(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 // Sum over the block (blockDim.x a multiple of 32). Every thread gets the total.
 __device__ float blockSum(float v) {
   __shared__ float partials[32];
   __shared__ float total;
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  v = warpSum(v);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();  // partials may still be read by a previous call
   if (lane == 0) partials[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    float w = lane < int(blockDim.x / 32) ? partials[lane] : 0.0f;
-    for (int offset = 16; offset > 0; offset >>= 1) w += __shfl_xor_sync(0xffffffffu, w, offset);
+    const float w = warpSum(lane < int(blockDim.x / 32) ? partials[lane] : 0.0f);
     if (lane == 0) total = w;
   }
   __syncthreads();
@@ -70,18 +80,28 @@ __device__ float blockSum(float v) {
 __device__ float blockMax(float v) {
   __shared__ float partials[32];
   __shared__ float total;
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  v = warpMax(v);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __syncthreads();
   if (lane == 0) partials[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    float w = lane < int(blockDim.x / 32) ? partials[lane] : -INFINITY;
-    for (int offset = 16; offset > 0; offset >>= 1) w = fmaxf(w, __shfl_xor_sync(0xffffffffu, w, offset));
+    const float w = warpMax(lane < int(blockDim.x / 32) ? partials[lane] : -INFINITY);
     if (lane == 0) total = w;
   }
   __syncthreads();
   return total;
+}
+
+// Raises `kernel`'s dynamic shared memory limit to `smem` when *allowed (its
+// current limit, 48 KB at first) is lower. One instance serves launches of
+// different sizes, and a captured graph keeps its launches: the limit only
+// ever goes up, and is set once per size rather than at every launch.
+inline cudaError_t allowSharedBytes(const void* kernel, size_t smem, size_t* allowed) {
+  if (smem <= *allowed) return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e == cudaSuccess) *allowed = smem;
+  return e;
 }
 
 // kernel<<<grid, block, smem, on.stream>>>(args...), as a programmatic

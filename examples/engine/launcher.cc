@@ -4,13 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 #include <vector>
 
 #include "model.h"
-#include "rocenante/rocenante.h"
+#include "rcn_result.h"
 
 namespace engine {
 
@@ -28,6 +29,18 @@ void adoptExternalLaunch(EngineOptions& o) {
   o.tp = launch.nranks;
   o.rank = launch.rank;
   o.localRank = launch.localRank;
+}
+
+rcnComm_t joinComm(const EngineOptions& o) {
+  rcnComm_t comm = nullptr;
+  if (o.externalLaunch) {
+    rcnCheck(rcnCommInitFromLaunch(&comm), "rcnCommInitFromLaunch");
+  } else {
+    rcnUniqueId id;
+    fromHex(o.uniqueIdHex, &id, sizeof id);
+    rcnCheck(rcnCommInitRank(&comm, o.tp, id, std::max(0, o.rank)), "rcnCommInitRank");
+  }
+  return comm;
 }
 
 std::string toHex(const void* data, size_t bytes) {

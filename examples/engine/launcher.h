@@ -10,6 +10,7 @@
 #include <string>
 
 #include "options.h"
+#include "rocenante/rocenante.h"
 
 namespace engine {
 
@@ -19,6 +20,11 @@ namespace engine {
 // one process given --tp N > 1 (the engine then starts its N ranks itself).
 // Throws EngineError on wrong variables, or a --tp other than the world size.
 void adoptExternalLaunch(EngineOptions& o);
+
+// This rank's communicator of o.tp ranks (o.tp > 1): from the launcher's
+// variables under an external launch, else from the unique id our own
+// launcher passed. On the GPU path the device must be set first.
+rcnComm_t joinComm(const EngineOptions& o);
 
 // Returns 0 when every rank exited 0, else the first failing rank's status (or 1).
 int launchRanks(int ranks, int argc, char** argv, const std::string& uniqueIdHex);

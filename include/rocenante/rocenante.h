@@ -104,7 +104,8 @@ rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist);
 /* Where an external launcher (torchrun, mpirun, srun) put this process, read
  * from its environment: RANK/WORLD_SIZE/LOCAL_RANK (torchrun),
  * OMPI_COMM_WORLD_* (OpenMPI), PMI_RANK/PMI_SIZE (PMI), SLURM_PROCID/
- * SLURM_NTASKS/SLURM_LOCALID (Slurm), checked in that order. */
+ * SLURM_STEP_NUM_TASKS/SLURM_LOCALID (Slurm, inside an srun step), checked
+ * in that order. */
 typedef struct {
   int rank;
   int nranks;

@@ -29,7 +29,9 @@ for setting in "${SETTINGS[@]}"; do
   result "$setting" "rc=$rc $lat"
 done
 
-for transport in ${SWEEP_TRANSPORTS-proxy p2p}; do
+# SWEEP_TRANSPORTS set but empty: the settings above only, no sweep.
+TRANSPORTS=${SWEEP_TRANSPORTS-proxy p2p}
+for transport in $TRANSPORTS; do
   say "sweep with ROCENANTE_TRANSPORT=$transport"
   ROCENANTE_TRANSPORT=$transport timeout 150 "$BUILD/bench/allreduce_sweep" --dtype bf16 --mode graph \
     --methods rcn-oneshot,nccl --min-bytes 1K --max-bytes 256K --factor 2 --gpus 2 \
@@ -39,7 +41,7 @@ done
 
 echo "---- summary (proxy_sweep) ----"
 printf "%s\n" "${SUMMARY[@]}"
-for transport in proxy p2p; do
+for transport in $TRANSPORTS; do
   echo "---- sweep, ROCENANTE_TRANSPORT=$transport"
   head -60 "$OUT/sweep-$transport.txt"
 done

@@ -31,16 +31,20 @@ static_assert(rcnSum == (int)ncclSum && rcnProd == (int)ncclProd && rcnMax == (i
               "reduction ops must match nccl.h");
 static_assert(RCN_UNIQUE_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "unique id size must match nccl.h");
 
+rcnResult_t rcn::commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> bootstrap, rcnComm** out) {
+  CommInitArgs args;
+  args.rank = rank;
+  args.nranks = nranks;
+  args.bootstrap = std::move(bootstrap);
+  return commCreate(std::move(args), out);
+}
+
 namespace {
 
 rcnResult_t initRank(rcnComm_t* comm, int nranks, const rcnUniqueId& id, int rank) {
   std::unique_ptr<rcn::Bootstrap> bootstrap;
   RCN_CHECK(rcn::bootstrapInitTcp(id, rank, nranks, &bootstrap));
-  rcn::CommInitArgs args;
-  args.rank = rank;
-  args.nranks = nranks;
-  args.bootstrap = std::move(bootstrap);
-  return rcn::commCreate(std::move(args), comm);
+  return rcn::commCreateRank(rank, nranks, std::move(bootstrap), comm);
 }
 
 // One thread per GPU, each building its rank against an in-process bootstrap.

@@ -13,10 +13,6 @@
 
 namespace {
 
-const char* const kLaunchersExpected =
-    "RANK and WORLD_SIZE (torchrun), OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE (mpirun), PMI_RANK and "
-    "PMI_SIZE, or SLURM_PROCID and SLURM_STEP_NUM_TASKS (an srun step)";
-
 // The launch this process belongs to, or why there is none: rcnInvalidUsage
 // when no launcher started it, rcnInvalidArgument when its variables are wrong.
 // A query (noneIsError false) logs "no launcher" at INFO only: programs ask
@@ -32,7 +28,7 @@ rcnResult_t readLaunch(const char* caller, bool noneIsError, rcn::bench::LaunchI
   // RCNBENCH_* is the sweep's private protocol: its children join with the id it passes.
   const std::string none = launch->kind == rcn::bench::LaunchKind::LocalChild
                                ? std::string(rcn::bench::kEnvRank) + " is set: started by allreduce_sweep, not a launcher"
-                               : std::string("no launcher variables are set; expected ") + kLaunchersExpected;
+                               : "no launcher variables are set; expected " + rcn::bench::launcherVarsHint();
   if (noneIsError)
     RCN_WARN(RCN_LOG_INIT, "%s: %s", caller, none.c_str());
   else
@@ -69,11 +65,7 @@ rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm) {
   std::unique_ptr<rcn::Bootstrap> bootstrap;
   RCN_CHECK(rcn::bootstrapInitFromEnv(launch.rank, launch.nranks, launch.masterAddr.c_str(), launch.masterPort,
                                       &bootstrap));
-  rcn::CommInitArgs args;
-  args.rank = launch.rank;
-  args.nranks = launch.nranks;
-  args.bootstrap = std::move(bootstrap);
-  return rcn::commCreate(std::move(args), comm);
+  return rcn::commCreateRank(launch.rank, launch.nranks, std::move(bootstrap), comm);
 }
 
 }  // extern "C"

@@ -67,6 +67,10 @@ struct CommInitArgs {
 // fallback, builds the fast path and runs the self-test and vote.
 rcnResult_t commCreate(CommInitArgs args, rcnComm** out);
 
+// commCreate with the defaults of a native-API rank (api.cc): one rank of a
+// multi-process communicator, its bootstrap already connected.
+rcnResult_t commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> bootstrap, rcnComm** out);
+
 // Waits for outstanding work, frees everything. Safe on a partly built comm.
 rcnResult_t commDestroy(rcnComm* comm);
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
+#include <iterator>
 
 namespace rcn::bench {
 namespace {
@@ -117,6 +118,16 @@ bool parseLaunchEnv(const EnvLookup& env, LaunchInfo* out, std::string* why) {
   info.source = "standalone";
   *out = info;
   return true;
+}
+
+std::string launcherVarsHint() {
+  const size_t count = std::size(kLaunchers);
+  std::string hint;
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) hint += i + 1 == count ? ", or " : ", ";
+    hint += std::string(kLaunchers[i].rank) + " and " + kLaunchers[i].size + " (" + kLaunchers[i].source + ")";
+  }
+  return hint;
 }
 
 EnvLookup processEnv() {

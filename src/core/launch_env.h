@@ -44,6 +44,10 @@ using EnvLookup = std::function<const char*(const char*)>;
 // launch without MASTER_ADDR).
 bool parseLaunchEnv(const EnvLookup& env, LaunchInfo* out, std::string* why);
 
+// Every launcher's rank and size variables, for telling a user what to set:
+// "RANK and WORLD_SIZE (torchrun), ..., or SLURM_PROCID and ... (Slurm)".
+std::string launcherVarsHint();
+
 // The process environment as an EnvLookup.
 EnvLookup processEnv();
 

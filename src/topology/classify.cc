@@ -41,7 +41,7 @@ static void groupNodes(CommTopo* topo) {
   topo->nnodes = static_cast<int>(topo->nodeNames.size());
 }
 
-static const GpuInfo* gpuByIndex(const RankTopo& t, int index) {
+const GpuInfo* gpuByIndex(const RankTopo& t, int index) {
   for (const GpuInfo& g : t.gpus)
     if (g.index == index) return &g;
   return nullptr;

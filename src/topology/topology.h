@@ -148,6 +148,8 @@ rcnResult_t topoGather(Bootstrap& bootstrap, const RankTopo& local, CommTopo* ou
 // --- classification (classify.cc) -----------------------------------------------
 // Fills nodes, class, wire, p2pEligible and reason from topo->ranks.
 rcnResult_t topoClassify(CommTopo* topo);
+// The GPU of t with CUDA ordinal index as t's process sees it; null if none.
+const GpuInfo* gpuByIndex(const RankTopo& t, int index);
 
 // Discover, gather, classify; rank 0 writes ROCENANTE_TOPO_DUMP_FILE when set.
 // What comm creation calls.

@@ -158,13 +158,20 @@ bool ProxyEngine::linesArrived(const uint8_t* lines, size_t bytes, uint32_t call
 
 // LL: piece by piece, once the kernel's lines are all there, to every peer
 // (no flag: the receiving kernel checks the tags itself). The whole block
-// gets one timeout.
-rcnResult_t ProxyEngine::forwardLines(uint32_t call, const ProxyDoorbell& d, int phase) {
+// gets one timeout. A late kernel is this engine's own failure to name; an
+// earlier cause (stopping, abort, a failed lane or wire) names itself.
+rcnResult_t ProxyEngine::forwardLines(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
   const size_t base = layout_.llSlotOffset(phase, rank_) + d.offset;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
   for (size_t done = 0; done < d.bytes; done += kLinePieceBytes) {
     const size_t piece = std::min<size_t>(kLinePieceBytes, d.bytes - done);
-    if (!linesArrived(wire_->region() + base + done, piece, call, deadline)) return rcnInternalError;
+    if (!linesArrived(wire_->region() + base + done, piece, call, deadline)) {
+      if (!stoppedOrFailed() && wire_->error(nullptr) == rcnSuccess)
+        fail("proxy: rank " + std::to_string(rank_) + ": block " + std::to_string(block) + " of call " +
+             std::to_string(call) + ": the kernel's lines did not arrive within " +
+             std::to_string(timeoutMs_) + " ms");
+      return rcnInternalError;
+    }
     for (int i = 1; i < layout_.nranks; ++i)
       RCN_CHECK(wire_->put((rank_ + i) % layout_.nranks, base + done, base + done, piece));
   }
@@ -183,7 +190,7 @@ rcnResult_t ProxyEngine::forwardStagedLines(const ProxyDoorbell& d, int phase) {
 
 rcnResult_t ProxyEngine::forwardBlock(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
   switch (d.protocol) {
-    case kProxyLL: return forwardLines(call, d, phase);
+    case kProxyLL: return forwardLines(call, block, d, phase);
     case kProxyLLStaged: return forwardStagedLines(d, phase);
     default: return forward(call, block, d, phase);
   }
@@ -236,13 +243,11 @@ bool ProxyEngine::serveDoorbells(Lane& lane) {
       return false;
     }
     if (forwardBlock(lane.call, b, d, phase) != rcnSuccess) {
-      // Stopping, aborted, or another lane failed first: that names the cause.
+      // Stopping, aborted, or a lane failed first (late LL lines fail in
+      // forwardLines): that names the cause.
       if (stoppedOrFailed()) return false;
       std::string why;
-      if (wire_->error(&why) == rcnSuccess)
-        why = d.protocol == kProxyLL ? "block " + std::to_string(b) + " of call " + std::to_string(lane.call) +
-                       ": the kernel's lines did not arrive within " + std::to_string(timeoutMs_) + " ms"
-                 : "a put failed";
+      if (wire_->error(&why) == rcnSuccess) why = "a put failed";
       fail("proxy: rank " + std::to_string(rank_) + ": " + why);
       return false;
     }

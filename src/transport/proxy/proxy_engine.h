@@ -61,7 +61,7 @@ class ProxyEngine {
   bool finishCallIfDone(Lane& lane);
   rcnResult_t forwardBlock(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   rcnResult_t forward(uint32_t call, int block, const ProxyDoorbell& d, int phase);
-  rcnResult_t forwardLines(uint32_t call, const ProxyDoorbell& d, int phase);
+  rcnResult_t forwardLines(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   rcnResult_t forwardStagedLines(const ProxyDoorbell& d, int phase);
   bool linesArrived(const uint8_t* lines, size_t bytes, uint32_t call,
                     std::chrono::steady_clock::time_point deadline) const;

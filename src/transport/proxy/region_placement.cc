@@ -8,19 +8,13 @@ namespace rcn {
 
 namespace {
 
-const GpuInfo* gpuOf(const RankTopo& r) {
-  for (const GpuInfo& g : r.gpus)
-    if (g.index == r.cudaDev) return &g;
-  return nullptr;
-}
-
 // Why rank r cannot take GPUDirect RDMA writes ("" when it can). Auto also
 // wants the GPU and its nearest NIC under one PCIe switch (NCCL's default
 // GDR level): further apart, the NIC's reads of GPU memory cross the CPU's
 // root complex and pinned host memory is usually as fast.
 std::string gdrObstacle(const RankTopo& r, int rank, GdrMode mode, bool dmabufRegistration) {
   const std::string who = "rank " + std::to_string(rank) + "'s GPU";
-  const GpuInfo* gpu = gpuOf(r);
+  const GpuInfo* gpu = gpuByIndex(r, r.cudaDev);
   if (!gpu) return who + " is not in its topology";
   if (gpu->integrated) return who + " is integrated (its memory is host memory)";
   if (gpu->gdr != Support::Yes) return who + " does not report GPUDirect RDMA support";
@@ -66,7 +60,7 @@ rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire,
     for (int r = 0; r < int(topo->ranks.size()) && out->why.empty(); ++r)
       out->why = gdrObstacle(topo->ranks[r], r, mode, dmabufRegistration);
     if (out->why.empty()) {
-      const GpuInfo* mine = gpuOf(topo->ranks[rank]);
+      const GpuInfo* mine = gpuByIndex(topo->ranks[rank], topo->ranks[rank].cudaDev);
       out->device = true;
       out->dmabuf = mine->dmaBuf == Support::Yes && dmabufRegistration;
       out->why = out->dmabuf ? "GPU memory, registered through dma-buf" : "GPU memory, registered through peermem";
