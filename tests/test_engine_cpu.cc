@@ -332,10 +332,24 @@ TEST_CASE("attention split counts", "[engine]") {
         CHECK(splits <= kAttentionMaxSplits);
         CHECK((splits == 1 || blocks * splits <= 2 * gpuSms));
       }
-  const size_t h200Shared = 233472, decodeShared = attentionSharedBytes(236, 128);
+  const size_t h200Shared = 233472, decodeShared = attentionSharedBytes(236, 128, 4);
   CHECK(attentionBlocksPerSm(132, sms, decodeShared, h200Shared) == 1);
   CHECK(attentionBlocksPerSm(133, sms, decodeShared, h200Shared) == 2);
   CHECK(attentionBlocksPerSm(256, sms, decodeShared, h200Shared) == 2);
   // A long unsplit (prefill) pass whose blocks' shared memory leaves room for one an SM.
-  CHECK(attentionBlocksPerSm(4096, sms, attentionSharedBytes(32768, 128), h200Shared) == 1);
+  CHECK(attentionBlocksPerSm(4096, sms, attentionSharedBytes(32768, 128, 1), h200Shared) == 1);
+}
+
+TEST_CASE("attention shared memory layout") {
+  for (int headDim : {64, 128, 256})
+    for (int chunk : {1, 3, 236, 4097}) {
+      const AttentionSharedLayout unsplit = attentionSharedLayout(chunk, headDim, 1);
+      const AttentionSharedLayout split = attentionSharedLayout(chunk, headDim, 3);
+      CHECK(unsplit.partial >= chunk);
+      CHECK(unsplit.partial % 4 == 0);  // float4 partial sums
+      CHECK(unsplit.mine - unsplit.partial == valueGroups(headDim) * headDim);
+      CHECK(unsplit.floats == unsplit.mine);  // no merge state without splits
+      CHECK(split.floats == split.mine + 2 + headDim);
+      CHECK(attentionSharedBytes(chunk, headDim, 3) == size_t(split.floats) * sizeof(float));
+    }
 }

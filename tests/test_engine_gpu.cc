@@ -57,6 +57,7 @@ struct Run {
   bool graph = true;
   int attentionSplits = 0;  // GpuModelOptions::attentionSplits
   int attentionBlocksPerSm = 0;  // GpuModelOptions::attentionBlocksPerSm
+  int maxContext = 0;            // 0: room for the prompt and the steps (at least 128)
 };
 
 // Runs `run` on this rank's GPU (shard rank of size) and checks every step's
@@ -69,7 +70,7 @@ int compareWithCpu(const Run& run, int rank, int size, GpuAllReduce* allReduce) 
   mo.dtype = run.dtype;
   mo.maxSeqs = seqs;
   mo.maxTokens = seqs * length;
-  mo.maxContext = std::min(c.seqLen, std::max(128, length + run.decodeSteps + 1));
+  mo.maxContext = run.maxContext ? run.maxContext : std::min(c.seqLen, std::max(128, length + run.decodeSteps + 1));
   mo.attentionSplits = run.attentionSplits;
   mo.attentionBlocksPerSm = run.attentionBlocksPerSm;
   GpuModel gpu(c, layout, mo, allReduce);
@@ -264,6 +265,35 @@ TEST_CASE("GPU model refuses attention options it cannot run", "[engine][gpu]") 
   mo.attentionBlocksPerSm = 0;
   c.seqLen = mo.maxContext = 1 << 20;
   rcn::test::checkInOneRank(refused(c, mo, "KB of shared memory a block"));
+}
+
+// The longest context the shared-memory check accepts must run: its unsplit
+// (prefill) attention block, static arrays included, fits the GPU's per-block
+// limit; four positions more are refused.
+TEST_CASE("GPU attention runs at the longest context its shared-memory check accepts", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  ModelWeights m = realHeadSize(128, 11);
+  rcn::test::checkInOneRank([&] {
+    int allowed = 0;
+    if (cudaDeviceGetAttribute(&allowed, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) != cudaSuccess) return 1;
+    const int headDim = m.config.headDim;
+    const int longest = (int((size_t(allowed) - kAttentionSharedMargin) / sizeof(float)) -
+                         valueGroups(headDim) * headDim) / 4 * 4;
+    std::printf("longest context %d (per-block shared memory %d bytes)\n", longest, allowed);
+    m.config.seqLen = longest + 4;
+    Run run{&m, {{1, 7, 99, 3}}, 4};
+    run.maxContext = longest;
+    if (compareWithCpu(run, 0, 1, nullptr) != 0) return 1;
+    GpuModelOptions mo;
+    mo.maxContext = longest + 4;
+    try {
+      GpuModel gpu(m.config, planShard(m.config, 1, 0), mo, nullptr);
+    } catch (const EngineError& e) {
+      return std::string(e.what()).find("KB of shared memory a block") != std::string::npos ? 0 : 1;
+    }
+    std::printf("context %d not refused\n", longest + 4);
+    return 1;
+  });
 }
 
 // `seqs` different prompts of 4 tokens below `vocab`.

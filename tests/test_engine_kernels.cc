@@ -19,6 +19,8 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gemv.h"
@@ -91,6 +93,42 @@ std::vector<double> normalized(const std::vector<float>& residual, const std::ve
   return out;
 }
 
+// The GEMV's input as the kernel must have used it, in double, and the
+// relative rounding it carries: x itself, or (fused norm) RMSNorm(residual + x)
+// * weight, rounded to bf16 by the kernel. `wrongResiduals` counts the
+// entries of residualOut that are not residual + x (the first 5 printed).
+struct ExpectedInput {
+  std::vector<double> values;
+  double rounding = 0;
+  int wrongResiduals = 0;
+};
+ExpectedInput expectedInput(const GemvInput& input, const std::vector<float>& x, int tokens, int in) {
+  ExpectedInput e;
+  e.values.assign(x.begin(), x.end());
+  if (input.x) return e;
+  const size_t count = size_t(tokens) * in;
+  const std::vector<float> r = download(input.residual, count, true), rOut = download(input.residualOut, count, true);
+  for (size_t i = 0; i < count; ++i)
+    if (!(rOut[i] == r[i] + x[i]) && ++e.wrongResiduals <= 5)
+      std::printf("residual out [%zu] = %.9g, want %.9g\n", i, rOut[i], r[i] + x[i]);
+  e.values = normalized(r, x, download(input.normWeight, in, false), tokens, in, input.eps);
+  e.rounding = 1.0 / 256;
+  return e;
+}
+
+// Row r of W (rows of `in`) times token b's input, in double, and the sum of
+// its terms' magnitudes (what fp32 accumulation and input rounding scale with).
+std::pair<double, double> dotWithMagnitude(const std::vector<float>& w, const std::vector<double>& input, int r, int b,
+                                           int in) {
+  double sum = 0, magnitude = 0;
+  for (int k = 0; k < in; ++k) {
+    const double term = double(w[size_t(r) * in + k]) * input[size_t(b) * in + k];
+    sum += term;
+    magnitude += std::fabs(term);
+  }
+  return {sum, magnitude};
+}
+
 // One case in a fresh process; returns 0 when every output is within the
 // bound of fp32 accumulation plus the final rounding of the output type.
 int runCase(const Case& c) {
@@ -134,25 +172,13 @@ int runCase(const Case& c) {
   std::vector<float> W = download(w, weightCount, false);
   std::vector<float> X = download(x, xCount, false);
   std::vector<float> Y = download(y, size_t(c.tokens) * c.out, c.floatOut);
-  std::vector<double> input64(X.begin(), X.end());
-  double inputRounding = 0;  // the fused norm's bf16 rounding of its output
-  if (c.norm) {
-    std::vector<float> R = download(residual, xCount, true), Rout = download(residualOut, xCount, true);
-    for (size_t i = 0; i < xCount; ++i)
-      RANK_CHECK(Rout[i] == R[i] + X[i], "residual out [%zu] = %.9g, want %.9g", i, Rout[i], R[i] + X[i]);
-    input64 = normalized(R, X, download(normWeight, c.in, false), c.tokens, c.in, eps);
-    inputRounding = 1.0 / 256;
-  }
-  int bad = 0;
+  const ExpectedInput expected = expectedInput(input, X, c.tokens, c.in);
+  int bad = expected.wrongResiduals;
   for (int b = 0; b < c.tokens; ++b) {
     for (int row = 0; row < c.out; ++row) {
       auto dot = [&](int r) {
-        double sum = 0, magnitude = 0;
-        for (int k = 0; k < c.in; ++k) {
-          sum += double(W[size_t(r) * c.in + k]) * input64[size_t(b) * c.in + k];
-          magnitude += std::fabs(double(W[size_t(r) * c.in + k]) * input64[size_t(b) * c.in + k]);
-        }
-        return std::pair<double, double>(sum, magnitude * (1e-5 + inputRounding));
+        const auto [sum, magnitude] = dotWithMagnitude(W, expected.values, r, b, c.in);
+        return std::pair<double, double>(sum, magnitude * (1e-5 + expected.rounding));
       };
       auto [want, bound] = dot(row);  // bound: fp32 accumulation and the input's rounding
       if (c.swiGlu) {
@@ -331,24 +357,12 @@ int runQkvCase(const QkvCase& c) {
   const std::vector<float> W = download(w, size_t(rows) * in, false), X = download(x, xCount, false);
   const std::vector<float> B = download(bias, rows, false), Q = download(qkv, size_t(c.tokens) * rows, false);
   const std::vector<float> K = download(keys, cacheCount, false), V = download(values, cacheCount, false);
-  std::vector<double> input64(X.begin(), X.end());
-  double inputRounding = 0;  // the fused norm's bf16 rounding of its output
-  int bad = 0;
-  if (c.norm) {
-    std::vector<float> R = download(residual, xCount, true), Rout = download(residualOut, xCount, true);
-    for (size_t i = 0; i < xCount; ++i)
-      if (!(Rout[i] == R[i] + X[i]) && ++bad <= 5)
-        std::printf("residual out [%zu] = %.9g, want %.9g\n", i, Rout[i], R[i] + X[i]);
-    input64 = normalized(R, X, download(normWeight, in, false), c.tokens, in, eps);
-    inputRounding = 1.0 / 256;
-  }
+  const ExpectedInput expected = expectedInput(input, X, c.tokens, in);
+  int bad = expected.wrongResiduals;
   for (int b = 0; b < c.tokens; ++b) {
     std::vector<double> y(rows), magnitude(rows);
     for (int r = 0; r < rows; ++r) {
-      for (int k = 0; k < in; ++k) {
-        y[r] += double(W[size_t(r) * in + k]) * input64[size_t(b) * in + k];
-        magnitude[r] += std::fabs(double(W[size_t(r) * in + k]) * input64[size_t(b) * in + k]);
-      }
+      std::tie(y[r], magnitude[r]) = dotWithMagnitude(W, expected.values, r, b, in);
       if (c.bias) y[r] += B[r];
     }
     for (int head = 0; head < heads + kvHeads; ++head)  // RoPE on q and k heads
@@ -370,7 +384,7 @@ int runQkvCase(const QkvCase& c) {
         got = r < qDim + kvHeads * d ? K[at] : V[at];
       }
       // fp32 accumulation (and the fused norm's rounding), bf16 output rounding
-      const double bound = (1e-5 + inputRounding) * magnitude[r] + std::fabs(y[r]) / 256 + 1e-4;
+      const double bound = (1e-5 + expected.rounding) * magnitude[r] + std::fabs(y[r]) / 256 + 1e-4;
       if (!(std::fabs(got - y[r]) <= bound) && ++bad <= 5)
         std::printf("qkv token %d row %d: got %.7g want %.7g (bound %.3g)\n", b, r, got, y[r], bound);
     }

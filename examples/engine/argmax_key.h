@@ -11,11 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef __CUDACC__
-#define ENGINE_HOST_DEVICE __host__ __device__
-#else
-#define ENGINE_HOST_DEVICE
-#endif
+#include "host_device.h"
 
 namespace engine {
 

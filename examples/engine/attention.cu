@@ -36,9 +36,14 @@ __device__ inline float4 load4(const __nv_bfloat16* p) { return bf16x4ToFloat4(*
 __device__ inline float dot4(float4 a, float4 b) { return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w; }
 
 // Merges the splits of one (token, head) in split order into out: split z
-// left its [max, sum, acc[d]] in `merged` of the cluster's block z.
+// left its [max, sum, acc[d]] in `merged` of the cluster's block z. Thread j
+// writes output j (d <= kAttentionMaxHeadDim <= kAttentionThreads); the
+// others have nothing to read.
 template <typename T>
 __device__ void mergeSplits(T* out, cg::cluster_group& cluster, float* merged, int d, int splits) {
+  static_assert(kAttentionMaxHeadDim <= kAttentionThreads, "one thread an output");
+  const int j = threadIdx.x;
+  if (j >= d) return;
   float maxOf[kAttentionMaxSplits], sumOf[kAttentionMaxSplits];
 #pragma unroll
   for (int z = 0; z < kAttentionMaxSplits; ++z) {
@@ -55,13 +60,11 @@ __device__ void mergeSplits(T* out, cg::cluster_group& cluster, float* merged, i
     weight[z] = sumOf[z] > 0 ? __expf(maxOf[z] - maxScore) : 0.0f;
     if (sumOf[z] > 0) total += sumOf[z] * weight[z];
   }
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    float acc = 0;
+  float acc = 0;
 #pragma unroll
-    for (int z = 0; z < kAttentionMaxSplits; ++z)
-      if (sumOf[z] > 0) acc += cluster.map_shared_rank(merged, z)[2 + j] * weight[z];
-    out[j] = fromFloat<T>(acc / total);
-  }
+  for (int z = 0; z < kAttentionMaxSplits; ++z)
+    if (sumOf[z] > 0) acc += cluster.map_shared_rank(merged, z)[2 + j] * weight[z];
+  out[j] = fromFloat<T>(acc / total);
 }
 
 // One split of one (token, head): writes the output (one split) or the
@@ -182,11 +185,12 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
   const int pos = place.pos[i], span = spanOf(pos);
   const int begin = split * span, last = min(pos, begin + span - 1);
   T* headOut = out + (size_t(i) * s.heads + h) * d;
-  // Shared memory (attentionSharedBytes), read and written as float4 too:
+  // Shared memory (attentionSharedLayout), read and written as float4 too:
   extern __shared__ __align__(16) float shared[];
-  float* scores = shared;                             // [chunk]
-  float* partial = scores + (chunk + 3) / 4 * 4;     // [value groups][d], 16-byte aligned
-  float* mine = partial + blockDim.x / (d / 4) * d;  // [max, sum, acc[d]] of this split, for the merge
+  const AttentionSharedLayout layout = attentionSharedLayout(chunk, d, splits);
+  float* scores = shared;                    // [chunk]
+  float* partial = shared + layout.partial;  // [value groups][d]
+  float* mine = shared + layout.mine;        // [max, sum, acc[d]] of this split, for the merge
   if (begin <= last) {
     const size_t at = cacheAt(place.seq[i]);
     attendSplit(headOut, scores, partial, mine, qkv, keyCache + at, valueCache + at, i, h, begin, last, s,
@@ -208,7 +212,7 @@ cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, 
                               TokenPlacement place, int n, int splits, const AttentionShape& s, Launch on) {
   auto kernel = attentionKernel<T, kBlocksPerSm>;
   const int chunk = attentionChunk(s.maxContext, splits);
-  const size_t smem = attentionSharedBytes(chunk, s.headDim);
+  const size_t smem = attentionSharedBytes(chunk, s.headDim, splits);
   static size_t allowed = 48 * 1024;
   cudaError_t e = allowSharedBytes(reinterpret_cast<const void*>(kernel), smem, &allowed);
   if (e != cudaSuccess) return e;

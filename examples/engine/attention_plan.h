@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "host_device.h"
+
 namespace engine {
 
 constexpr int kAttentionThreads = 512;
@@ -21,15 +23,27 @@ constexpr int kValueRowsAhead = 4;  // value rows a thread loads before the scor
 int keyRowThreads(int headDim);
 
 // Value rows a block reads side by side: d / 4 threads a row, 4 values each.
-inline int valueGroups(int headDim) { return kAttentionThreads / (headDim / 4); }
+ENGINE_HOST_DEVICE inline int valueGroups(int headDim) { return kAttentionThreads / (headDim / 4); }
 
 // The most positions one split takes (its scores live in shared memory).
 inline int attentionChunk(int maxContext, int splits) { return (maxContext + splits - 1) / splits; }
 
-// A block's shared memory, as floats: the scores of a chunk, the value
-// groups' partial sums, then the split's [max, sum, acc[d]] for the merge.
-inline size_t attentionSharedBytes(int chunk, int headDim) {
-  return (size_t(chunk + 3) / 4 * 4 + size_t(valueGroups(headDim)) * headDim + 2 + headDim) * sizeof(float);
+// A block's shared memory, in floats from its start: the scores of a chunk
+// (rounded up to 4, so that the rest is 16-byte aligned for float4), the
+// value groups' partial sums, then, in split passes only, the split's
+// [max, sum, acc[d]] for the merge. The kernel and the host sizes both read it.
+struct AttentionSharedLayout {
+  int partial, mine, floats;
+};
+ENGINE_HOST_DEVICE inline AttentionSharedLayout attentionSharedLayout(int chunk, int headDim, int splits) {
+  AttentionSharedLayout layout;
+  layout.partial = (chunk + 3) / 4 * 4;
+  layout.mine = layout.partial + valueGroups(headDim) * headDim;
+  layout.floats = layout.mine + (splits > 1 ? 2 + headDim : 0);
+  return layout;
+}
+inline size_t attentionSharedBytes(int chunk, int headDim, int splits) {
+  return size_t(attentionSharedLayout(chunk, headDim, splits).floats) * sizeof(float);
 }
 
 // How many splits a pass of `blocks` (tokens x heads) blocks uses over a

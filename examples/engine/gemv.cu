@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "gemv_common.cuh"
@@ -125,14 +126,20 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   auto kernel = gemvKernel<kTokens, kEpilogue, OutT>;
   const size_t smem = sharedBytes(kTokens, p.in, p.input.x == nullptr);
   static size_t allowed = 48 * 1024;
-  cudaError_t e = allowSharedBytes(reinterpret_cast<const void*>(kernel), smem, &allowed);
   int blocks = 0;
-  if (e == cudaSuccess) e = gemvResidentBlocks(reinterpret_cast<const void*>(kernel), kThreads, smem, &blocks);
+  cudaError_t e = gemvBlocksFor(reinterpret_cast<const void*>(kernel), kThreads, smem, &allowed, &blocks);
   if (e != cudaSuccess) return e;
   const int warps = blocks * kWarps;
   p.rowsPerWarp = (p.out + warps - 1) / warps;
   const int busyWarps = (p.out + p.rowsPerWarp - 1) / p.rowsPerWarp;
   return launch(kernel, dim3((busyWarps + kWarps - 1) / kWarps), dim3(kThreads), smem, on, p);
+}
+
+// The kernel for p.tokens tokens: CUDA cores for 1-2, tensor cores for more.
+template <Epilogue kEpilogue, typename OutT>
+cudaError_t launchFor(const GemvParams& p, Launch on) {
+  if (p.tokens > kMaxTokens) return launchGemvMma(p, kEpilogue, std::is_same_v<OutT, float>, on);
+  return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT>(p, on) : launchInstance<2, kEpilogue, OutT>(p, on);
 }
 
 GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int out, int in, int pairRows) {
@@ -156,7 +163,9 @@ bool launchable(const GemvInput& input, int n, int out, int in) {
 
 }  // namespace
 
-cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int* blocks) {
+cudaError_t gemvBlocksFor(const void* kernel, int threads, size_t smem, size_t* allowed, int* blocks) {
+  cudaError_t e = allowSharedBytes(kernel, smem, allowed);
+  if (e != cudaSuccess) return e;
   struct Known {
     const void* kernel;
     int device;
@@ -166,7 +175,7 @@ cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int
   static std::mutex mutex;
   static std::vector<Known> known;
   int device = 0;
-  cudaError_t e = cudaGetDevice(&device);
+  e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(mutex);
   for (const Known& k : known) {
@@ -196,19 +205,14 @@ cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const voi
                        Launch on) {
   if (!launchable(input, n, out, in)) return cudaErrorInvalidValue;
   const GemvParams p = paramsFor(input, y, w, n, out, in, 0);
-  using E = Epilogue;
-  if (n > kMaxTokens) return launchGemvMma(p, E::Plain, yIsFloat, on);
-  if (yIsFloat) return n == 1 ? launchInstance<1, E::Plain, float>(p, on) : launchInstance<2, E::Plain, float>(p, on);
-  return n == 1 ? launchInstance<1, E::Plain, __nv_bfloat16>(p, on) : launchInstance<2, E::Plain, __nv_bfloat16>(p, on);
+  return yIsFloat ? launchFor<Epilogue::Plain, float>(p, on) : launchFor<Epilogue::Plain, __nv_bfloat16>(p, on);
 }
 
 cudaError_t launchGemvSwiGlu(const GemvInput& input, void* act, const void* gateUp, int n, int hidden, int in,
                              Launch on) {
   if (!launchable(input, n, hidden, in)) return cudaErrorInvalidValue;
   const GemvParams p = paramsFor(input, act, gateUp, n, hidden, in, hidden);
-  if (n > kMaxTokens) return launchGemvMma(p, Epilogue::SwiGlu, false, on);
-  return n == 1 ? launchInstance<1, Epilogue::SwiGlu, __nv_bfloat16>(p, on)
-                : launchInstance<2, Epilogue::SwiGlu, __nv_bfloat16>(p, on);
+  return launchFor<Epilogue::SwiGlu, __nv_bfloat16>(p, on);
 }
 
 cudaError_t launchGemvQkv(const GemvInput& input, void* qkv, const void* w, const QkvEpilogue& epilogue, int n,
@@ -218,9 +222,7 @@ cudaError_t launchGemvQkv(const GemvInput& input, void* qkv, const void* w, cons
   if (!launchable(input, n, pairs, in) || s.headDim % 2 != 0) return cudaErrorInvalidValue;
   GemvParams p = paramsFor(input, qkv, w, n, pairs, in, 0);
   p.qkv = epilogue;
-  if (n > kMaxTokens) return launchGemvMma(p, Epilogue::Qkv, false, on);
-  return n == 1 ? launchInstance<1, Epilogue::Qkv, __nv_bfloat16>(p, on)
-                : launchInstance<2, Epilogue::Qkv, __nv_bfloat16>(p, on);
+  return launchFor<Epilogue::Qkv, __nv_bfloat16>(p, on);
 }
 
 }  // namespace engine

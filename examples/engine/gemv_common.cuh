@@ -39,10 +39,12 @@ constexpr int kGemvMaxTokens = 8;  // the tokens of one mma's n
 // (`norm`) or the partial sums of split tiles, whichever is larger.
 size_t gemvMmaSharedBytes(int tokens, int in, bool norm);
 
-// How many blocks of `threads` threads and `smem` bytes of shared memory fit
-// on the current device at once; kept per (kernel, device, smem) after the
-// first ask, since eager decode launches every GEMV each step.
-cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int* blocks);
+// Readies a launch of `kernel` with `smem` bytes of dynamic shared memory:
+// raises its limit where needed (*allowed, allowSharedBytes), then gives how
+// many blocks of `threads` threads fit on the current device at once, kept
+// per (kernel, device, smem) after the first ask, since eager decode
+// launches every GEMV each step.
+cudaError_t gemvBlocksFor(const void* kernel, int threads, size_t smem, size_t* allowed, int* blocks);
 
 // The tensor-core kernel (gemv_mma.cu) for p.tokens = 3..8; fills the
 // launch fields of p (stride, tiles, splits).

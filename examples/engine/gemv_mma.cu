@@ -217,9 +217,8 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   auto kernel = gemvMmaKernel<kEpilogue, OutT>;
   const size_t smem = gemvMmaSharedBytes(p.tokens, p.in, p.input.x == nullptr);
   static size_t allowed = 48 * 1024;
-  cudaError_t e = allowSharedBytes(reinterpret_cast<const void*>(kernel), smem, &allowed);
   int blocks = 0;
-  if (e == cudaSuccess) e = gemvResidentBlocks(reinterpret_cast<const void*>(kernel), kThreads, smem, &blocks);
+  cudaError_t e = gemvBlocksFor(reinterpret_cast<const void*>(kernel), kThreads, smem, &allowed, &blocks);
   if (e != cudaSuccess) return e;
   const int outputsPerTile = kEpilogue == Epilogue::Plain ? 16 : 8;
   p.tiles = (p.out + outputsPerTile - 1) / outputsPerTile;

@@ -26,7 +26,11 @@ void cudaCheck(cudaError_t e, const char* what) {
 void requireAttentionFits(int device, int maxContext, int headDim) {
   int allowed = 0;
   cudaCheck(cudaDeviceGetAttribute(&allowed, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device attribute");
-  const size_t needed = attentionSharedBytes(maxContext, headDim);
+  // The largest block: unsplit over the whole context, or, in a tiny one,
+  // two splits with their merge state; the margin holds the kernel's own arrays.
+  const size_t needed = std::max(attentionSharedBytes(maxContext, headDim, 1),
+                                 attentionSharedBytes(attentionChunk(maxContext, 2), headDim, 2)) +
+                        kAttentionSharedMargin;
   if (needed > size_t(allowed))
     throw EngineError("context " + std::to_string(maxContext) + ": attention needs " + std::to_string(needed >> 10) +
                       " KB of shared memory a block, the GPU allows " + std::to_string(allowed >> 10) + " KB");
@@ -291,7 +295,8 @@ GpuModel::AttentionLaunch GpuModel::attentionLaunchFor(int n) const {
   if (n > options_.maxSeqs) a.splits = 1;
   else if (options_.attentionSplits > 0) a.splits = options_.attentionSplits;
   else a.splits = attentionSplits(options_.maxContext, blocks, config_.headDim, sms_);
-  const size_t blockShared = attentionSharedBytes(attentionChunk(options_.maxContext, a.splits), config_.headDim);
+  const size_t blockShared =
+      attentionSharedBytes(attentionChunk(options_.maxContext, a.splits), config_.headDim, a.splits);
   a.blocksPerSm = options_.attentionBlocksPerSm > 0
                       ? options_.attentionBlocksPerSm
                       : attentionBlocksPerSm(blocks * a.splits, sms_, blockShared, size_t(sharedPerSm_));
@@ -311,7 +316,6 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   };
 
   mark("start");
-  logitsGathered_ = false;  // new logits
   residual_ = x_;
   cudaCheck(launchEmbedding(t, x_, embedding_, tokens_, n, d, on()), "embedding");
   mark("embedding");
@@ -380,6 +384,7 @@ std::vector<std::pair<std::string, double>> GpuModel::profileDecode(int steps) {
   profiling_ = true;
   for (int s = 0; s < steps; ++s) {
     forward(seqs_, seqs_, true, true);
+    logitsGathered_ = false;  // new logits
     cudaCheck(cudaStreamSynchronize(stream_), "profile");
     for (size_t i = 1; i < marks_.size(); ++i) {
       float ms = 0;
@@ -423,6 +428,7 @@ void GpuModel::prefill(const std::vector<std::vector<int>>& prompts) {
   cudaCheck(cudaMemcpyAsync(lastRow_, lastRow.data(), seqs * sizeof(int), cudaMemcpyHostToDevice, stream_), "prefill");
   resetArgmaxKeys();
   forward(n, seqs, false, true);
+  logitsGathered_ = false;  // new logits
   placeDecode(seqs, length);
 }
 
@@ -455,12 +461,9 @@ void GpuModel::decode() {
   if (seqs_ == 0) throw EngineError("decode before prefill");
   if (position_ >= options_.maxContext)
     throw EngineError("context full: " + std::to_string(options_.maxContext) + " positions");
-  if (graph_) {
-    cudaCheck(cudaGraphLaunch(graph_, stream_), "cudaGraphLaunch");
-    logitsGathered_ = false;  // as forward() does
-  } else {
-    forward(seqs_, seqs_, true, true);
-  }
+  if (graph_) cudaCheck(cudaGraphLaunch(graph_, stream_), "cudaGraphLaunch");
+  else forward(seqs_, seqs_, true, true);
+  logitsGathered_ = false;  // new logits
   ++position_;
 }
 

@@ -140,6 +140,15 @@ __device__ inline uint32_t waitForFlag(const uint32_t* flag, uint32_t call, Give
   return kOneShotOk;
 }
 
+// Waits for *flag to hold `call`, then clears it: a flag is either 0 or the
+// current call, so a stale value never matches. The caller records a failure.
+template <typename GiveUp>
+__device__ inline uint32_t takeFlag(uint32_t* flag, uint32_t call, GiveUp giveUp) {
+  const uint32_t why = waitForFlag(flag, call, giveUp);
+  if (why == kOneShotOk) *reinterpret_cast<volatile uint32_t*>(flag) = 0;
+  return why;
+}
+
 // Polls an LL line until both its halves carry `call`; *data gets its two
 // data words.
 template <typename GiveUp>

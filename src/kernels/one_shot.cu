@@ -93,17 +93,13 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
   const int peer = threadIdx.x;
   if (peer < n && peer != me) storeReleaseSys(flagOf(a, peer, phase, me), call);
 
-  // 3. Wait for every peer's flag for this block, then clear it: a flag is
-  // either 0 or the current call, so no stale value can ever match.
+  // 3. Take every peer's flag for this block.
   int failed = 0;
   if (peer < n && peer != me) {
-    uint32_t* flag = flagOf(a, me, phase, peer);
-    const uint32_t why = waitForFlag(flag, call, [&](WaitBudget& b) { return waitCheck(b, a); });
+    const uint32_t why = takeFlag(flagOf(a, me, phase, peer), call, [&](WaitBudget& b) { return waitCheck(b, a); });
     if (why != kOneShotOk) {
       recordError(a, why, peer, call);
       failed = 1;
-    } else {
-      *reinterpret_cast<volatile uint32_t*>(flag) = 0;
     }
   }
   if (__syncthreads_or(failed)) return;
@@ -145,9 +141,9 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
 
   // 2. Poll each peer's line until it carries this call; reduce in rank order.
   int failed = 0;
-  for (size_t u = first; u < units && !failed; u += stride) {
+  for (size_t u = first; u < units; u += stride) {
     Acc acc[E];
-    for (int r = 0; r < n && !failed; ++r) {
+    for (int r = 0; r < n; ++r) {
       uint2 d;
       if (r == me) {
         d = u == first ? firstUnit : loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
@@ -164,7 +160,8 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
       }
       accumulate<T, Op>(acc, d, r == 0);
     }
-    if (!failed) storeChunk(recv, u * E, a.count, recvAligned, finishChunk<T, Op, uint2>(acc, n));
+    if (failed) break;
+    storeChunk(recv, u * E, a.count, recvAligned, finishChunk<T, Op, uint2>(acc, n));
   }
   if (__syncthreads_or(failed)) return;
   finishCall(a, call);

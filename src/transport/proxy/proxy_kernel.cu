@@ -80,19 +80,16 @@ __device__ bool runFlags(const ProxyKernelArgs& a, uint32_t call) {
     ringDoorbell(a, phase, call, kProxyFlags, range.begin * 16, (range.end - range.begin) * 16);
   }
 
-  // 3. Wait for every peer's flag for this block, then clear it (a flag is
-  // either 0 or the current call, so a stale value never matches).
+  // 3. Take every peer's flag for this block.
   int failed = 0;
   const int peer = threadIdx.x;
   if (peer < n && peer != me) {
     uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
                      (static_cast<size_t>(phase) * n + peer) * a.maxBlocks + blockIdx.x;
-    const uint32_t why = waitForFlag(flag, call, [&](WaitBudget& b) { return waitCheck(b, a, false); });
+    const uint32_t why = takeFlag(flag, call, [&](WaitBudget& b) { return waitCheck(b, a, false); });
     if (why != kOneShotOk) {
       recordError(a, why, peer, call);
       failed = 1;
-    } else {
-      *reinterpret_cast<volatile uint32_t*>(flag) = 0;
     }
   }
   if (__syncthreads_or(failed)) return false;
@@ -146,11 +143,11 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
   // both polls cross PCIe together. Stale lines carry an older call, so they
   // need no clearing.
   int failed = 0;
-  for (size_t u = range.begin + threadIdx.x; u < range.end && !failed; u += 2 * blockDim.x) {
+  for (size_t u = range.begin + threadIdx.x; u < range.end; u += 2 * blockDim.x) {
     const size_t u2 = u + blockDim.x;
     const bool two = u2 < range.end;
     Acc acc[E], acc2[E];
-    for (int r = 0; r < n && !failed; ++r) {
+    for (int r = 0; r < n; ++r) {
       uint2 d, d2 = make_uint2(0, 0);
       if (r == me) {
         d = loadChunk<T, uint2>(send, u * E, a.count, sendAligned);

@@ -180,8 +180,8 @@ rcnResult_t ProxyPath::buildWire(const FastPathContext& ctx, std::string* why) {
   std::string localWhy;
   const bool ok =
       deviceRegion_.allocate(cudaDev_, layout_.region.totalBytes, placement.dmabuf, &localWhy) == rcnSuccess;
-  rcnResult_t agreed = agreeOnStep(ctx.bootstrap, rank_, ctx.nranks, ok, "proxy", "allocate its GPU-memory region", why);
-  if (!ok) *why = "proxy path: " + localWhy;
+  rcnResult_t agreed = agreeOnStep(ctx.bootstrap, rank_, ctx.nranks, ok, "proxy path: " + localWhy, "proxy",
+                                   "allocate its GPU-memory region", why);
   if (agreed != rcnSuccess) return agreed;
   return createWire(ctx, kind, layout_.wireLayout(), &wire_, why, &deviceRegion_.region());
 }

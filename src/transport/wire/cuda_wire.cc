@@ -153,13 +153,10 @@ rcnResult_t CudaWire::setup(const FastPathContext& ctx, const WireLayout& layout
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(CudaBlob)));
   // Another host is the same verdict on every rank.
   if (exitWatch_.watch(identitiesOf(blobs), rank_, "cuda", why) != rcnSuccess) return rcnInvalidUsage;
-  rcnResult_t res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, "cuda", "export its region", why);
-  if (!ok) *why = localWhy;
+  rcnResult_t res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "cuda", "export its region", why);
   if (res != rcnSuccess) return res;
   ok = openPeers(blobs, &localWhy) == rcnSuccess;
-  res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, "cuda", "map a peer's region", why);
-  if (!ok) *why = localWhy;
-  return res;
+  return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "cuda", "map a peer's region", why);
 }
 
 }  // namespace

@@ -203,14 +203,13 @@ rcnResult_t ShmWire::setup(const FastPathContext& ctx, const WireLayout& layout,
 
   std::string localWhy;
   bool ok = createOwnSegment(&localWhy) == rcnSuccess;
-  rcnResult_t res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, "shm", "create its shared-memory segment", why);
-  if (!ok) *why = localWhy;
+  rcnResult_t res =
+      agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "shm", "create its shared-memory segment", why);
   if (res != rcnSuccess) return res;
 
   for (int r = 0; r < nranks_ && ok; ++r)
     if (r != rank_) ok = mapPeerSegment(r, &localWhy) == rcnSuccess;
-  res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, "shm", "map a peer's shared-memory segment", why);
-  if (!ok) *why = localWhy;
+  res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "shm", "map a peer's shared-memory segment", why);
   // Every rank mapped every segment (or gave up): the names are no longer needed.
   shm_unlink(ownName_);
   ownName_[0] = 0;

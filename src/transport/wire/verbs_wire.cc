@@ -401,9 +401,7 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   for (int r = 0; r < nranks_ && ok; ++r)
     if (r != rank_) ok = connectQp(r, *header(r), qpns(r)[rank_], &localWhy) == rcnSuccess;
   // Nobody posts before every QP is ready to receive.
-  rcnResult_t res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, "verbs", "connect its queue pairs", why);
-  if (!ok) *why = localWhy;
-  return res;
+  return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "verbs", "connect its queue pairs", why);
 }
 
 // Back-pressure: never more than kSendDepth requests outstanding on a QP.

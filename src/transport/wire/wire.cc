@@ -30,8 +30,9 @@ rcnResult_t WireFailure::get(std::string* why) const {
   return rcnRemoteError;
 }
 
-rcnResult_t agreeOnStep(Bootstrap* bs, int rank, int nranks, bool ok, const char* wire,
-                        const char* step, std::string* why) {
+rcnResult_t agreeOnStep(Bootstrap* bs, int rank, int nranks, bool ok, const std::string& localWhy,
+                        const char* wire, const char* step, std::string* why) {
+  if (!ok) *why = localWhy;  // kept should the exchange itself fail
   std::vector<int32_t> oks(nranks);
   oks[rank] = ok ? 1 : 0;
   RCN_CHECK(bs->allGather(oks.data(), sizeof(int32_t)));

@@ -101,11 +101,11 @@ class WireFailure {
 };
 
 // Every rank learns whether every rank succeeded at a setup step, so all
-// fail together. Collective over bs. rcnSystemError when some rank failed;
-// a rank that did not fail itself then gets why = "<wire> wire: rank R
-// failed to <step>" (a failing rank keeps its own why).
-rcnResult_t agreeOnStep(Bootstrap* bs, int rank, int nranks, bool ok, const char* wire,
-                        const char* step, std::string* why);
+// fail together. Collective over bs. rcnSystemError when some rank failed:
+// a failing rank then gets why = localWhy (its own reason), the others
+// why = "<wire> wire: rank R failed to <step>".
+rcnResult_t agreeOnStep(Bootstrap* bs, int rank, int nranks, bool ok, const std::string& localWhy,
+                        const char* wire, const char* step, std::string* why);
 
 // Which wire to build. Auto: shm when every rank is on this host, else verbs
 // when built with ibverbs and every rank has an RDMA device, else tcp. Cuda
