@@ -206,30 +206,36 @@ static ModelWeights realHeadSize(int headDim, uint64_t seed) {
 
 TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[engine][gpu]") {
   rcn::test::requireGpus(1);
+  // One section per head size and type, so that a sanitizer can take them
+  // one at a time (-c "head size 128 bf16").
   for (int headDim : {64, 128}) {
     ModelWeights m = realHeadSize(headDim, 20 + headDim);
-    Run fp32{&m, {{1, 7, 99, 3}}, 90};
-    rcn::test::checkInOneRank([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
-    // Split attention and its merge across the cluster: spans of 1 (splits
-    // past the position left empty) up to 32 positions (3 splits), and the
-    // most splits; both kernel builds (one and two blocks per SM).
-    for (int splits : {3, kAttentionMaxSplits})
-      for (int blocksPerSm : {1, 2}) {
-        INFO(splits << " attention splits, " << blocksPerSm << " blocks per SM");
-        fp32.attentionSplits = splits;
-        fp32.attentionBlocksPerSm = blocksPerSm;
-        rcn::test::checkInOneRank([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
-      }
-    Run bf16{&m, {{1, 7, 99, 3}, {1, 8, 100, 4}}, 70, DType::BF16, 0.5};
-    rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
-    bf16.attentionSplits = 5;
-    rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
-    bf16.attentionBlocksPerSm = 2;
-    rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
-    bf16.attentionBlocksPerSm = 0;
-    bf16.attentionSplits = 0;
-    bf16.prompts.pop_back();
-    rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    DYNAMIC_SECTION("head size " << headDim << " fp32") {
+      Run fp32{&m, {{1, 7, 99, 3}}, 90};
+      rcn::test::checkInOneRank([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
+      // Split attention and its merge across the cluster: spans of 1 (splits
+      // past the position left empty) up to 32 positions (3 splits), and the
+      // most splits; both kernel builds (one and two blocks per SM).
+      for (int splits : {3, kAttentionMaxSplits})
+        for (int blocksPerSm : {1, 2}) {
+          INFO(splits << " attention splits, " << blocksPerSm << " blocks per SM");
+          fp32.attentionSplits = splits;
+          fp32.attentionBlocksPerSm = blocksPerSm;
+          rcn::test::checkInOneRank([&] { return compareWithCpu(fp32, 0, 1, nullptr); });
+        }
+    }
+    DYNAMIC_SECTION("head size " << headDim << " bf16") {
+      Run bf16{&m, {{1, 7, 99, 3}, {1, 8, 100, 4}}, 70, DType::BF16, 0.5};
+      rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+      bf16.attentionSplits = 5;
+      rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+      bf16.attentionBlocksPerSm = 2;
+      rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+      bf16.attentionBlocksPerSm = 0;
+      bf16.attentionSplits = 0;
+      bf16.prompts.pop_back();
+      rcn::test::checkInOneRank([&] { return compareWithCpu(bf16, 0, 1, nullptr); });
+    }
   }
 }
 

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention_plan.h"
 #include "gemv.h"
 #include "gpu_kernels.h"
 #include "support/gpu.h"
@@ -534,4 +535,29 @@ TEST_CASE("argmax over many blocks: lowest index on ties, keys back to 0", "[eng
   rcn::test::checkInOneRank([] { return runArgmaxCase(8, 64128, 64128); }, "8 rows of 64128 at 64128");
   rcn::test::checkInOneRank([] { return runArgmaxCase(2, 512, 0); }, "2 rows of 512");
   rcn::test::checkInOneRank([] { return runPipelinedArgmax(8, 128256); }, "pipelined, 8 rows of 128256");
+}
+
+// The attention build for two blocks an SM must hold two at decode sizes
+// (its 64 registers a thread and the blocks' shared memory allow it), and
+// the one-block build at least one: else attentionBlocksPerSm's choice
+// would not give the one wave it is chosen for.
+TEST_CASE("attention builds hold the blocks an SM they are built for", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  rcn::test::checkInOneRank([] {
+    if (cudaSetDevice(0) != cudaSuccess) return 2;
+    for (DType t : {DType::F32, DType::BF16})
+      for (int headDim : {64, 128}) {
+        // llama3 decode at prompt 128 + 100 steps: 236 positions, 4 splits
+        const size_t shared = attentionSharedBytes(attentionChunk(236, 4), headDim, 4);
+        int one = 0, two = 0;
+        RANK_EXPECT(attentionResidentBlocks(t, 1, shared, &one) == cudaSuccess);
+        RANK_EXPECT(attentionResidentBlocks(t, 2, shared, &two) == cudaSuccess);
+        std::printf("%s head size %d: build 1 holds %d, build 2 holds %d blocks an SM\n",
+                    t == DType::F32 ? "fp32" : "bf16", headDim, one, two);
+        RANK_CHECK(one >= 1 && two >= 2, "build 1 holds %d, build 2 holds %d", one, two);
+      }
+    int blocks = 0;
+    RANK_EXPECT(attentionResidentBlocks(DType::BF16, 3, 4096, &blocks) == cudaErrorInvalidValue);
+    return 0;
+  });
 }

@@ -205,6 +205,14 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
   cluster.sync();  // a block's shared memory lives as long as the block: stay until block 0 has read it
 }
 
+// Raises the dynamic shared memory limit of the instance for (T, blocks per
+// SM) to smem where needed; one record of the limit per instance.
+template <typename T, int kBlocksPerSm>
+cudaError_t allowBuildShared(size_t smem) {
+  static size_t allowed = 48 * 1024;
+  return allowSharedBytes(reinterpret_cast<const void*>(attentionKernel<T, kBlocksPerSm>), smem, &allowed);
+}
+
 // Launches the instance for (T, blocks per SM), its dynamic shared memory
 // limit raised first where needed.
 template <typename T, int kBlocksPerSm>
@@ -213,12 +221,19 @@ cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, 
   auto kernel = attentionKernel<T, kBlocksPerSm>;
   const int chunk = attentionChunk(s.maxContext, splits);
   const size_t smem = attentionSharedBytes(chunk, s.headDim, splits);
-  static size_t allowed = 48 * 1024;
-  cudaError_t e = allowSharedBytes(reinterpret_cast<const void*>(kernel), smem, &allowed);
+  cudaError_t e = allowBuildShared<T, kBlocksPerSm>(smem);
   if (e != cudaSuccess) return e;
   return launchInClusters(splits, kernel, dim3(splits, s.heads, n), dim3(kAttentionThreads), smem, on, out,
                           static_cast<const T*>(qkv), static_cast<const T*>(keyCache),
                           static_cast<const T*>(valueCache), place, s, chunk, keyRowThreads(s.headDim));
+}
+
+template <typename T, int kBlocksPerSm>
+cudaError_t residentBlocksOf(size_t smem, int* blocks) {
+  cudaError_t e = allowBuildShared<T, kBlocksPerSm>(smem);
+  if (e != cudaSuccess) return e;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, attentionKernel<T, kBlocksPerSm>, kAttentionThreads,
+                                                       smem);
 }
 
 template <typename T>
@@ -230,6 +245,15 @@ cudaError_t launchAttentionAs(T* out, const void* qkv, const void* keyCache, con
 }
 
 }  // namespace
+
+cudaError_t attentionResidentBlocks(DType t, int blocksPerSm, size_t sharedBytes, int* blocks) {
+  if (blocksPerSm < 1 || blocksPerSm > 2) return cudaErrorInvalidValue;
+  if (t == DType::F32)
+    return blocksPerSm == 2 ? residentBlocksOf<float, 2>(sharedBytes, blocks)
+                            : residentBlocksOf<float, 1>(sharedBytes, blocks);
+  return blocksPerSm == 2 ? residentBlocksOf<__nv_bfloat16, 2>(sharedBytes, blocks)
+                          : residentBlocksOf<__nv_bfloat16, 1>(sharedBytes, blocks);
+}
 
 cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
                             TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,

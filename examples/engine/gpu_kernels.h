@@ -65,6 +65,12 @@ cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* key
                             TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
                             Launch on);
 
+// How many blocks of the attention build for blocksPerSm (1 or 2) fit on one
+// SM of the current device with `sharedBytes` of dynamic shared memory each:
+// what the build's registers and that memory allow (the GPU test checks
+// that build 2 holds two at decode sizes).
+cudaError_t attentionResidentBlocks(DType t, int blocksPerSm, size_t sharedBytes, int* blocks);
+
 // out[i][j] = silu(gateUp[i][j]) * gateUp[i][hidden + j]
 cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidden, Launch on);
 

@@ -1,11 +1,13 @@
 #include "support/multiproc.h"
 
+#include "core/params.h"
 #include "support/crash_trace.h"
 
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -28,6 +30,8 @@ std::vector<RankOutcome> runRanks(int nranks, const std::function<int(int)>& bod
     }
     pids[r] = pid;
   }
+  // Sanitizers slow a rank down by 10-100x: ROCENANTE_TEST_TIMEOUT_SCALE stretches the limit.
+  timeoutSec *= double(std::max<int64_t>(1, paramInt(ParamId::TestTimeoutScale)));
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
   int remaining = nranks;
   while (remaining > 0) {
