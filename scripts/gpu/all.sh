@@ -18,9 +18,9 @@ export P2P_BUILD_DIR=$B SHIM_BUILD_DIR=$B BENCH_BUILD_DIR=$B TOPOLOGY_BUILD_DIR=
 mkdir -p "$WORK" "$FINAL_OUT"
 
 echo "== build $(date -u +%H:%M:%S)"
-if ! { cmake -S "$SRC" -B "$B" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-         "-DCMAKE_CXX_FLAGS_RELEASE=-O3 -DNDEBUG -g" -DROCENANTE_BUILD_BENCH=ON -DROCENANTE_BUILD_EXAMPLES=ON &&
-       ninja -k 0 -C "$B"; } > "$WORK/build.log" 2>&1; then
+. "$SRC/scripts/gpu/configure.sh"
+# -k 0: an area whose targets built still runs when another's did not.
+if ! { gpu_configure "$B" && ninja -k 0 -C "$B"; } > "$WORK/build.log" 2>&1; then
   grep -E "error|FAILED" "$WORK/build.log" | head -30
   tail -20 "$WORK/build.log"
 fi

@@ -23,25 +23,17 @@ say() { echo "== $*" | tee -a "$LOG"; }
 SUMMARY=()
 result() { SUMMARY+=("$1: $2"); say "$1: $2"; }
 
-# gpu_build "<extra cmake options>" target...: configures a Release sm_90 Ninja
-# build of $SRC in $BUILD and builds the targets, all output into $LOG. On
-# failure it prints the error lines and the log's tail and exits 1: nothing
-# after it could run without the binaries.
-# Bench and examples are named ON (their defaults) before the extra options,
-# which may turn them OFF: all.sh shares one build dir between the areas, and
-# an OFF left in its cache by p2p or shim would otherwise drop bench's and
-# engine's targets.
-# Release code with host debug info (-g changes no generated code), so that
-# crash backtraces resolve to file:line; all.sh configures the same way.
-RELEASE_HOST_FLAGS="-O3 -DNDEBUG -g"
+# gpu_build "<extra cmake options>" target...: configures $SRC in $BUILD
+# (configure.sh) and builds the targets, all output into $LOG. On failure it
+# prints the error lines and the log's tail and exits 1: nothing after it
+# could run without the binaries.
+. "$SRC/scripts/gpu/configure.sh"
 gpu_build() {
   local extra=$1
   shift
   say "build $(date -u +%H:%M:%S) in $BUILD"
   # $extra unquoted on purpose: it holds several options.
-  cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
-    "-DCMAKE_CXX_FLAGS_RELEASE=$RELEASE_HOST_FLAGS" -DROCENANTE_BUILD_BENCH=ON -DROCENANTE_BUILD_EXAMPLES=ON $extra >> "$LOG" 2>&1 &&
-    ninja -C "$BUILD" "$@" >> "$LOG" 2>&1
+  gpu_configure "$BUILD" $extra >> "$LOG" 2>&1 && ninja -C "$BUILD" "$@" >> "$LOG" 2>&1
   if [ $? -ne 0 ]; then
     say "BUILD FAILED (last lines):"
     grep -iE "error|failed" "$LOG" | grep -v "^== BUILD FAILED" | head -20
