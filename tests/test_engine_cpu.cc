@@ -332,7 +332,7 @@ TEST_CASE("attention split counts", "[engine]") {
         CHECK(splits <= kAttentionMaxSplits);
         CHECK((splits == 1 || blocks * splits <= 2 * gpuSms));
       }
-  const size_t h200Shared = 233472, decodeShared = attentionSharedBytes(236, 128, 4);
+  const size_t h200Shared = 233472, decodeShared = attentionSharedBytes(attentionChunk(236, 4), 128, 4);
   CHECK(attentionBlocksPerSm(132, sms, decodeShared, h200Shared) == 1);
   CHECK(attentionBlocksPerSm(133, sms, decodeShared, h200Shared) == 2);
   CHECK(attentionBlocksPerSm(256, sms, decodeShared, h200Shared) == 2);
@@ -340,7 +340,7 @@ TEST_CASE("attention split counts", "[engine]") {
   CHECK(attentionBlocksPerSm(4096, sms, attentionSharedBytes(32768, 128, 1), h200Shared) == 1);
 }
 
-TEST_CASE("attention shared memory layout") {
+TEST_CASE("attention shared memory layout", "[engine]") {
   for (int headDim : {64, 128, 256})
     for (int chunk : {1, 3, 236, 4097}) {
       const AttentionSharedLayout unsplit = attentionSharedLayout(chunk, headDim, 1);

@@ -239,6 +239,20 @@ TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[
   }
 }
 
+// 0 when making a TP=1 model of config with mo throws an EngineError whose
+// message holds `expected`.
+static int refused(const ModelConfig& config, const GpuModelOptions& mo, const std::string& expected) {
+  try {
+    GpuModel gpu(config, planShard(config, 1, 0), mo, nullptr);
+  } catch (const EngineError& e) {
+    if (std::string(e.what()).find(expected) != std::string::npos) return 0;
+    std::printf("wrong error: %s\n", e.what());
+    return 1;
+  }
+  std::printf("not refused: %s\n", expected.c_str());
+  return 1;
+}
+
 // Options the GPU path cannot honour are refused by name when the model is
 // made: an attention split count out of range, a kernel build that does not
 // exist (blocks per SM), a context whose unsplit (prefill) attention block
@@ -246,31 +260,21 @@ TEST_CASE("GPU attention at head sizes 64 and 128 matches the CPU reference", "[
 TEST_CASE("GPU model refuses attention options it cannot run", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   ModelConfig c = realHeadSize(128, 7).config;
-  auto refused = [](ModelConfig config, GpuModelOptions mo, std::string expected) -> std::function<int()> {
-    return [=] {
-      try {
-        GpuModel gpu(config, planShard(config, 1, 0), mo, nullptr);
-      } catch (const EngineError& e) {
-        if (std::string(e.what()).find(expected) != std::string::npos) return 0;
-        std::printf("wrong error: %s\n", e.what());
-        return 1;
-      }
-      std::printf("not refused: %s\n", expected.c_str());
-      return 1;
-    };
+  auto check = [&](const GpuModelOptions& mo, const std::string& expected) {
+    rcn::test::checkInOneRank([&] { return refused(c, mo, expected); });
   };
   GpuModelOptions mo;
   mo.maxContext = c.seqLen;
   mo.attentionSplits = kAttentionMaxSplits + 1;
-  rcn::test::checkInOneRank(refused(c, mo, "attention splits " + std::to_string(kAttentionMaxSplits + 1)));
+  check(mo, "attention splits " + std::to_string(kAttentionMaxSplits + 1));
   mo.attentionSplits = -1;
-  rcn::test::checkInOneRank(refused(c, mo, "attention splits -1"));
+  check(mo, "attention splits -1");
   mo.attentionSplits = 0;
   mo.attentionBlocksPerSm = 3;
-  rcn::test::checkInOneRank(refused(c, mo, "attention blocks per SM 3"));
+  check(mo, "attention blocks per SM 3");
   mo.attentionBlocksPerSm = 0;
   c.seqLen = mo.maxContext = 1 << 20;
-  rcn::test::checkInOneRank(refused(c, mo, "KB of shared memory a block"));
+  check(mo, "KB of shared memory a block");
 }
 
 // The longest context the shared-memory check accepts must run: its unsplit
@@ -292,13 +296,7 @@ TEST_CASE("GPU attention runs at the longest context its shared-memory check acc
     if (compareWithCpu(run, 0, 1, nullptr) != 0) return 1;
     GpuModelOptions mo;
     mo.maxContext = longest + 4;
-    try {
-      GpuModel gpu(m.config, planShard(m.config, 1, 0), mo, nullptr);
-    } catch (const EngineError& e) {
-      return std::string(e.what()).find("KB of shared memory a block") != std::string::npos ? 0 : 1;
-    }
-    std::printf("context %d not refused\n", longest + 4);
-    return 1;
+    return refused(m.config, mo, "KB of shared memory a block");
   });
 }
 

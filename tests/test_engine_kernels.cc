@@ -538,9 +538,10 @@ TEST_CASE("argmax over many blocks: lowest index on ties, keys back to 0", "[eng
 }
 
 // The attention build for two blocks an SM must hold two at decode sizes
-// (its 64 registers a thread and the blocks' shared memory allow it), and
-// the one-block build at least one: else attentionBlocksPerSm's choice
-// would not give the one wave it is chosen for.
+// (its 64 registers a thread allow it) and at the largest block
+// attentionBlocksPerSm still gives it (its margin must cover the kernel's
+// static arrays and the driver's share), and the one-block build at least
+// one: else that choice would not give the one wave it is made for.
 TEST_CASE("attention builds hold the blocks an SM they are built for", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   rcn::test::checkInOneRank([] {
@@ -556,7 +557,17 @@ TEST_CASE("attention builds hold the blocks an SM they are built for", "[engine]
                     t == DType::F32 ? "fp32" : "bf16", headDim, one, two);
         RANK_CHECK(one >= 1 && two >= 2, "build 1 holds %d, build 2 holds %d", one, two);
       }
-    int blocks = 0;
+    int sms = 0, sharedPerSm = 0, blocks = 0;
+    RANK_EXPECT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+    RANK_EXPECT(cudaDeviceGetAttribute(&sharedPerSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0) == cudaSuccess);
+    const size_t largest = size_t(sharedPerSm) / 2 - kAttentionSharedMargin;
+    RANK_EXPECT(attentionBlocksPerSm(sms + 1, sms, largest, size_t(sharedPerSm)) == 2);
+    RANK_EXPECT(attentionBlocksPerSm(sms + 1, sms, largest + 16, size_t(sharedPerSm)) == 1);
+    for (DType t : {DType::F32, DType::BF16}) {
+      RANK_EXPECT(attentionResidentBlocks(t, 2, largest, &blocks) == cudaSuccess);
+      std::printf("build 2 with %zu bytes of shared memory a block: %d blocks an SM\n", largest, blocks);
+      RANK_CHECK(blocks == 2, "build 2 holds %d blocks of %zu bytes", blocks, largest);
+    }
     RANK_EXPECT(attentionResidentBlocks(DType::BF16, 3, 4096, &blocks) == cudaErrorInvalidValue);
     return 0;
   });

@@ -75,19 +75,19 @@ __device__ void attendSplit(T* out, float* scores, float* partial, float* mine, 
                             const T* values, int i, int h, int begin, int last, const AttentionShape& s, int rowThreads,
                             int splits) {
   const int d = s.headDim, count = last - begin + 1;
-  const int valueGroups = blockDim.x / (d / 4);
+  const int groups = valueGroups(d);
   const size_t rowStride = size_t(s.kvHeads) * d;
   const T* q = qkv + i * size_t(s.heads + 2 * s.kvHeads) * d + size_t(h) * d;
 
   // Values: a group of d / 4 threads per row, 4 values each; group g takes
-  // the positions g, g + valueGroups, ... Its first kValueRowsAhead rows are
+  // the positions g, g + groups, ... Its first kValueRowsAhead rows are
   // loaded now, so that their latency hides behind the scores and softmax.
   const int group = threadIdx.x / (d / 4), j4 = threadIdx.x % (d / 4) * 4;
-  const bool valueThread = group < valueGroups;
+  const bool valueThread = group < groups;
   float4 firstValues[kValueRowsAhead];
 #pragma unroll
   for (int a = 0; a < kValueRowsAhead; ++a) {
-    const int t = group + a * valueGroups;
+    const int t = group + a * groups;
     firstValues[a] = valueThread && t < count ? load4(values + size_t(begin + t) * rowStride + j4)
                                               : make_float4(0, 0, 0, 0);
   }
@@ -133,16 +133,16 @@ __device__ void attendSplit(T* out, float* scores, float* partial, float* mine, 
     };
 #pragma unroll
     for (int a = 0; a < kValueRowsAhead; ++a)
-      if (group + a * valueGroups < count) add(group + a * valueGroups, firstValues[a]);
+      if (group + a * groups < count) add(group + a * groups, firstValues[a]);
 #pragma unroll 4
-    for (int t = group + kValueRowsAhead * valueGroups; t < count; t += valueGroups)
+    for (int t = group + kValueRowsAhead * groups; t < count; t += groups)
       add(t, load4(values + size_t(begin + t) * rowStride + j4));
     *reinterpret_cast<float4*>(partial + group * d + j4) = acc;
   }
   __syncthreads();
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     float acc = 0;
-    for (int g = 0; g < valueGroups; ++g) acc += partial[g * d + j];
+    for (int g = 0; g < groups; ++g) acc += partial[g * d + j];
     if (splits == 1) {
       out[j] = fromFloat<T>(acc / total);
     } else {
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
     const size_t at = cacheAt(place.seq[i]);
     attendSplit(headOut, scores, partial, mine, qkv, keyCache + at, valueCache + at, i, h, begin, last, s,
                 rowThreads, splits);
-  } else {  // the whole split lies beyond this token's position
+  } else if (splits > 1) {  // the whole split lies beyond this token's position
     for (int j = threadIdx.x; j < d + 2; j += blockDim.x) mine[j] = j == 0 ? -INFINITY : 0.0f;
   }
   if (splits == 1) return;

@@ -67,8 +67,8 @@ cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* key
 
 // How many blocks of the attention build for blocksPerSm (1 or 2) fit on one
 // SM of the current device with `sharedBytes` of dynamic shared memory each:
-// what the build's registers and that memory allow (the GPU test checks
-// that build 2 holds two at decode sizes).
+// what the build's registers and that memory allow (test_engine_kernels
+// checks that build 2 holds two where attentionBlocksPerSm picks it).
 cudaError_t attentionResidentBlocks(DType t, int blocksPerSm, size_t sharedBytes, int* blocks);
 
 // out[i][j] = silu(gateUp[i][j]) * gateUp[i][hidden + j]
