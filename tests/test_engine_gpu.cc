@@ -287,8 +287,11 @@ TEST_CASE("GPU attention runs at the longest context its shared-memory check acc
     int allowed = 0;
     if (cudaDeviceGetAttribute(&allowed, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) != cudaSuccess) return 1;
     const int headDim = m.config.headDim;
-    const int longest = (int((size_t(allowed) - kAttentionSharedMargin) / sizeof(float)) -
-                         valueGroups(headDim) * headDim) / 4 * 4;
+    auto fits = [&](int context) {
+      return attentionSharedBytes(context, headDim, 1) + kAttentionSharedMargin <= size_t(allowed);
+    };
+    int longest = 4;  // scores are laid out 4 at a time
+    while (fits(longest + 4)) longest += 4;
     std::printf("longest context %d (per-block shared memory %d bytes)\n", longest, allowed);
     m.config.seqLen = longest + 4;
     Run run{&m, {{1, 7, 99, 3}}, 4};

@@ -21,6 +21,7 @@
 #include "shard.h"
 #include "support/free_port.h"
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "test_engine_naive.h"
 #include "tokenizer.h"
 
@@ -98,11 +99,8 @@ TEST_CASE("stories260K TP=2 over the host backend equals TP=1", "[engine][host]"
 
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  auto outcomes = rcn::test::runRanks(2, [&](int rank) { return runRank(full, prompt, want, id, rank, 2); }, 60);
-  std::string report;
-  const bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  rcn::test::checkRanks(
+      rcn::test::runRanks(2, [&](int rank) { return runRank(full, prompt, want, id, rank, 2); }, 60));
 }
 
 #ifdef RCN_ENGINE_BIN

@@ -63,16 +63,24 @@ struct FakeKernel {
     for (int i = 0; i < 4; ++i) __atomic_store_n(&words[i], value[i] | uint64_t(call) << 32, __ATOMIC_RELEASE);
   }
 
+  // Every block's doorbell for a call over `units` 16-byte units (of the
+  // slot, or LL lines), shared out over the grid as the kernel does; returns the grid.
+  int ringGrid(int phase, uint32_t call, size_t units, uint32_t protocol) {
+    const int grid = proxyBlocksFor(units, gridOf(call));
+    const size_t perBlock = proxyBlockShare(units, grid);
+    for (int b = 0; b < grid; ++b) {
+      const size_t begin = std::min(units, b * perBlock), end = std::min(units, begin + perBlock);
+      ring(phase, b, call, grid, protocol, begin * 16, (end - begin) * 16);
+    }
+    return grid;
+  }
+
   int runFlags(uint32_t call, size_t bytes) {
-    const int phase = int(call & 1), grid = proxyBlocksFor(bytes / 16, gridOf(call));
-    const size_t perBlock = proxyBlockShare(bytes / 16, grid) * 16;
+    const int phase = int(call & 1);
     uint8_t* own = wire->region() + layout.slotOffset(phase, rank);
     for (size_t i = 0; i < bytes; ++i) own[i] = pattern(rank, call, i);
-    for (int b = 0; b < grid; ++b) {
-      size_t begin = std::min(bytes, b * perBlock), end = std::min(bytes, begin + perBlock);
-      ring(phase, b, call, grid, kProxyFlags, begin, end - begin);
-    }
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    const int grid = ringGrid(phase, call, bytes / 16, kProxyFlags);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeoutMs);
     for (int p = 0; p < nranks; ++p) {
       if (p == rank) continue;
       for (int b = 0; b < grid; ++b) {
@@ -98,22 +106,15 @@ struct FakeKernel {
   }
 
   int runLL(uint32_t call, size_t bytes, bool staged, bool stall) {
-    const size_t units = bytes / 8;
-    const int phase = int(call & 1), grid = proxyBlocksFor(units, gridOf(call));
-    const size_t perBlock = proxyBlockShare(units, grid);
-    auto ringAll = [&](uint32_t protocol) {
-      for (int b = 0; b < grid; ++b) {
-        size_t begin = std::min(units, b * perBlock), end = std::min(units, begin + perBlock);
-        ring(phase, b, call, grid, protocol, begin * 16, (end - begin) * 16);
-      }
-    };
-    if (!staged) ringAll(kProxyLL);
+    const size_t units = bytes / 8;  // 8 data bytes a 16-byte line
+    const int phase = int(call & 1);
+    if (!staged) ringGrid(phase, call, units, kProxyLL);
     if (stall) return 2;
     uint64_t* own = reinterpret_cast<uint64_t*>(wire->region() + layout.llSlotOffset(phase, rank));
     for (size_t u = 0; u < units; ++u)
       for (int h = 0; h < 2; ++h) __atomic_store_n(&own[2 * u + h], word(rank, call, u, h), __ATOMIC_RELEASE);
-    if (staged) ringAll(kProxyLLStaged);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    if (staged) ringGrid(phase, call, units, kProxyLLStaged);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeoutMs);
     for (int p = 0; p < nranks; ++p) {
       if (p == rank) continue;
       const uint64_t* lines = reinterpret_cast<const uint64_t*>(wire->region() + layout.llSlotOffset(phase, p));

@@ -205,14 +205,6 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
   cluster.sync();  // a block's shared memory lives as long as the block: stay until block 0 has read it
 }
 
-// Raises the dynamic shared memory limit of the instance for (T, blocks per
-// SM) to smem where needed; one record of the limit per instance.
-template <typename T, int kBlocksPerSm>
-cudaError_t allowBuildShared(size_t smem) {
-  static size_t allowed = 48 * 1024;
-  return allowSharedBytes(reinterpret_cast<const void*>(attentionKernel<T, kBlocksPerSm>), smem, &allowed);
-}
-
 // Launches the instance for (T, blocks per SM), its dynamic shared memory
 // limit raised first where needed.
 template <typename T, int kBlocksPerSm>
@@ -221,7 +213,7 @@ cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, 
   auto kernel = attentionKernel<T, kBlocksPerSm>;
   const int chunk = attentionChunk(s.maxContext, splits);
   const size_t smem = attentionSharedBytes(chunk, s.headDim, splits);
-  cudaError_t e = allowBuildShared<T, kBlocksPerSm>(smem);
+  cudaError_t e = allowKernelShared<attentionKernel<T, kBlocksPerSm>>(smem);
   if (e != cudaSuccess) return e;
   return launchInClusters(splits, kernel, dim3(splits, s.heads, n), dim3(kAttentionThreads), smem, on, out,
                           static_cast<const T*>(qkv), static_cast<const T*>(keyCache),
@@ -230,7 +222,7 @@ cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, 
 
 template <typename T, int kBlocksPerSm>
 cudaError_t residentBlocksOf(size_t smem, int* blocks) {
-  cudaError_t e = allowBuildShared<T, kBlocksPerSm>(smem);
+  cudaError_t e = allowKernelShared<attentionKernel<T, kBlocksPerSm>>(smem);
   if (e != cudaSuccess) return e;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, attentionKernel<T, kBlocksPerSm>, kAttentionThreads,
                                                        smem);

@@ -38,7 +38,7 @@ void joinRanks(const EngineOptions& o, CpuRank& r) {
     r.allReduce = std::make_unique<NoAllReduce>();
     return;
   }
-  r.comm = joinComm(o);
+  r.comm = joinComm(o, r.rank);
   r.allReduce = std::make_unique<RcnHostAllReduce>(r.comm);
 }
 

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <mutex>
-#include <type_traits>
 #include <vector>
 
 #include "gemv_common.cuh"
@@ -86,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
     current.load(p, rows, 0, lane);
   }
   waitForPrevious();
-  stageInput<1>(p, kTokens, p.vectors, xs, reinterpret_cast<float4*>(xs + kTokens * p.vectors));
+  stageInput<1>(p, kTokens, p.vectors, xs);
 
   float acc[kRows][kTokens] = {};
   for (int item = 0; item < items; ++item) {
@@ -124,10 +123,9 @@ size_t sharedBytes(int kTokens, int in, bool norm) { return size_t(kTokens) * in
 template <int kTokens, Epilogue kEpilogue, typename OutT>
 cudaError_t launchInstance(GemvParams p, Launch on) {
   auto kernel = gemvKernel<kTokens, kEpilogue, OutT>;
-  const size_t smem = sharedBytes(kTokens, p.in, p.input.x == nullptr);
-  static size_t allowed = 48 * 1024;
+  const size_t smem = sharedBytes(kTokens, p.in, p.input.normed());
   int blocks = 0;
-  cudaError_t e = gemvBlocksFor(reinterpret_cast<const void*>(kernel), kThreads, smem, &allowed, &blocks);
+  cudaError_t e = gemvBlocksFor<gemvKernel<kTokens, kEpilogue, OutT>>(kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;
   const int warps = blocks * kWarps;
   p.rowsPerWarp = (p.out + warps - 1) / warps;
@@ -138,7 +136,7 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
 // The kernel for p.tokens tokens: CUDA cores for 1-2, tensor cores for more.
 template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchFor(const GemvParams& p, Launch on) {
-  if (p.tokens > kMaxTokens) return launchGemvMma(p, kEpilogue, std::is_same_v<OutT, float>, on);
+  if (p.tokens > kMaxTokens) return launchGemvMma<kEpilogue, OutT>(p, on);
   return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT>(p, on) : launchInstance<2, kEpilogue, OutT>(p, on);
 }
 
@@ -158,14 +156,12 @@ GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int 
 // What a launch of n tokens can take: an output to compute, and an input
 // whose rows fit in shared memory.
 bool launchable(const GemvInput& input, int n, int out, int in) {
-  return out >= 1 && gemvFits(n, in, input.x == nullptr);
+  return out >= 1 && gemvFits(n, in, input.normed());
 }
 
 }  // namespace
 
-cudaError_t gemvBlocksFor(const void* kernel, int threads, size_t smem, size_t* allowed, int* blocks) {
-  cudaError_t e = allowSharedBytes(kernel, smem, allowed);
-  if (e != cudaSuccess) return e;
+cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int* blocks) {
   struct Known {
     const void* kernel;
     int device;
@@ -175,7 +171,7 @@ cudaError_t gemvBlocksFor(const void* kernel, int threads, size_t smem, size_t* 
   static std::mutex mutex;
   static std::vector<Known> known;
   int device = 0;
-  e = cudaGetDevice(&device);
+  cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(mutex);
   for (const Known& k : known) {

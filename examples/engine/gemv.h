@@ -32,7 +32,26 @@ struct GemvInput {
   const void* normWeight = nullptr;  // bf16 [in]
   float* residualOut = nullptr;      // fp32 [n][in]
   float eps = 0;
+
+  bool normed() const { return x == nullptr; }
 };
+
+inline GemvInput vectorInput(const void* x) {
+  GemvInput input;
+  input.x = x;
+  return input;
+}
+
+inline GemvInput normedInput(const float* residual, const void* delta, const void* normWeight, float* residualOut,
+                             float eps) {
+  GemvInput input;
+  input.residual = residual;
+  input.delta = delta;
+  input.normWeight = normWeight;
+  input.residualOut = residualOut;
+  input.eps = eps;
+  return input;
+}
 
 // y[b][row] = W[row] . input[b] for row < out; y is fp32 when yIsFloat, else bf16.
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,

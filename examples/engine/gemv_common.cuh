@@ -39,16 +39,24 @@ constexpr int kGemvMaxTokens = 8;  // the tokens of one mma's n
 // (`norm`) or the partial sums of split tiles, whichever is larger.
 size_t gemvMmaSharedBytes(int tokens, int in, bool norm);
 
-// Readies a launch of `kernel` with `smem` bytes of dynamic shared memory:
-// raises its limit where needed (*allowed, allowSharedBytes), then gives how
-// many blocks of `threads` threads fit on the current device at once, kept
-// per (kernel, device, smem) after the first ask, since eager decode
-// launches every GEMV each step.
-cudaError_t gemvBlocksFor(const void* kernel, int threads, size_t smem, size_t* allowed, int* blocks);
+// How many blocks of `threads` threads and `smem` bytes of shared memory fit
+// on the current device at once; kept per (kernel, device, smem) after the
+// first ask, since eager decode launches every GEMV each step.
+cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int* blocks);
 
-// The tensor-core kernel (gemv_mma.cu) for p.tokens = 3..8; fills the
-// launch fields of p (stride, tiles, splits).
-cudaError_t launchGemvMma(GemvParams p, Epilogue epilogue, bool yIsFloat, Launch on);
+// Readies a launch of kernel instance kKernel with `smem` bytes of dynamic
+// shared memory: raises its limit where needed, then the resident blocks.
+template <auto kKernel>
+cudaError_t gemvBlocksFor(int threads, size_t smem, int* blocks) {
+  const cudaError_t e = allowKernelShared<kKernel>(smem);
+  return e == cudaSuccess ? gemvResidentBlocks(reinterpret_cast<const void*>(kKernel), threads, smem, blocks) : e;
+}
+
+// The tensor-core kernel (gemv_mma.cu) for p.tokens = 3..8 (the callers'
+// dispatch guarantees it); fills the launch fields of p (stride, tiles,
+// splits). Instantiated for Plain (fp32 and bf16 out), SwiGlu and Qkv (bf16).
+template <Epilogue kEpilogue, typename OutT>
+cudaError_t launchGemvMma(GemvParams p, Launch on);
 
 namespace {
 
@@ -87,8 +95,9 @@ __device__ void blockSums(float (&v)[k]) {
 // CUDA-core kernel takes one token a pass (its staging is one row), the
 // tensor-core kernel all of them in one.
 template <int kPass>
-__device__ void stageInput(const GemvParams& p, int tokens, int stride, uint4* xs, float4* staged) {
+__device__ void stageInput(const GemvParams& p, int tokens, int stride, uint4* xs) {
   const GemvInput& in = p.input;
+  float4* staged = reinterpret_cast<float4*>(xs + tokens * stride);  // the norm's, past the inputs
   if (in.x) {
     const uint4* x = static_cast<const uint4*>(in.x);
     const int total = tokens * p.vectors;

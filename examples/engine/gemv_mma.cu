@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
   Chunk current;
   if (rounds > 0 && chunks > 0) load(current, 0, 0);
   waitForPrevious();
-  stageInput<kGemvMaxTokens>(p, p.tokens, p.stride, xs, reinterpret_cast<float4*>(xs + p.tokens * p.stride));
+  stageInput<kGemvMaxTokens>(p, p.tokens, p.stride, xs);
   const uint4* x = xs + min(g, p.tokens - 1) * p.stride;  // column g of B: token g (any token past the last)
   float* partials = reinterpret_cast<float*>(xs + p.tokens * p.stride);  // the staging is dead by now
 
@@ -215,10 +215,9 @@ int splitsFor(int tiles, int chunks) {
 template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchInstance(GemvParams p, Launch on) {
   auto kernel = gemvMmaKernel<kEpilogue, OutT>;
-  const size_t smem = gemvMmaSharedBytes(p.tokens, p.in, p.input.x == nullptr);
-  static size_t allowed = 48 * 1024;
+  const size_t smem = gemvMmaSharedBytes(p.tokens, p.in, p.input.normed());
   int blocks = 0;
-  cudaError_t e = gemvBlocksFor(reinterpret_cast<const void*>(kernel), kThreads, smem, &allowed, &blocks);
+  cudaError_t e = gemvBlocksFor<gemvMmaKernel<kEpilogue, OutT>>(kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;
   const int outputsPerTile = kEpilogue == Epilogue::Plain ? 16 : 8;
   p.tiles = (p.out + outputsPerTile - 1) / outputsPerTile;
@@ -234,19 +233,15 @@ size_t gemvMmaSharedBytes(int tokens, int in, bool norm) {
   return inputs + std::max(norm ? size_t(tokens) * in * 4 : 0, kPartialBytes);
 }
 
-cudaError_t launchGemvMma(GemvParams p, Epilogue epilogue, bool yIsFloat, Launch on) {
-  if (p.tokens < 3 || p.tokens > kGemvMaxTokens) return cudaErrorInvalidValue;
+template <Epilogue kEpilogue, typename OutT>
+cudaError_t launchGemvMma(GemvParams p, Launch on) {
   p.stride = strideFor(p.vectors);
-  switch (epilogue) {
-    case Epilogue::Plain:
-      return yIsFloat ? launchInstance<Epilogue::Plain, float>(p, on)
-                      : launchInstance<Epilogue::Plain, __nv_bfloat16>(p, on);
-    case Epilogue::SwiGlu:
-      return launchInstance<Epilogue::SwiGlu, __nv_bfloat16>(p, on);
-    case Epilogue::Qkv:
-      return launchInstance<Epilogue::Qkv, __nv_bfloat16>(p, on);
-  }
-  return cudaErrorInvalidValue;
+  return launchInstance<kEpilogue, OutT>(p, on);
 }
+
+template cudaError_t launchGemvMma<Epilogue::Plain, float>(GemvParams, Launch);
+template cudaError_t launchGemvMma<Epilogue::Plain, __nv_bfloat16>(GemvParams, Launch);
+template cudaError_t launchGemvMma<Epilogue::SwiGlu, __nv_bfloat16>(GemvParams, Launch);
+template cudaError_t launchGemvMma<Epilogue::Qkv, __nv_bfloat16>(GemvParams, Launch);
 
 }  // namespace engine

@@ -10,12 +10,6 @@
 namespace engine {
 namespace {
 
-GemvInput vectorInput(const void* x) {
-  GemvInput input;
-  input.x = x;
-  return input;
-}
-
 void cudaCheck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw EngineError(std::string(what) + ": CUDA error " + cudaGetErrorString(e));
 }
@@ -241,13 +235,8 @@ bool GpuModel::usesGemv(int n, int in, bool fusedNorm) const {
 // The add + RMSNorm before a product of the dim-sized input: fused into the
 // GEMV when it takes the product, else a kernel writing xb_.
 GemvInput GpuModel::normalize(const void* delta, const void* weight, int n) {
-  GemvInput input;
   if (usesGemv(n, config_.dim, true)) {
-    input.residual = residual_;
-    input.delta = delta;
-    input.normWeight = weight;
-    input.eps = config_.normEps;
-    input.residualOut = residual_ == x_ ? xAlt_ : x_;
+    const GemvInput input = normedInput(residual_, delta, weight, residual_ == x_ ? xAlt_ : x_, config_.normEps);
     residual_ = input.residualOut;
     return input;
   }
@@ -255,13 +244,12 @@ GemvInput GpuModel::normalize(const void* delta, const void* weight, int n) {
                              on()),
             "rmsnorm");
   mark("rmsnorm");
-  input.x = xb_;
-  return input;
+  return vectorInput(xb_);
 }
 
 // y[n][out] = input[n][in] . W[out][in]^T, fp32 accumulation.
 void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in) {
-  if (usesGemv(n, in, input.x == nullptr)) {
+  if (usesGemv(n, in, input.normed())) {
     cudaCheck(launchGemv(input, y, yIsFloat, w, n, out, in, on()), "gemv");
     return;
   }
@@ -275,7 +263,7 @@ void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const GemvInput& inpu
 // act = silu(gate . input) * (up . input): one kernel on the GEMV path, else
 // the product into gateUpOut_ and a separate SwiGLU kernel.
 void GpuModel::gateUpSwiGlu(const void* gateUp, const GemvInput& input, int n, int hid, int d) {
-  if (usesGemv(n, d, input.x == nullptr)) {
+  if (usesGemv(n, d, input.normed())) {
     cudaCheck(launchGemvSwiGlu(input, act_, gateUp, n, hid, d, on()), "gemv gate/up");
     mark("gemm.gate_up+swiglu");
     return;
@@ -321,13 +309,13 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   mark("embedding");
   const void* pending = nullptr;  // the previous layer's MLP output, added by the next norm
   for (Layer& w : layers_) {
-    const GemvInput normed = normalize(pending, w.attnNorm, n);
-    if (usesGemv(n, d, normed.x == nullptr) && !c.qkNorm) {  // RoPE and the cache writes in the product's epilogue
+    const GemvInput attnInput = normalize(pending, w.attnNorm, n);
+    if (usesGemv(n, d, attnInput.normed()) && !c.qkNorm) {  // RoPE and the cache writes in the product's epilogue
       const QkvEpilogue epilogue{place, attn_, w.qkvBias, w.keyCache, w.valueCache};
-      cudaCheck(launchGemvQkv(normed, qkvOut_, w.qkv, epilogue, n, d, on()), "gemv qkv");
+      cudaCheck(launchGemvQkv(attnInput, qkvOut_, w.qkv, epilogue, n, d, on()), "gemv qkv");
       mark("gemm.qkv+rope+kv");
     } else {
-      gemm(qkvOut_, false, w.qkv, normed, n, qDim + 2 * kvDim, d);
+      gemm(qkvOut_, false, w.qkv, attnInput, n, qDim + 2 * kvDim, d);
       mark("gemm.qkv");
       cudaCheck(launchQkvToCache(t, qkvOut_, w.keyCache, w.valueCache, w.qkvBias, w.qNorm, w.kNorm, place, n, attn_,
                                  on()),

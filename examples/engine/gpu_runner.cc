@@ -55,7 +55,7 @@ void setupRank(const EngineOptions& o, Rank& r) {
   }
   cudaCheck(cudaSetDevice(r.device), "cudaSetDevice");
   if (o.tp == 1) return;
-  r.comm = joinComm(o);  // on the device just set
+  r.comm = joinComm(o, r.rank);  // on the device just set
   r.allReduce = std::make_unique<RcnAllReduce>(r.comm);
   rcnCommInfo info{};
   if (rcnCommQuery(r.comm, &info) == rcnSuccess) {

@@ -104,6 +104,14 @@ inline cudaError_t allowSharedBytes(const void* kernel, size_t smem, size_t* all
   return e;
 }
 
+// allowSharedBytes for kernel instance kKernel, with the one record of its
+// limit (a second record could set it lower than a launch already needs).
+template <auto kKernel>
+cudaError_t allowKernelShared(size_t smem) {
+  static size_t allowed = 48 * 1024;
+  return allowSharedBytes(reinterpret_cast<const void*>(kKernel), smem, &allowed);
+}
+
 // kernel<<<grid, block, smem, on.stream>>>(args...), as a programmatic
 // dependent launch when on.overlap is set, its blocks grouped in thread
 // block clusters of clusterX along x when clusterX > 1.

@@ -31,14 +31,14 @@ void adoptExternalLaunch(EngineOptions& o) {
   o.localRank = launch.localRank;
 }
 
-rcnComm_t joinComm(const EngineOptions& o) {
+rcnComm_t joinComm(const EngineOptions& o, int rank) {
   rcnComm_t comm = nullptr;
   if (o.externalLaunch) {
     rcnCheck(rcnCommInitFromLaunch(&comm), "rcnCommInitFromLaunch");
   } else {
     rcnUniqueId id;
     fromHex(o.uniqueIdHex, &id, sizeof id);
-    rcnCheck(rcnCommInitRank(&comm, o.tp, id, std::max(0, o.rank)), "rcnCommInitRank");
+    rcnCheck(rcnCommInitRank(&comm, o.tp, id, rank), "rcnCommInitRank");
   }
   return comm;
 }

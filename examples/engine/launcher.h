@@ -21,10 +21,10 @@ namespace engine {
 // Throws EngineError on wrong variables, or a --tp other than the world size.
 void adoptExternalLaunch(EngineOptions& o);
 
-// This rank's communicator of o.tp ranks (o.tp > 1): from the launcher's
+// Rank `rank`'s communicator of o.tp ranks (o.tp > 1): from the launcher's
 // variables under an external launch, else from the unique id our own
 // launcher passed. On the GPU path the device must be set first.
-rcnComm_t joinComm(const EngineOptions& o);
+rcnComm_t joinComm(const EngineOptions& o, int rank);
 
 // Returns 0 when every rank exited 0, else the first failing rank's status (or 1).
 int launchRanks(int ranks, int argc, char** argv, const std::string& uniqueIdHex);

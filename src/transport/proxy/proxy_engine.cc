@@ -172,8 +172,7 @@ rcnResult_t ProxyEngine::forwardLines(uint32_t call, int block, const ProxyDoorb
              std::to_string(timeoutMs_) + " ms");
       return rcnInternalError;
     }
-    for (int i = 1; i < layout_.nranks; ++i)
-      RCN_CHECK(wire_->put((rank_ + i) % layout_.nranks, base + done, base + done, piece));
+    RCN_CHECK(putToPeers(base + done, piece));
   }
   wire_->flushPuts();
   return rcnSuccess;
@@ -182,9 +181,13 @@ rcnResult_t ProxyEngine::forwardLines(uint32_t call, int block, const ProxyDoorb
 // Staged LL: the kernel fenced its lines before ringing, so the whole block
 // goes at once; this CPU never reads them (they may be in device memory).
 rcnResult_t ProxyEngine::forwardStagedLines(const ProxyDoorbell& d, int phase) {
-  const size_t offset = layout_.llSlotOffset(phase, rank_) + d.offset;
-  for (int i = 1; i < layout_.nranks; ++i)
-    RCN_CHECK(wire_->put((rank_ + i) % layout_.nranks, offset, offset, d.bytes));
+  return putToPeers(layout_.llSlotOffset(phase, rank_) + d.offset, d.bytes);
+}
+
+// The bytes at `offset` of this rank's region to the same place on every
+// peer, starting after this rank as forward() does.
+rcnResult_t ProxyEngine::putToPeers(size_t offset, size_t bytes) {
+  for (int i = 1; i < layout_.nranks; ++i) RCN_CHECK(wire_->put((rank_ + i) % layout_.nranks, offset, offset, bytes));
   return rcnSuccess;
 }
 

@@ -63,6 +63,7 @@ class ProxyEngine {
   rcnResult_t forward(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   rcnResult_t forwardLines(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   rcnResult_t forwardStagedLines(const ProxyDoorbell& d, int phase);
+  rcnResult_t putToPeers(size_t offset, size_t bytes);
   bool linesArrived(const uint8_t* lines, size_t bytes, uint32_t call,
                     std::chrono::steady_clock::time_point deadline) const;
   bool stoppedOrFailed() const;

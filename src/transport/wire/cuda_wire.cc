@@ -50,11 +50,7 @@ class CudaWire final : public Wire {
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
     RCN_CHECK(checkPeer(peer));
-    const size_t limit = layout_.regionBytes;
-    RCN_ARG_CHECK(localOffset <= limit && bytes <= limit - localOffset && remoteOffset <= limit &&
-                      bytes <= limit - remoteOffset,
-                  "cuda wire: put of %zu bytes at %zu -> %zu outside the %zu-byte region", bytes, localOffset,
-                  remoteOffset, limit);
+    RCN_CHECK(checkRange(localOffset, remoteOffset, bytes));
     if (bytes == 0) return rcnSuccess;
     RCN_CHECK(useDevice());
     cudaError_t err = cudaMemcpyAsync(peerRegions_[peer] + remoteOffset, device_.ptr + localOffset, bytes,
@@ -81,7 +77,7 @@ class CudaWire final : public Wire {
     if (useDevice() != rcnSuccess) return rcnRemoteError;
     cudaError_t err = cudaStreamQuery(stream_);
     if (err != cudaSuccess && err != cudaErrorNotReady) return fail(cudaWhy("a copy to a peer", err));
-    const std::string gone = exitWatch_.check("cuda");
+    const std::string gone = exitWatch_.check();
     return gone.empty() ? rcnSuccess : fail(gone);
   }
 

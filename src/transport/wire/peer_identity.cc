@@ -70,19 +70,19 @@ rcnResult_t PeerExitWatch::watch(const std::vector<PeerIdentity>& peers, int sel
   }
   peers_ = peers;
   self_ = self;
+  wire_ = wire;
   return rcnSuccess;
 }
 
-std::string PeerExitWatch::check(const char* wire) {
+std::string PeerExitWatch::check() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_ < std::chrono::milliseconds(20)) return "";
   last_ = now;
   for (int r = 0; r < int(peers_.size()); ++r) {
     const PeerIdentity& p = peers_[r];
-    if (r == self_ || p.hostHash != peers_[self_].hostHash || p.pidNamespace != peers_[self_].pidNamespace ||
-        processAlive(p.pid))
-      continue;
-    return std::string(wire) + " wire: rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) + ") exited";
+    // watch() took only peers on this host; another pid namespace's pids mean nothing here.
+    if (r == self_ || p.pidNamespace != peers_[self_].pidNamespace || processAlive(p.pid)) continue;
+    return std::string(wire_) + " wire: rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) + ") exited";
   }
   return "";
 }

@@ -38,15 +38,17 @@ std::vector<PeerIdentity> identitiesOf(const std::vector<Blob>& blobs) {
 class PeerExitWatch {
  public:
   // Starts watching; fails with rcnInvalidUsage (why names the rank) when a
-  // rank is on another host, which every rank then finds alike.
+  // rank is on another host, which every rank then finds alike. `wire` (a
+  // name with static storage) also names the wire in check()'s message.
   rcnResult_t watch(const std::vector<PeerIdentity>& peers, int self, const char* wire, std::string* why);
   // "" while every peer lives (looked at no more than every 20 ms), else
   // "<wire> wire: rank R (pid P) exited".
-  std::string check(const char* wire);
+  std::string check();
 
  private:
   std::vector<PeerIdentity> peers_;
   int self_ = 0;
+  const char* wire_ = "";
   std::chrono::steady_clock::time_point last_{};
 };
 

@@ -81,7 +81,8 @@ class ShmWire final : public Wire {
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
-    RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes, layout_.regionBytes));
+    RCN_CHECK(checkPeer(peer));
+    RCN_CHECK(checkRange(localOffset, remoteOffset, bytes));
     copyToPeer(mapped_[peer] + remoteOffset, mapped_[rank_] + localOffset, bytes);
     return rcnSuccess;
   }
@@ -106,7 +107,7 @@ class ShmWire final : public Wire {
   // A killed peer never raises its flag: notice that it is gone.
   rcnResult_t progress() override {
     if (failure_.failed()) return rcnRemoteError;
-    const std::string gone = exitWatch_.check("shm");
+    const std::string gone = exitWatch_.check();
     if (gone.empty()) return rcnSuccess;
     failure_.record(gone);
     return rcnRemoteError;
@@ -120,14 +121,6 @@ class ShmWire final : public Wire {
   rcnResult_t checkPeer(int peer) const {
     if (aborted_.load(std::memory_order_acquire)) return rcnRemoteError;
     RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "shm wire: bad peer %d", peer);
-    return rcnSuccess;
-  }
-  rcnResult_t checkPut(int peer, size_t local, size_t remote, size_t bytes, size_t limit) const {
-    RCN_CHECK(checkPeer(peer));
-    RCN_ARG_CHECK(local <= limit && bytes <= limit - local && remote <= limit &&
-                      bytes <= limit - remote,
-                  "shm wire: put of %zu bytes at %zu -> %zu outside the %zu-byte region", bytes,
-                  local, remote, limit);
     return rcnSuccess;
   }
   rcnResult_t createOwnSegment(std::string* why);

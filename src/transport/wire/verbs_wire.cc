@@ -435,11 +435,7 @@ rcnResult_t VerbsWire::post(int peer, ibv_send_wr* wr) {
 
 rcnResult_t VerbsWire::put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) {
   RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "verbs wire: bad peer %d", peer);
-  size_t limit = layout_.regionBytes;
-  RCN_ARG_CHECK(localOffset <= limit && bytes <= limit - localOffset && remoteOffset <= limit &&
-                    bytes <= limit - remoteOffset,
-                "verbs wire: put of %zu bytes at %zu -> %zu outside the region", bytes, localOffset,
-                remoteOffset);
+  RCN_CHECK(checkRange(localOffset, remoteOffset, bytes));
   if (bytes == 0) return rcnSuccess;
   ibv_sge sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), mr_->lkey};
   ibv_send_wr wr{};

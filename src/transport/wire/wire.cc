@@ -23,6 +23,14 @@ bool WireFailure::record(const std::string& text) {
   return true;
 }
 
+rcnResult_t Wire::checkRange(size_t local, size_t remote, size_t bytes) const {
+  const size_t limit = layout_.regionBytes;
+  RCN_ARG_CHECK(local <= limit && bytes <= limit - local && remote <= limit && bytes <= limit - remote,
+                "%s wire: put of %zu bytes at %zu -> %zu outside the %zu-byte region", name(), bytes, local, remote,
+                limit);
+  return rcnSuccess;
+}
+
 rcnResult_t WireFailure::get(std::string* why) const {
   if (!failed()) return rcnSuccess;
   std::lock_guard<std::mutex> lock(mutex_);

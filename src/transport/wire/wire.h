@@ -80,6 +80,10 @@ class Wire {
   virtual bool concurrentPuts() const { return false; }
 
  protected:
+  // rcnInvalidArgument (logged, naming the wire) unless a put of `bytes`
+  // from `local` to `remote` stays inside the region on both sides.
+  rcnResult_t checkRange(size_t local, size_t remote, size_t bytes) const;
+
   WireLayout layout_;
 };
 
