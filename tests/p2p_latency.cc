@@ -171,7 +171,7 @@ int rankMain(const rcnUniqueId& id, int rank, int nranks) {
 
 int main(int argc, char** argv) {
   const int nranks = argc > 1 ? std::atoi(argv[1]) : 2;
-  requireGpus(nranks);
+  exitUnlessGpus(nranks);
   rcnUniqueId id;
   if (bootstrapGetUniqueId(&id) != rcnSuccess) return 1;
   auto outcomes = runRanks(nranks, [&](int rank) { return rankMain(id, rank, nranks); }, 300);

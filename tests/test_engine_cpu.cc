@@ -21,22 +21,23 @@
 #include "llama2c_loader.h"
 #include "sampler.h"
 #include "shapes.h"
+#include "support/shared_model.h"
 #include "test_engine_naive.h"
 #include "tokenizer.h"
 
 using namespace engine;
 using enginetest::naiveLogits;
-using enginetest::sharedModel;
+using rcn::test::requireSharedModel;
 
 namespace {
 
 const ModelWeights& stories() {
-  static ModelWeights weights = loadLlama2c(sharedModel("stories260K.bin"));
+  static ModelWeights weights = loadLlama2c(requireSharedModel("stories260K.bin"));
   return weights;
 }
 
 const Llama2cTokenizer& tok512() {
-  static Llama2cTokenizer tokenizer(sharedModel("tok512.bin"), 512);
+  static Llama2cTokenizer tokenizer(requireSharedModel("tok512.bin"), 512);
   return tokenizer;
 }
 
@@ -256,7 +257,7 @@ TEST_CASE("loader and shape errors are clear", "[engine]") {
   CHECK_THROWS_WITH(loadLlama2c("/nonexistent/model.bin"), Catch::Matchers::ContainsSubstring("cannot open"));
 
   // A truncated copy of the real checkpoint.
-  std::ifstream in(sharedModel("stories260K.bin"), std::ios::binary);
+  std::ifstream in(requireSharedModel("stories260K.bin"), std::ios::binary);
   std::vector<char> bytes(100000);
   in.read(bytes.data(), bytes.size());
   std::string path = "/tmp/engine_truncated_" + std::to_string(getpid()) + ".bin";

@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,23 +23,18 @@
 #include "rcn_allreduce.h"
 #include "sampler.h"
 #include "shapes.h"
-#include "support/gpu.h"
+#include "support/gpu_case.h"
 #include "support/rank_checks.h"
+#include "support/shared_model.h"
 #include "tokenizer.h"
 
 using namespace engine;
 
 namespace {
 
-// ../shared/models/<file>, or "" when absent (the GPU host may not have it:
-// those cases skip, the random-model cases still run).
-std::string sharedModel(const char* file) {
-  const char* dir = std::getenv("ROCENANTE_SHARED_DIR");
-  std::string path = std::string(dir ? dir : "../shared") + "/models/" + file;
-  return std::ifstream(path).good() ? path : "";
+bool haveStories() {
+  return !rcn::test::sharedModelPath("stories260K.bin").empty() && !rcn::test::sharedModelPath("tok512.bin").empty();
 }
-
-bool haveStories() { return !sharedModel("stories260K.bin").empty() && !sharedModel("tok512.bin").empty(); }
 
 double maxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0;
@@ -141,12 +135,12 @@ void runTp(int size, bool ncclOnly, const std::function<int(int, GpuAllReduce*)>
 }
 
 const ModelWeights& stories() {
-  static ModelWeights w = loadLlama2c(sharedModel("stories260K.bin"));
+  static ModelWeights w = loadLlama2c(rcn::test::requireSharedModel("stories260K.bin"));
   return w;
 }
 
 std::vector<int> storyPrompt() {
-  static Llama2cTokenizer tok(sharedModel("tok512.bin"), 512);
+  static Llama2cTokenizer tok(rcn::test::requireSharedModel("tok512.bin"), 512);
   return tok.encode("Once upon a time", true);
 }
 
@@ -154,7 +148,6 @@ std::vector<int> storyPrompt() {
 
 TEST_CASE("GPU matches the CPU reference on stories260K (fp32, graph)", "[engine][gpu]") {
   rcn::test::requireGpus(1);
-  if (!haveStories()) SKIP("stories260K.bin / tok512.bin not found (set ROCENANTE_SHARED_DIR)");
   Run run{&stories(), {storyPrompt()}, 100};
   rcn::test::checkInOneRank([&] { return compareWithCpu(run, 0, 1, nullptr); });
   run.graph = false;
@@ -164,7 +157,6 @@ TEST_CASE("GPU matches the CPU reference on stories260K (fp32, graph)", "[engine
 
 TEST_CASE("GPU bf16 stays within bf16 tolerance of the CPU reference", "[engine][gpu]") {
   rcn::test::requireGpus(1);
-  if (!haveStories()) SKIP("stories260K.bin / tok512.bin not found (set ROCENANTE_SHARED_DIR)");
   Run run{&stories(), {storyPrompt()}, 10, DType::BF16, 0.5};
   rcn::test::checkInOneRank([&] { return compareWithCpu(run, 0, 1, nullptr); });
 }

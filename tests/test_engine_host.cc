@@ -22,6 +22,7 @@
 #include "support/free_port.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
+#include "support/shared_model.h"
 #include "test_engine_naive.h"
 #include "tokenizer.h"
 
@@ -90,8 +91,8 @@ int runRank(const ModelWeights& full, const std::vector<int>& prompt, const Trac
 }  // namespace
 
 TEST_CASE("stories260K TP=2 over the host backend equals TP=1", "[engine][host]") {
-  const ModelWeights full = loadLlama2c(enginetest::sharedModel("stories260K.bin"));
-  const Llama2cTokenizer tok(enginetest::sharedModel("tok512.bin"), 512);
+  const ModelWeights full = loadLlama2c(rcn::test::requireSharedModel("stories260K.bin"));
+  const Llama2cTokenizer tok(rcn::test::requireSharedModel("tok512.bin"), 512);
   const std::vector<int> prompt = tok.encode("Once upon a time", true);
   NoAllReduce none;
   CpuModel reference(full, planShard(full.config, 1, 0), &none);
@@ -109,8 +110,8 @@ namespace {
 // The model arguments, looked up when a case first runs (not at static
 // initialisation, where a missing model would exit before Catch2 starts).
 const std::string& engineArgs() {
-  static const std::string args = " --device cpu --model " + enginetest::sharedModel("stories260K.bin") +
-                                  " --tokenizer " + enginetest::sharedModel("tok512.bin") + " --steps 60 2>/dev/null";
+  static const std::string args = " --device cpu --model " + rcn::test::requireSharedModel("stories260K.bin") +
+                                  " --tokenizer " + rcn::test::requireSharedModel("tok512.bin") + " --steps 60 2>/dev/null";
   return args;
 }
 

@@ -26,7 +26,7 @@
 #include "attention_plan.h"
 #include "gemv.h"
 #include "gpu_kernels.h"
-#include "support/gpu.h"
+#include "support/gpu_case.h"
 #include "support/rank_checks.h"
 
 using namespace engine;

@@ -3,9 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 
 namespace enginetest {
 
@@ -99,17 +96,6 @@ std::vector<double> naiveLogits(const ModelWeights& m, const std::vector<int>& t
     }
   }
   return mul(m.lmHead(), norm(x[n - 1], m.finalNorm), c.vocab);
-}
-
-std::string sharedModel(const char* file) {
-  const char* dir = std::getenv("ROCENANTE_SHARED_DIR");
-  std::string path = std::string(dir ? dir : "../shared") + "/models/" + file;
-  if (!std::ifstream(path).good()) {
-    std::printf("SKIP: %s not found (set ROCENANTE_SHARED_DIR)\n", path.c_str());
-    std::fflush(stdout);
-    std::_Exit(77);
-  }
-  return path;
 }
 
 }  // namespace enginetest

@@ -1,6 +1,5 @@
 // Shared by the engine tests: an independent double-precision forward pass
-// of the engine's model (no KV cache, no code shared with CpuModel), and the
-// path of a model file from ../shared/models.
+// of the engine's model (no KV cache, no code shared with CpuModel).
 #pragma once
 
 #include <string>
@@ -14,9 +13,5 @@ namespace enginetest {
 // keys and values are derived again from the embeddings. Follows the config's
 // RoPE convention and frequency table, q/k norm and q/k/v biases.
 std::vector<double> naiveLogits(const engine::ModelWeights& m, const std::vector<int>& tokens);
-
-// ROCENANTE_SHARED_DIR (default ../shared) + /models/ + file, or skip the
-// whole test (exit 77) when it is absent.
-std::string sharedModel(const char* file);
 
 }  // namespace enginetest

@@ -14,7 +14,7 @@
 #include "core/bootstrap.h"
 #include "p2p_harness.h"
 #include "rocenante/rocenante.h"
-#include "support/gpu.h"
+#include "support/gpu_case.h"
 #include "support/multiproc.h"
 
 using namespace rcn;

@@ -10,7 +10,7 @@
 
 #include "p2p_harness.h"
 #include "rocenante/rocenante.h"
-#include "support/gpu.h"
+#include "support/gpu_case.h"
 
 using namespace rcn::test;
 

@@ -15,7 +15,7 @@
 #include "core/bootstrap.h"
 #include "p2p_build.h"
 #include "p2p_harness.h"
-#include "support/gpu.h"
+#include "support/gpu_case.h"
 #include "support/multiproc.h"
 
 using namespace rcn;

@@ -7,7 +7,7 @@
 
 #include "p2p_build.h"
 #include "p2p_harness.h"
-#include "support/gpu.h"
+#include "support/gpu_case.h"
 
 using namespace rcn;
 using namespace rcn::test;

@@ -23,7 +23,7 @@
 
 #include "rocenante/rocenante.h"
 #include "support/crash_trace.h"
-#include "support/gpu.h"
+#include "support/gpu_case.h"
 #include "support/multiproc.h"
 
 namespace {

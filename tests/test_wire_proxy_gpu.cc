@@ -19,7 +19,7 @@
 #include <cstdlib>
 
 #include "core/params.h"
-#include "support/gpu.h"
+#include "support/gpu_case.h"
 #include "support/multiproc.h"
 #include "support/scoped_env.h"
 #include "test_host_util.h"

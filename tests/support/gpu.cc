@@ -35,7 +35,7 @@ int gpuCount() {
   return n;
 }
 
-void requireGpus(int n) {
+void exitUnlessGpus(int n) {
   int have = gpuCount();
   if (have >= n) return;
   std::printf("SKIP: needs %d GPU(s), found %d\n", n, have);

@@ -1,5 +1,6 @@
-// GPU presence for tests: a GPU test calls requireGpus(n) first; with fewer
-// GPUs it prints why and exits 77, which ctest reports as skipped.
+// GPU presence for tests. A Catch2 test case that needs n GPUs starts with
+// requireGpus(n) (support/gpu_case.h); a program that is not a Catch2 test
+// calls exitUnlessGpus(n).
 #pragma once
 
 namespace rcn::test {
@@ -8,7 +9,8 @@ namespace rcn::test {
 // create a context, so it is safe before fork().
 int gpuCount();
 
-// Exits the process with 77 (skip) unless at least n GPUs are present.
-void requireGpus(int n);
+// Prints why and exits with 77, which ctest reports as skipped, unless at
+// least n GPUs are present.
+void exitUnlessGpus(int n);
 
 }  // namespace rcn::test

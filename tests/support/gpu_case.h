@@ -1,0 +1,19 @@
+// requireGpus(n) for Catch2 test cases: on a machine with fewer than n GPUs it
+// skips this case only (Catch2's SKIP, which names what is missing), so the
+// cases that fit the machine still run: a 1-GPU host runs every 1-GPU case
+// and reports the 2-GPU ones as skipped. A program whose every case skipped
+// (no GPU at all) exits 77, ctest's skip (tests/catch_main.cc).
+#pragma once
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "support/gpu.h"
+
+namespace rcn::test {
+
+inline void requireGpus(int n) {
+  const int have = gpuCount();
+  if (have < n) SKIP("needs " << n << " GPU(s), found " << have);
+}
+
+}  // namespace rcn::test
