@@ -44,12 +44,13 @@ __device__ void mergeSplits(T* out, cg::cluster_group& cluster, float* merged, i
   static_assert(kAttentionMaxHeadDim <= kAttentionThreads, "one thread an output");
   const int j = threadIdx.x;
   if (j >= d) return;
+  const float* part[kAttentionMaxSplits];
   float maxOf[kAttentionMaxSplits], sumOf[kAttentionMaxSplits];
 #pragma unroll
   for (int z = 0; z < kAttentionMaxSplits; ++z) {
-    const float* part = z < splits ? cluster.map_shared_rank(merged, z) : nullptr;
-    maxOf[z] = part ? part[0] : -INFINITY;
-    sumOf[z] = part ? part[1] : 0.0f;
+    part[z] = z < splits ? cluster.map_shared_rank(merged, z) : nullptr;
+    maxOf[z] = part[z] ? part[z][0] : -INFINITY;
+    sumOf[z] = part[z] ? part[z][1] : 0.0f;
   }
   float maxScore = -INFINITY;
 #pragma unroll
@@ -63,7 +64,7 @@ __device__ void mergeSplits(T* out, cg::cluster_group& cluster, float* merged, i
   float acc = 0;
 #pragma unroll
   for (int z = 0; z < kAttentionMaxSplits; ++z)
-    if (sumOf[z] > 0) acc += cluster.map_shared_rank(merged, z)[2 + j] * weight[z];
+    if (sumOf[z] > 0) acc += part[z][2 + j] * weight[z];
   out[j] = fromFloat<T>(acc / total);
 }
 
@@ -195,8 +196,8 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
     const size_t at = cacheAt(place.seq[i]);
     attendSplit(headOut, scores, partial, mine, qkv, keyCache + at, valueCache + at, i, h, begin, last, s,
                 rowThreads, splits);
-  } else if (splits > 1) {  // the whole split lies beyond this token's position
-    for (int j = threadIdx.x; j < d + 2; j += blockDim.x) mine[j] = j == 0 ? -INFINITY : 0.0f;
+  } else if (splits > 1 && threadIdx.x == 0) {  // the whole split lies beyond this token's position:
+    mine[0] = -INFINITY, mine[1] = 0.0f;         // a sum of 0, so the merge reads none of its acc
   }
   if (splits == 1) return;
   cg::cluster_group cluster = cg::this_cluster();
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
 // limit raised first where needed.
 template <typename T, int kBlocksPerSm>
 cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, const void* valueCache,
-                              TokenPlacement place, int n, int splits, const AttentionShape& s, Launch on) {
+                                TokenPlacement place, int n, int splits, const AttentionShape& s, Launch on) {
   auto kernel = attentionKernel<T, kBlocksPerSm>;
   const int chunk = attentionChunk(s.maxContext, splits);
   const size_t smem = attentionSharedBytes(chunk, s.headDim, splits);
@@ -228,23 +229,28 @@ cudaError_t residentBlocksOf(size_t smem, int* blocks) {
                                                        smem);
 }
 
-template <typename T>
-cudaError_t launchAttentionAs(T* out, const void* qkv, const void* keyCache, const void* valueCache,
-                              TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
-                              Launch on) {
-  if (blocksPerSm == 2) return launchAttentionBuild<T, 2>(out, qkv, keyCache, valueCache, place, n, splits, s, on);
-  return launchAttentionBuild<T, 1>(out, qkv, keyCache, valueCache, place, n, splits, s, on);
+template <typename T, int kBlocks>
+struct Build {
+  using Type = T;
+  static constexpr int kBlocksPerSm = kBlocks;
+};
+
+// Calls use(Build<T, blocks per SM>{}) for the kernel instance of (t,
+// blocksPerSm), 1 or 2 (the callers check).
+template <typename Use>
+cudaError_t withBuild(DType t, int blocksPerSm, Use use) {
+  if (t == DType::F32) return blocksPerSm == 2 ? use(Build<float, 2>{}) : use(Build<float, 1>{});
+  return blocksPerSm == 2 ? use(Build<__nv_bfloat16, 2>{}) : use(Build<__nv_bfloat16, 1>{});
 }
 
 }  // namespace
 
 cudaError_t attentionResidentBlocks(DType t, int blocksPerSm, size_t sharedBytes, int* blocks) {
   if (blocksPerSm < 1 || blocksPerSm > 2) return cudaErrorInvalidValue;
-  if (t == DType::F32)
-    return blocksPerSm == 2 ? residentBlocksOf<float, 2>(sharedBytes, blocks)
-                            : residentBlocksOf<float, 1>(sharedBytes, blocks);
-  return blocksPerSm == 2 ? residentBlocksOf<__nv_bfloat16, 2>(sharedBytes, blocks)
-                          : residentBlocksOf<__nv_bfloat16, 1>(sharedBytes, blocks);
+  return withBuild(t, blocksPerSm, [&](auto build) {
+    using B = decltype(build);
+    return residentBlocksOf<typename B::Type, B::kBlocksPerSm>(sharedBytes, blocks);
+  });
 }
 
 cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
@@ -253,11 +259,12 @@ cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* key
   if (s.headDim > kAttentionMaxHeadDim || s.headDim % 4 != 0 || splits < 1 || splits > kAttentionMaxSplits ||
       blocksPerSm < 1 || blocksPerSm > 2)
     return cudaErrorInvalidValue;
-  if (t == DType::F32)
-    return launchAttentionAs(static_cast<float*>(out), qkv, keyCache, valueCache, place, n, splits, blocksPerSm, s,
-                             on);
-  return launchAttentionAs(static_cast<__nv_bfloat16*>(out), qkv, keyCache, valueCache, place, n, splits,
-                           blocksPerSm, s, on);
+  return withBuild(t, blocksPerSm, [&](auto build) {
+    using B = decltype(build);
+    using T = typename B::Type;
+    return launchAttentionBuild<T, B::kBlocksPerSm>(static_cast<T*>(out), qkv, keyCache, valueCache, place, n,
+                                                    splits, s, on);
+  });
 }
 
 }  // namespace engine

@@ -6,6 +6,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+
 #include "gpu_kernels.h"
 
 namespace engine {
@@ -93,23 +96,27 @@ __device__ float blockMax(float v) {
   return total;
 }
 
-// Raises `kernel`'s dynamic shared memory limit to `smem` when *allowed (its
-// current limit, 48 KB at first) is lower. One instance serves launches of
-// different sizes, and a captured graph keeps its launches: the limit only
-// ever goes up, and is set once per size rather than at every launch.
-inline cudaError_t allowSharedBytes(const void* kernel, size_t smem, size_t* allowed) {
-  if (smem <= *allowed) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e == cudaSuccess) *allowed = smem;
-  return e;
-}
-
-// allowSharedBytes for kernel instance kKernel, with the one record of its
-// limit (a second record could set it lower than a launch already needs).
+// Raises kernel instance kKernel's dynamic shared memory limit to `smem` on
+// the current device where its limit there (48 KB at first) is lower. The
+// limit is a per-device attribute; one record of it per device (a second
+// record could set it lower than a launch already needs), under a lock since
+// ranks may share a process. One instance serves launches of different
+// sizes, and a captured graph keeps its launches: the limit only ever goes
+// up, and is set once per size rather than at every launch.
 template <auto kKernel>
 cudaError_t allowKernelShared(size_t smem) {
-  static size_t allowed = 48 * 1024;
-  return allowSharedBytes(reinterpret_cast<const void*>(kKernel), smem, &allowed);
+  static std::mutex mutex;
+  static std::map<int, size_t> allowedOn;  // device -> limit set
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mutex);
+  size_t& allowed = allowedOn.try_emplace(device, 48 * 1024).first->second;
+  if (smem <= allowed) return cudaSuccess;
+  e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kKernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(smem));
+  if (e == cudaSuccess) allowed = smem;
+  return e;
 }
 
 // kernel<<<grid, block, smem, on.stream>>>(args...), as a programmatic
