@@ -1,7 +1,8 @@
 // Matrix-vector products for decode (gemv.h): the entry points, and the
 // CUDA-core kernel for 1-2 tokens (3-8 tokens run on tensor cores,
-// gemv_mma.cu). One block stages the input vector(s) in shared memory, then
-// each warp streams whole rows of W: its rows' 16-byte chunks form one
+// gemv_mma.cu). A block stages a normed input (the fused norm) in shared
+// memory, a plain one each lane reads beside its weights; each warp streams
+// whole rows of W: its rows' 16-byte chunks form one
 // sequence, and the next chunk is loaded while the current one is
 // multiplied, so loads stay in flight across row ends. The first chunk is
 // loaded before waiting for the previous kernel (weights never depend on
@@ -35,10 +36,12 @@ __device__ inline float dot8(const uint4& w, const uint4& x) {
   return acc;
 }
 
-// This lane's share of one chunk of kRows rows.
-template <int kRows>
+// This lane's share of one chunk of kRows rows and, when the input is not
+// staged, of the same positions of kTokens inputs.
+template <int kRows, int kTokens, bool kStaged>
 struct Chunk {
   uint4 w[kRows][kLoads];
+  uint4 x[kStaged ? 1 : kTokens][kLoads];
 
   __device__ void load(const GemvParams& p, const int (&rows)[kRows], int chunk, int lane) {
 #pragma unroll
@@ -52,7 +55,20 @@ struct Chunk {
     }
   }
 
-  template <int kTokens>
+  // Unstaged input: the tokens' rows in (global memory), at this chunk's positions.
+  __device__ void loadInput(const uint4* in, int chunk, int lane, int vectors) {
+    static_assert(!kStaged, "a staged input is read from shared memory");
+#pragma unroll
+    for (int b = 0; b < kTokens; ++b) {
+#pragma unroll
+      for (int k = 0; k < kLoads; ++k) {
+        const int v = chunk * kChunkVectors + k * 32 + lane;
+        x[b][k] = v < vectors ? in[b * vectors + v] : make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+
+  // xs: the staged inputs (shared memory), or unused.
   __device__ void accumulate(float (&acc)[kRows][kTokens], const uint4* xs, int chunk, int lane, int vectors) const {
 #pragma unroll
     for (int k = 0; k < kLoads; ++k) {
@@ -60,40 +76,51 @@ struct Chunk {
       if (v >= vectors) break;
 #pragma unroll
       for (int b = 0; b < kTokens; ++b) {
-        const uint4 x = xs[b * vectors + v];
+        uint4 in;
+        if constexpr (kStaged) in = xs[b * vectors + v];
+        else in = x[b][k];
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) acc[r][b] += dot8(w[r][k], x);
+        for (int r = 0; r < kRows; ++r) acc[r][b] += dot8(w[r][k], in);
       }
     }
   }
 };
 
-template <int kTokens, Epilogue kEpilogue, typename OutT>
+// Staged (the fused norm in front): the input rows in shared memory. Plain:
+// each lane loads its share of the input with the chunk's weights (from L2
+// after the first block's reads), so the products start without a staging pass.
+template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged>
 __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   constexpr int kRows = kEpilogue == Epilogue::Plain ? 1 : 2;
-  extern __shared__ uint4 xs[];  // [kTokens][vectors] bf16, then (fused norm) fp32 staging [in]
+  extern __shared__ uint4 xs[];  // staged: [kTokens][vectors] bf16, then the norm's fp32 staging [in]
   const int lane = threadIdx.x % 32;
   const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * p.rowsPerWarp;
   const int outputs = max(0, min(p.out, first + p.rowsPerWarp) - first);
   const int chunksPerRow = (p.vectors + kChunkVectors - 1) / kChunkVectors;
   const int items = outputs * chunksPerRow;
+  const uint4* input = static_cast<const uint4*>(p.input.x);  // unstaged only
 
   int rows[kRows], nextRows[kRows];
-  Chunk<kRows> current;
+  Chunk<kRows, kTokens, kStaged> current;
   if (items > 0) {
     rowsOf<kEpilogue>(p, first, rows);
     current.load(p, rows, 0, lane);
   }
-  waitForPrevious();
-  stageInput<1>(p, kTokens, p.vectors, xs);
+  waitForPrevious();  // the input is the previous kernel's output
+  if constexpr (kStaged) {
+    stageInput<1>(p, kTokens, p.vectors, xs);
+  } else {
+    if (items > 0) current.loadInput(input, 0, lane, p.vectors);
+  }
 
   float acc[kRows][kTokens] = {};
   for (int item = 0; item < items; ++item) {
     const int j = first + item / chunksPerRow, chunk = item % chunksPerRow;
-    Chunk<kRows> next;
+    Chunk<kRows, kTokens, kStaged> next;
     if (item + 1 < items) {
       rowsOf<kEpilogue>(p, first + (item + 1) / chunksPerRow, nextRows);
       next.load(p, nextRows, (item + 1) % chunksPerRow, lane);
+      if constexpr (!kStaged) next.loadInput(input, (item + 1) % chunksPerRow, lane, p.vectors);
     }
     current.accumulate(acc, xs, chunk, lane, p.vectors);
     current = next;
@@ -113,19 +140,19 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   }
 }
 
-// Shared memory of an instance of kTokens: its input rows as bf16, and the
-// fused norm's fp32 staging.
-size_t sharedBytes(int kTokens, int in, bool norm) { return size_t(kTokens) * in * 2 + (norm ? size_t(in) * 4 : 0); }
+// Shared memory of a staged instance of kTokens: its input rows as bf16,
+// and the fused norm's fp32 staging.
+size_t stagedBytes(int kTokens, int in) { return size_t(kTokens) * in * 2 + size_t(in) * 4; }
 
 // Launches the instance for (tokens, epilogue, output type) with a grid of
 // the blocks that fit at once, every warp taking the same number of outputs
-// (no tail of half-idle SMs).
-template <int kTokens, Epilogue kEpilogue, typename OutT>
+// (no tail of half-idle SMs). Only a normed input is staged.
+template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged>
 cudaError_t launchInstance(GemvParams p, Launch on) {
-  auto kernel = gemvKernel<kTokens, kEpilogue, OutT>;
-  const size_t smem = sharedBytes(kTokens, p.in, p.input.normed());
+  auto kernel = gemvKernel<kTokens, kEpilogue, OutT, kStaged>;
+  const size_t smem = kStaged ? stagedBytes(kTokens, p.in) : 0;
   int blocks = 0;
-  cudaError_t e = gemvBlocksFor<gemvKernel<kTokens, kEpilogue, OutT>>(kThreads, smem, &blocks);
+  cudaError_t e = gemvBlocksFor<gemvKernel<kTokens, kEpilogue, OutT, kStaged>>(kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;
   const int warps = blocks * kWarps;
   p.rowsPerWarp = (p.out + warps - 1) / warps;
@@ -137,7 +164,11 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
 template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchFor(const GemvParams& p, Launch on) {
   if (p.tokens > kMaxTokens) return launchGemvMma<kEpilogue, OutT>(p, on);
-  return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT>(p, on) : launchInstance<2, kEpilogue, OutT>(p, on);
+  if (p.input.normed())
+    return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, true>(p, on)
+                         : launchInstance<2, kEpilogue, OutT, true>(p, on);
+  return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, false>(p, on)
+                       : launchInstance<2, kEpilogue, OutT, false>(p, on);
 }
 
 GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int out, int in, int pairRows) {
@@ -189,12 +220,12 @@ cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int
   return cudaSuccess;
 }
 
-// The input rows (and the norm's staging) must fit in a block's shared memory
-// (227 KB on H100/H200, 200 KB allowed here).
+// A normed input's rows and the norm's staging must fit in a block's shared
+// memory (the tensor-core kernel's: gemvMmaFits); a plain input is not staged.
 bool gemvFits(int n, int in, bool norm) {
   if (n < 1 || n > kGemvMaxTokens || in < 8 || in % 8 != 0) return false;
-  const size_t bytes = n <= kMaxTokens ? sharedBytes(n, in, norm) : gemvMmaSharedBytes(n, in, norm);
-  return bytes <= 200 * 1024;
+  if (n > kMaxTokens) return gemvMmaFits(n, in, norm);
+  return !norm || stagedBytes(n, in) <= kGemvMaxSharedBytes;
 }
 
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,

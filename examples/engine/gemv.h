@@ -1,6 +1,6 @@
 // The decode path's matrix products: y[b] = W x[b] for up to 8 tokens with
 // bf16 weights. Bound by reading W once, so each kernel streams W with many
-// loads in flight and keeps the input vectors in shared memory. 1-2 tokens
+// loads in flight. 1-2 tokens
 // run on CUDA cores (gemv.cu), 3-8 on tensor cores (gemv_mma.cu: mma.sync
 // with the tokens as the 8 columns). The input is either a bf16 vector or the
 // residual stream normalised on the fly (the add + RMSNorm that precedes the
@@ -15,11 +15,11 @@
 
 namespace engine {
 
-// True when the GEMV kernels take this product: 1-8 tokens, in % 8 == 0, and
-// the input rows fit in shared memory, with the fused norm's staging when
-// `norm` (the input is then the residual stream): for 2 tokens in <= 25600
-// with the norm, 51200 without; for 8 tokens in <= 4240 with it, 11712
-// without (so llama3-8b's down product at TP=1, in = 14336, stays on cuBLAS).
+// True when the GEMV kernels take this product: 1-8 tokens, in % 8 == 0,
+// and, when `norm` (the input is the residual stream, normalised on the fly),
+// the input rows and the norm's fp32 staging fit in shared memory: in <=
+// 25600 for 1-2 tokens, 4240 for 8. A plain input is read from global memory,
+// not staged, so any size fits.
 bool gemvFits(int n, int in, bool norm = true);
 
 // The input vector of every token: x, or, when x is null,

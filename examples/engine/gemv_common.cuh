@@ -34,10 +34,15 @@ struct GemvParams {
 
 constexpr int kGemvMaxTokens = 8;  // the tokens of one mma's n
 
-// Dynamic shared memory of the tensor-core kernel for `tokens` tokens
-// (gemv_mma.cu): the bf16 input rows, and the fused norm's fp32 staging
-// (`norm`) or the partial sums of split tiles, whichever is larger.
-size_t gemvMmaSharedBytes(int tokens, int in, bool norm);
+// The most dynamic shared memory a GEMV block stages its inputs in (227 KB
+// on H100/H200; some is left for the kernels' static arrays).
+constexpr size_t kGemvMaxSharedBytes = 200 * 1024;
+
+// Whether the tensor-core kernel (gemv_mma.cu) takes `tokens` tokens of
+// `in` values: always for a plain input (staged in shared memory, or read
+// from global memory when its rows do not fit), only when the rows and the
+// fp32 staging fit for the fused norm.
+bool gemvMmaFits(int tokens, int in, bool norm);
 
 // How many blocks of `threads` threads and `smem` bytes of shared memory fit
 // on the current device at once; kept per (kernel, device, smem) after the
@@ -85,36 +90,17 @@ __device__ void blockSums(float (&v)[k]) {
   }
 }
 
-// xs[b * stride + v] = vector v of token b's input, as bf16, for the whole
-// block (b < tokens). Each thread issues kPass loads before it stores any of
-// them (a store to global memory could alias a later load, so the compiler
-// keeps that order): one memory latency per kPass loads. The fused norm
-// reads its inputs 4 values at a time and keeps residual + delta in shared
-// memory (`staged`, fp32, kPass rows of in) between the sum of squares and
-// the scaling, kPass tokens a pass, each pass with one block reduction. The
+// xs[b * stride + v] = vector v of token b's normed input, as bf16, for the
+// whole block (b < tokens; a plain input is not staged). The norm reads its
+// inputs 4 values at a time and keeps residual + delta in shared memory
+// (`staged`, fp32, kPass rows of in) between the sum of squares and the
+// scaling, kPass tokens a pass, each pass with one block reduction. The
 // CUDA-core kernel takes one token a pass (its staging is one row), the
 // tensor-core kernel all of them in one.
 template <int kPass>
 __device__ void stageInput(const GemvParams& p, int tokens, int stride, uint4* xs) {
   const GemvInput& in = p.input;
   float4* staged = reinterpret_cast<float4*>(xs + tokens * stride);  // the norm's, past the inputs
-  if (in.x) {
-    const uint4* x = static_cast<const uint4*>(in.x);
-    const int total = tokens * p.vectors;
-    for (int first = threadIdx.x; first < total; first += kPass * blockDim.x) {
-      uint4 v[kPass];
-#pragma unroll
-      for (int i = 0; i < kPass; ++i)
-        if (first + i * blockDim.x < total) v[i] = x[first + i * blockDim.x];
-#pragma unroll
-      for (int i = 0; i < kPass; ++i) {
-        const int at = first + i * blockDim.x, b = at / p.vectors;
-        if (at < total) xs[b * stride + at - b * p.vectors] = v[i];
-      }
-    }
-    __syncthreads();
-    return;
-  }
   constexpr int kUnroll = kPass == 1 ? 4 : 1;  // iterations of the first pass unrolled (registers)
   const int groups = p.in / 4;
   const auto* weight = static_cast<const uint2*>(in.normWeight);

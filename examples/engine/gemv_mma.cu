@@ -16,6 +16,12 @@
 // shared memory. The mma's k order is a permutation of memory's, the same for
 // A and B.
 //
+// Input: with the fused norm in front, staged in shared memory (bf16, the
+// norm applied); a plain input is read by each lane from global memory, its
+// B fragments loaded with the chunk's weights (the whole input is at most a
+// few hundred KB, so after the first block's reads it comes from L2), which
+// also takes rows too large to stage (llama3-8b's down product at TP=1).
+//
 // Work: one block of 16 warps per SM, so that the input is staged once per
 // SM; each block takes a contiguous run of 16-row tiles. When a block has
 // fewer tiles than warps, `splits` warps share a tile, each a slice of its K,
@@ -74,9 +80,12 @@ __device__ void tileRows(const GemvParams& p, int tile, int g, int (&rows)[2]) {
 }
 
 // This lane's share of one chunk of a tile: kSteps 16-byte vectors of each
-// of its two rows, vector chunk * kChunkVectors + 4s + t for step s.
+// of its two rows, vector chunk * kChunkVectors + 4s + t for step s, and,
+// when the input is not staged, the same vectors of token g's input.
+template <bool kStaged>
 struct Chunk {
   uint4 w[2][kSteps];
+  uint4 b[kStaged ? 1 : kSteps];
 
   __device__ void load(const GemvParams& p, const int (&rows)[2], int chunk, int t) {
 #pragma unroll
@@ -90,17 +99,29 @@ struct Chunk {
     }
   }
 
-  // acc += the chunk's rows times the same positions of token g's input x.
-  // Past the end of a row both operands are zeros (the staged row's padding
-  // is never written, so it is masked too).
+  // Unstaged input: token g's row x (global memory), at this chunk's vectors.
+  __device__ void loadInput(const uint4* x, int chunk, int t, int vectors) {
+    static_assert(!kStaged, "a staged input is read from shared memory");
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int v = chunk * kChunkVectors + 4 * s + t;
+      b[s] = v < vectors ? x[v] : make_uint4(0, 0, 0, 0);
+    }
+  }
+
+  // acc += the chunk's rows times the same positions of token g's input: x
+  // (staged, shared memory) or b. Past the end of a row both operands are
+  // zeros (the staged row's padding is never written, so it is masked too).
   __device__ void multiply(float (&acc)[4], const uint4* x, int chunk, int t, int vectors) const {
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       const int first = chunk * kChunkVectors + 4 * s;
       if (first >= vectors) break;  // the same for the whole warp
-      const uint4 b = first + t < vectors ? x[first + t] : make_uint4(0, 0, 0, 0);
-      mma(acc, w[0][s].x, w[1][s].x, w[0][s].y, w[1][s].y, b.x, b.y);
-      mma(acc, w[0][s].z, w[1][s].z, w[0][s].w, w[1][s].w, b.z, b.w);
+      uint4 in;
+      if constexpr (kStaged) in = first + t < vectors ? x[first + t] : make_uint4(0, 0, 0, 0);
+      else in = b[s];
+      mma(acc, w[0][s].x, w[1][s].x, w[0][s].y, w[1][s].y, in.x, in.y);
+      mma(acc, w[0][s].z, w[1][s].z, w[0][s].w, w[1][s].w, in.z, in.w);
     }
   }
 };
@@ -132,9 +153,11 @@ __device__ void finishTile(const GemvParams& p, int tile, int g, int t, const fl
   }
 }
 
-template <Epilogue kEpilogue, typename OutT>
+template <Epilogue kEpilogue, typename OutT, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
-  extern __shared__ uint4 xs[];  // [tokens][stride] bf16 inputs, then the norm's staging, later the partials
+  // Staged: [tokens][stride] bf16 inputs, then the norm's staging, later the
+  // partials; else only the partials.
+  extern __shared__ uint4 xs[];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   // This block's tiles [firstTile, endTile), `slots` at a time (a round):
   // this warp takes the tile of its slot in each round, and of it the chunks
@@ -153,28 +176,39 @@ __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
   // chunk: keeping a round's rows (and the next round's) in registers across
   // the chunk loop made batch-8 decode 4 % slower on H200 (llama3-8b TP=1
   // 5196 against 4988 us a step, llama3-1b 1152 against 1113).
-  auto load = [&](Chunk& into, int r, int c) {
+  // The unstaged input is the previous kernel's output: read after the wait.
+  auto load = [&](Chunk<kStaged>& into, int r, int c, const uint4* x) {
     const int tile = firstTile + slot + r * slots;
     int rows[2] = {-1, -1};
     if (tile < endTile) tileRows<kEpilogue>(p, tile, g, rows);
     into.load(p, rows, firstChunk + c, t);
+    if constexpr (!kStaged) {
+      if (x) into.loadInput(x, firstChunk + c, t, p.vectors);
+    }
   };
 
-  Chunk current;
-  if (rounds > 0 && chunks > 0) load(current, 0, 0);
+  Chunk<kStaged> current;
+  if (rounds > 0 && chunks > 0) load(current, 0, 0, nullptr);
   waitForPrevious();
-  stageInput<kGemvMaxTokens>(p, p.tokens, p.stride, xs);
-  const uint4* x = xs + min(g, p.tokens - 1) * p.stride;  // column g of B: token g (any token past the last)
-  float* partials = reinterpret_cast<float*>(xs + p.tokens * p.stride);  // the staging is dead by now
+  const int column = min(g, p.tokens - 1);  // column g of B: token g (any token past the last)
+  const uint4* x;
+  if constexpr (kStaged) {
+    stageInput<kGemvMaxTokens>(p, p.tokens, p.stride, xs);
+    x = xs + column * p.stride;
+  } else {
+    x = static_cast<const uint4*>(p.input.x) + size_t(column) * p.vectors;
+    if (rounds > 0 && chunks > 0) current.loadInput(x, firstChunk, t, p.vectors);
+  }
+  float* partials = reinterpret_cast<float*>(xs + (kStaged ? p.tokens * p.stride : 0));  // the staging is dead
 
   for (int r = 0; r < rounds; ++r) {
     float acc[4] = {};
     for (int c = 0; c < chunks; ++c) {
-      Chunk next;
+      Chunk<kStaged> next;
       if (c + 1 < chunks) {
-        load(next, r, c + 1);
+        load(next, r, c + 1, x);
       } else if (r + 1 < rounds) {
-        load(next, r + 1, 0);
+        load(next, r + 1, 0, x);
       }
       current.multiply(acc, x, firstChunk + c, t, p.vectors);
       current = next;
@@ -213,14 +247,21 @@ int splitsFor(int tiles, int chunks) {
   return best;
 }
 
+// Shared memory of a staged instance: the input rows, and the fused norm's
+// fp32 staging (`norm`) or the partial sums of split tiles, whichever is larger.
+size_t stagedBytes(int tokens, int in, bool norm) {
+  const size_t inputs = size_t(tokens) * strideFor(in / 8) * 16;
+  return inputs + std::max(norm ? size_t(tokens) * in * 4 : 0, kPartialBytes);
+}
+
 // One block per SM (as many as fit), each with a contiguous, even share of
 // the tiles.
-template <Epilogue kEpilogue, typename OutT>
+template <Epilogue kEpilogue, typename OutT, bool kStaged>
 cudaError_t launchInstance(GemvParams p, Launch on) {
-  auto kernel = gemvMmaKernel<kEpilogue, OutT>;
-  const size_t smem = gemvMmaSharedBytes(p.tokens, p.in, p.input.normed());
+  auto kernel = gemvMmaKernel<kEpilogue, OutT, kStaged>;
+  const size_t smem = kStaged ? stagedBytes(p.tokens, p.in, p.input.normed()) : kPartialBytes;
   int blocks = 0;
-  cudaError_t e = gemvBlocksFor<gemvMmaKernel<kEpilogue, OutT>>(kThreads, smem, &blocks);
+  cudaError_t e = gemvBlocksFor<gemvMmaKernel<kEpilogue, OutT, kStaged>>(kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;
   const int outputsPerTile = kEpilogue == Epilogue::Plain ? 16 : 8;
   p.tiles = (p.out + outputsPerTile - 1) / outputsPerTile;
@@ -231,15 +272,21 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
 
 }  // namespace
 
-size_t gemvMmaSharedBytes(int tokens, int in, bool norm) {
-  const size_t inputs = size_t(tokens) * strideFor(in / 8) * 16;
-  return inputs + std::max(norm ? size_t(tokens) * in * 4 : 0, kPartialBytes);
+bool gemvMmaFits(int tokens, int in, bool norm) {
+  return !norm || stagedBytes(tokens, in, norm) <= kGemvMaxSharedBytes;
 }
 
+// Only a normed input is staged (the norm is computed there). A plain one is
+// read from global memory even where it would fit: no staging pass before
+// the first product, and measured faster at 8 tokens on H200 (2026-11-30,
+// TP=1 decode step: llama3-1b 1053 us against 1120 staged, llama3-8b 4784
+// against 4945 with its down product on cuBLAS, 4807 staged where it fits).
 template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchGemvMma(GemvParams p, Launch on) {
+  if (!p.input.normed()) return launchInstance<kEpilogue, OutT, false>(p, on);
+  if (!gemvMmaFits(p.tokens, p.in, true)) return cudaErrorInvalidValue;  // gemvFits refuses it
   p.stride = strideFor(p.vectors);
-  return launchInstance<kEpilogue, OutT>(p, on);
+  return launchInstance<kEpilogue, OutT, true>(p, on);
 }
 
 template cudaError_t launchGemvMma<Epilogue::Plain, float>(GemvParams, Launch);
