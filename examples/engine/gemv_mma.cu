@@ -247,11 +247,11 @@ int splitsFor(int tiles, int chunks) {
   return best;
 }
 
-// Shared memory of a staged instance: the input rows, and the fused norm's
-// fp32 staging (`norm`) or the partial sums of split tiles, whichever is larger.
-size_t stagedBytes(int tokens, int in, bool norm) {
+// Shared memory of a staged (normed) instance: the input rows, and the
+// norm's fp32 staging or the partial sums of split tiles, whichever is larger.
+size_t stagedBytes(int tokens, int in) {
   const size_t inputs = size_t(tokens) * strideFor(in / 8) * 16;
-  return inputs + std::max(norm ? size_t(tokens) * in * 4 : 0, kPartialBytes);
+  return inputs + std::max(size_t(tokens) * in * 4, kPartialBytes);
 }
 
 // One block per SM (as many as fit), each with a contiguous, even share of
@@ -259,7 +259,7 @@ size_t stagedBytes(int tokens, int in, bool norm) {
 template <Epilogue kEpilogue, typename OutT, bool kStaged>
 cudaError_t launchInstance(GemvParams p, Launch on) {
   auto kernel = gemvMmaKernel<kEpilogue, OutT, kStaged>;
-  const size_t smem = kStaged ? stagedBytes(p.tokens, p.in, p.input.normed()) : kPartialBytes;
+  const size_t smem = kStaged ? stagedBytes(p.tokens, p.in) : kPartialBytes;
   int blocks = 0;
   cudaError_t e = gemvBlocksFor<gemvMmaKernel<kEpilogue, OutT, kStaged>>(kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;
@@ -273,7 +273,7 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
 }  // namespace
 
 bool gemvMmaFits(int tokens, int in, bool norm) {
-  return !norm || stagedBytes(tokens, in, norm) <= kGemvMaxSharedBytes;
+  return !norm || stagedBytes(tokens, in) <= kGemvMaxSharedBytes;
 }
 
 // Only a normed input is staged (the norm is computed there). A plain one is
