@@ -448,11 +448,13 @@ TEST_CASE("missing, misshapen and untyped tensors are named") {
   }
 }
 
-// TP=2 from per-rank shard loads (each rank reading only its slices) against
-// TP=1 from the full load: same logits up to float32 summation order.
-TEST_CASE("HF models decode the same with TP=2 shard loads as with TP=1") {
-  for (const char* arch : {"llama", "qwen3"}) {
-    DYNAMIC_SECTION(arch) {
+// TP=2 and TP=4 from per-rank shard loads (each rank reading only its
+// slices; at TP=4 the 2 KV heads are replicated) against TP=1 from the full
+// load, every supported architecture: same logits up to float32 summation
+// order, and bit-identical on every rank (so every rank samples the same).
+TEST_CASE("HF models decode the same with TP=2 and TP=4 shard loads as with TP=1") {
+  for (const char* arch : {"llama", "mistral", "qwen2", "qwen3"})
+    for (int tp : {2, 4}) DYNAMIC_SECTION(arch << " TP=" << tp) {
       TempDir dir;
       hftest::WriteOptions o;
       o.architecture = hftest::architectureOf(arch);
@@ -463,7 +465,6 @@ TEST_CASE("HF models decode the same with TP=2 shard loads as with TP=1") {
       NoAllReduce none;
       CpuModel tp1(full.weights, planShard(c, 1, 0), &none);
 
-      const int tp = 2;
       LocalAllReduce reduce(tp);
       std::vector<CpuModel> ranks;
       for (int r = 0; r < tp; ++r)
@@ -480,8 +481,8 @@ TEST_CASE("HF models decode the same with TP=2 shard loads as with TP=1") {
           REQUIRE(got[r].size() == want.size());
           for (size_t i = 0; i < want.size(); ++i) REQUIRE(std::fabs(got[r][i] - want[i]) <= 1e-4f + 1e-4f * std::fabs(want[i]));
         }
-        for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[0][i] == got[1][i]);  // every rank the same
+        for (int r = 1; r < tp; ++r)
+          for (size_t i = 0; i < want.size(); ++i) REQUIRE(got[r][i] == got[0][i]);  // every rank the same
       }
     }
-  }
 }
