@@ -8,6 +8,12 @@ namespace rcn {
 
 namespace {
 
+// Whether the NIC registers this GPU's memory through dma-buf (the GPU
+// exports it and this rdma-core can take it) rather than nvidia-peermem.
+bool registersByDmabuf(const GpuInfo& gpu, bool dmabufRegistration) {
+  return gpu.dmaBuf == Support::Yes && dmabufRegistration;
+}
+
 // Why rank r cannot take GPUDirect RDMA writes ("" when it can). Auto also
 // wants the GPU and its nearest NIC under one PCIe switch (NCCL's default
 // GDR level): further apart, the NIC's reads of GPU memory cross the CPU's
@@ -18,8 +24,7 @@ std::string gdrObstacle(const RankTopo& r, int rank, GdrMode mode, bool dmabufRe
   if (!gpu) return who + " is not in its topology";
   if (gpu->integrated) return who + " is integrated (its memory is host memory)";
   if (gpu->gdr != Support::Yes) return who + " does not report GPUDirect RDMA support";
-  const bool dmabuf = gpu->dmaBuf == Support::Yes && dmabufRegistration;
-  if (!dmabuf && r.peerMemModule.empty())
+  if (!registersByDmabuf(*gpu, dmabufRegistration) && r.peerMemModule.empty())
     return "rank " + std::to_string(rank) + " has neither dma-buf registration nor nvidia-peermem";
   if (mode == GdrMode::Auto && gpu->nicDistance != PciDistance::Pix && gpu->nicDistance != PciDistance::Pxb)
     return who + " is " + pciDistanceName(gpu->nicDistance) + " from its nearest NIC (auto wants PIX or PXB)";
@@ -62,7 +67,7 @@ rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire,
     if (out->why.empty()) {
       const GpuInfo* mine = gpuByIndex(topo->ranks[rank], topo->ranks[rank].cudaDev);
       out->device = true;
-      out->dmabuf = mine->dmaBuf == Support::Yes && dmabufRegistration;
+      out->dmabuf = registersByDmabuf(*mine, dmabufRegistration);
       out->why = out->dmabuf ? "GPU memory, registered through dma-buf" : "GPU memory, registered through peermem";
     }
   }
