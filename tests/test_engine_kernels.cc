@@ -208,7 +208,7 @@ void check(const Case& c) {
 
 TEST_CASE("GEMV: bf16 and fp32 outputs, 1 and 2 tokens, against a double-precision product", "[engine][gpu]") {
   rcn::test::requireGpus(1);
-  // in = 2056: 257 16-byte vectors, one past a chunk of 32 lanes x 8 loads;
+  // in = 2056: 257 16-byte vectors, one past two chunks of 32 lanes x 4 loads;
   // 9001 rows: more than the resident warps, so each warp takes several.
   for (Case c : {Case{96, 160, 1, false, false}, Case{9001, 2056, 1, false, true}, Case{9001, 2056, 2, false, false},
                  Case{300, 4096, 2, false, true}, Case{4096, 14336, 1, false, false}})
@@ -229,8 +229,9 @@ TEST_CASE("GEMV with the residual add + RMSNorm fused in front", "[engine][gpu]"
 }
 
 // Tensor cores (3-8 tokens). in = 160 and 2056: a last chunk of one step, a
-// last step of one 16-byte vector; 9001, 300 and 4099 outputs: a last tile
-// with some rows missing (16 outputs a tile for Plain, 8 for the pairs).
+// last step of one 16-byte vector; 11712: long rows (92 chunks, the last of
+// two steps); 9001, 300 and 4099 outputs: a last tile with some rows missing
+// (16 outputs a tile for Plain, 8 for the pairs).
 TEST_CASE("GEMV on tensor cores: 3-8 tokens, bf16 and fp32 outputs", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   for (Case c : {Case{96, 160, 3, false, false}, Case{9001, 2056, 5, false, true}, Case{9001, 2056, 8, false, false},

@@ -2,7 +2,6 @@
 // of the engine's model (no KV cache, no code shared with CpuModel).
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "model.h"

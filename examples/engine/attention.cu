@@ -211,10 +211,10 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
 template <typename T, int kBlocksPerSm>
 cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, const void* valueCache,
                                 TokenPlacement place, int n, int splits, const AttentionShape& s, Launch on) {
-  auto kernel = attentionKernel<T, kBlocksPerSm>;
+  constexpr auto kernel = attentionKernel<T, kBlocksPerSm>;
   const int chunk = attentionChunk(s.maxContext, splits);
   const size_t smem = attentionSharedBytes(chunk, s.headDim, splits);
-  cudaError_t e = allowKernelShared<attentionKernel<T, kBlocksPerSm>>(smem);
+  cudaError_t e = allowKernelShared<kernel>(smem);
   if (e != cudaSuccess) return e;
   return launchInClusters(splits, kernel, dim3(splits, s.heads, n), dim3(kAttentionThreads), smem, on, out,
                           static_cast<const T*>(qkv), static_cast<const T*>(keyCache),
@@ -246,7 +246,7 @@ cudaError_t withBuild(DType t, int blocksPerSm, Use use) {
 }  // namespace
 
 cudaError_t attentionResidentBlocks(DType t, int blocksPerSm, size_t sharedBytes, int* blocks) {
-  if (blocksPerSm < 1 || blocksPerSm > 2) return cudaErrorInvalidValue;
+  if (blocksPerSm < 1 || blocksPerSm > kAttentionMaxBlocksPerSm) return cudaErrorInvalidValue;
   return withBuild(t, blocksPerSm, [&](auto build) {
     using B = decltype(build);
     return residentBlocksOf<typename B::Type, B::kBlocksPerSm>(sharedBytes, blocks);
@@ -257,7 +257,7 @@ cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* key
                             TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
                             Launch on) {
   if (s.headDim > kAttentionMaxHeadDim || s.headDim % 4 != 0 || splits < 1 || splits > kAttentionMaxSplits ||
-      blocksPerSm < 1 || blocksPerSm > 2)
+      blocksPerSm < 1 || blocksPerSm > kAttentionMaxBlocksPerSm)
     return cudaErrorInvalidValue;
   return withBuild(t, blocksPerSm, [&](auto build) {
     using B = decltype(build);

@@ -15,6 +15,8 @@ constexpr int kAttentionThreads = 512;
 constexpr int kAttentionMaxHeadDim = 256;
 // The splits of a head form one thread block cluster, whose portable size is at most 8.
 constexpr int kAttentionMaxSplits = 8;
+// The kernel's builds: 1 and 2 blocks an SM (attentionBlocksPerSm).
+constexpr int kAttentionMaxBlocksPerSm = 2;
 constexpr int kKeyRowsAhead = 4;    // key rows a thread loads before it multiplies any
 constexpr int kValueRowsAhead = 4;  // value rows a thread loads before the scores
 

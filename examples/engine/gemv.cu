@@ -150,10 +150,10 @@ size_t stagedBytes(int kTokens, int in) { return size_t(kTokens) * in * 2 + size
 // (no tail of half-idle SMs). Only a normed input is staged.
 template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged>
 cudaError_t launchInstance(GemvParams p, Launch on) {
-  auto kernel = gemvKernel<kTokens, kEpilogue, OutT, kStaged>;
+  constexpr auto kernel = gemvKernel<kTokens, kEpilogue, OutT, kStaged>;
   const size_t smem = kStaged ? stagedBytes(kTokens, p.in) : 0;
   int blocks = 0;
-  cudaError_t e = gemvBlocksFor<gemvKernel<kTokens, kEpilogue, OutT, kStaged>>(kThreads, smem, &blocks);
+  cudaError_t e = gemvBlocksFor<kernel>(kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;
   const int warps = blocks * kWarps;
   p.rowsPerWarp = (p.out + warps - 1) / warps;
@@ -186,7 +186,8 @@ GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int 
 }
 
 // What a launch of n tokens can take: an output to compute, and an input
-// whose rows fit in shared memory.
+// gemvFits takes (a normed one whose rows and staging fit; a plain one of
+// any size).
 bool launchable(const GemvInput& input, int n, int out, int in) {
   return out >= 1 && gemvFits(n, in, input.normed());
 }

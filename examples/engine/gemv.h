@@ -18,7 +18,7 @@ namespace engine {
 // True when the GEMV kernels take this product: 1-8 tokens, in % 8 == 0,
 // and, when `norm` (the input is the residual stream, normalised on the fly),
 // the input rows and the norm's fp32 staging fit in shared memory: in <=
-// 25600 for 1-2 tokens, 4240 for 8. A plain input is read from global memory,
+// 34128 for 1 token, 25600 for 2, 4240 for 8. A plain input is read from global memory,
 // not staged, so any size fits.
 bool gemvFits(int n, int in, bool norm = true);
 

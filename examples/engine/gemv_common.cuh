@@ -1,5 +1,5 @@
 // What the two GEMV kernels (gemv.h) share: their parameters, the staging of
-// the input vectors in shared memory (with the fused add + RMSNorm), the
+// a normed input in shared memory (the fused add + RMSNorm), the
 // weight rows behind an output, the epilogues, and the host-side helpers
 // that size a launch. gemv.cu holds the CUDA-core kernel for 1-2 tokens and
 // the entry points; gemv_mma.cu the tensor-core kernel for 3-8 tokens.
@@ -25,8 +25,7 @@ struct GemvParams {
   int pairRows;       // SwiGlu: the distance from a gate row to its up row
   QkvEpilogue qkv;    // Qkv only
   int rowsPerWarp;    // CUDA-core kernel: outputs per warp
-  // Tensor-core kernel:
-  int tokens;         // n, 3..8
+  int tokens;         // n, 1..8 (both kernels; the rest below is the tensor-core kernel's)
   int stride;         // 16-byte vectors from one token's staged input to the next
   int tiles;          // 16-row tiles of W (16 outputs for Plain, 8 for the pairs)
   int splits;         // warps that share a tile, each a slice of its K (1, 2, 4, 8 or 16)
@@ -39,9 +38,9 @@ constexpr int kGemvMaxTokens = 8;  // the tokens of one mma's n
 constexpr size_t kGemvMaxSharedBytes = 200 * 1024;
 
 // Whether the tensor-core kernel (gemv_mma.cu) takes `tokens` tokens of
-// `in` values: always for a plain input (staged in shared memory, or read
-// from global memory when its rows do not fit), only when the rows and the
-// fp32 staging fit for the fused norm.
+// `in` values: always for a plain input (never staged: each lane reads it
+// from global memory); for the fused norm only when the rows and the fp32
+// staging fit.
 bool gemvMmaFits(int tokens, int in, bool norm);
 
 // How many blocks of `threads` threads and `smem` bytes of shared memory fit

@@ -12,8 +12,8 @@
 // K: a dot product does not depend on the order of its terms, so the weights
 // are used as they lie in memory. Lane (g, t) loads 16 bytes (8 values) of
 // each of its two rows at k + 8t: values 0-3 feed one mma, 4-7 another; its B
-// fragment is the same 8 positions of token g's input, one 16-byte load from
-// shared memory. The mma's k order is a permutation of memory's, the same for
+// fragment is the same 8 positions of token g's input, one 16-byte load
+// (from shared memory when the input is staged). The mma's k order is a permutation of memory's, the same for
 // A and B.
 //
 // Input: with the fused norm in front, staged in shared memory (bf16, the
@@ -22,8 +22,8 @@
 // few hundred KB, so after the first block's reads it comes from L2), which
 // also takes rows too large to stage (llama3-8b's down product at TP=1).
 //
-// Work: one block of 16 warps per SM, so that the input is staged once per
-// SM; each block takes a contiguous run of 16-row tiles. When a block has
+// Work: one block of 16 warps per SM, so that a normed input is staged once
+// per SM; each block takes a contiguous run of 16-row tiles. When a block has
 // fewer tiles than warps, `splits` warps share a tile, each a slice of its K,
 // and add their partial sums through shared memory at the end of each round
 // of tiles. Weights stream as in the CUDA-core kernel: each lane keeps a chunk
@@ -258,10 +258,10 @@ size_t stagedBytes(int tokens, int in) {
 // the tiles.
 template <Epilogue kEpilogue, typename OutT, bool kStaged>
 cudaError_t launchInstance(GemvParams p, Launch on) {
-  auto kernel = gemvMmaKernel<kEpilogue, OutT, kStaged>;
+  constexpr auto kernel = gemvMmaKernel<kEpilogue, OutT, kStaged>;
   const size_t smem = kStaged ? stagedBytes(p.tokens, p.in) : kPartialBytes;
   int blocks = 0;
-  cudaError_t e = gemvBlocksFor<gemvMmaKernel<kEpilogue, OutT, kStaged>>(kThreads, smem, &blocks);
+  cudaError_t e = gemvBlocksFor<kernel>(kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;
   const int outputsPerTile = kEpilogue == Epilogue::Plain ? 16 : 8;
   p.tiles = (p.out + outputsPerTile - 1) / outputsPerTile;
@@ -279,12 +279,12 @@ bool gemvMmaFits(int tokens, int in, bool norm) {
 // Only a normed input is staged (the norm is computed there). A plain one is
 // read from global memory even where it would fit: no staging pass before
 // the first product, and measured faster at 8 tokens on H200 (2026-11-30,
-// TP=1 decode step: llama3-1b 1053 us against 1120 staged, llama3-8b 4784
-// against 4945 with its down product on cuBLAS, 4807 staged where it fits).
+// TP=1 decode step: llama3-1b 1053 us against 1120 staged; llama3-8b 4784
+// against 4945 staged (the down product then on cuBLAS, too large to stage)
+// and 4807 staged where it fits).
 template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchGemvMma(GemvParams p, Launch on) {
   if (!p.input.normed()) return launchInstance<kEpilogue, OutT, false>(p, on);
-  if (!gemvMmaFits(p.tokens, p.in, true)) return cudaErrorInvalidValue;  // gemvFits refuses it
   p.stride = strideFor(p.vectors);
   return launchInstance<kEpilogue, OutT, true>(p, on);
 }

@@ -66,7 +66,7 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   if (options.attentionSplits < 0 || options.attentionSplits > kAttentionMaxSplits)
     throw EngineError("attention splits " + std::to_string(options.attentionSplits) + ": 0 (automatic) to " +
                       std::to_string(kAttentionMaxSplits));
-  if (options.attentionBlocksPerSm < 0 || options.attentionBlocksPerSm > 2)
+  if (options.attentionBlocksPerSm < 0 || options.attentionBlocksPerSm > kAttentionMaxBlocksPerSm)
     throw EngineError("attention blocks per SM " + std::to_string(options.attentionBlocksPerSm) +
                       ": 0 (automatic), 1 or 2");
   int device = 0;

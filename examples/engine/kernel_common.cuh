@@ -96,22 +96,25 @@ __device__ float blockMax(float v) {
   return total;
 }
 
+constexpr size_t kDefaultDynamicShared = 48 * 1024;  // every kernel's limit on every device at first
+
 // Raises kernel instance kKernel's dynamic shared memory limit to `smem` on
-// the current device where its limit there (48 KB at first) is lower. The
-// limit is a per-device attribute; one record of it per device (a second
-// record could set it lower than a launch already needs), under a lock since
-// ranks may share a process. One instance serves launches of different
-// sizes, and a captured graph keeps its launches: the limit only ever goes
-// up, and is set once per size rather than at every launch.
+// the current device where its limit there (kDefaultDynamicShared at first)
+// is lower. The limit is a per-device attribute; one record of it per device
+// (a second record could set it lower than a launch already needs), under a
+// lock since ranks may share a process. One instance serves launches of
+// different sizes, and a captured graph keeps its launches: the limit only
+// ever goes up, and is set once per size rather than at every launch.
 template <auto kKernel>
 cudaError_t allowKernelShared(size_t smem) {
+  if (smem <= kDefaultDynamicShared) return cudaSuccess;  // nothing to raise (most decode launches)
   static std::mutex mutex;
   static std::map<int, size_t> allowedOn;  // device -> limit set
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   std::lock_guard<std::mutex> lock(mutex);
-  size_t& allowed = allowedOn.try_emplace(device, 48 * 1024).first->second;
+  size_t& allowed = allowedOn.try_emplace(device, kDefaultDynamicShared).first->second;
   if (smem <= allowed) return cudaSuccess;
   e = cudaFuncSetAttribute(reinterpret_cast<const void*>(kKernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
                            int(smem));

@@ -16,17 +16,16 @@
 namespace rcn::test {
 
 // CHECKs that every rank in `outcomes` exited 0; `what` names the case.
-inline bool checkRanks(const std::vector<RankOutcome>& outcomes, const std::string& what = "") {
+inline void checkRanks(const std::vector<RankOutcome>& outcomes, const std::string& what = "") {
   std::string report;
   const bool ok = allSucceeded(outcomes, &report);
   INFO((what.empty() ? report : what + ": " + report));
   CHECK(ok);
-  return ok;
 }
 
 // Runs body in one forked process, so that this process never touches CUDA;
 // an exception it throws is printed and fails it.
-inline bool checkInOneRank(const std::function<int()>& body, const std::string& what = "") {
+inline void checkInOneRank(const std::function<int()>& body, const std::string& what = "") {
   auto outcomes = runRanks(1, [&](int) -> int {
     try {
       return body();
@@ -35,7 +34,7 @@ inline bool checkInOneRank(const std::function<int()>& body, const std::string& 
       return 1;
     }
   });
-  return checkRanks(outcomes, what);
+  checkRanks(outcomes, what);
 }
 
 }  // namespace rcn::test
