@@ -1,5 +1,5 @@
-# rcn_engine (examples/engine): the CPU reference runs in CI; the GPU test
-# skips (exit 77) without GPUs. The engine targets are defined later, in
+# rcn_engine (examples/engine): the CPU reference runs in CI; the GPU tests'
+# cases skip without enough GPUs. The engine targets are defined later, in
 # examples/, which CMake resolves at generate time.
 if(ROCENANTE_BUILD_EXAMPLES)
   option(ROCENANTE_ENGINE_GPU "Build the engine's CUDA path (needs cuBLAS and the rocenante library)" ON)

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
+#include "support/scoped_env.h"
 #include "test_host_util.h"
 #include "transport/wire/tcp_wire.h"
 
@@ -117,14 +119,11 @@ TEST_CASE("host backend: a rank that never calls makes the others time out namin
     if (why.find("rank 1") == std::string::npos) return 41;  // must name the idle rank
     return took < kTimeoutMs / 1000.0 + 1.5 ? 0 : 42;
   }, 60);
-  std::string report;
-  bool ok = allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  checkRanks(outcomes);
 }
 
 TEST_CASE("host backend: a rank that never joins fails the others' setup in bounded time", "[host][fault]") {
-  setenv("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "2000", 1);
+  const ScopedEnv shortTimeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "2000");
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
   const int nranks = 3, absent = 2;
@@ -134,11 +133,7 @@ TEST_CASE("host backend: a rank that never joins fails the others' setup in boun
     if (!bs) return 0;  // the bootstrap noticed: that is the error we want
     return buildPath(bs.get(), "tcp") ? 50 : 0;
   }, 30);
-  unsetenv("ROCENANTE_BOOTSTRAP_TIMEOUT_MS");
-  std::string report;
-  bool ok = allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  checkRanks(outcomes);
 }
 
 TEST_CASE("host backend over tcp: a corrupted frame fails every rank", "[host][fault]") {
@@ -160,8 +155,5 @@ TEST_CASE("host backend over tcp: a corrupted frame fails every rank", "[host][f
     if (rank == corrupter) gTcpWireCorruptFrames.store(1);
     return callUntilError(path.get(), rank, (kTimeoutMs + 4000) / 1000.0);
   }, 60);
-  std::string report;
-  bool ok = allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  checkRanks(outcomes);
 }

@@ -1,19 +1,18 @@
 // The host backend over the tcp wire between ranks in separate network
 // namespaces, joined by veth pairs to a bridge in a third namespace (the
-// switch), so nothing goes over loopback. Skips (exit 77) where creating a
-// namespace is not permitted (unprivileged CI containers).
-#include <catch2/catch_session.hpp>
+// switch), so nothing goes over loopback. Skips where creating a namespace
+// is not permitted (unprivileged CI containers).
 #include <catch2/catch_test_macros.hpp>
 
 #include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "test_host_util.h"
 
 using namespace rcn;
@@ -102,6 +101,11 @@ int runRank(const Netns& net, int rank, int idPipe[2]) {
 }  // namespace
 
 TEST_CASE("host backend over tcp across network namespaces and a bridge", "[host][tcp][netns]") {
+  {
+    Netns probe;
+    probe.tag = "p" + probe.tag;
+    if (!sh("ip netns add " + probe.sw())) SKIP("'ip netns add' is not permitted here");
+  }
   Netns net;
   REQUIRE(net.create());
   int idPipe[2];
@@ -109,22 +113,5 @@ TEST_CASE("host backend over tcp across network namespaces and a bridge", "[host
   auto outcomes = runRanks(kRanks, [&](int rank) { return runRank(net, rank, idPipe); }, 60);
   close(idPipe[0]);
   close(idPipe[1]);
-  std::string report;
-  bool ok = allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
-}
-
-int main(int argc, char** argv) {
-  {
-    Netns probe;
-    probe.tag = "p" + probe.tag;
-    if (!sh("ip netns add " + probe.sw())) {
-      std::printf("skipped: 'ip netns add' is not permitted here\n");
-      return 77;
-    }
-  }
-  Catch::Session session;
-  if (int rc = session.applyCommandLine(argc, argv)) return rc;
-  return session.run();
+  checkRanks(outcomes);
 }

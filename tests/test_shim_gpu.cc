@@ -25,6 +25,7 @@
 #include "support/crash_trace.h"
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 
 namespace {
 
@@ -339,31 +340,24 @@ int singleRank() {
   return 0;
 }
 
-void expectAllSucceed(const std::vector<rcn::test::RankOutcome>& outcomes) {
-  std::string report;
-  bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
-}
-
 }  // namespace
 
 TEST_CASE("one GPU: single-rank communicators through the shim forward to NCCL") {
   rcn::test::requireGpus(1);
-  expectAllSucceed(rcn::test::runRanks(1, [](int) { return singleRank(); }));
+  rcn::test::checkRanks(rcn::test::runRanks(1, [](int) { return singleRank(); }));
 }
 
 TEST_CASE("two processes through the shim: small on rocenante, large on NCCL, eager and graph") {
   rcn::test::requireGpus(2);
   SharedId* shared = makeSharedId();
-  expectAllSucceed(rcn::test::runRanks(2, [&](int rank) { return twoProcessRank(rank, shared, true); }));
+  rcn::test::checkRanks(rcn::test::runRanks(2, [&](int rank) { return twoProcessRank(rank, shared, true); }));
   munmap(shared, sizeof(SharedId));
 }
 
 TEST_CASE("a forced self-test failure on one rank makes every rank fall back") {
   rcn::test::requireGpus(2);
   SharedId* shared = makeSharedId();
-  expectAllSucceed(rcn::test::runRanks(2, [&](int rank) {
+  rcn::test::checkRanks(rcn::test::runRanks(2, [&](int rank) {
     setenv("ROCENANTE_SELFTEST_FAIL_RANK", "1", 1);
     return twoProcessRank(rank, shared, false);
   }));
@@ -372,15 +366,15 @@ TEST_CASE("a forced self-test failure on one rank makes every rank fall back") {
 
 TEST_CASE("one thread, two GPUs: ncclCommInitRank and all-reduces inside groups") {
   rcn::test::requireGpus(2);
-  expectAllSucceed(rcn::test::runRanks(1, [](int) { return oneThreadTwoGpus(false); }));
+  rcn::test::checkRanks(rcn::test::runRanks(1, [](int) { return oneThreadTwoGpus(false); }));
 }
 
 TEST_CASE("one thread, two GPUs: ncclCommInitAll") {
   rcn::test::requireGpus(2);
-  expectAllSucceed(rcn::test::runRanks(1, [](int) { return oneThreadTwoGpus(true); }));
+  rcn::test::checkRanks(rcn::test::runRanks(1, [](int) { return oneThreadTwoGpus(true); }));
 }
 
 TEST_CASE("one thread, two GPUs: ncclCommSplit inside a group") {
   rcn::test::requireGpus(2);
-  expectAllSucceed(rcn::test::runRanks(1, [](int) { return splitInGroup(); }));
+  rcn::test::checkRanks(rcn::test::runRanks(1, [](int) { return splitInGroup(); }));
 }

@@ -5,7 +5,7 @@
 // shm and tcp wires (regions in pinned host memory) and the cuda wire
 // (regions in GPU memory written by the copy engine: the GPUDirect RDMA
 // protocol, staged LL, without a NIC).
-// Skips (exit 77) without 2 GPUs.
+// Each case skips without 2 GPUs.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include "core/params.h"
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "support/scoped_env.h"
 #include "test_host_util.h"
 
@@ -202,10 +203,7 @@ void runAll(const char* wire, bool measure = true) {
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
   auto outcomes = runRanks(2, [&](int rank) { return runRank(id, rank, 2, wire, measure); }, 240);
-  std::string report;
-  bool ok = allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  checkRanks(outcomes);
 }
 
 // The proxy path as users reach it: ROCENANTE_TRANSPORT=proxy, rcnCommInitRank,
@@ -306,10 +304,7 @@ TEST_CASE("proxy path through the public API (ROCENANTE_TRANSPORT=proxy)", "[gpu
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   auto outcomes = runRanks(2, [&](int rank) { return runApiRank(id, rank, 2); }, 120);
-  std::string report;
-  bool ok = allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  checkRanks(outcomes);
 }
 
 TEST_CASE("proxy path over shm: 2 GPUs, every dtype and op, graph replay, latency", "[gpu][proxy]") {

@@ -31,14 +31,6 @@ static_assert(rcnSum == (int)ncclSum && rcnProd == (int)ncclProd && rcnMax == (i
               "reduction ops must match nccl.h");
 static_assert(RCN_UNIQUE_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "unique id size must match nccl.h");
 
-rcnResult_t rcn::commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> bootstrap, rcnComm** out) {
-  CommInitArgs args;
-  args.rank = rank;
-  args.nranks = nranks;
-  args.bootstrap = std::move(bootstrap);
-  return commCreate(std::move(args), out);
-}
-
 namespace {
 
 rcnResult_t initRank(rcnComm_t* comm, int nranks, const rcnUniqueId& id, int rank) {

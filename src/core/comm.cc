@@ -226,6 +226,14 @@ rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
   return rcnSuccess;
 }
 
+rcnResult_t commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> bootstrap, rcnComm** out) {
+  CommInitArgs args;
+  args.rank = rank;
+  args.nranks = nranks;
+  args.bootstrap = std::move(bootstrap);
+  return commCreate(std::move(args), out);
+}
+
 rcnResult_t commCheck(const rcnComm* comm, const char* caller) {
   RCN_ARG_CHECK(comm != nullptr, "%s: comm is NULL", caller);
   RCN_ARG_CHECK(comm->magic != rcnComm::kDeadMagic, "%s: comm %p was already destroyed", caller,

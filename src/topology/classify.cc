@@ -57,8 +57,8 @@ static const GpuInfo* gpuByBus(const RankTopo& t, const std::string& bus) {
 // Matched by PCI bus id, since CUDA ordinals differ between processes with
 // different CUDA_VISIBLE_DEVICES.
 static int peerAccess(const RankTopo& a, const RankTopo& b, bool* nvlink) {
-  const GpuInfo* ga = gpuByIndex(a, a.cudaDev);
-  const GpuInfo* gbOwn = gpuByIndex(b, b.cudaDev);
+  const GpuInfo* ga = ownGpu(a);
+  const GpuInfo* gbOwn = ownGpu(b);
   if (!ga || !gbOwn) return -1;
   if (ga->pciBusId == gbOwn->pciBusId && !ga->pciBusId.empty()) {
     *nvlink = false;

@@ -150,6 +150,8 @@ rcnResult_t topoGather(Bootstrap& bootstrap, const RankTopo& local, CommTopo* ou
 rcnResult_t topoClassify(CommTopo* topo);
 // The GPU of t with CUDA ordinal index as t's process sees it; null if none.
 const GpuInfo* gpuByIndex(const RankTopo& t, int index);
+// The GPU rank t runs on (its cudaDev); null if none.
+inline const GpuInfo* ownGpu(const RankTopo& t) { return gpuByIndex(t, t.cudaDev); }
 
 // Discover, gather, classify; rank 0 writes ROCENANTE_TOPO_DUMP_FILE when set.
 // What comm creation calls.

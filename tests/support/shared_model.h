@@ -3,18 +3,20 @@
 // where it is absent, the cases that need it skip and the others still run.
 #pragma once
 
-#include <cstdlib>
 #include <fstream>
 #include <string>
 
 #include <catch2/catch_test_macros.hpp>
 
+#include "core/params.h"
+
 namespace rcn::test {
 
 // ROCENANTE_SHARED_DIR (default ../shared) + /models/ + file, or "" when absent.
 inline std::string sharedModelPath(const char* file) {
-  const char* dir = std::getenv("ROCENANTE_SHARED_DIR");
-  const std::string path = std::string(dir ? dir : "../shared") + "/models/" + file;
+  std::string dir = paramStr(ParamId::SharedDir);
+  if (dir.empty()) dir = "../shared";
+  const std::string path = dir + "/models/" + file;
   return std::ifstream(path).good() ? path : "";
 }
 

@@ -20,7 +20,7 @@ bool registersByDmabuf(const GpuInfo& gpu, bool dmabufRegistration) {
 // root complex and pinned host memory is usually as fast.
 std::string gdrObstacle(const RankTopo& r, int rank, GdrMode mode, bool dmabufRegistration) {
   const std::string who = "rank " + std::to_string(rank) + "'s GPU";
-  const GpuInfo* gpu = gpuByIndex(r, r.cudaDev);
+  const GpuInfo* gpu = ownGpu(r);
   if (!gpu) return who + " is not in its topology";
   if (gpu->integrated) return who + " is integrated (its memory is host memory)";
   if (gpu->gdr != Support::Yes) return who + " does not report GPUDirect RDMA support";
@@ -65,7 +65,7 @@ rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire,
     for (int r = 0; r < int(topo->ranks.size()) && out->why.empty(); ++r)
       out->why = gdrObstacle(topo->ranks[r], r, mode, dmabufRegistration);
     if (out->why.empty()) {
-      const GpuInfo* mine = gpuByIndex(topo->ranks[rank], topo->ranks[rank].cudaDev);
+      const GpuInfo* mine = ownGpu(topo->ranks[rank]);
       out->device = true;
       out->dmabuf = registersByDmabuf(*mine, dmabufRegistration);
       out->why = out->dmabuf ? "GPU memory, registered through dma-buf" : "GPU memory, registered through peermem";
