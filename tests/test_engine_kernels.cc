@@ -335,6 +335,9 @@ int runQkvCase(const QkvCase& c) {
     RANK_EXPECT(cudaMemset(poisoned, 0xff, poisoned == qkv ? size_t(c.tokens) * rows * 2 : cacheCount * 2) ==
                 cudaSuccess);
   RANK_EXPECT(cudaMemset(residualOut, 0xff, xCount * 4) == cudaSuccess);
+  // The kernels run on a non-blocking stream, which does not wait for the
+  // legacy stream's copies and poison above.
+  RANK_EXPECT(cudaDeviceSynchronize() == cudaSuccess);
   cudaStream_t stream;
   RANK_EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   const Launch on{stream, true};

@@ -110,8 +110,10 @@ struct Buffers {
     count = n;
     if (cudaMalloc(&send, n * 4) != cudaSuccess || cudaMalloc(&recv, n * 4) != cudaSuccess) return false;
     std::vector<float> in = inputOf(rank, n, seed);
+    // The all-reduces run on non-blocking streams, which do not wait for
+    // these legacy-stream copies: wait for them here.
     return cudaMemcpy(send, in.data(), n * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
-           cudaMemset(recv, 0xff, n * 4) == cudaSuccess;
+           cudaMemset(recv, 0xff, n * 4) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
   }
   std::vector<float> result() {
     std::vector<float> out(count);
@@ -192,7 +194,7 @@ int twoProcessRank(int rank, SharedId* shared, bool expectFast) {
   EXPECT(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
   EXPECT(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
   for (int replay = 0; replay < 3; ++replay) {
-    EXPECT(cudaMemset(g.recv, 0xff, g.count * 4) == cudaSuccess);
+    EXPECT(cudaMemsetAsync(g.recv, 0xff, g.count * 4, stream) == cudaSuccess);
     EXPECT(cudaGraphLaunch(exec, stream) == cudaSuccess);
     EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
     EXPECT(matchesReference(g.result(), 2, seed));

@@ -106,8 +106,7 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   }
   if (!c.ropeFreqs.empty()) {  // kept in fp32 whatever the dtype: angles grow with the position
     ropeFreqs_ = static_cast<float*>(allocate(c.ropeFreqs.size() * sizeof(float)));
-    cudaCheck(cudaMemcpy(ropeFreqs_, c.ropeFreqs.data(), c.ropeFreqs.size() * sizeof(float), cudaMemcpyHostToDevice),
-              "RoPE frequencies");
+    copyToDevice(ropeFreqs_, c.ropeFreqs.data(), c.ropeFreqs.size() * sizeof(float), "RoPE frequencies");
     attn_.ropeFreqs = ropeFreqs_;
   }
   const size_t cacheElements = size_t(options.maxSeqs) * options.maxContext * kvDim;
@@ -162,18 +161,26 @@ void* GpuModel::allocate(size_t bytes) {
   if (e != cudaSuccess)
     throw EngineError("cudaMalloc of " + std::to_string(bytes >> 20) + " MiB failed: " + cudaGetErrorString(e));
   allocations_.push_back(p);
-  cudaCheck(cudaMemset(p, 0, std::max<size_t>(bytes, 16)), "cudaMemset");
+  // On stream_, where every kernel runs: a non-blocking stream does not wait
+  // for the legacy stream, so a plain cudaMemset could land after them.
+  cudaCheck(cudaMemsetAsync(p, 0, std::max<size_t>(bytes, 16), stream_), "cudaMemsetAsync");
   return p;
+}
+
+// Ordered on stream_ like allocate's zeroing; waits, so src may go after.
+void GpuModel::copyToDevice(void* dst, const void* src, size_t bytes, const char* what) {
+  cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), what);
+  cudaCheck(cudaStreamSynchronize(stream_), what);
 }
 
 void GpuModel::upload(void* dst, const std::vector<float>& src) {
   if (options_.dtype == DType::F32) {
-    cudaCheck(cudaMemcpy(dst, src.data(), src.size() * 4, cudaMemcpyHostToDevice), "weight upload");
+    copyToDevice(dst, src.data(), src.size() * 4, "weight upload");
     return;
   }
   std::vector<uint16_t> half(src.size());
   for (size_t i = 0; i < src.size(); ++i) half[i] = toBf16(src[i]);
-  cudaCheck(cudaMemcpy(dst, half.data(), half.size() * 2, cudaMemcpyHostToDevice), "weight upload");
+  copyToDevice(dst, half.data(), half.size() * 2, "weight upload");
 }
 
 void GpuModel::loadWeights(const ModelWeights& w) {
@@ -504,8 +511,7 @@ std::vector<int> GpuModel::nextTokens() {
 
 void GpuModel::setNextTokens(const std::vector<int>& tokens) {
   if (int(tokens.size()) != seqs_) throw EngineError("setNextTokens: one token per sequence");
-  cudaCheck(cudaStreamSynchronize(stream_), "set tokens");
-  cudaCheck(cudaMemcpy(tokens_, tokens.data(), seqs_ * sizeof(int), cudaMemcpyHostToDevice), "set tokens");
+  copyToDevice(tokens_, tokens.data(), seqs_ * sizeof(int), "set tokens");
 }
 
 size_t GpuModel::kvBytesRead(int context) const {

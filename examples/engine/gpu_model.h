@@ -93,6 +93,7 @@ class GpuModel {
     void *attnNorm, *qkv, *qkvBias, *wo, *ffnNorm, *gateUp, *down, *qNorm, *kNorm, *keyCache, *valueCache;
   };
   void* allocate(size_t bytes);
+  void copyToDevice(void* dst, const void* src, size_t bytes, const char* what);
   void upload(void* dst, const std::vector<float>& src);
   // The GEMV kernels take a product of n tokens (bf16 only); fusedNorm: its
   // input is the residual stream, normalized in the kernel.

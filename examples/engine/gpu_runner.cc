@@ -200,7 +200,7 @@ int bench(const EngineOptions& o, Rank& r) {
   std::unique_ptr<GpuModel> model = buildModel(o, r, mo, &c);
   void* scratchBytes = nullptr;
   cudaCheck(cudaMalloc(&scratchBytes, sizeof(float)), "cudaMalloc");
-  cudaCheck(cudaMemset(scratchBytes, 0, sizeof(float)), "cudaMemset");
+  cudaCheck(cudaMemsetAsync(scratchBytes, 0, sizeof(float), model->stream()), "cudaMemsetAsync");
   float* scratch = static_cast<float*>(scratchBytes);
 
   std::vector<BenchResult> results;

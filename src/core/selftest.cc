@@ -104,7 +104,10 @@ class TestBuffers {
   }
   rcnResult_t upload(void* dst, const void* src, size_t bytes) {
     if (!device_) return memcpy(dst, src, bytes), rcnSuccess;
-    RCN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    // On the test's stream and waited for: a plain cudaMemcpy may return
+    // before its last bytes land, and the non-blocking stream would not wait.
+    RCN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+    RCN_CUDA_CHECK(cudaStreamSynchronize(stream));
     return rcnSuccess;
   }
   rcnResult_t download(void* dst, const void* src, size_t bytes) {

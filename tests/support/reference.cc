@@ -242,7 +242,7 @@ bool matchesReference(const void* got, const Reference& ref, size_t count, rcnDa
 void poisonHost(void* buf, size_t bytes) { std::memset(buf, kPoisonByte, bytes); }
 
 bool poisonDevice(void* dptr, size_t bytes) {
-  return cudaMemset(dptr, kPoisonByte, bytes) == cudaSuccess;
+  return cudaMemset(dptr, kPoisonByte, bytes) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
 }
 
 }  // namespace rcn::test

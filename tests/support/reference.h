@@ -60,7 +60,10 @@ bool matchesReference(const void* got, const Reference& ref, size_t count, rcnDa
 // result of fillRandom's inputs produces.
 constexpr uint8_t kPoisonByte = 0xA7;
 void poisonHost(void* buf, size_t bytes);
-// cudaMemset of a device buffer with kPoisonByte; false on a CUDA error.
+// Fills a device buffer with kPoisonByte and waits for the device, so a
+// kernel on a non-blocking stream (which does not wait for the legacy
+// stream's cudaMemset or cudaMemcpy) finds the poison and every input copied
+// before; false on a CUDA error.
 bool poisonDevice(void* dptr, size_t bytes);
 
 }  // namespace rcn::test

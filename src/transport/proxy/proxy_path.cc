@@ -114,6 +114,9 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
 
   RCN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(ProxyState)));
   RCN_CUDA_CHECK(cudaMemset(state_, 0, sizeof(ProxyState)));
+  // Calls run on the caller's stream, which may be non-blocking and so not
+  // wait for this legacy-stream memset.
+  RCN_CUDA_CHECK(cudaDeviceSynchronize());
   RCN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(ProxyHostShared),
                                cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host_, 0, sizeof *host_);
