@@ -7,6 +7,8 @@
 // Faults: a rank killed mid-run (the survivors' engines must fail and raise
 // the abort flag the kernels watch), and a kernel that rings an LL doorbell
 // but never writes its lines (its own engine must give up within the timeout).
+// Before a clean run, each wire must refuse puts to no other rank, outside
+// the region or to no flag.
 #include <catch2/catch_test_macros.hpp>
 
 #include <signal.h>
@@ -133,6 +135,25 @@ struct FakeKernel {
   }
 };
 
+// Puts to no other rank, outside the region or to no flag are refused before
+// anything is sent: the run that follows would fail on a stray frame or store.
+int refusesBadPuts(Wire& wire, int rank, int nranks) {
+  const WireLayout& l = wire.layout();
+  const int peer = (rank + 1) % nranks;
+  const bool refused[] = {
+      wire.put(rank, 0, 0, 16) == rcnInvalidArgument,
+      wire.put(-1, 0, 0, 16) == rcnInvalidArgument,
+      wire.put(nranks, 0, 0, 16) == rcnInvalidArgument,
+      wire.put(peer, 0, l.regionBytes - 10, 100) == rcnInvalidArgument,
+      wire.put(peer, l.regionBytes - 10, 0, 100) == rcnInvalidArgument,
+      wire.putFlag(rank, 0, 1) == rcnInvalidArgument,
+      wire.putFlag(peer, l.flagCount, 1) == rcnInvalidArgument,
+  };
+  for (bool r : refused)
+    if (!r) return 1;
+  return 0;
+}
+
 int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, int victim, Fault fault) {
   setenv("ROCENANTE_WIRE", wireName, 1);
   auto bs = joinBootstrap(id, rank, nranks);
@@ -144,6 +165,7 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, i
   std::unique_ptr<Wire> wire;
   std::string why;
   if (createWire(ctx, kind, layout.wireLayout(), &wire, &why) != rcnSuccess || !wire) return 51;
+  if (victim < 0 && refusesBadPuts(*wire, rank, nranks) != 0) return 60;
   std::vector<ProxyDoorbell> doorbells(2 * kBlocks);
   std::memset(doorbells.data(), 0, doorbells.size() * sizeof(ProxyDoorbell));
   volatile uint32_t abortFlag = 0;

@@ -49,8 +49,8 @@ class CudaWire final : public Wire {
                     std::string* why);
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
-    RCN_CHECK(checkPeer(peer));
-    RCN_CHECK(checkRange(localOffset, remoteOffset, bytes));
+    if (stopped()) return rcnRemoteError;
+    RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
     if (bytes == 0) return rcnSuccess;
     RCN_CHECK(useDevice());
     cudaError_t err = cudaMemcpyAsync(peerRegions_[peer] + remoteOffset, device_.ptr + localOffset, bytes,
@@ -60,8 +60,8 @@ class CudaWire final : public Wire {
   }
 
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override {
-    RCN_CHECK(checkPeer(peer));
-    RCN_ARG_CHECK(flagIndex < layout_.flagCount, "cuda wire: flag index %zu out of range", flagIndex);
+    if (stopped()) return rcnRemoteError;
+    RCN_CHECK(checkPutFlag(peer, flagIndex));
     RCN_CHECK(useDevice());
     const CUdeviceptr flag =
         reinterpret_cast<CUdeviceptr>(peerRegions_[peer] + layout_.flagOffset + flagIndex * sizeof(uint32_t));
@@ -85,11 +85,7 @@ class CudaWire final : public Wire {
   void abort() override { aborted_.store(true, std::memory_order_release); }
 
  private:
-  rcnResult_t checkPeer(int peer) const {
-    if (aborted_.load(std::memory_order_acquire) || failure_.failed()) return rcnRemoteError;
-    RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "cuda wire: bad peer %d", peer);
-    return rcnSuccess;
-  }
+  bool stopped() const { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
   // Proxy threads start with no current device.
   rcnResult_t useDevice() {
     cudaError_t err = cudaSetDevice(device_.cudaDev);
@@ -101,7 +97,6 @@ class CudaWire final : public Wire {
   }
   rcnResult_t openPeers(const std::vector<CudaBlob>& blobs, std::string* why);
 
-  int rank_ = 0, nranks_ = 0;
   DeviceRegion device_;
   const CuMemApi* api_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -148,11 +143,11 @@ rcnResult_t CudaWire::setup(const FastPathContext& ctx, const WireLayout& layout
   }
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(CudaBlob)));
   // Another host is the same verdict on every rank.
-  if (exitWatch_.watch(identitiesOf(blobs), rank_, "cuda", why) != rcnSuccess) return rcnInvalidUsage;
-  rcnResult_t res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "cuda", "export its region", why);
+  if (exitWatch_.watch(identitiesOf(blobs), rank_, name(), why) != rcnSuccess) return rcnInvalidUsage;
+  rcnResult_t res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "export its region", why);
   if (res != rcnSuccess) return res;
   ok = openPeers(blobs, &localWhy) == rcnSuccess;
-  return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "cuda", "map a peer's region", why);
+  return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "map a peer's region", why);
 }
 
 }  // namespace

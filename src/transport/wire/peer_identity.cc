@@ -68,8 +68,11 @@ rcnResult_t PeerExitWatch::watch(const std::vector<PeerIdentity>& peers, int sel
     *why = std::string(wire) + " wire: rank " + std::to_string(r) + " is on another host";
     return rcnInvalidUsage;
   }
-  peers_ = peers;
-  self_ = self;
+  // Another pid namespace's pids mean nothing here: only this one's peers
+  // can be watched.
+  watched_.clear();
+  for (int r = 0; r < int(peers.size()); ++r)
+    if (r != self && peers[r].pidNamespace == peers[self].pidNamespace) watched_.push_back({r, peers[r].pid});
   wire_ = wire;
   return rcnSuccess;
 }
@@ -78,12 +81,9 @@ std::string PeerExitWatch::check() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_ < std::chrono::milliseconds(20)) return "";
   last_ = now;
-  for (int r = 0; r < int(peers_.size()); ++r) {
-    const PeerIdentity& p = peers_[r];
-    // watch() took only peers on this host; another pid namespace's pids mean nothing here.
-    if (r == self_ || p.pidNamespace != peers_[self_].pidNamespace || processAlive(p.pid)) continue;
-    return std::string(wire_) + " wire: rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) + ") exited";
-  }
+  for (const WatchedPeer& p : watched_)
+    if (!processAlive(p.pid))
+      return std::string(wire_) + " wire: rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.pid) + ") exited";
   return "";
 }
 

@@ -46,8 +46,11 @@ class PeerExitWatch {
   std::string check();
 
  private:
-  std::vector<PeerIdentity> peers_;
-  int self_ = 0;
+  struct WatchedPeer {
+    int rank;
+    int32_t pid;
+  };
+  std::vector<WatchedPeer> watched_;
   const char* wire_ = "";
   std::chrono::steady_clock::time_point last_{};
 };

@@ -81,15 +81,15 @@ class ShmWire final : public Wire {
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
-    RCN_CHECK(checkPeer(peer));
-    RCN_CHECK(checkRange(localOffset, remoteOffset, bytes));
+    if (stopped()) return rcnRemoteError;
+    RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
     copyToPeer(mapped_[peer] + remoteOffset, mapped_[rank_] + localOffset, bytes);
     return rcnSuccess;
   }
 
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override {
-    RCN_CHECK(checkPeer(peer));
-    RCN_ARG_CHECK(flagIndex < layout_.flagCount, "shm wire: flag index %zu out of range", flagIndex);
+    if (stopped()) return rcnRemoteError;
+    RCN_CHECK(checkPutFlag(peer, flagIndex));
     uint32_t* flags = reinterpret_cast<uint32_t*>(mapped_[peer] + layout_.flagOffset);
     // The fence orders the payload's non-temporal stores, the release its
     // ordinary ones.
@@ -118,15 +118,10 @@ class ShmWire final : public Wire {
   void abort() override { aborted_.store(true, std::memory_order_release); }
 
  private:
-  rcnResult_t checkPeer(int peer) const {
-    if (aborted_.load(std::memory_order_acquire)) return rcnRemoteError;
-    RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "shm wire: bad peer %d", peer);
-    return rcnSuccess;
-  }
+  bool stopped() const { return aborted_.load(std::memory_order_acquire); }
   rcnResult_t createOwnSegment(std::string* why);
   rcnResult_t mapPeerSegment(int r, std::string* why);
 
-  int rank_ = 0, nranks_ = 0;
   uint64_t commId_ = 0;
   std::vector<uint8_t*> mapped_;  // [rank]: this rank's own region at [rank_]
   char ownName_[64] = {};
@@ -191,18 +186,18 @@ rcnResult_t ShmWire::setup(const FastPathContext& ctx, const WireLayout& layout,
   blobs[rank_].identity = localPeerIdentity();
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(ShmBlob)));
   // Another host is the same verdict on every rank.
-  if (exitWatch_.watch(identitiesOf(blobs), rank_, "shm", why) != rcnSuccess) return rcnInvalidUsage;
+  if (exitWatch_.watch(identitiesOf(blobs), rank_, name(), why) != rcnSuccess) return rcnInvalidUsage;
   commId_ = blobs[0].commId;
 
   std::string localWhy;
   bool ok = createOwnSegment(&localWhy) == rcnSuccess;
   rcnResult_t res =
-      agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "shm", "create its shared-memory segment", why);
+      agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "create its shared-memory segment", why);
   if (res != rcnSuccess) return res;
 
   for (int r = 0; r < nranks_ && ok; ++r)
     if (r != rank_) ok = mapPeerSegment(r, &localWhy) == rcnSuccess;
-  res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "shm", "map a peer's shared-memory segment", why);
+  res = agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "map a peer's shared-memory segment", why);
   // Every rank mapped every segment (or gave up): the names are no longer needed.
   shm_unlink(ownName_);
   ownName_[0] = 0;

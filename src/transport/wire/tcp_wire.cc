@@ -130,10 +130,8 @@ class TcpWire final : public Wire {
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
-    RCN_CHECK(checkPeer(peer));
-    size_t limit = layout_.regionBytes;
-    RCN_ARG_CHECK(localOffset <= limit && bytes <= limit - localOffset,
-                  "tcp wire: put source %zu+%zu outside the region", localOffset, bytes);
+    if (stopped()) return rcnRemoteError;
+    RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
     FrameHeader h{kFrameMagic, kFrameData, remoteOffset, bytes};
     if (gTcpWireCorruptFrames.load() > 0 && gTcpWireCorruptFrames.fetch_sub(1) > 0)
       h.offset = layout_.regionBytes + 4096;  // testing aid: a frame the receiver must refuse
@@ -142,7 +140,8 @@ class TcpWire final : public Wire {
   }
 
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override {
-    RCN_CHECK(checkPeer(peer));
+    if (stopped()) return rcnRemoteError;
+    RCN_CHECK(checkPutFlag(peer, flagIndex));
     FrameHeader h{kFrameMagic, kFrameFlag, flagIndex, value};
     iovec iov[1] = {{&h, sizeof h}};
     return send(peer, iov, 1);
@@ -176,12 +175,7 @@ class TcpWire final : public Wire {
   }
 
  private:
-  rcnResult_t checkPeer(int peer) const {
-    if (failure_.failed() || stopping_.load(std::memory_order_acquire))
-      return rcnRemoteError;
-    RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "tcp wire: bad peer %d", peer);
-    return rcnSuccess;
-  }
+  bool stopped() const { return failure_.failed() || stopping_.load(std::memory_order_acquire); }
 
   rcnResult_t send(int peer, iovec* iov, int count) {
     if (writeFully(fds_[peer], iov, count)) return rcnSuccess;
@@ -207,7 +201,6 @@ class TcpWire final : public Wire {
   void receiveLoop();
   bool applyFrame(int peer);
 
-  int rank_ = 0, nranks_ = 0;
   uint64_t timeoutMs_ = 10000;
   uint8_t* base_ = nullptr;
   int listenFd_ = -1;

@@ -197,7 +197,6 @@ class VerbsWire final : public Wire {
   rcnResult_t fail(const std::string& text);
   size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(uint32_t) * nranks_; }
 
-  int rank_ = 0, nranks_ = 0;
   uint64_t timeoutMs_ = 10000;
   int gidIndex_ = 0;
   ibv_gid gid_{};
@@ -401,7 +400,7 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   for (int r = 0; r < nranks_ && ok; ++r)
     if (r != rank_) ok = connectQp(r, *header(r), qpns(r)[rank_], &localWhy) == rcnSuccess;
   // Nobody posts before every QP is ready to receive.
-  return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, "verbs", "connect its queue pairs", why);
+  return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "connect its queue pairs", why);
 }
 
 // Back-pressure: never more than kSendDepth requests outstanding on a QP.
@@ -434,8 +433,7 @@ rcnResult_t VerbsWire::post(int peer, ibv_send_wr* wr) {
 }
 
 rcnResult_t VerbsWire::put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) {
-  RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "verbs wire: bad peer %d", peer);
-  RCN_CHECK(checkRange(localOffset, remoteOffset, bytes));
+  RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
   if (bytes == 0) return rcnSuccess;
   ibv_sge sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), mr_->lkey};
   ibv_send_wr wr{};
@@ -448,8 +446,7 @@ rcnResult_t VerbsWire::put(int peer, size_t localOffset, size_t remoteOffset, si
 }
 
 rcnResult_t VerbsWire::putFlag(int peer, size_t flagIndex, uint32_t value) {
-  RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "verbs wire: bad peer %d", peer);
-  RCN_ARG_CHECK(flagIndex < layout_.flagCount, "verbs wire: flag index %zu out of range", flagIndex);
+  RCN_CHECK(checkPutFlag(peer, flagIndex));
   // Inline: the 4 bytes are copied into the request at post time, so the
   // source needs no registration and may live on the stack.
   ibv_sge sge{reinterpret_cast<uint64_t>(&value), sizeof value, 0};

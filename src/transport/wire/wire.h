@@ -80,11 +80,15 @@ class Wire {
   virtual bool concurrentPuts() const { return false; }
 
  protected:
-  // rcnInvalidArgument (logged, naming the wire) unless a put of `bytes`
-  // from `local` to `remote` stays inside the region on both sides.
-  rcnResult_t checkRange(size_t local, size_t remote, size_t bytes) const;
+  // rcnInvalidArgument (logged, naming the wire) unless `peer` is another
+  // rank and a put of `bytes` from `local` to `remote` stays inside the
+  // region on both sides.
+  rcnResult_t checkPut(int peer, size_t local, size_t remote, size_t bytes) const;
+  // The same, unless `peer` is another rank and flagIndex one of its flags.
+  rcnResult_t checkPutFlag(int peer, size_t flagIndex) const;
 
   WireLayout layout_;
+  int rank_ = 0, nranks_ = 0;  // set by each wire's setup
 };
 
 // The first failure a wire saw. Any thread may record one (a completion,
