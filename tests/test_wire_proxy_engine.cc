@@ -69,10 +69,9 @@ struct FakeKernel {
   // slot, or LL lines), shared out over the grid as the kernel does; returns the grid.
   int ringGrid(int phase, uint32_t call, size_t units, uint32_t protocol) {
     const int grid = proxyBlocksFor(units, gridOf(call));
-    const size_t perBlock = proxyBlockShare(units, grid);
     for (int b = 0; b < grid; ++b) {
-      const size_t begin = std::min(units, b * perBlock), end = std::min(units, begin + perBlock);
-      ring(phase, b, call, grid, protocol, begin * 16, (end - begin) * 16);
+      const ProxyBlockRange range = proxyBlockRange(units, grid, b);
+      ring(phase, b, call, grid, protocol, range.begin * 16, (range.end - range.begin) * 16);
     }
     return grid;
   }

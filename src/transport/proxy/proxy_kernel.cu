@@ -45,16 +45,11 @@ __device__ inline void ringDoorbell(const ProxyKernelArgs& a, int phase, uint32_
   storeLine(bell + 1, make_uint4(static_cast<uint32_t>(offset), call, static_cast<uint32_t>(bytes), call));
 }
 
-// This block's share [begin, end) of `units` items (proxyBlockShare: the
-// 32 KB LL call, cut at 683 lines a block before shares were whole cache
-// lines, measured 13.3 us against 11.5 us for 48 KB).
-struct BlockRange {
-  size_t begin, end;
-};
-__device__ inline BlockRange blockRange(size_t units) {
-  const size_t perBlock = proxyBlockShare(units, gridDim.x);
-  const size_t begin = min(units, blockIdx.x * perBlock);
-  return {begin, min(units, begin + perBlock)};
+// This block's share of `units` items (proxyBlockShare: the 32 KB LL call,
+// cut at 683 lines a block before shares were whole cache lines, measured
+// 13.3 us against 11.5 us for 48 KB).
+__device__ inline ProxyBlockRange blockRange(size_t units) {
+  return proxyBlockRange(units, gridDim.x, blockIdx.x);
 }
 
 // ---- protocol: separate flags ----------------------------------------------
@@ -65,7 +60,7 @@ __device__ bool runFlags(const ProxyKernelArgs& a, uint32_t call) {
   constexpr int E = 16 / sizeof(T);
   const int me = a.rank, n = a.nranks, phase = call & 1;
   const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 16>(a);
-  const BlockRange range = blockRange((a.count * sizeof(T) + 15) / 16);
+  const ProxyBlockRange range = blockRange((a.count * sizeof(T) + 15) / 16);
 
   // 1. Stage the slice into our own slot, where the proxy reads it.
   uint4* own = reinterpret_cast<uint4*>(slotOf(a, phase, me));
@@ -115,7 +110,7 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
   constexpr int E = 8 / sizeof(T);
   const int me = a.rank, n = a.nranks, phase = call & 1;
   const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 8>(a);
-  const BlockRange range = blockRange((a.count * sizeof(T) + 7) / 8);
+  const ProxyBlockRange range = blockRange((a.count * sizeof(T) + 7) / 8);
   const size_t lineOffset = range.begin * 16, lineBytes = (range.end - range.begin) * 16;
 
   // 1. Ring first: the proxy starts on the lines as they land, and needs no

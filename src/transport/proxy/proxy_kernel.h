@@ -75,6 +75,16 @@ __host__ __device__ inline size_t proxyBlockShare(size_t units, int blocks) {
   return ((units + blocks - 1) / blocks + 3) / 4 * 4;
 }
 
+// Block `block`'s items [begin, end) of `units` over a grid of `blocks`.
+struct ProxyBlockRange {
+  size_t begin, end;
+};
+__host__ __device__ inline ProxyBlockRange proxyBlockRange(size_t units, int blocks, size_t block) {
+  const size_t perBlock = proxyBlockShare(units, blocks);
+  const size_t begin = block * perBlock < units ? block * perBlock : units;
+  return {begin, begin + perBlock < units ? begin + perBlock : units};
+}
+
 // The grid that leaves no block empty: rounding the shares up can leave the
 // last blocks nothing, and in LL an empty block's doorbell is the only sign
 // of the call its proxy thread gets, which a later call may overwrite first.

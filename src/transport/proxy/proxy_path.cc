@@ -149,7 +149,7 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   // (48 KB on the H200 host: 14.4 us with 12 blocks on 4 lanes, 12.3-12.4 us
   // with 6 on 6 or 8 on 8). The lane count is an agreed parameter, so every
   // rank computes the same grids.
-  gridBlocks_ = wire_->concurrentPuts() ? std::min(maxBlocks_, engine_->lanes()) : maxBlocks_;
+  gridBlocks_ = wire_->concurrentPuts() ? engine_->lanes() : maxBlocks_;  // lanes <= maxBlocks_
   return rcnSuccess;
 }
 
