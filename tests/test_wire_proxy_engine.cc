@@ -7,8 +7,8 @@
 // Faults: a rank killed mid-run (the survivors' engines must fail and raise
 // the abort flag the kernels watch), and a kernel that rings an LL doorbell
 // but never writes its lines (its own engine must give up within the timeout).
-// Before a clean run, each wire must refuse puts to no other rank, outside
-// the region or to no flag.
+// Before a clean run, the shm and tcp wires must refuse puts to no other
+// rank, outside the region or to no flag (test_verbs_wire checks verbs').
 #include <catch2/catch_test_macros.hpp>
 
 #include <signal.h>
@@ -252,6 +252,14 @@ TEST_CASE("proxy grid: whole cache lines per block, no empty block, the kernel's
       REQUIRE(share == proxyBlockShare(units, blocks));  // the kernel sees the same share
       REQUIRE(share * grid >= units);                      // every item covered
       REQUIRE(share * (grid - 1) < units);                 // the last block is not empty
+      size_t next = 0;  // the blocks' ranges tile [0, units) in order
+      for (int b = 0; b < grid; ++b) {
+        const ProxyBlockRange range = proxyBlockRange(units, grid, b);
+        REQUIRE(range.begin == next);
+        REQUIRE(range.end > range.begin);
+        next = range.end;
+      }
+      REQUIRE(next == units);
     }
   }
   REQUIRE(proxyBlocksFor(0, 6) == 1);

@@ -104,8 +104,9 @@ class TestBuffers {
   }
   rcnResult_t upload(void* dst, const void* src, size_t bytes) {
     if (!device_) return memcpy(dst, src, bytes), rcnSuccess;
-    // On the test's stream and waited for: a plain cudaMemcpy may return
-    // before its last bytes land, and the non-blocking stream would not wait.
+    // On the test's stream and waited for: a plain cudaMemcpy from pageable
+    // memory may return before its last bytes land, and the non-blocking
+    // stream would not wait for them.
     RCN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
     RCN_CUDA_CHECK(cudaStreamSynchronize(stream));
     return rcnSuccess;

@@ -63,6 +63,7 @@ bool processAlive(int32_t pid) {
 
 rcnResult_t PeerExitWatch::watch(const std::vector<PeerIdentity>& peers, int self, const char* wire,
                                  std::string* why) {
+  watched_.clear();
   for (int r = 0; r < int(peers.size()); ++r) {
     if (peers[r].hostHash == peers[self].hostHash) continue;
     *why = std::string(wire) + " wire: rank " + std::to_string(r) + " is on another host";
@@ -70,7 +71,6 @@ rcnResult_t PeerExitWatch::watch(const std::vector<PeerIdentity>& peers, int sel
   }
   // Another pid namespace's pids mean nothing here: only this one's peers
   // can be watched.
-  watched_.clear();
   for (int r = 0; r < int(peers.size()); ++r)
     if (r != self && peers[r].pidNamespace == peers[self].pidNamespace) watched_.push_back({r, peers[r].pid});
   wire_ = wire;
