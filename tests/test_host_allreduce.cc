@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "test_host_util.h"
 
 using namespace rcn;
@@ -67,11 +68,7 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
 void runAll(int nranks, const char* wire) {
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
-  std::string report;
-  auto outcomes = runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire); }, 90);
-  INFO(report);
-  CHECK(allSucceeded(outcomes, &report));
-  INFO(report);
+  checkRanks(runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire); }, 90));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "test_host_util.h"
 
 using namespace rcn;
@@ -47,11 +48,7 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
 void runAll(int nranks, const char* wire) {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  auto outcomes = runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire); }, 90);
-  std::string report;
-  bool ok = allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  checkRanks(runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire); }, 90));
 }
 
 }  // namespace

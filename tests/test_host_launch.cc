@@ -17,6 +17,7 @@
 
 #include "support/free_port.h"
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "support/scoped_env.h"
 #include "test_host_util.h"
 
@@ -86,11 +87,7 @@ TEST_CASE("two torchrun-style ranks join through MASTER_ADDR:MASTER_PORT", "[hos
   ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
   ScopedEnv masterPort("MASTER_PORT", port.c_str());
   ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "20000");
-  auto outcomes = runRanks(2, [](int rank) { return runRank(rank, 2); }, 60);
-  std::string report;
-  const bool ok = allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  checkRanks(runRanks(2, [](int rank) { return runRank(rank, 2); }, 60));
 }
 
 TEST_CASE("the other launchers' variables are read", "[api][launch]") {

@@ -20,6 +20,7 @@
 
 #include "rocenante/rocenante.h"
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 
 namespace {
 
@@ -75,11 +76,7 @@ bool openShim(Shim* s) {
 
 // Runs body in a child process and checks it exited 0.
 void inChild(const std::function<int()>& body) {
-  auto outcomes = rcn::test::runRanks(1, [&](int) { return body(); }, 60.0);
-  std::string report;
-  bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  rcn::test::checkRanks(rcn::test::runRanks(1, [&](int) { return body(); }, 60.0));
 }
 
 float host[2][64];  // collectives move nothing in the fake; any non-null pointer does

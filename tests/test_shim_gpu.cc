@@ -346,7 +346,7 @@ int singleRank() {
 
 TEST_CASE("one GPU: single-rank communicators through the shim forward to NCCL") {
   rcn::test::requireGpus(1);
-  rcn::test::checkRanks(rcn::test::runRanks(1, [](int) { return singleRank(); }));
+  rcn::test::checkInOneRank([] { return singleRank(); });
 }
 
 TEST_CASE("two processes through the shim: small on rocenante, large on NCCL, eager and graph") {
@@ -368,15 +368,15 @@ TEST_CASE("a forced self-test failure on one rank makes every rank fall back") {
 
 TEST_CASE("one thread, two GPUs: ncclCommInitRank and all-reduces inside groups") {
   rcn::test::requireGpus(2);
-  rcn::test::checkRanks(rcn::test::runRanks(1, [](int) { return oneThreadTwoGpus(false); }));
+  rcn::test::checkInOneRank([] { return oneThreadTwoGpus(false); });
 }
 
 TEST_CASE("one thread, two GPUs: ncclCommInitAll") {
   rcn::test::requireGpus(2);
-  rcn::test::checkRanks(rcn::test::runRanks(1, [](int) { return oneThreadTwoGpus(true); }));
+  rcn::test::checkInOneRank([] { return oneThreadTwoGpus(true); });
 }
 
 TEST_CASE("one thread, two GPUs: ncclCommSplit inside a group") {
   rcn::test::requireGpus(2);
-  rcn::test::checkRanks(rcn::test::runRanks(1, [](int) { return splitInGroup(); }));
+  rcn::test::checkInOneRank([] { return splitInGroup(); });
 }

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "rocenante/rocenante.h"
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "support/temp_file.h"
 
 namespace {
@@ -66,10 +67,7 @@ void runCase(const Expect& expect, const std::function<void(int rank)>& setup) {
     if (setup) setup(rank);
     return runRank(id, rank, expect);
   }, 60);
-  std::string report;
-  bool ok = rcn::test::allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  rcn::test::checkRanks(outcomes);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "core/bootstrap_env.h"
 #include "support/free_port.h"
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "test_topology_support.h"
 
 using namespace rcn;
@@ -22,10 +23,7 @@ TEST_CASE("ranks gather over MASTER_ADDR:PORT and agree on the class") {
     if (topo.ranks[2].host != "spark-3") return 13;
     return boot->barrier() == rcnSuccess ? 0 : 14;
   }, 60.0);
-  std::string report;
-  bool ok = test::allSucceeded(outcomes, &report);
-  INFO(report);
-  CHECK(ok);
+  test::checkRanks(outcomes);
 }
 
 TEST_CASE("a rank launched with another world size is refused with a reason") {

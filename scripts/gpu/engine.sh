@@ -25,12 +25,10 @@ TEST_RESULTS=""
 # count line says how many.
 for t in test_engine_cpu test_engine_kernels test_engine_gpu; do
   say "$t"
-  timeout 300 "$BUILD/tests/$t" > "$OUT/$t.txt" 2>&1
+  timeout 300 "$BUILD/tests/$t" >> "$LOG" 2>&1
   rc=$?
-  cat "$OUT/$t.txt" >> "$LOG"
-  cases=$(grep -E "^test cases:|^All tests passed" "$OUT/$t.txt" | tail -1)
+  cases=$(tail -n 5 "$LOG" | grep -E "^test cases:|^All tests passed" | tail -1)
   case $rc in 0) TEST_RESULTS+="$t passed ($cases); " ;; 77) TEST_RESULTS+="$t skipped; " ;; *) TEST_RESULTS+="$t FAILED($rc); "; TESTS_OK=0 ;; esac
-  rm -f "$OUT/$t.txt"
 done
 say "minimal_allreduce"
 if timeout 60 "$BUILD/examples/minimal_allreduce" >> "$LOG" 2>&1; then TEST_RESULTS+="minimal_allreduce passed; "

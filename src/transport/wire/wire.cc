@@ -23,8 +23,13 @@ bool WireFailure::record(const std::string& text) {
   return true;
 }
 
-rcnResult_t Wire::checkPut(int peer, size_t local, size_t remote, size_t bytes) const {
+rcnResult_t Wire::checkPeer(int peer) const {
   RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "%s wire: bad peer %d", name(), peer);
+  return rcnSuccess;
+}
+
+rcnResult_t Wire::checkPut(int peer, size_t local, size_t remote, size_t bytes) const {
+  RCN_CHECK(checkPeer(peer));
   const size_t limit = layout_.regionBytes;
   RCN_ARG_CHECK(local <= limit && bytes <= limit - local && remote <= limit && bytes <= limit - remote,
                 "%s wire: put of %zu bytes at %zu -> %zu outside the %zu-byte region", name(), bytes, local, remote,
@@ -33,7 +38,7 @@ rcnResult_t Wire::checkPut(int peer, size_t local, size_t remote, size_t bytes) 
 }
 
 rcnResult_t Wire::checkPutFlag(int peer, size_t flagIndex) const {
-  RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "%s wire: bad peer %d", name(), peer);
+  RCN_CHECK(checkPeer(peer));
   RCN_ARG_CHECK(flagIndex < layout_.flagCount, "%s wire: flag index %zu out of range", name(), flagIndex);
   return rcnSuccess;
 }

@@ -86,6 +86,7 @@ class Wire {
   rcnResult_t checkPut(int peer, size_t local, size_t remote, size_t bytes) const;
   // The same, unless `peer` is another rank and flagIndex one of its flags.
   rcnResult_t checkPutFlag(int peer, size_t flagIndex) const;
+  rcnResult_t checkPeer(int peer) const;  // the two checks' first step
 
   WireLayout layout_;
   int rank_ = 0, nranks_ = 0;  // set by each wire's setup
