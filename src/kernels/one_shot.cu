@@ -47,20 +47,16 @@ __device__ void finishCall(const OneShotArgs& a, uint32_t call) {
 }
 
 __device__ inline char* slotOf(const OneShotArgs& a, int owner, int phase, int from) {
-  const RegionLayout& L = a.layout;
-  return a.region[owner] + L.slotsOffset + (static_cast<size_t>(phase) * a.nranks + from) * L.slotBytes;
+  return a.region[owner] + a.layout.slotOffset(phase, from, a.nranks);
 }
 
 __device__ inline uint32_t* flagOf(const OneShotArgs& a, int owner, int phase, int from) {
-  const RegionLayout& L = a.layout;
-  return reinterpret_cast<uint32_t*>(a.region[owner] + L.flagsOffset) +
-         (static_cast<size_t>(phase) * a.nranks + from) * a.maxBlocks + blockIdx.x;
+  return reinterpret_cast<uint32_t*>(a.region[owner] + a.layout.flagsOffset) +
+         RegionLayout::flagIndex(phase, from, blockIdx.x, a.nranks, a.maxBlocks);
 }
 
 __device__ inline uint4* linesOf(const OneShotArgs& a, int owner, int phase, int from) {
-  const RegionLayout& L = a.layout;
-  return reinterpret_cast<uint4*>(a.region[owner] + L.llOffset +
-                                  (static_cast<size_t>(phase) * a.nranks + from) * L.llSlotBytes);
+  return reinterpret_cast<uint4*>(a.region[owner] + a.layout.lineOffset(phase, from, a.nranks));
 }
 
 // ---- protocol: separate flags ----------------------------------------------

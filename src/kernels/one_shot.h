@@ -51,6 +51,20 @@ struct RegionLayout {
   size_t llOffset;       // line[2][nranks][llSlotBytes]: 16-byte lines of 8 data bytes + 2 flags
   size_t llSlotBytes;    // 2 * llMaxBytes rounded up to 64
   size_t totalBytes;
+
+  // Where rank `from`'s part of call phase `phase` lies inside any rank's
+  // region. The p2p kernel, the proxy kernel and the host side
+  // (ExchangeLayout) all ask here, so they agree byte for byte.
+  __host__ __device__ size_t slotOffset(int phase, int from, int nranks) const {
+    return slotsOffset + (static_cast<size_t>(phase) * nranks + from) * slotBytes;
+  }
+  __host__ __device__ size_t lineOffset(int phase, int from, int nranks) const {
+    return llOffset + (static_cast<size_t>(phase) * nranks + from) * llSlotBytes;
+  }
+  // Index, among the region's uint32 flags, of block `block`'s flag.
+  __host__ __device__ static size_t flagIndex(int phase, int from, size_t block, int nranks, int maxBlocks) {
+    return (static_cast<size_t>(phase) * nranks + from) * maxBlocks + block;
+  }
 };
 // keepSlots: separate-flag slots for every size even where LL could take
 // them all (the proxy path decides per wire, after the region exists).

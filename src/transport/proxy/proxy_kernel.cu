@@ -28,13 +28,11 @@ __device__ inline uint32_t waitCheck(WaitBudget& budget, const ProxyKernelArgs& 
 }
 
 __device__ inline char* slotOf(const ProxyKernelArgs& a, int phase, int from) {
-  return a.region + a.layout.slotsOffset +
-         (static_cast<size_t>(phase) * a.nranks + from) * a.layout.slotBytes;
+  return a.region + a.layout.slotOffset(phase, from, a.nranks);
 }
 
 __device__ inline uint4* linesOf(const ProxyKernelArgs& a, int phase, int from) {
-  return reinterpret_cast<uint4*>(a.region + a.layout.llOffset +
-                                  (static_cast<size_t>(phase) * a.nranks + from) * a.layout.llSlotBytes);
+  return reinterpret_cast<uint4*>(a.region + a.layout.lineOffset(phase, from, a.nranks));
 }
 
 // Thread 0 tells the proxy what this block covers (see ProxyDoorbell).
@@ -80,7 +78,7 @@ __device__ bool runFlags(const ProxyKernelArgs& a, uint32_t call) {
   const int peer = threadIdx.x;
   if (peer < n && peer != me) {
     uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
-                     (static_cast<size_t>(phase) * n + peer) * a.maxBlocks + blockIdx.x;
+                     RegionLayout::flagIndex(phase, peer, blockIdx.x, n, a.maxBlocks);
     const uint32_t why = takeFlag(flag, call, [&](WaitBudget& b) { return waitCheck(b, a, false); });
     if (why != kOneShotOk) {
       recordError(a, why, peer, call);

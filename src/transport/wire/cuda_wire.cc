@@ -14,6 +14,7 @@
 #include "core/bootstrap.h"
 #include "core/check.h"
 #include "transport/p2p/cumem_api.h"
+#include "transport/p2p/ipc_memory.h"
 #include "transport/wire/peer_identity.h"
 #include "transport/wire/wire.h"
 
@@ -32,14 +33,13 @@ std::string cudaWhy(const char* what, cudaError_t err) {
 
 class CudaWire final : public Wire {
  public:
+  // Lets the copies in flight finish before peers_ unmaps the peers' regions.
   ~CudaWire() override {
     if (stream_) {
       cudaSetDevice(device_.cudaDev);
       cudaStreamSynchronize(stream_);
       cudaStreamDestroy(stream_);
     }
-    for (size_t r = 0; r < peerRegions_.size(); ++r)
-      if (peerRegions_[r] && int(r) != rank_) cudaIpcCloseMemHandle(peerRegions_[r]);
   }
 
   const char* name() const override { return "cuda"; }
@@ -53,7 +53,7 @@ class CudaWire final : public Wire {
     RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
     if (bytes == 0) return rcnSuccess;
     RCN_CHECK(useDevice());
-    cudaError_t err = cudaMemcpyAsync(peerRegions_[peer] + remoteOffset, device_.ptr + localOffset, bytes,
+    cudaError_t err = cudaMemcpyAsync(peers_[peer].ptr() + remoteOffset, device_.ptr + localOffset, bytes,
                                       cudaMemcpyDeviceToDevice, stream_);
     if (err != cudaSuccess) return fail(cudaWhy("cudaMemcpyAsync to a peer's region", err));
     return rcnSuccess;
@@ -64,7 +64,7 @@ class CudaWire final : public Wire {
     RCN_CHECK(checkPutFlag(peer, flagIndex));
     RCN_CHECK(useDevice());
     const CUdeviceptr flag =
-        reinterpret_cast<CUdeviceptr>(peerRegions_[peer] + layout_.flagOffset + flagIndex * sizeof(uint32_t));
+        reinterpret_cast<CUdeviceptr>(peers_[peer].ptr() + layout_.flagOffset + flagIndex * sizeof(uint32_t));
     // The default flags order the write after every earlier write of the stream.
     CUresult res = api_->streamWriteValue32(stream_, flag, value, CU_STREAM_WRITE_VALUE_DEFAULT);
     if (res != CUDA_SUCCESS) return fail("cuda wire: cuStreamWriteValue32 failed: " + cuResultText(res));
@@ -100,7 +100,7 @@ class CudaWire final : public Wire {
   DeviceRegion device_;
   const CuMemApi* api_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  std::vector<uint8_t*> peerRegions_;  // [rank]; this rank's own at [rank_]
+  std::vector<DeviceMapping> peers_;  // [rank], each peer's region mapped here; [rank_] stays empty
   PeerExitWatch exitWatch_;
   std::atomic<bool> aborted_{false};
   WireFailure failure_;
@@ -109,13 +109,10 @@ class CudaWire final : public Wire {
 rcnResult_t CudaWire::openPeers(const std::vector<CudaBlob>& blobs, std::string* why) {
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
-    void* ptr = nullptr;
-    cudaError_t err = cudaIpcOpenMemHandle(&ptr, blobs[r].handle, cudaIpcMemLazyEnablePeerAccess);
-    if (err != cudaSuccess) {
-      *why = cudaWhy(("cudaIpcOpenMemHandle of rank " + std::to_string(r) + "'s region").c_str(), err);
+    if (peers_[r].importLegacy(blobs[r].handle) != rcnSuccess) {  // the CUDA error is in the log
+      *why = "cuda wire: cudaIpcOpenMemHandle of rank " + std::to_string(r) + "'s region failed";
       return rcnSystemError;
     }
-    peerRegions_[r] = static_cast<uint8_t*>(ptr);
   }
   return rcnSuccess;
 }
@@ -126,8 +123,7 @@ rcnResult_t CudaWire::setup(const FastPathContext& ctx, const WireLayout& layout
   nranks_ = ctx.nranks;
   layout_ = layout;
   device_ = device;
-  peerRegions_.assign(nranks_, nullptr);
-  peerRegions_[rank_] = device_.ptr;
+  peers_.resize(nranks_);
 
   std::string localWhy;
   std::vector<CudaBlob> blobs(nranks_);

@@ -31,15 +31,11 @@ struct ExchangeLayout {
     return L;
   }
   size_t slotBytes() const { return region.slotBytes; }
-  size_t slotOffset(int phase, int rank) const {
-    return region.slotsOffset + (size_t(phase) * nranks + rank) * region.slotBytes;
-  }
+  size_t slotOffset(int phase, int rank) const { return region.slotOffset(phase, rank, nranks); }
   size_t llSlotBytes() const { return region.llSlotBytes; }
-  size_t llSlotOffset(int phase, int rank) const {
-    return region.llOffset + (size_t(phase) * nranks + rank) * region.llSlotBytes;
-  }
+  size_t llSlotOffset(int phase, int rank) const { return region.lineOffset(phase, rank, nranks); }
   size_t flagIndex(int phase, int rank, int block = 0) const {
-    return (size_t(phase) * nranks + rank) * blocks + block;
+    return RegionLayout::flagIndex(phase, rank, block, nranks, blocks);
   }
   WireLayout wireLayout() const {
     WireLayout w;

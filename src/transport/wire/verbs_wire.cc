@@ -195,6 +195,7 @@ class VerbsWire final : public Wire {
   rcnResult_t waitForSendSlot(int peer);
   rcnResult_t checkQpStates();
   rcnResult_t fail(const std::string& text);
+  bool stopped() const { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
   size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(uint32_t) * nranks_; }
 
   uint64_t timeoutMs_ = 10000;
@@ -418,8 +419,6 @@ rcnResult_t VerbsWire::waitForSendSlot(int peer) {
 }
 
 rcnResult_t VerbsWire::post(int peer, ibv_send_wr* wr) {
-  if (aborted_.load(std::memory_order_acquire) || failure_.failed())
-    return rcnRemoteError;
   RCN_CHECK(waitForSendSlot(peer));
   Peer& p = peers_[peer];
   uint64_t index = ++p.posted;
@@ -433,6 +432,7 @@ rcnResult_t VerbsWire::post(int peer, ibv_send_wr* wr) {
 }
 
 rcnResult_t VerbsWire::put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) {
+  if (stopped()) return rcnRemoteError;
   RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
   if (bytes == 0) return rcnSuccess;
   ibv_sge sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), mr_->lkey};
@@ -446,6 +446,7 @@ rcnResult_t VerbsWire::put(int peer, size_t localOffset, size_t remoteOffset, si
 }
 
 rcnResult_t VerbsWire::putFlag(int peer, size_t flagIndex, uint32_t value) {
+  if (stopped()) return rcnRemoteError;
   RCN_CHECK(checkPutFlag(peer, flagIndex));
   // Inline: the 4 bytes are copied into the request at post time, so the
   // source needs no registration and may live on the stack.
