@@ -279,9 +279,7 @@ TEST_CASE("GPU attention runs at the longest context its shared-memory check acc
     int allowed = 0;
     if (cudaDeviceGetAttribute(&allowed, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0) != cudaSuccess) return 1;
     const int headDim = m.config.headDim;
-    auto fits = [&](int context) {
-      return attentionSharedBytes(context, headDim, 1) + kAttentionSharedMargin <= size_t(allowed);
-    };
+    auto fits = [&](int context) { return attentionLargestBlockBytes(context, headDim) <= size_t(allowed); };
     int longest = 4;  // scores are laid out 4 at a time
     while (fits(longest + 4)) longest += 4;
     std::printf("longest context %d (per-block shared memory %d bytes)\n", longest, allowed);

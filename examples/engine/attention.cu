@@ -236,9 +236,10 @@ struct Build {
 };
 
 // Calls use(Build<T, blocks per SM>{}) for the kernel instance of (t,
-// blocksPerSm), 1 or 2 (the callers check).
+// blocksPerSm); cudaErrorInvalidValue for a blocksPerSm that has none.
 template <typename Use>
 cudaError_t withBuild(DType t, int blocksPerSm, Use use) {
+  if (blocksPerSm < 1 || blocksPerSm > kAttentionMaxBlocksPerSm) return cudaErrorInvalidValue;
   if (t == DType::F32) return blocksPerSm == 2 ? use(Build<float, 2>{}) : use(Build<float, 1>{});
   return blocksPerSm == 2 ? use(Build<__nv_bfloat16, 2>{}) : use(Build<__nv_bfloat16, 1>{});
 }
@@ -246,7 +247,6 @@ cudaError_t withBuild(DType t, int blocksPerSm, Use use) {
 }  // namespace
 
 cudaError_t attentionResidentBlocks(DType t, int blocksPerSm, size_t sharedBytes, int* blocks) {
-  if (blocksPerSm < 1 || blocksPerSm > kAttentionMaxBlocksPerSm) return cudaErrorInvalidValue;
   return withBuild(t, blocksPerSm, [&](auto build) {
     using B = decltype(build);
     return residentBlocksOf<typename B::Type, B::kBlocksPerSm>(sharedBytes, blocks);
@@ -256,8 +256,7 @@ cudaError_t attentionResidentBlocks(DType t, int blocksPerSm, size_t sharedBytes
 cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
                             TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
                             Launch on) {
-  if (s.headDim > kAttentionMaxHeadDim || s.headDim % 4 != 0 || splits < 1 || splits > kAttentionMaxSplits ||
-      blocksPerSm < 1 || blocksPerSm > kAttentionMaxBlocksPerSm)
+  if (s.headDim > kAttentionMaxHeadDim || s.headDim % 4 != 0 || splits < 1 || splits > kAttentionMaxSplits)
     return cudaErrorInvalidValue;
   return withBuild(t, blocksPerSm, [&](auto build) {
     using B = decltype(build);

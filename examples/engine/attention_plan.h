@@ -67,4 +67,12 @@ inline int attentionBlocksPerSm(int blocks, int sms, size_t blockShared, size_t 
   return blocks > sms && 2 * (blockShared + kAttentionSharedMargin) <= sharedPerSm ? 2 : 1;
 }
 
+// The shared memory a context of maxContext positions needs in one block,
+// the margin included: the unsplit (prefill) block over the whole context is
+// the largest (a split block, half the scores or less plus d + 2 floats, is
+// larger only in contexts of a few hundred positions, far below any limit).
+inline size_t attentionLargestBlockBytes(int maxContext, int headDim) {
+  return attentionSharedBytes(maxContext, headDim, 1) + kAttentionSharedMargin;
+}
+
 }  // namespace engine

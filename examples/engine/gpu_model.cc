@@ -20,11 +20,7 @@ void cudaCheck(cudaError_t e, const char* what) {
 void requireAttentionFits(int device, int maxContext, int headDim) {
   int allowed = 0;
   cudaCheck(cudaDeviceGetAttribute(&allowed, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "device attribute");
-  // The largest block is the unsplit one over the whole context (a split
-  // block, half the scores or less plus d + 2 floats, is larger only in
-  // contexts of a few hundred positions, far below any limit); the margin
-  // holds the kernel's own arrays.
-  const size_t needed = attentionSharedBytes(maxContext, headDim, 1) + kAttentionSharedMargin;
+  const size_t needed = attentionLargestBlockBytes(maxContext, headDim);
   if (needed > size_t(allowed))
     throw EngineError("context " + std::to_string(maxContext) + ": attention needs " + std::to_string(needed >> 10) +
                       " KB of shared memory a block, the GPU allows " + std::to_string(allowed >> 10) + " KB");
