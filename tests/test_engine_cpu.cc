@@ -333,7 +333,7 @@ TEST_CASE("attention split counts", "[engine]") {
         CHECK(splits <= kAttentionMaxSplits);
         CHECK((splits == 1 || blocks * splits <= 2 * gpuSms));
       }
-  const size_t h200Shared = 233472, decodeShared = attentionSharedBytes(attentionChunk(236, 4), 128, 4);
+  const size_t h200Shared = 233472, decodeShared = attentionPassBytes(236, 128, 4);
   CHECK(attentionBlocksPerSm(132, sms, decodeShared, h200Shared) == 1);
   CHECK(attentionBlocksPerSm(133, sms, decodeShared, h200Shared) == 2);
   CHECK(attentionBlocksPerSm(256, sms, decodeShared, h200Shared) == 2);

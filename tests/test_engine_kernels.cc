@@ -555,7 +555,7 @@ TEST_CASE("attention builds hold the blocks an SM they are built for", "[engine]
     for (DType t : {DType::F32, DType::BF16})
       for (int headDim : {64, 128}) {
         // llama3 decode at prompt 128 + 100 steps: 236 positions, 4 splits
-        const size_t shared = attentionSharedBytes(attentionChunk(236, 4), headDim, 4);
+        const size_t shared = attentionPassBytes(236, headDim, 4);
         int one = 0, two = 0;
         RANK_EXPECT(attentionResidentBlocks(t, 1, shared, &one) == cudaSuccess);
         RANK_EXPECT(attentionResidentBlocks(t, 2, shared, &two) == cudaSuccess);

@@ -212,13 +212,13 @@ template <typename T, int kBlocksPerSm>
 cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, const void* valueCache,
                                 TokenPlacement place, int n, int splits, const AttentionShape& s, Launch on) {
   constexpr auto kernel = attentionKernel<T, kBlocksPerSm>;
-  const int chunk = attentionChunk(s.maxContext, splits);
-  const size_t smem = attentionSharedBytes(chunk, s.headDim, splits);
+  const size_t smem = attentionPassBytes(s.maxContext, s.headDim, splits);
   cudaError_t e = allowKernelShared<kernel>(smem);
   if (e != cudaSuccess) return e;
   return launchInClusters(splits, kernel, dim3(splits, s.heads, n), dim3(kAttentionThreads), smem, on, out,
                           static_cast<const T*>(qkv), static_cast<const T*>(keyCache),
-                          static_cast<const T*>(valueCache), place, s, chunk, keyRowThreads(s.headDim));
+                          static_cast<const T*>(valueCache), place, s, attentionChunk(s.maxContext, splits),
+                          keyRowThreads(s.headDim));
 }
 
 template <typename T, int kBlocksPerSm>

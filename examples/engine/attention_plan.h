@@ -47,6 +47,11 @@ ENGINE_HOST_DEVICE inline AttentionSharedLayout attentionSharedLayout(int chunk,
 inline size_t attentionSharedBytes(int chunk, int headDim, int splits) {
   return size_t(attentionSharedLayout(chunk, headDim, splits).floats) * sizeof(float);
 }
+// A block's shared memory in a pass of `splits` splits over a context of
+// maxContext positions (the launch and the plan size it alike).
+inline size_t attentionPassBytes(int maxContext, int headDim, int splits) {
+  return attentionSharedBytes(attentionChunk(maxContext, splits), headDim, splits);
+}
 
 // How many splits a pass of `blocks` (tokens x heads) blocks uses over a
 // context of maxContext positions on a GPU of `sms` multiprocessors: the
@@ -72,7 +77,7 @@ inline int attentionBlocksPerSm(int blocks, int sms, size_t blockShared, size_t 
 // the largest (a split block, half the scores or less plus d + 2 floats, is
 // larger only in contexts of a few hundred positions, far below any limit).
 inline size_t attentionLargestBlockBytes(int maxContext, int headDim) {
-  return attentionSharedBytes(maxContext, headDim, 1) + kAttentionSharedMargin;
+  return attentionPassBytes(maxContext, headDim, 1) + kAttentionSharedMargin;
 }
 
 }  // namespace engine

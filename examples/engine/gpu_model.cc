@@ -286,8 +286,7 @@ GpuModel::AttentionLaunch GpuModel::attentionLaunchFor(int n) const {
   if (n > options_.maxSeqs) a.splits = 1;
   else if (options_.attentionSplits > 0) a.splits = options_.attentionSplits;
   else a.splits = attentionSplits(options_.maxContext, blocks, config_.headDim, sms_);
-  const size_t blockShared =
-      attentionSharedBytes(attentionChunk(options_.maxContext, a.splits), config_.headDim, a.splits);
+  const size_t blockShared = attentionPassBytes(options_.maxContext, config_.headDim, a.splits);
   a.blocksPerSm = options_.attentionBlocksPerSm > 0
                       ? options_.attentionBlocksPerSm
                       : attentionBlocksPerSm(blocks * a.splits, sms_, blockShared, size_t(sharedPerSm_));
