@@ -56,7 +56,7 @@ __device__ inline uint32_t* flagOf(const OneShotArgs& a, int owner, int phase, i
 }
 
 __device__ inline uint4* linesOf(const OneShotArgs& a, int owner, int phase, int from) {
-  return reinterpret_cast<uint4*>(a.region[owner] + a.layout.lineOffset(phase, from, a.nranks));
+  return reinterpret_cast<uint4*>(a.region[owner] + a.layout.llSlotOffset(phase, from, a.nranks));
 }
 
 // ---- protocol: separate flags ----------------------------------------------

@@ -58,7 +58,7 @@ struct RegionLayout {
   __host__ __device__ size_t slotOffset(int phase, int from, int nranks) const {
     return slotsOffset + (static_cast<size_t>(phase) * nranks + from) * slotBytes;
   }
-  __host__ __device__ size_t lineOffset(int phase, int from, int nranks) const {
+  __host__ __device__ size_t llSlotOffset(int phase, int from, int nranks) const {
     return llOffset + (static_cast<size_t>(phase) * nranks + from) * llSlotBytes;
   }
   // Index, among the region's uint32 flags, of block `block`'s flag.

@@ -32,7 +32,7 @@ __device__ inline char* slotOf(const ProxyKernelArgs& a, int phase, int from) {
 }
 
 __device__ inline uint4* linesOf(const ProxyKernelArgs& a, int phase, int from) {
-  return reinterpret_cast<uint4*>(a.region + a.layout.lineOffset(phase, from, a.nranks));
+  return reinterpret_cast<uint4*>(a.region + a.layout.llSlotOffset(phase, from, a.nranks));
 }
 
 // Thread 0 tells the proxy what this block covers (see ProxyDoorbell).

@@ -33,7 +33,7 @@ struct ExchangeLayout {
   size_t slotBytes() const { return region.slotBytes; }
   size_t slotOffset(int phase, int rank) const { return region.slotOffset(phase, rank, nranks); }
   size_t llSlotBytes() const { return region.llSlotBytes; }
-  size_t llSlotOffset(int phase, int rank) const { return region.lineOffset(phase, rank, nranks); }
+  size_t llSlotOffset(int phase, int rank) const { return region.llSlotOffset(phase, rank, nranks); }
   size_t flagIndex(int phase, int rank, int block = 0) const {
     return RegionLayout::flagIndex(phase, rank, block, nranks, blocks);
   }
