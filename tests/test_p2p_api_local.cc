@@ -1,12 +1,15 @@
 // The p2p path through the public API with every GPU in this process
 // (rcnCommInitAll): two communicators sets interleaved, every dtype x op,
-// graphs, driven from one thread.
+// graphs, driven from one thread; and abort while other work keeps a GPU busy.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "p2p_harness.h"
 #include "rocenante/rocenante.h"
@@ -59,4 +62,45 @@ TEST_CASE("rcnAllReduce over p2p with rcnCommInitAll: every dtype x op, two comm
     REQUIRE(async == rcnSuccess);
   }
   for (rcnComm_t c : {a[0], a[1], b[0], b[1]}) REQUIRE(rcnCommDestroy(c) == rcnSuccess);
+}
+
+namespace {
+
+std::atomic<bool> releaseBusyWork{false};
+
+void busyUntilReleased(void*) {
+  while (!releaseBusyWork.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+}  // namespace
+
+// Work on the GPU that is not rocenante's and does not finish (here a host
+// function on a stream of its own; in life an NCCL collective whose peer
+// died) must not keep rcnCommAbort from returning: it gives up after
+// ROCENANTE_TIMEOUT_MS and leaves the communicator's memory allocated.
+TEST_CASE("rcnCommAbort returns while other work keeps the GPU busy", "[p2p][gpu][api]") {
+  requireGpus(kRanks);
+  setenv("ROCENANTE_FORCE", "rocenante", 1);
+  setenv("ROCENANTE_TRANSPORT", "p2p", 1);
+  rcnComm_t comms[kRanks] = {};
+  REQUIRE(rcnCommInitAll(comms, kRanks, nullptr) == rcnSuccess);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  cudaStream_t busy = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking) == cudaSuccess);
+  releaseBusyWork = false;
+  REQUIRE(cudaLaunchHostFunc(busy, busyUntilReleased, nullptr) == cudaSuccess);
+
+  setenv("ROCENANTE_TIMEOUT_MS", "500", 1);
+  const auto start = std::chrono::steady_clock::now();
+  const rcnResult_t aborted = rcnCommAbort(comms[0]);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  releaseBusyWork = true;
+  unsetenv("ROCENANTE_TIMEOUT_MS");
+  REQUIRE(cudaStreamSynchronize(busy) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(busy) == cudaSuccess);
+  CHECK(aborted == rcnSuccess);
+  CHECK(seconds >= 0.45);  // it did wait for the device, up to the bound
+  CHECK(seconds < 5.0);    // and no longer
+  // Rank 1's device is idle: its abort drains at once and frees everything.
+  CHECK(rcnCommAbort(comms[1]) == rcnSuccess);
 }

@@ -132,7 +132,10 @@ rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm);
 /* Waits for the communicator's outstanding work, then frees it. */
 rcnResult_t rcnCommDestroy(rcnComm_t comm);
 
-/* Stops every pending wait of this communicator and frees it. Always returns. */
+/* Stops every pending wait of this communicator and frees it. Always returns:
+ * within ROCENANTE_TIMEOUT_MS even while a kernel that is not rocenante's
+ * (say an NCCL collective whose peer died) keeps the GPU busy; its device
+ * memory is then left allocated rather than freed under a running kernel. */
 rcnResult_t rcnCommAbort(rcnComm_t comm);
 
 /* Like ncclAllReduce. Calls on one communicator must be ordered: issue them on

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/check.h"
+#include "core/device_drain.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/launch_env.h"
@@ -25,12 +26,17 @@ constexpr size_t kHostMinSlotBytes = 64 * 1024;
 constexpr int64_t kMaxTimeoutMs = 1000000000;  // ~11.6 days, as the bootstrap's clamp
 
 
-// The device this rank runs on, or -1 for the host backend.
-rcnResult_t pickDevice(int requested, int* cudaDev) {
+// The device this rank runs on, or -1 for the host backend. ncclBuffers:
+// the shim builds over an NCCL communicator, whose buffers live on a GPU
+// wherever there is one.
+rcnResult_t pickDevice(int requested, bool ncclBuffers, int* cudaDev) {
   std::string backend = paramStr(ParamId::Backend);
   // Checked first, so a typo fails on a machine without GPUs too.
   RCN_ARG_CHECK(backend == "gpu" || backend == "auto" || backend == "host",
                 "ROCENANTE_BACKEND='%s' is not one of auto, gpu, host", backend.c_str());
+  RCN_ARG_CHECK(!(ncclBuffers && backend == "host" && rcn::bench::visibleGpuCount() > 0),
+                "ROCENANTE_BACKEND=host cannot serve an NCCL communicator: its buffers are GPU memory, which "
+                "the host backend's CPU copies cannot read");
   if (backend == "host" || (backend != "gpu" && rcn::bench::visibleGpuCount() == 0)) {
     *cudaDev = -1;
     return rcnSuccess;
@@ -103,6 +109,10 @@ rcnPath_t pathOf(TransportKind kind) {
 rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why) {
   TransportKind kind;
   RCN_CHECK(parseTransport(&kind));
+  // The host path moves the buffers with the CPU, which cannot read a GPU's.
+  RCN_ARG_CHECK(kind != TransportKind::Host || comm->cudaDev < 0,
+                "ROCENANTE_TRANSPORT=host needs the host backend (ROCENANTE_BACKEND=host), but rank %d runs on "
+                "GPU %d", comm->rank, comm->cudaDev);
   if (kind == TransportKind::Auto) kind = autoTransport(comm, topo, why);
   RCN_CHECK(policyLoad(topo.cls, pathOf(kind), comm->nranks, &comm->policy));
   if (kind == TransportKind::Auto) return rcnSuccess;  // no fast path fits this topology
@@ -164,7 +174,7 @@ rcnResult_t requireSomePath(const rcnComm* comm, const std::string& reason) {
 
 rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
   RCN_CHECK(paramValidate());
-  RCN_CHECK(pickDevice(args.cudaDev, &comm->cudaDev));
+  RCN_CHECK(pickDevice(args.cudaDev, args.existingNccl != nullptr, &comm->cudaDev));
   if (comm->cudaDev >= 0) {
     if (args.existingNccl) {
       comm->nccl = args.existingNccl;
@@ -196,11 +206,13 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
   return rcnSuccess;
 }
 
+// ROCENANTE_TIMEOUT_MS, the bound on every wait for a peer, as abort's waits use it.
+int64_t abortLimitMs() { return std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs); }
+
 // Waits (bounded) until no other thread is inside a call on comm; abort()
 // has made such a call give up, so it returns promptly.
 bool waitForCalls(rcnComm* comm) {
-  const int64_t limitMs = std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limitMs);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(abortLimitMs());
   while (comm->callsInFlight.load() > 0) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -273,10 +285,17 @@ void commAbort(rcnComm* comm) {
     if (ncclApi(&nccl) == rcnSuccess) nccl->commAbort(comm->nccl);
   }
   comm->nccl = nullptr;
-  if (comm->cudaDev >= 0) {
-    DeviceScope device(comm->cudaDev);
-    cudaDeviceSynchronize();  // kernels saw the abort flag and exit promptly
-    cudaGetLastError();
+  // Our kernels saw the abort flag and exit promptly; one that is not ours
+  // may never finish, so the wait is bounded like every wait for a peer.
+  const int64_t limitMs = abortLimitMs();
+  if (comm->cudaDev >= 0 && !drainDevice(comm->cudaDev, limitMs)) {
+    // Freeing device memory would wait for the device too, and a kernel of
+    // ours may still be running: keep the memory.
+    RCN_WARN(RCN_LOG_COLL, "rcnCommAbort: comm %p: device %d still runs kernels after %lld ms "
+             "(ROCENANTE_TIMEOUT_MS); its fast path and bootstrap are leaked", (void*)comm, comm->cudaDev,
+             (long long)limitMs);
+    (void)comm->fast.release();
+    (void)comm->bootstrap.release();
   }
   if (!waitForCalls(comm)) {
     // A call that did not return cannot have its path freed under it.
