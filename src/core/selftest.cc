@@ -14,8 +14,10 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/check.h"
@@ -77,6 +79,7 @@ class TestBuffers {
  public:
   explicit TestBuffers(bool device) : device_(device) {}
   ~TestBuffers() {
+    if (stuck) return;  // freeing would wait for the stuck work: leak instead
     if (device_) {
       if (stream) cudaStreamSynchronize(stream);
       if (send) cudaFree(send);
@@ -121,6 +124,7 @@ class TestBuffers {
   void* recv = nullptr;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
+  bool stuck = false;  // a wait for the stream gave up: work on it may never finish
 
  private:
   bool device_;
@@ -152,6 +156,26 @@ rcnResult_t checkOnce(rcnComm* comm, TestBuffers& buf, size_t bytes, std::string
   return rcnSuccess;
 }
 
+// Waits for the batch's stop event, bounded by ROCENANTE_TIMEOUT_MS: our
+// kernels give up by themselves, but an NCCL kernel whose peer stopped taking
+// part (it failed, or died) never finishes.
+rcnResult_t waitForBatch(TestBuffers& buf) {
+  const int64_t limitMs = std::max<int64_t>(1, paramInt(ParamId::TimeoutMs));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limitMs);
+  while (true) {
+    const cudaError_t status = cudaEventQuery(buf.stop);
+    if (status == cudaSuccess) return rcnSuccess;
+    if (status != cudaErrorNotReady) RCN_CUDA_CHECK(status);
+    if (std::chrono::steady_clock::now() > deadline) {
+      buf.stuck = true;
+      RCN_WARN(RCN_LOG_INIT, "self-test: a timed batch did not finish within %lld ms (ROCENANTE_TIMEOUT_MS); "
+               "a rank stopped taking part", (long long)limitMs);
+      return rcnRemoteError;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 // Median microseconds per call of `call` in batches on the test stream.
 template <typename Call>
 rcnResult_t timeMedian(TestBuffers& buf, Call call, double* us) {
@@ -161,7 +185,7 @@ rcnResult_t timeMedian(TestBuffers& buf, Call call, double* us) {
     RCN_CUDA_CHECK(cudaEventRecord(buf.start, buf.stream));
     for (int i = 0; i < kPerBatch; ++i) RCN_CHECK(call());
     RCN_CUDA_CHECK(cudaEventRecord(buf.stop, buf.stream));
-    RCN_CUDA_CHECK(cudaEventSynchronize(buf.stop));
+    RCN_CHECK(waitForBatch(buf));
     float ms = 0;
     RCN_CUDA_CHECK(cudaEventElapsedTime(&ms, buf.start, buf.stop));
     batches.push_back(1000.0 * ms / kPerBatch);
