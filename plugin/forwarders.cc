@@ -145,20 +145,10 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommAbort(ncclComm_t comm) {
 }
 
 extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  auto fn = rcn::shim::realNccl().ncclCommRevoke;
-  if (!fn) {
-    rcn::shim::reportMissing("ncclCommRevoke");
-    return ncclInvalidUsage;
-  }
-  return fn(comm, revokeFlags);
+  return rcn::shim::shim_ncclCommRevoke(comm, revokeFlags);
 }
 extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  auto fn = rcn::shim::realNccl().ncclCommRevoke;
-  if (!fn) {
-    rcn::shim::reportMissing("ncclCommRevoke");
-    return ncclInvalidUsage;
-  }
-  return fn(comm, revokeFlags);
+  return rcn::shim::shim_ncclCommRevoke(comm, revokeFlags);
 }
 
 extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t * newcomm, ncclConfig_t* config) {

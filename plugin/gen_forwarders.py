@@ -19,7 +19,7 @@ from pathlib import Path
 INTERCEPTED = [
     "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",
     "ncclCommInitRankScalable", "ncclCommShrink", "ncclCommDestroy", "ncclCommAbort",
-    "ncclCommFinalize", "ncclCommGetAsyncError", "ncclAllReduce", "ncclGroupStart",
+    "ncclCommRevoke", "ncclCommFinalize", "ncclCommGetAsyncError", "ncclAllReduce", "ncclGroupStart",
     "ncclGroupEnd", "ncclGroupSimulateEnd", "ncclGetLastError",
 ]
 

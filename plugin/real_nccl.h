@@ -80,6 +80,7 @@ ncclResult_t shim_ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist
 ncclResult_t shim_ncclCommFinalize(ncclComm_t comm);
 ncclResult_t shim_ncclCommDestroy(ncclComm_t comm);
 ncclResult_t shim_ncclCommAbort(ncclComm_t comm);
+ncclResult_t shim_ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t shim_ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t * newcomm, ncclConfig_t* config);
 ncclResult_t shim_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
 ncclResult_t shim_ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config);

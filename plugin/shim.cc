@@ -25,6 +25,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -353,6 +354,19 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
   return theirs;
 }
 
+// Revoke stops NCCL's operations in flight and fails later ones. Ours stop
+// too, and later small all-reduces fail like NCCL's rather than running on
+// the fast path as if nothing happened; destroy or abort still frees us.
+ncclResult_t shim_ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  auto fn = realNccl().ncclCommRevoke;
+  if (!fn) return reportMissing("ncclCommRevoke"), ncclInvalidUsage;
+  if (auto entry = findEntry(comm); entry && entry->rc) {
+    entry->rc->aborted = true;
+    if (entry->rc->fast) entry->rc->fast->abort();
+  }
+  return fn(comm, revokeFlags);
+}
+
 ncclResult_t shim_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   auto fn = realNccl().ncclCommGetAsyncError;
   if (!fn) return reportMissing("ncclCommGetAsyncError"), ncclInvalidUsage;
@@ -376,10 +390,10 @@ ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t cou
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   auto fn = realNccl().ncclAllReduce;
   if (!fn) return reportMissing("ncclAllReduce"), ncclInvalidUsage;
-  // User-made ops (ncclRedOpCreatePreMulSum) and anything odd go to NCCL,
-  // which checks arguments with its own messages.
+  // User-made ops (ncclRedOpCreatePreMulSum) and anything odd (a count whose
+  // byte size wraps) go to NCCL, which checks arguments with its own messages.
   bool plain = datatype >= 0 && datatype < ncclNumTypes && op >= 0 && op < ncclNumOps && count > 0 &&
-               sendbuff && recvbuff;
+               count <= SIZE_MAX / dtypeSize(static_cast<rcnDataType_t>(datatype)) && sendbuff && recvbuff;
   std::shared_ptr<Entry> entry = plain ? findEntry(comm) : nullptr;
   if (!entry || !entry->rc) return fn(sendbuff, recvbuff, count, datatype, op, comm, stream);
   auto dtype = static_cast<rcnDataType_t>(datatype);

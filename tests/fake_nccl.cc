@@ -39,7 +39,7 @@ struct TunerV5 {
 struct FakeNcclStats {
   int commsCreated, commsDestroyed, commsAborted;
   int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
-  int allReduces, allGathers;
+  int allReduces, allGathers, revokes;
   char tunerPath[512];
 };
 
@@ -56,6 +56,7 @@ struct FakeComm {
   int nranks, rank, dev;
   void* tunerContext;
   bool usesTuner;
+  bool revoked;  // NCCL fails a revoked communicator's collectives
 };
 
 void logger(int, unsigned long, const char*, int, const char* fmt, ...) {
@@ -102,7 +103,7 @@ void unloadTuner(FakeComm* comm) {
 
 ncclResult_t create(ncclComm_t* out, int nranks, int rank, int dev) {
   if (!out || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
-  auto* comm = new FakeComm{nranks, rank, dev, nullptr, false};
+  auto* comm = new FakeComm{nranks, rank, dev, nullptr, false, false};
   std::lock_guard<std::mutex> lock(mutex);
   loadTuner(comm);
   ++stats.commsCreated;
@@ -125,6 +126,7 @@ ncclResult_t collective(ncclComm_t handle, int func, size_t bytes, int* counter)
   if (!handle) return ncclInvalidArgument;
   auto* comm = reinterpret_cast<FakeComm*>(handle);
   std::lock_guard<std::mutex> lock(mutex);
+  if (comm->revoked) return ncclInvalidUsage;
   ++*counter;
   if (comm->usesTuner) {
     float table[kAlgos][kProtos];
@@ -172,6 +174,13 @@ FAKE_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*
 FAKE_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) { return release(comm, &stats.commsDestroyed); }
 FAKE_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) { return release(comm, &stats.commsAborted); }
 FAKE_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
+FAKE_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int) {
+  if (!comm) return ncclInvalidArgument;
+  std::lock_guard<std::mutex> lock(mutex);
+  reinterpret_cast<FakeComm*>(comm)->revoked = true;
+  ++stats.revokes;
+  return ncclSuccess;
+}
 
 FAKE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
   *error = ncclSuccess;

@@ -27,7 +27,7 @@ namespace {
 struct FakeNcclStats {  // tests/fake_nccl.cc
   int commsCreated, commsDestroyed, commsAborted;
   int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
-  int allReduces, allGathers;
+  int allReduces, allGathers, revokes;
   char tunerPath[512];
 };
 
@@ -37,6 +37,7 @@ struct Shim {
   decltype(&ncclCommInitAll) commInitAll;
   decltype(&ncclCommDestroy) commDestroy;
   decltype(&ncclAllReduce) allReduce;
+  decltype(&ncclCommRevoke) commRevoke;
   decltype(&ncclGroupStart) groupStart;
   decltype(&ncclGroupEnd) groupEnd;
   rcnResult_t (*query)(ncclComm_t, rcnCommInfo*);
@@ -58,6 +59,7 @@ bool openShim(Shim* s) {
   BIND(commInitAll, "ncclCommInitAll");
   BIND(commDestroy, "ncclCommDestroy");
   BIND(allReduce, "ncclAllReduce");
+  BIND(commRevoke, "ncclCommRevoke");
   BIND(groupStart, "ncclGroupStart");
   BIND(groupEnd, "ncclGroupEnd");
   BIND(query, "rcnShimCommQuery");
@@ -71,7 +73,7 @@ bool openShim(Shim* s) {
   auto statsFn = fake ? reinterpret_cast<const FakeNcclStats* (*)()>(dlsym(fake, "fakeNcclStats")) : nullptr;
   s->stats = statsFn ? statsFn() : nullptr;
   return s->getUniqueId && s->commInitRank && s->commInitAll && s->commDestroy && s->allReduce &&
-         s->groupStart && s->groupEnd && s->query && s->stats;
+         s->commRevoke && s->groupStart && s->groupEnd && s->query && s->stats;
 }
 
 // Runs body in a child process and checks it exited 0.
@@ -165,6 +167,27 @@ TEST_CASE("ROCENANTE_DISABLE=1: pure forwarding, no tuner, no setup") {
     for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(comms[i]) == ncclSuccess);
     const FakeNcclStats& st = *s.stats;
     EXPECT(st.tunerLoads == 0 && st.allReduces == 2 && st.commsDestroyed == 2);
+    return 0;
+  });
+}
+
+// The shim passes ncclCommRevoke on (and the fake, like NCCL, then fails the
+// communicator's collectives); its own fast path stopping too is
+// test_shim_gpu's to check, since here no communicator has one.
+TEST_CASE("ncclCommRevoke reaches NCCL: later all-reduces fail, destroy still frees the communicator") {
+  inChild([] {
+    Shim s;
+    EXPECT(openShim(&s));
+    ncclUniqueId id;
+    EXPECT(s.getUniqueId(&id) == ncclSuccess);
+    ncclComm_t comm = nullptr;
+    EXPECT(s.commInitRank(&comm, 1, id, 0) == ncclSuccess);
+    EXPECT(s.allReduce(host[0], host[1], 64, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+    EXPECT(s.commRevoke(comm, 0) == ncclSuccess);
+    EXPECT(s.allReduce(host[0], host[1], 64, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess);
+    EXPECT(s.commDestroy(comm) == ncclSuccess);
+    const FakeNcclStats& st = *s.stats;
+    EXPECT(st.revokes == 1 && st.allReduces == 1 && st.commsDestroyed == 1);
     return 0;
   });
 }

@@ -46,6 +46,8 @@ struct Shim {
   decltype(&ncclCommInitAll) commInitAll;
   decltype(&ncclCommDestroy) commDestroy;
   decltype(&ncclCommSplit) commSplit;
+  decltype(&ncclCommRevoke) commRevoke;
+  decltype(&ncclCommAbort) commAbort;
   decltype(&ncclAllReduce) allReduce;
   decltype(&ncclGroupStart) groupStart;
   decltype(&ncclGroupEnd) groupEnd;
@@ -63,13 +65,15 @@ Shim openShim() {
   BIND(commInitAll, "ncclCommInitAll");
   BIND(commDestroy, "ncclCommDestroy");
   BIND(commSplit, "ncclCommSplit");
+  BIND(commRevoke, "ncclCommRevoke");
+  BIND(commAbort, "ncclCommAbort");
   BIND(allReduce, "ncclAllReduce");
   BIND(groupStart, "ncclGroupStart");
   BIND(groupEnd, "ncclGroupEnd");
   BIND(query, "rcnShimCommQuery");
 #undef BIND
-  s.ok = s.getUniqueId && s.commInitRank && s.commInitAll && s.commDestroy && s.commSplit && s.allReduce &&
-         s.groupStart && s.groupEnd && s.query;
+  s.ok = s.getUniqueId && s.commInitRank && s.commInitAll && s.commDestroy && s.commSplit && s.commRevoke &&
+         s.commAbort && s.allReduce && s.groupStart && s.groupEnd && s.query;
   return s;
 }
 
@@ -342,6 +346,51 @@ int singleRank() {
   return 0;
 }
 
+// NCCL fails a revoked communicator's collectives; the shim's small ones,
+// which NCCL never sees, must fail too rather than run on the fast path.
+int revokeStopsFastPath() {
+  installCrashTrace("revoke");
+  STAGE("dlopen librocenante.so");
+  Shim s = openShim();
+  EXPECT(s.ok);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  STAGE("ncclCommInitAll");
+  EXPECT(s.commInitAll(comms, 2, nullptr) == ncclSuccess);
+  cudaStream_t streams[2];
+  Buffers small[2];
+  for (int i = 0; i < 2; ++i) {
+    rcnCommInfo info;
+    EXPECT(s.query(comms[i], &info) == rcnSuccess);
+    EXPECT(info.path != rcnPathNccl);
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking) == cudaSuccess);
+    EXPECT(small[i].fill(i, 3000, 79));
+  }
+  EXPECT(s.groupStart() == ncclSuccess);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(s.allReduce(small[i].send, small[i].recv, small[i].count, ncclFloat32, ncclSum, comms[i], streams[i]) ==
+           ncclSuccess);
+  }
+  EXPECT(s.groupEnd() == ncclSuccess);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(cudaStreamSynchronize(streams[i]) == cudaSuccess);
+    EXPECT(matchesReference(small[i].result(), 2, 79));
+  }
+  STAGE("ncclCommRevoke");
+  for (int i = 0; i < 2; ++i) EXPECT(s.commRevoke(comms[i], NCCL_REVOKE_DEFAULT) == ncclSuccess);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(s.allReduce(small[i].send, small[i].recv, small[i].count, ncclFloat32, ncclSum, comms[i], streams[i]) !=
+           ncclSuccess);
+  }
+  STAGE("ncclCommAbort");
+  for (int i = 0; i < 2; ++i) EXPECT(s.commAbort(comms[i]) == ncclSuccess);
+  for (int i = 0; i < 2; ++i) cudaStreamDestroy(streams[i]);
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("one GPU: single-rank communicators through the shim forward to NCCL") {
@@ -379,4 +428,9 @@ TEST_CASE("one thread, two GPUs: ncclCommInitAll") {
 TEST_CASE("one thread, two GPUs: ncclCommSplit inside a group") {
   rcn::test::requireGpus(2);
   rcn::test::checkInOneRank([] { return splitInGroup(); });
+}
+
+TEST_CASE("one thread, two GPUs: after ncclCommRevoke small all-reduces fail too") {
+  rcn::test::requireGpus(2);
+  rcn::test::checkInOneRank([] { return revokeStopsFastPath(); });
 }
