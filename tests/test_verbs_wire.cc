@@ -208,8 +208,10 @@ int mQueryQp(ibv_qp* qp, ibv_qp_attr* a, int, ibv_qp_init_attr*) {
 int mPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   std::lock_guard<std::mutex> lock(gMock.mu);
   for (; wr; wr = wr->next) {
-    Posted p{qp->qp_num, wr->opcode, unsigned(wr->send_flags), wr->sg_list[0].length,
-             wr->sg_list[0].addr, wr->sg_list[0].lkey, wr->wr.rdma.remote_addr, wr->wr.rdma.rkey, 0};
+    const ibv_sge none{};  // an empty write (the closing one) has no scatter entry
+    const ibv_sge& sge = wr->num_sge > 0 ? wr->sg_list[0] : none;
+    Posted p{qp->qp_num, wr->opcode, unsigned(wr->send_flags), sge.length, sge.addr, sge.lkey,
+             wr->wr.rdma.remote_addr, wr->wr.rdma.rkey, 0};
     if (wr->send_flags & IBV_SEND_INLINE) std::memcpy(&p.inlineValue, reinterpret_cast<void*>(p.localAddr), 4);
     gMock.posted.push_back(p);
     auto mr = gMock.mrByRkey.find(p.rkey);
@@ -411,6 +413,30 @@ TEST_CASE("verbs wire: every 32nd request is signaled and completions free the s
   }
   CHECK(w0.progress() == rcnSuccess);
   CHECK(b.wires[1]->flags()[0] == 199);
+}
+
+// The last writes are unsignaled; close() makes sure they completed before
+// the QPs go, with one signaled empty write per peer that has any pending.
+TEST_CASE("verbs wire: close() confirms the last unsignaled writes with a signaled empty write", "[verbs]") {
+  MockScope scope;
+  Built b;
+  buildWires(&b);
+  REQUIRE(b.wires[0]);
+  Wire& w0 = *b.wires[0];
+  gMock.posted.clear();
+  REQUIRE(w0.put(1, 0, 0, 64) == rcnSuccess);
+  REQUIRE(w0.putFlag(1, 0, 7) == rcnSuccess);
+  w0.close();
+  REQUIRE(gMock.posted.size() == 3);
+  const Posted& last = gMock.posted.back();
+  CHECK(last.opcode == IBV_WR_RDMA_WRITE);
+  CHECK((last.flags & IBV_SEND_SIGNALED) != 0);
+  CHECK(last.length == 0);
+  CHECK(w0.error(nullptr) == rcnSuccess);
+  // Nothing pending on a wire that posted nothing: close() posts nothing.
+  const size_t before = gMock.posted.size();
+  b.wires[1]->close();
+  CHECK(gMock.posted.size() == before);
 }
 
 TEST_CASE("verbs wire: an error completion becomes the wire's error, naming the peer", "[verbs]") {

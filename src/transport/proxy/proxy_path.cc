@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "core/check.h"
+#include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/params.h"
 #include "transport/proxy/proxy_engine.h"
@@ -51,14 +52,18 @@ class ProxyPath final : public FastPath {
     OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, gridBlocks_, threads_);
     const size_t units = grid.protocol == OneShotProtocol::LL ? (bytes + 7) / 8 : (bytes + 15) / 16;
     grid.blocks = proxyBlocksFor(units, grid.blocks);
+    DeviceScope guard(cudaDev_);  // the caller may have another GPU current
+    RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
     return launchProxyKernel(args, dtype, op, grid, stagedLines_, programmaticLaunch_, stream);
   }
 
   rcnResult_t asyncError(std::string* why) override;
+  // The wire first: it wakes a proxy thread blocked in a put (a full socket
+  // or send queue), which stop() then joins without waiting for its timeout.
   void abort() override {
     if (host_) host_->abort = 1;
-    if (engine_) engine_->stop();
     if (wire_) wire_->abort();
+    if (engine_) engine_->stop();
   }
 
   rcnResult_t build(const FastPathContext& ctx, std::string* why);
@@ -228,9 +233,10 @@ rcnResult_t ProxyPath::asyncError(std::string* why) {
 // Frees in reverse order. Before the engine stops, it forwards every call the
 // GPU already finished, so a peer still waiting for our last flags gets them.
 void ProxyPath::release() {
+  DeviceScope device(cudaDev_);  // and the caller's current device back at the end
   if (engine_ && state_ && host_ && !host_->abort && engine_->error(nullptr) == rcnSuccess) {
     ProxyState st{};
-    if (cudaSetDevice(cudaDev_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+    if (device.ok() && cudaDeviceSynchronize() == cudaSuccess &&
         cudaMemcpy(&st, state_, sizeof st, cudaMemcpyDeviceToHost) == cudaSuccess && !st.failed)
       engine_->drain(st.epoch, timeoutMs_);
   }

@@ -139,19 +139,22 @@ rcnResult_t ShmWire::createOwnSegment(std::string* why) {
     return rcnSystemError;
   }
   size_t bytes = layout_.regionBytes;
+  // posix_fallocate reserves the pages in /dev/shm now: a full one fails here
+  // with ENOSPC, where ftruncate alone would leave a hole whose first write
+  // (the memset below, or a peer's put) raises SIGBUS.
   void* base = MAP_FAILED;
-  if (ftruncate(fd, off_t(bytes)) == 0)
+  int err = posix_fallocate(fd, 0, off_t(bytes));
+  if (err == 0) {
     base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
+    if (base == MAP_FAILED) err = errno;
+  }
   ::close(fd);
   if (base == MAP_FAILED) {
     *why = std::string("sizing/mapping ") + ownName_ + " (" + std::to_string(bytes) +
            " bytes) failed: " + strerror(err) + " (is /dev/shm large enough?)";
     return rcnSystemError;
   }
-  // Touch every page now: a full /dev/shm fails here with SIGBUS-free ENOMEM
-  // semantics rather than later in the middle of a call.
-  std::memset(base, 0, bytes);
+  std::memset(base, 0, bytes);  // maps every page now rather than in the middle of a call
   mapped_[rank_] = static_cast<uint8_t*>(base);
   return rcnSuccess;
 }

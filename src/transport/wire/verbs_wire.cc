@@ -36,6 +36,7 @@ rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, const Dev
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/bootstrap.h"
@@ -178,6 +179,7 @@ class VerbsWire final : public Wire {
   rcnResult_t progress() override;
   rcnResult_t error(std::string* why) const override { return failure_.get(why); }
   void abort() override { aborted_.store(true, std::memory_order_release); }
+  void close() override;
 
  private:
   struct Peer {
@@ -410,6 +412,7 @@ rcnResult_t VerbsWire::waitForSendSlot(int peer) {
   if (p.posted - p.completed < uint64_t(kSendDepth - 1)) return rcnSuccess;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
   while (p.posted - p.completed >= uint64_t(kSendDepth - 1)) {
+    if (stopped()) return rcnRemoteError;  // abort() must not wait out the timeout here
     RCN_CHECK(progress());
     if (std::chrono::steady_clock::now() > deadline)
       return fail("verbs wire: the send queue to rank " + std::to_string(peer) + " stayed full for " +
@@ -476,6 +479,36 @@ rcnResult_t VerbsWire::checkQpStates() {
       return fail("verbs wire: the queue pair to rank " + std::to_string(r) + " is in the error state");
   }
   return rcnSuccess;
+}
+
+// The last call's writes are unsignaled and may still be in flight: the
+// QPs' destruction would drop them, and a peer still waiting for our flags
+// would time out on a clean shutdown. A signaled empty write per QP covers
+// every request before it (RC completes in order); wait (briefly, as the
+// tcp wire waits for its peers' goodbyes) until each has completed.
+void VerbsWire::close() {
+  if (stopped()) return;
+  for (int r = 0; r < nranks_; ++r) {
+    if (!peers_[r].qp || peers_[r].completed == peers_[r].posted) continue;
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.num_sge = 0;
+    wr.wr.rdma.remote_addr = peers_[r].remoteBase;
+    wr.wr.rdma.rkey = peers_[r].rkey;
+    if (post(r, &wr) != rcnSuccess) return;
+  }
+  auto allCompleted = [&] {
+    for (const Peer& p : peers_)
+      if (p.completed != p.posted) return false;
+    return true;
+  };
+  const auto limit = std::chrono::milliseconds(std::min<uint64_t>(timeoutMs_, 1000));
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!allCompleted() && std::chrono::steady_clock::now() < deadline) {
+    if (progress() != rcnSuccess) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 rcnResult_t VerbsWire::progress() {
