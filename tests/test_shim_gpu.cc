@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -346,6 +347,29 @@ int singleRank() {
   return 0;
 }
 
+// A rank whose rocenante setup fails (here: its policy file is missing)
+// leaves before its peer's next exchange, and the peer's bootstrap all-gather
+// over NCCL never finishes on its GPU. The peer must still give up within
+// its timeouts (bootstrap 3 s, abort's wait for the GPU 1 s) and return an
+// error, not hang in that wait.
+int peerFailsInit(int rank, SharedId* shared) {
+  installCrashTrace(rank == 0 ? "rank 0" : "rank 1");
+  setenv("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "3000", 1);
+  setenv("ROCENANTE_TIMEOUT_MS", "1000", 1);
+  if (rank == 1) setenv("ROCENANTE_POLICY", "/nonexistent/rocenante-policy.yaml", 1);
+  if (cudaSetDevice(rank) != cudaSuccess) return 2;
+  STAGE("dlopen librocenante.so");
+  Shim s = openShim();
+  EXPECT(s.ok);
+  const auto start = std::chrono::steady_clock::now();
+  ncclComm_t comm = initRank(s, shared, rank, 2);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  fprintf(stderr, "rank %d: ncclCommInitRank %s after %.1f s\n", rank, comm ? "succeeded" : "failed", seconds);
+  EXPECT(comm == nullptr);
+  EXPECT(seconds < 30.0);
+  return 0;
+}
+
 // NCCL fails a revoked communicator's collectives; the shim's small ones,
 // which NCCL never sees, must fail too rather than run on the fast path.
 int revokeStopsFastPath() {
@@ -412,6 +436,13 @@ TEST_CASE("a forced self-test failure on one rank makes every rank fall back") {
     setenv("ROCENANTE_SELFTEST_FAIL_RANK", "1", 1);
     return twoProcessRank(rank, shared, false);
   }));
+  munmap(shared, sizeof(SharedId));
+}
+
+TEST_CASE("a rank whose setup fails leaves its peer an error, not a hang") {
+  rcn::test::requireGpus(2);
+  SharedId* shared = makeSharedId();
+  rcn::test::checkRanks(rcn::test::runRanks(2, [&](int rank) { return peerFailsInit(rank, shared); }));
   munmap(shared, sizeof(SharedId));
 }
 
