@@ -37,7 +37,7 @@ struct Shim {
   decltype(&ncclCommInitAll) commInitAll;
   decltype(&ncclCommDestroy) commDestroy;
   decltype(&ncclAllReduce) allReduce;
-  decltype(&ncclCommRevoke) commRevoke;
+  ncclResult_t (*commRevoke)(ncclComm_t, int);  // not in every 2.28 nccl.h
   decltype(&ncclGroupStart) groupStart;
   decltype(&ncclGroupEnd) groupEnd;
   rcnResult_t (*query)(ncclComm_t, rcnCommInfo*);
