@@ -351,9 +351,11 @@ int singleRank() {
 // leaves before its peer's next exchange, and the peer's bootstrap all-gather
 // over NCCL never finishes on its GPU. The peer must still give up within
 // its timeouts (bootstrap 3 s, abort's wait for the GPU 1 s) and return an
-// error, not hang in that wait.
+// error, not hang in that wait. The tuner stays off: it would read the
+// policy inside NCCL's own init, which would then fail first.
 int peerFailsInit(int rank, SharedId* shared) {
   installCrashTrace(rank == 0 ? "rank 0" : "rank 1");
+  setenv("ROCENANTE_TUNER", "0", 1);
   setenv("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "3000", 1);
   setenv("ROCENANTE_TIMEOUT_MS", "1000", 1);
   if (rank == 1) setenv("ROCENANTE_POLICY", "/nonexistent/rocenante-policy.yaml", 1);
