@@ -355,8 +355,9 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
 }
 
 // Revoke stops NCCL's operations in flight and fails later ones. Ours stop
-// too, and later small all-reduces fail like NCCL's rather than running on
-// the fast path as if nothing happened; destroy or abort still frees us.
+// too, and every later all-reduce fails here (small ones would otherwise run
+// on the fast path as if nothing happened; NCCL fails the large ones anyway);
+// destroy or abort still frees us.
 ncclResult_t shim_ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   auto fn = realNccl().ncclCommRevoke;
   if (!fn) return reportMissing("ncclCommRevoke"), ncclInvalidUsage;

@@ -90,11 +90,19 @@ TEST_CASE("rcnCommAbort returns while other work keeps the GPU busy", "[p2p][gpu
   releaseBusyWork = false;
   REQUIRE(cudaLaunchHostFunc(busy, busyUntilReleased, nullptr) == cudaSuccess);
 
+  // Should abort wait for the device after all, the busy work ends after
+  // 10 s, so the case fails on its time instead of hanging.
+  std::thread watchdog([] {
+    for (int ms = 0; ms < 10000 && !releaseBusyWork.load(); ms += 10)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    releaseBusyWork = true;
+  });
   setenv("ROCENANTE_TIMEOUT_MS", "500", 1);
   const auto start = std::chrono::steady_clock::now();
   const rcnResult_t aborted = rcnCommAbort(comms[0]);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   releaseBusyWork = true;
+  watchdog.join();
   unsetenv("ROCENANTE_TIMEOUT_MS");
   REQUIRE(cudaStreamSynchronize(busy) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(busy) == cudaSuccess);
@@ -103,4 +111,6 @@ TEST_CASE("rcnCommAbort returns while other work keeps the GPU busy", "[p2p][gpu
   CHECK(seconds < 5.0);    // and no longer
   // Rank 1's device is idle: its abort drains at once and frees everything.
   CHECK(rcnCommAbort(comms[1]) == rcnSuccess);
+  unsetenv("ROCENANTE_FORCE");
+  unsetenv("ROCENANTE_TRANSPORT");
 }

@@ -437,6 +437,12 @@ TEST_CASE("verbs wire: close() confirms the last unsignaled writes with a signal
   const size_t before = gMock.posted.size();
   b.wires[1]->close();
   CHECK(gMock.posted.size() == before);
+  // A peer that closed first may have destroyed its QP: a write that fails
+  // while closing is over, not the wire's failure (no WARN, no error).
+  gMock.injectStatus = IBV_WC_RETRY_EXC_ERR;
+  REQUIRE(w0.putFlag(1, 0, 8) == rcnSuccess);
+  w0.close();
+  CHECK(w0.error(nullptr) == rcnSuccess);
 }
 
 TEST_CASE("verbs wire: an error completion becomes the wire's error, naming the peer", "[verbs]") {

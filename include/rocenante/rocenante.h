@@ -133,9 +133,11 @@ rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm);
 rcnResult_t rcnCommDestroy(rcnComm_t comm);
 
 /* Stops every pending wait of this communicator and frees it. Always returns:
- * within ROCENANTE_TIMEOUT_MS even while a kernel that is not rocenante's
- * (say an NCCL collective whose peer died) keeps the GPU busy; its device
- * memory is then left allocated rather than freed under a running kernel. */
+ * its own waits take at most ROCENANTE_TIMEOUT_MS in all (aborting its NCCL
+ * communicator takes what ncclCommAbort takes), even while a kernel that is
+ * not rocenante's (say an NCCL collective whose peer died) keeps the GPU busy;
+ * its device memory is then left allocated rather than freed under a running
+ * kernel. */
 rcnResult_t rcnCommAbort(rcnComm_t comm);
 
 /* Like ncclAllReduce. Calls on one communicator must be ordered: issue them on

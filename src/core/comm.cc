@@ -206,13 +206,9 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
   return rcnSuccess;
 }
 
-// ROCENANTE_TIMEOUT_MS, the bound on every wait for a peer, as abort's waits use it.
-int64_t abortLimitMs() { return std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs); }
-
-// Waits (bounded) until no other thread is inside a call on comm; abort()
-// has made such a call give up, so it returns promptly.
-bool waitForCalls(rcnComm* comm) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(abortLimitMs());
+// Waits, until `deadline`, for no other thread to be inside a call on comm;
+// abort() has made such a call give up, so it returns promptly.
+bool waitForCalls(rcnComm* comm, std::chrono::steady_clock::time_point deadline) {
   while (comm->callsInFlight.load() > 0) {
     if (std::chrono::steady_clock::now() > deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -287,7 +283,9 @@ void commAbort(rcnComm* comm) {
   comm->nccl = nullptr;
   // Our kernels saw the abort flag and exit promptly; one that is not ours
   // may never finish, so the wait is bounded like every wait for a peer.
-  const int64_t limitMs = abortLimitMs();
+  // One bound (ROCENANTE_TIMEOUT_MS) for both of abort's waits.
+  const int64_t limitMs = std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limitMs);
   if (comm->cudaDev >= 0 && !drainDevice(comm->cudaDev, limitMs)) {
     // Freeing device memory would wait for the device too, and a kernel of
     // ours may still be running: keep the memory.
@@ -297,7 +295,7 @@ void commAbort(rcnComm* comm) {
     (void)comm->fast.release();
     (void)comm->bootstrap.release();
   }
-  if (!waitForCalls(comm)) {
+  if (!waitForCalls(comm, deadline)) {
     // A call that did not return cannot have its path freed under it.
     RCN_WARN(RCN_LOG_COLL, "rcnCommAbort: comm %p still has a call running; its fast path is leaked",
              (void*)comm);

@@ -74,9 +74,9 @@ rcnResult_t commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> boot
 // Waits for outstanding work, frees everything. Safe on a partly built comm.
 rcnResult_t commDestroy(rcnComm* comm);
 
-// Stops every pending wait and frees everything. Never blocks on a peer,
-// nor for longer than ROCENANTE_TIMEOUT_MS on a kernel that is not ours
-// (then the fast path and bootstrap are leaked rather than freed).
+// Stops every pending wait and frees everything. Never blocks on a peer; its
+// waits for the GPU and for calls in flight share one ROCENANTE_TIMEOUT_MS
+// bound (past it, what they guard is leaked rather than freed).
 void commAbort(rcnComm* comm);
 
 // rcnInvalidArgument with a logged reason for a null, destroyed or foreign handle.

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/bootstrap.h"
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/nccl_lib.h"
@@ -156,11 +157,12 @@ rcnResult_t checkOnce(rcnComm* comm, TestBuffers& buf, size_t bytes, std::string
   return rcnSuccess;
 }
 
-// Waits for the batch's stop event, bounded by ROCENANTE_TIMEOUT_MS: our
-// kernels give up by themselves, but an NCCL kernel whose peer stopped taking
-// part (it failed, or died) never finishes.
+// Waits for the batch's stop event, bounded like creation's other waits for a
+// peer (ROCENANTE_BOOTSTRAP_TIMEOUT_MS): our kernels give up by themselves,
+// but an NCCL kernel whose peer stopped taking part (it failed, or died)
+// never finishes.
 rcnResult_t waitForBatch(TestBuffers& buf) {
-  const int64_t limitMs = std::max<int64_t>(1, paramInt(ParamId::TimeoutMs));
+  const int64_t limitMs = bootstrapTimeoutMs();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limitMs);
   while (true) {
     const cudaError_t status = cudaEventQuery(buf.stop);
@@ -168,7 +170,7 @@ rcnResult_t waitForBatch(TestBuffers& buf) {
     if (status != cudaErrorNotReady) RCN_CUDA_CHECK(status);
     if (std::chrono::steady_clock::now() > deadline) {
       buf.stuck = true;
-      RCN_WARN(RCN_LOG_INIT, "self-test: a timed batch did not finish within %lld ms (ROCENANTE_TIMEOUT_MS); "
+      RCN_WARN(RCN_LOG_INIT, "self-test: a timed batch did not finish within %lld ms (ROCENANTE_BOOTSTRAP_TIMEOUT_MS); "
                "a rank stopped taking part", (long long)limitMs);
       return rcnRemoteError;
     }

@@ -143,7 +143,9 @@ rcnResult_t ShmWire::createOwnSegment(std::string* why) {
   // with ENOSPC, where ftruncate alone would leave a hole whose first write
   // (the memset below, or a peer's put) raises SIGBUS.
   void* base = MAP_FAILED;
-  int err = posix_fallocate(fd, 0, off_t(bytes));
+  int err = 0;
+  do err = posix_fallocate(fd, 0, off_t(bytes));
+  while (err == EINTR);  // a signal (a profiler's, Python's) while it reserves a large segment
   if (err == 0) {
     base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) err = errno;

@@ -179,6 +179,7 @@ class TcpWire final : public Wire {
 
   rcnResult_t send(int peer, iovec* iov, int count) {
     if (writeFully(fds_[peer], iov, count)) return rcnSuccess;
+    if (stopping_.load(std::memory_order_acquire)) return rcnRemoteError;  // our own abort shut it: no news
     fail("tcp wire: rank " + std::to_string(rank_) + " lost its connection to rank " +
          std::to_string(peer) + " (" + strerror(errno) + ")");
     return rcnRemoteError;

@@ -194,7 +194,9 @@ class VerbsWire final : public Wire {
   rcnResult_t registerRegion(std::string* why);
   rcnResult_t connectQp(int peer, const VerbsBlobHeader& remote, uint32_t remoteQpn, std::string* why);
   rcnResult_t post(int peer, ibv_send_wr* wr);
+  rcnResult_t postNow(int peer, ibv_send_wr* wr);
   rcnResult_t waitForSendSlot(int peer);
+  rcnResult_t reap(bool closing);
   rcnResult_t checkQpStates();
   rcnResult_t fail(const std::string& text);
   bool stopped() const { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
@@ -423,6 +425,11 @@ rcnResult_t VerbsWire::waitForSendSlot(int peer) {
 
 rcnResult_t VerbsWire::post(int peer, ibv_send_wr* wr) {
   RCN_CHECK(waitForSendSlot(peer));
+  return postNow(peer, wr);
+}
+
+// Posts on a send queue known to have room.
+rcnResult_t VerbsWire::postNow(int peer, ibv_send_wr* wr) {
   Peer& p = peers_[peer];
   uint64_t index = ++p.posted;
   if (index % kSignalEvery == 0) wr->send_flags |= IBV_SEND_SIGNALED;
@@ -484,19 +491,21 @@ rcnResult_t VerbsWire::checkQpStates() {
 // The last call's writes are unsignaled and may still be in flight: the
 // QPs' destruction would drop them, and a peer still waiting for our flags
 // would time out on a clean shutdown. A signaled empty write per QP covers
-// every request before it (RC completes in order); wait (briefly, as the
-// tcp wire waits for its peers' goodbyes) until each has completed.
+// every request before it (RC completes in order); wait, at most a second
+// (as the tcp wire waits for its peers' goodbyes), until each has completed.
 void VerbsWire::close() {
   if (stopped()) return;
   for (int r = 0; r < nranks_; ++r) {
-    if (!peers_[r].qp || peers_[r].completed == peers_[r].posted) continue;
+    Peer& p = peers_[r];
+    // A full send queue cannot take it: those writes go unconfirmed.
+    if (!p.qp || p.completed == p.posted || p.posted - p.completed >= uint64_t(kSendDepth - 1)) continue;
     ibv_send_wr wr{};
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.num_sge = 0;
-    wr.wr.rdma.remote_addr = peers_[r].remoteBase;
-    wr.wr.rdma.rkey = peers_[r].rkey;
-    if (post(r, &wr) != rcnSuccess) return;
+    wr.wr.rdma.remote_addr = p.remoteBase;
+    wr.wr.rdma.rkey = p.rkey;
+    if (postNow(r, &wr) != rcnSuccess) return;
   }
   auto allCompleted = [&] {
     for (const Peer& p : peers_)
@@ -506,19 +515,32 @@ void VerbsWire::close() {
   const auto limit = std::chrono::milliseconds(std::min<uint64_t>(timeoutMs_, 1000));
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!allCompleted() && std::chrono::steady_clock::now() < deadline) {
-    if (progress() != rcnSuccess) return;
+    if (reap(/*closing=*/true) != rcnSuccess) return;
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }
 
 rcnResult_t VerbsWire::progress() {
   if (failure_.failed()) return rcnRemoteError;
+  RCN_CHECK(reap(/*closing=*/false));
+  return checkQpStates();
+}
+
+// Reaps finished requests. An error completion is the wire's failure, except
+// while closing: a peer that closed first may have destroyed its QP, so our
+// last write to it fails, and is then simply over.
+rcnResult_t VerbsWire::reap(bool closing) {
   ibv_wc wc[16];
   int n = verbsApi().pollCq(cq_, 16, wc);
-  if (n < 0) return fail("verbs wire: ibv_poll_cq failed");
+  if (n < 0) return closing ? rcnRemoteError : fail("verbs wire: ibv_poll_cq failed");
   for (int i = 0; i < n; ++i) {
     int peer = int(wc[i].wr_id >> 48);
+    const bool known = peer >= 0 && peer < nranks_;
     if (wc[i].status != IBV_WC_SUCCESS) {
+      if (closing) {
+        if (known) peers_[peer].completed = peers_[peer].posted;  // nothing more completes on that QP
+        continue;
+      }
       char text[200];
       std::snprintf(text, sizeof text,
                     "verbs wire: a write to rank %d completed with error '%s' (status %d, vendor error 0x%x)",
@@ -526,10 +548,10 @@ rcnResult_t VerbsWire::progress() {
       return fail(text);
     }
     // RC completes in order: this signaled request finished every earlier one.
-    if (peer >= 0 && peer < nranks_)
+    if (known)
       peers_[peer].completed = std::max<uint64_t>(peers_[peer].completed, wc[i].wr_id & ((1ull << 48) - 1));
   }
-  return checkQpStates();
+  return rcnSuccess;
 }
 
 }  // namespace
