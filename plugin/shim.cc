@@ -343,9 +343,10 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
   auto fn = realNccl().ncclCommAbort;
   if (!fn) return reportMissing("ncclCommAbort"), ncclInvalidUsage;
   auto entry = takeEntry(comm);
-  // Stop our kernels' waits first, then NCCL's, and only then tear down
-  // (tear-down synchronizes the device, which needs NCCL's kernels gone).
-  if (entry && entry->rc && entry->rc->fast) entry->rc->fast->abort();
+  // Stop our kernels' waits first, then NCCL's, and only then tear down:
+  // tear-down waits (at most ROCENANTE_TIMEOUT_MS) for the device, which
+  // drains only once NCCL's kernels are gone too.
+  if (entry && entry->rc) commStop(entry->rc);
   ncclResult_t theirs = fn(comm);
   if (entry && entry->rc) {
     DeviceScope keep;
@@ -361,10 +362,7 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
 ncclResult_t shim_ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   auto fn = realNccl().ncclCommRevoke;
   if (!fn) return reportMissing("ncclCommRevoke"), ncclInvalidUsage;
-  if (auto entry = findEntry(comm); entry && entry->rc) {
-    entry->rc->aborted = true;
-    if (entry->rc->fast) entry->rc->fast->abort();
-  }
+  if (auto entry = findEntry(comm); entry && entry->rc) commStop(entry->rc);
   return fn(comm, revokeFlags);
 }
 

@@ -272,9 +272,13 @@ rcnResult_t commDestroy(rcnComm* comm) {
   return result;
 }
 
-void commAbort(rcnComm* comm) {
+void commStop(rcnComm* comm) {
   comm->aborted = true;
   if (comm->fast) comm->fast->abort();
+}
+
+void commAbort(rcnComm* comm) {
+  commStop(comm);
   if (comm->bootstrap) comm->bootstrap->abort();
   if (comm->nccl && comm->ownsNccl) {
     const NcclApi* nccl = nullptr;

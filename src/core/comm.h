@@ -74,6 +74,10 @@ rcnResult_t commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> boot
 // Waits for outstanding work, frees everything. Safe on a partly built comm.
 rcnResult_t commDestroy(rcnComm* comm);
 
+// Marks comm aborted (later calls fail) and makes the fast path's waits,
+// host and kernel, give up. Frees nothing; any thread may call it.
+void commStop(rcnComm* comm);
+
 // Stops every pending wait and frees everything. Never blocks on a peer; its
 // waits for the GPU and for calls in flight share one ROCENANTE_TIMEOUT_MS
 // bound (past it, what they guard is leaked rather than freed).
