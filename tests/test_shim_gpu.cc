@@ -267,6 +267,23 @@ int oneThreadTwoGpus(bool useInitAll) {
   return 0;
 }
 
+// One all-reduce on each of two communicators (one per GPU), issued from
+// this thread inside a group, then checked against the reference.
+int allReduceOnBoth(const Shim& s, ncclComm_t (&comms)[2], cudaStream_t (&streams)[2], Buffers (&b)[2],
+                    unsigned seed) {
+  EXPECT(s.groupStart() == ncclSuccess);
+  for (int i = 0; i < 2; ++i)
+    EXPECT(s.allReduce(b[i].send, b[i].recv, b[i].count, ncclFloat32, ncclSum, comms[i], streams[i]) ==
+           ncclSuccess);
+  EXPECT(s.groupEnd() == ncclSuccess);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(cudaStreamSynchronize(streams[i]) == cudaSuccess);
+    EXPECT(matchesReference(b[i].result(), 2, seed));
+  }
+  return 0;
+}
+
 // Splits of both communicators inside one group (NCCL fills the new handles
 // only at the group's end), then an all-reduce on the children.
 int splitInGroup() {
@@ -296,16 +313,7 @@ int splitInGroup() {
     EXPECT(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking) == cudaSuccess);
     EXPECT(b[i].fill(i, 5000, 91));
   }
-  EXPECT(s.groupStart() == ncclSuccess);
-  for (int i = 0; i < 2; ++i)
-    EXPECT(s.allReduce(b[i].send, b[i].recv, b[i].count, ncclFloat32, ncclSum, children[i], streams[i]) ==
-           ncclSuccess);
-  EXPECT(s.groupEnd() == ncclSuccess);
-  for (int i = 0; i < 2; ++i) {
-    EXPECT(cudaSetDevice(i) == cudaSuccess);
-    EXPECT(cudaStreamSynchronize(streams[i]) == cudaSuccess);
-    EXPECT(matchesReference(b[i].result(), 2, 91));
-  }
+  EXPECT(allReduceOnBoth(s, children, streams, b, 91) == 0);
   for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(children[i]) == ncclSuccess);
   for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(parents[i]) == ncclSuccess);
   return 0;
@@ -397,18 +405,7 @@ int revokeStopsFastPath() {
     EXPECT(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking) == cudaSuccess);
     EXPECT(small[i].fill(i, 3000, 79));
   }
-  EXPECT(s.groupStart() == ncclSuccess);
-  for (int i = 0; i < 2; ++i) {
-    EXPECT(cudaSetDevice(i) == cudaSuccess);
-    EXPECT(s.allReduce(small[i].send, small[i].recv, small[i].count, ncclFloat32, ncclSum, comms[i], streams[i]) ==
-           ncclSuccess);
-  }
-  EXPECT(s.groupEnd() == ncclSuccess);
-  for (int i = 0; i < 2; ++i) {
-    EXPECT(cudaSetDevice(i) == cudaSuccess);
-    EXPECT(cudaStreamSynchronize(streams[i]) == cudaSuccess);
-    EXPECT(matchesReference(small[i].result(), 2, 79));
-  }
+  EXPECT(allReduceOnBoth(s, comms, streams, small, 79) == 0);
   STAGE("ncclCommRevoke");
   for (int i = 0; i < 2; ++i) EXPECT(s.commRevoke(comms[i], 0 /* NCCL_REVOKE_DEFAULT */) == ncclSuccess);
   for (int i = 0; i < 2; ++i) {

@@ -315,6 +315,15 @@ void buildWires(Built* b, const DeviceRegion* device = nullptr) {
   for (auto& t : threads) t.join();
 }
 
+// buildWires, then rank 0's wire with nothing counted as posted yet, for
+// the cases that look at the requests it posts.
+Wire& builtRankZero(Built* b) {
+  buildWires(b);
+  REQUIRE(b->wires[0]);
+  gMock.posted.clear();
+  return *b->wires[0];
+}
+
 
 }  // namespace
 
@@ -397,10 +406,7 @@ TEST_CASE("verbs wire: payload as an unsignaled RDMA WRITE, then the flag inline
 TEST_CASE("verbs wire: every 32nd request is signaled and completions free the send queue", "[verbs]") {
   MockScope scope;
   Built b;
-  buildWires(&b);
-  REQUIRE(b.wires[0]);
-  Wire& w0 = *b.wires[0];
-  gMock.posted.clear();
+  Wire& w0 = builtRankZero(&b);
   // 400 requests: more than the 128-entry send queue, so progress() must reap.
   for (int i = 0; i < 200; ++i) {
     REQUIRE(w0.put(1, 0, 0, 64) == rcnSuccess);
@@ -420,10 +426,7 @@ TEST_CASE("verbs wire: every 32nd request is signaled and completions free the s
 TEST_CASE("verbs wire: close() confirms the last unsignaled writes with a signaled empty write", "[verbs]") {
   MockScope scope;
   Built b;
-  buildWires(&b);
-  REQUIRE(b.wires[0]);
-  Wire& w0 = *b.wires[0];
-  gMock.posted.clear();
+  Wire& w0 = builtRankZero(&b);
   REQUIRE(w0.put(1, 0, 0, 64) == rcnSuccess);
   REQUIRE(w0.putFlag(1, 0, 7) == rcnSuccess);
   w0.close();
