@@ -392,7 +392,7 @@ ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t cou
   // User-made ops (ncclRedOpCreatePreMulSum) and anything odd (a count whose
   // byte size wraps) go to NCCL, which checks arguments with its own messages.
   bool plain = datatype >= 0 && datatype < ncclNumTypes && op >= 0 && op < ncclNumOps && count > 0 &&
-               count <= SIZE_MAX / dtypeSize(static_cast<rcnDataType_t>(datatype)) && sendbuff && recvbuff;
+               byteCountFits(count, static_cast<rcnDataType_t>(datatype)) && sendbuff && recvbuff;
   std::shared_ptr<Entry> entry = plain ? findEntry(comm) : nullptr;
   if (!entry || !entry->rc) return fn(sendbuff, recvbuff, count, datatype, op, comm, stream);
   auto dtype = static_cast<rcnDataType_t>(datatype);

@@ -81,6 +81,20 @@ PY
 say "torch's NCCL: ${TORCH_NCCL:-(none found; the shim searches the standard places)}"
 [ -n "$TORCH_NCCL" ] && export ROCENANTE_NCCL_LIBRARY=$TORCH_NCCL
 
+# test_shim_gpu's revoke case skips over a system NCCL older than
+# ncclCommRevoke (2.28.3 on our GPU host). Where torch's NCCL has it, the case
+# runs again over that one, so the shim's revoke path runs somewhere.
+if [ "$WORLD" -ge 2 ] && [ -n "$TORCH_NCCL" ] && nm -D --defined-only "$TORCH_NCCL" 2>/dev/null | grep -qw ncclCommRevoke; then
+  say "revoke case over torch's NCCL $(date -u +%H:%M:%S)"
+  (cd "$BUILD" && timeout 90 tests/test_shim_gpu "*after ncclCommRevoke*") > "$OUT/revoke.txt" 2>&1
+  rc=$?
+  cat "$OUT/revoke.txt" >> "$LOG"
+  if [ $rc -eq 0 ] && grep -q "All tests passed" "$OUT/revoke.txt" && ! grep -q "skipped" "$OUT/revoke.txt"; then R=PASS; else R="FAIL (exit $rc)"; fi
+  result "ncclCommRevoke stops the fast path (over $TORCH_NCCL)" "$R"
+else
+  result "ncclCommRevoke case over torch's NCCL" "not run: no torch NCCL with ncclCommRevoke (or one GPU)"
+fi
+
 # Runs a python program as $WORLD ranks; extra environment in $RANK_ENV (words).
 run2() {  # tag program args...
   local tag=$1; shift

@@ -133,7 +133,7 @@ rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcn
   if (count == 0) return rcnSuccess;
   RCN_ARG_CHECK(sendbuff != nullptr, "rcnAllReduce: sendbuff is NULL with count=%zu", count);
   RCN_ARG_CHECK(recvbuff != nullptr, "rcnAllReduce: recvbuff is NULL with count=%zu", count);
-  RCN_ARG_CHECK(count <= SIZE_MAX / rcn::dtypeSize(datatype),
+  RCN_ARG_CHECK(rcn::byteCountFits(count, datatype),
                 "rcnAllReduce: count=%zu of %s overflows a byte count", count, rcn::dtypeName(datatype));
   return rcn::commAllReduce(comm, sendbuff, recvbuff, count, datatype, op,
                             reinterpret_cast<cudaStream_t>(stream));

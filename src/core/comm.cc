@@ -314,7 +314,8 @@ rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t co
                           rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
   CommCallScope inCall(comm);  // before the check: an abort either is seen or waits for us
   if (comm->aborted) {
-    RCN_WARN(RCN_LOG_COLL, "rcnAllReduce: comm %p was aborted", (void*)comm);
+    RCN_WARN(RCN_LOG_COLL, "rcnAllReduce: comm %p was aborted (or, under the shim, its NCCL communicator revoked)",
+             (void*)comm);
     return rcnInvalidUsage;
   }
   size_t bytes = count * dtypeSize(dtype);

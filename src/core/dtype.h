@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "rocenante/rocenante.h"
 
@@ -30,5 +31,9 @@ inline const char* opName(rcnRedOp_t op) {
 
 inline bool dtypeIsValid(int t) { return t >= 0 && t < rcnNumTypes; }
 inline bool opIsValid(int op) { return op >= 0 && op < rcnNumOps; }
+
+// Whether count elements of a valid type t have a byte size that fits size_t;
+// a count past that would wrap to a small size and pass every size check.
+inline bool byteCountFits(size_t count, rcnDataType_t t) { return count <= SIZE_MAX / dtypeSize(t); }
 
 }  // namespace rcn
