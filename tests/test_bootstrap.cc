@@ -2,6 +2,7 @@
 // survive: wrong magic, a rank that never arrives, a rank that exits halfway,
 // duplicate ranks, abort. TCP ranks are forked processes (the unique id, and
 // so the root thread, lives in the parent); the local group uses threads.
+// Last, the deadline helpers that bound the bootstrap's waits and every other.
 #include <catch2/catch_test_macros.hpp>
 
 #include <arpa/inet.h>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "core/bootstrap.h"
+#include "core/deadline.h"
 #include "support/scoped_env.h"
 #include "core/log.h"
 #include "support/multiproc.h"
@@ -293,4 +295,69 @@ TEST_CASE("local group: threads all-gather correctly and fail together on timeou
     CHECK(rcn::makeLocalBootstrapGroup(0) == nullptr);
     CHECK(rcn::bootstrapInitLocal(rcn::makeLocalBootstrapGroup(2), 2) == nullptr);
   }
+}
+
+// A condition for pollUntil that always answers `answer` and counts how often
+// it was asked (pollUntil takes its condition by value, so the count lives outside).
+namespace {
+
+auto answering(bool answer, int* calls) {
+  return [answer, calls] {
+    ++*calls;
+    return answer;
+  };
+}
+
+}  // namespace
+
+TEST_CASE("deadline helpers: expired and msUntil", "[bootstrap][deadline]") {
+  const rcn::Deadline past = Clock::now() - std::chrono::seconds(1);
+  const rcn::Deadline future = rcn::deadlineAfterMs(10000);
+  CHECK(rcn::expired(past));
+  CHECK_FALSE(rcn::expired(future));
+  CHECK(rcn::msUntil(past) == 0);  // never negative
+  CHECK(rcn::msUntil(future) > 9000);
+  CHECK(rcn::msUntil(future) <= 10000);
+}
+
+TEST_CASE("pollUntil: a condition that holds at once returns true without pausing", "[bootstrap][deadline]") {
+  int calls = 0;
+  auto start = Clock::now();
+  // A pause this long would show in the elapsed time had pollUntil slept once.
+  CHECK(rcn::pollUntil(rcn::deadlineAfterMs(10000), std::chrono::seconds(2), answering(true, &calls)));
+  CHECK(calls == 1);
+  CHECK(msSince(start) < 1000);
+}
+
+TEST_CASE("pollUntil: a condition that never holds gives up once the deadline passed", "[bootstrap][deadline]") {
+  int calls = 0;
+  auto start = Clock::now();
+  const bool done = rcn::pollUntil(rcn::deadlineAfterMs(30), std::chrono::milliseconds(1), answering(false, &calls));
+  const double elapsed = msSince(start);
+  CHECK_FALSE(done);
+  CHECK(elapsed >= 30);
+  CHECK(elapsed < 2000);
+  CHECK(calls > 1);
+  // At most one call per pause: a busy loop would make thousands.
+  CHECK(calls <= 31);
+}
+
+TEST_CASE("pollUntil: the condition becoming true ends the wait, also without pauses", "[bootstrap][deadline]") {
+  for (std::chrono::microseconds pause : {std::chrono::microseconds(0), std::chrono::microseconds(100)}) {
+    INFO("pause " << pause.count() << " us");
+    int calls = 0;
+    CHECK(rcn::pollUntil(rcn::deadlineAfterMs(10000), pause, [&] { return ++calls == 5; }));
+    CHECK(calls == 5);
+  }
+}
+
+TEST_CASE("pollUntil: a deadline that already passed still looks once", "[bootstrap][deadline]") {
+  const rcn::Deadline past = Clock::now() - std::chrono::seconds(1);
+  int calls = 0;
+  CHECK_FALSE(rcn::pollUntil(past, std::chrono::milliseconds(1), answering(false, &calls)));
+  CHECK(calls == 1);
+  // A condition that already holds wins over the passed deadline.
+  calls = 0;
+  CHECK(rcn::pollUntil(past, std::chrono::milliseconds(1), answering(true, &calls)));
+  CHECK(calls == 1);
 }

@@ -5,10 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "core/check.h"
+#include "core/deadline.h"
 #include "core/device_scope.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
@@ -126,31 +126,25 @@ class NcclBootstrapImpl : public NcclBootstrap {
 
   // Polls the stream until done, the bound passes, or abort() is called.
   rcnResult_t waitStream() {
-    auto limit = std::chrono::milliseconds(bootstrapTimeoutMs());
-    auto start = std::chrono::steady_clock::now();
-    while (true) {
-      cudaError_t status = cudaStreamQuery(stream_);
-      if (status == cudaSuccess) return rcnSuccess;
-      if (status != cudaErrorNotReady) {
-        broken_ = true;
-        RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap over NCCL: CUDA error '%s' while waiting",
-                 cudaGetErrorString(status));
-        return rcnUnhandledCudaError;
-      }
-      if (aborted_) {
-        broken_ = true;
-        return rcnRemoteError;
-      }
-      if (std::chrono::steady_clock::now() - start > limit) {
-        broken_ = true;
-        RCN_WARN(RCN_LOG_BOOTSTRAP,
-                 "bootstrap over NCCL comm %p: exchange %llu did not complete within %lld ms "
-                 "(ROCENANTE_BOOTSTRAP_TIMEOUT_MS); a rank did not take part",
-                 (void*)comm_, (unsigned long long)seq_, (long long)limit.count());
-        return rcnRemoteError;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    const int64_t limitMs = bootstrapTimeoutMs();
+    cudaError_t status = cudaErrorNotReady;
+    const bool ended = pollUntil(deadlineAfterMs(limitMs), std::chrono::microseconds(20), [&] {
+      status = cudaStreamQuery(stream_);
+      return status != cudaErrorNotReady || aborted_;
+    });
+    if (status == cudaSuccess) return rcnSuccess;
+    broken_ = true;
+    if (status != cudaErrorNotReady) {
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap over NCCL: CUDA error '%s' while waiting",
+               cudaGetErrorString(status));
+      return rcnUnhandledCudaError;
     }
+    if (ended) return rcnRemoteError;  // abort() was called: no fault to report
+    RCN_WARN(RCN_LOG_BOOTSTRAP,
+             "bootstrap over NCCL comm %p: exchange %llu did not complete within %lld ms "
+             "(ROCENANTE_BOOTSTRAP_TIMEOUT_MS); a rank did not take part",
+             (void*)comm_, (unsigned long long)seq_, (long long)limitMs);
+    return rcnRemoteError;
   }
 
   ncclComm_t comm_;

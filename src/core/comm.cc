@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
-#include <thread>
 
 #include "core/check.h"
+#include "core/deadline.h"
 #include "core/device_drain.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
@@ -208,12 +208,8 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
 
 // Waits, until `deadline`, for no other thread to be inside a call on comm;
 // abort() has made such a call give up, so it returns promptly.
-bool waitForCalls(rcnComm* comm, std::chrono::steady_clock::time_point deadline) {
-  while (comm->callsInFlight.load() > 0) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return true;
+bool waitForCalls(rcnComm* comm, Deadline deadline) {
+  return pollUntil(deadline, std::chrono::microseconds(200), [comm] { return comm->callsInFlight.load() == 0; });
 }
 
 }  // namespace
@@ -289,7 +285,7 @@ void commAbort(rcnComm* comm) {
   // may never finish, so the wait is bounded like every wait for a peer.
   // One bound (ROCENANTE_TIMEOUT_MS) for both of abort's waits.
   const int64_t limitMs = std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limitMs);
+  const Deadline deadline = deadlineAfterMs(limitMs);
   if (comm->cudaDev >= 0 && !drainDevice(comm->cudaDev, limitMs)) {
     // Freeing device memory would wait for the device too, and a kernel of
     // ours may still be running: keep the memory.

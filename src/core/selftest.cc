@@ -17,12 +17,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "core/bootstrap.h"
 #include "core/check.h"
 #include "core/comm.h"
+#include "core/deadline.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
 
@@ -163,19 +163,20 @@ rcnResult_t checkOnce(rcnComm* comm, TestBuffers& buf, size_t bytes, std::string
 // never finishes.
 rcnResult_t waitForBatch(TestBuffers& buf) {
   const int64_t limitMs = bootstrapTimeoutMs();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limitMs);
-  while (true) {
-    const cudaError_t status = cudaEventQuery(buf.stop);
-    if (status == cudaSuccess) return rcnSuccess;
-    if (status != cudaErrorNotReady) RCN_CUDA_CHECK(status);
-    if (std::chrono::steady_clock::now() > deadline) {
-      buf.stuck = true;
-      RCN_WARN(RCN_LOG_INIT, "self-test: a timed batch did not finish within %lld ms (ROCENANTE_BOOTSTRAP_TIMEOUT_MS); "
-               "a rank stopped taking part", (long long)limitMs);
-      return rcnRemoteError;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  cudaError_t status = cudaErrorNotReady;
+  // Any answer but "not ready" ends the wait: the batch finished, or an error to report.
+  const bool answered = pollUntil(deadlineAfterMs(limitMs), std::chrono::microseconds(50), [&] {
+    status = cudaEventQuery(buf.stop);
+    return status != cudaErrorNotReady;
+  });
+  if (!answered) {
+    buf.stuck = true;
+    RCN_WARN(RCN_LOG_INIT, "self-test: a timed batch did not finish within %lld ms (ROCENANTE_BOOTSTRAP_TIMEOUT_MS); "
+             "a rank stopped taking part", (long long)limitMs);
+    return rcnRemoteError;
   }
+  RCN_CUDA_CHECK(status);
+  return rcnSuccess;
 }
 
 // Median microseconds per call of `call` in batches on the test stream.

@@ -22,13 +22,6 @@
 
 namespace rcn {
 
-Deadline deadlineAfterMs(int64_t ms) { return Clock::now() + std::chrono::milliseconds(ms); }
-
-int64_t msUntil(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left > 0 ? left : 0;
-}
-
 std::string SocketAddress::text() const {
   char host[INET6_ADDRSTRLEN] = "?";
   int port = 0;

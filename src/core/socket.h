@@ -5,21 +5,14 @@
 
 #include <sys/socket.h>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "core/deadline.h"
 #include "rocenante/rocenante.h"
 
 namespace rcn {
-
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-
-Deadline deadlineAfterMs(int64_t ms);
-// Milliseconds left until the deadline (0 once it has passed).
-int64_t msUntil(Deadline deadline);
 
 struct SocketAddress {
   sockaddr_storage storage{};

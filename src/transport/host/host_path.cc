@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/deadline.h"
 #include "core/dtype.h"
 #include "core/params.h"
 #include "transport/host/host_reduce.h"
@@ -26,8 +27,6 @@
 namespace rcn {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 class HostPath final : public FastPath {
  public:
@@ -154,8 +153,8 @@ void HostPath::pause(Clock::time_point waitStart) {
 
 rcnResult_t HostPath::waitForPeers(uint32_t epoch, int phase) {
   const uint32_t* flags = wire_->flags();
-  auto start = Clock::now();
-  auto deadline = start + std::chrono::milliseconds(timeoutMs_);
+  const auto start = Clock::now();  // pause() spins first, counting from here
+  const Deadline deadline = start + std::chrono::milliseconds(timeoutMs_);
   for (int i = 1; i < nranks_; ++i) {
     int peer = (rank_ + i) % nranks_;
     const uint32_t* flag = &flags[layout_.flagIndex(phase, peer)];
@@ -168,7 +167,7 @@ rcnResult_t HostPath::waitForPeers(uint32_t epoch, int phase) {
         return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) +
                                         " waiting for rank " + std::to_string(peer) + ": " + why);
       }
-      if (Clock::now() > deadline) {
+      if (expired(deadline)) {
         char text[200];
         std::snprintf(text, sizeof text,
                       "host backend: rank %d timed out after %llu ms waiting for rank %d (call %u)",

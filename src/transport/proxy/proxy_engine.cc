@@ -16,8 +16,6 @@ namespace rcn {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Call numbers skip 0 (it means "cleared"), as the kernel's do.
 uint32_t nextCall(uint32_t call) { return call + 1 == 0 ? 2 : call + 1; }
 
@@ -121,12 +119,17 @@ void ProxyEngine::fail(const std::string& text) {
 }
 
 rcnResult_t ProxyEngine::drain(uint32_t epoch, uint64_t timeoutMs) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
+  if (epoch == 0) return rcnSuccess;  // no call yet (call numbers skip 0)
+  const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs));
   for (auto& lane : lanes_) {
-    while (epoch != 0 && lane->lastDone.load(std::memory_order_acquire) != epoch) {
-      if (failed_.load() || Clock::now() > deadline) return rcnRemoteError;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+    // A failed engine forwards nothing more: stop waiting at once, not at the deadline.
+    bool failed = false;
+    const bool ended = pollUntil(deadline, std::chrono::microseconds(50), [&] {
+      if (lane->lastDone.load(std::memory_order_acquire) == epoch) return true;
+      failed = failed_.load();
+      return failed;
+    });
+    if (!ended || failed) return rcnRemoteError;
   }
   return rcnSuccess;
 }
@@ -146,12 +149,12 @@ rcnResult_t ProxyEngine::forward(uint32_t call, int block, const ProxyDoorbell& 
 // True once every line carries `call` in both tags; false if the engine is
 // stopping, the communicator failed or was aborted, or the deadline passed.
 bool ProxyEngine::linesArrived(const uint8_t* lines, size_t bytes, uint32_t call,
-                               Clock::time_point deadline) const {
+                               Deadline deadline) const {
   uint32_t spins = 0;
   for (size_t done = 0; (done += completeLineBytes(lines + done, bytes - done, call)) < bytes;) {
     cpuRelax();
     if ((++spins & 1023u) != 0) continue;
-    if (stoppedOrFailed() || Clock::now() > deadline) return false;
+    if (stoppedOrFailed() || expired(deadline)) return false;
   }
   return true;
 }
@@ -162,7 +165,7 @@ bool ProxyEngine::linesArrived(const uint8_t* lines, size_t bytes, uint32_t call
 // earlier cause (stopping, abort, a failed lane or wire) names itself.
 rcnResult_t ProxyEngine::forwardLines(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
   const size_t base = layout_.llSlotOffset(phase, rank_) + d.offset;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
+  const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
   for (size_t done = 0; done < d.bytes; done += kLinePieceBytes) {
     const size_t piece = std::min<size_t>(kLinePieceBytes, d.bytes - done);
     if (!linesArrived(wire_->region() + base + done, piece, call, deadline)) {

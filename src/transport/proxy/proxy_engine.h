@@ -13,7 +13,6 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -21,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/deadline.h"
 #include "rocenante/rocenante.h"
 #include "transport/proxy/proxy_kernel.h"
 #include "transport/wire/exchange_layout.h"
@@ -65,7 +65,7 @@ class ProxyEngine {
   rcnResult_t forwardStagedLines(const ProxyDoorbell& d, int phase);
   rcnResult_t putToPeers(size_t offset, size_t bytes);
   bool linesArrived(const uint8_t* lines, size_t bytes, uint32_t call,
-                    std::chrono::steady_clock::time_point deadline) const;
+                    Deadline deadline) const;
   bool stoppedOrFailed() const;
   void fail(const std::string& text);
 

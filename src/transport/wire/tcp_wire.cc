@@ -27,6 +27,7 @@
 
 #include "core/bootstrap.h"
 #include "core/check.h"
+#include "core/deadline.h"
 #include "core/socket.h"
 #include "transport/wire/peer_identity.h"
 #include "transport/wire/wire.h"
@@ -168,9 +169,9 @@ class TcpWire final : public Wire {
       iovec iov[1] = {{&h, sizeof h}};
       if (writeFully(fds_[r], iov, 1)) shutdown(fds_[r], SHUT_WR);
     }
-    auto deadline = Clock::now() + std::chrono::milliseconds(std::min<uint64_t>(timeoutMs_, 1000));
-    while (!allPeersSaidBye() && !failure_.failed() && Clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const Deadline deadline = deadlineAfterMs(int64_t(std::min<uint64_t>(timeoutMs_, 1000)));
+    // A failure shut every connection: no more goodbyes will come.
+    (void)pollUntil(deadline, std::chrono::milliseconds(1), [this] { return allPeersSaidBye() || failure_.failed(); });
     abort();
   }
 

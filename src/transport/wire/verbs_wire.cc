@@ -36,11 +36,11 @@ rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, const Dev
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "core/bootstrap.h"
 #include "core/check.h"
+#include "core/deadline.h"
 #include "transport/wire/verbs_api.h"
 #include "transport/wire/verbs_select.h"
 
@@ -412,11 +412,11 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
 rcnResult_t VerbsWire::waitForSendSlot(int peer) {
   Peer& p = peers_[peer];
   if (p.posted - p.completed < uint64_t(kSendDepth - 1)) return rcnSuccess;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
+  const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
   while (p.posted - p.completed >= uint64_t(kSendDepth - 1)) {
     if (stopped()) return rcnRemoteError;  // abort() must not wait out the timeout here
     RCN_CHECK(progress());
-    if (std::chrono::steady_clock::now() > deadline)
+    if (expired(deadline))
       return fail("verbs wire: the send queue to rank " + std::to_string(peer) + " stayed full for " +
                   std::to_string(timeoutMs_) + " ms");
   }
@@ -512,12 +512,10 @@ void VerbsWire::close() {
       if (p.completed != p.posted) return false;
     return true;
   };
-  const auto limit = std::chrono::milliseconds(std::min<uint64_t>(timeoutMs_, 1000));
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!allCompleted() && std::chrono::steady_clock::now() < deadline) {
-    if (reap(/*closing=*/true) != rcnSuccess) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
+  const Deadline deadline = deadlineAfterMs(int64_t(std::min<uint64_t>(timeoutMs_, 1000)));
+  // Only reaping moves `completed`; once the CQ cannot be polled, nothing more completes.
+  (void)pollUntil(deadline, std::chrono::microseconds(20),
+                  [&] { return allCompleted() || reap(/*closing=*/true) != rcnSuccess; });
 }
 
 rcnResult_t VerbsWire::progress() {
