@@ -111,6 +111,9 @@ thread_local std::vector<Pending> tlsPending;
 
 ncclResult_t toNccl(rcnResult_t r) { return static_cast<ncclResult_t>(r); }
 
+// How long ncclCommAbort waits for calls already on their way into NCCL.
+constexpr int64_t kCallsIntoNcclMs = 100;
+
 
 std::string ownLibraryPath() {
   Dl_info info{};
@@ -346,7 +349,16 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
   // Stop our kernels' waits first, then NCCL's, and only then tear down:
   // tear-down waits (at most ROCENANTE_TIMEOUT_MS) for the device, which
   // drains only once NCCL's kernels are gone too.
-  if (entry && entry->rc) commStop(entry->rc);
+  if (entry && entry->rc) {
+    commStop(entry->rc);
+    // An all-reduce on another thread that passed its abort check just
+    // before may be on its way into NCCL with this communicator, which NCCL
+    // is about to free. It is back within microseconds unless NCCL blocks
+    // it, and then only NCCL's abort releases it: so wait, but briefly.
+    if (!commWaitForCalls(entry->rc, deadlineAfterMs(kCallsIntoNcclMs)))
+      RCN_INFO(RCN_LOG_SHIM, "ncclCommAbort: NCCL comm %p still has a call inside after %lld ms; aborting NCCL "
+               "under it", (void*)comm, (long long)kCallsIntoNcclMs);
+  }
   ncclResult_t theirs = fn(comm);
   if (entry && entry->rc) {
     DeviceScope keep;

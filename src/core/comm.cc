@@ -206,12 +206,6 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
   return rcnSuccess;
 }
 
-// Waits, until `deadline`, for no other thread to be inside a call on comm;
-// abort() has made such a call give up, so it returns promptly.
-bool waitForCalls(rcnComm* comm, Deadline deadline) {
-  return pollUntil(deadline, std::chrono::microseconds(200), [comm] { return comm->callsInFlight.load() == 0; });
-}
-
 }  // namespace
 
 rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
@@ -268,6 +262,10 @@ rcnResult_t commDestroy(rcnComm* comm) {
   return result;
 }
 
+bool commWaitForCalls(rcnComm* comm, Deadline deadline) {
+  return pollUntil(deadline, std::chrono::microseconds(200), [comm] { return comm->callsInFlight.load() == 0; });
+}
+
 void commStop(rcnComm* comm) {
   comm->aborted = true;
   if (comm->fast) comm->fast->abort();
@@ -295,7 +293,7 @@ void commAbort(rcnComm* comm) {
     (void)comm->fast.release();
     (void)comm->bootstrap.release();
   }
-  if (!waitForCalls(comm, deadline)) {
+  if (!commWaitForCalls(comm, deadline)) {
     // A call that did not return cannot have its path freed under it.
     RCN_WARN(RCN_LOG_COLL, "rcnCommAbort: comm %p still has a call running; its fast path is leaked",
              (void*)comm);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/bootstrap.h"
+#include "core/deadline.h"
 #include "core/fast_path.h"
 #include "core/policy.h"
 #include "rocenante/rocenante.h"
@@ -77,6 +78,11 @@ rcnResult_t commDestroy(rcnComm* comm);
 // Marks comm aborted (later calls fail) and makes the fast path's waits,
 // host and kernel, give up. Frees nothing; any thread may call it.
 void commStop(rcnComm* comm);
+
+// Waits, until `deadline`, for no other thread to be inside a call on comm
+// (CommCallScope). After commStop such a call gives up, so this returns
+// promptly unless a call is blocked inside NCCL. False at the deadline.
+bool commWaitForCalls(rcnComm* comm, Deadline deadline);
 
 // Stops every pending wait and frees everything. Never blocks on a peer; its
 // waits for the GPU and for calls in flight share one ROCENANTE_TIMEOUT_MS

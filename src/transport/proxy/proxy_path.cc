@@ -237,8 +237,10 @@ void ProxyPath::release() {
   if (engine_ && state_ && host_ && !host_->abort && engine_->error(nullptr) == rcnSuccess) {
     ProxyState st{};
     if (device.ok() && cudaDeviceSynchronize() == cudaSuccess &&
-        cudaMemcpy(&st, state_, sizeof st, cudaMemcpyDeviceToHost) == cudaSuccess && !st.failed)
-      engine_->drain(st.epoch, timeoutMs_);
+        cudaMemcpy(&st, state_, sizeof st, cudaMemcpyDeviceToHost) == cudaSuccess && !st.failed &&
+        engine_->drain(st.epoch, timeoutMs_) != rcnSuccess)
+      RCN_INFO(RCN_LOG_PROXY, "proxy path: rank %d: calls the GPU finished were not all forwarded before "
+               "release (the engine failed or %llu ms passed)", rank_, (unsigned long long)timeoutMs_);
   }
   std::string why;
   bool healthy = engine_ && engine_->error(&why) == rcnSuccess && host_ &&
