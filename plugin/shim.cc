@@ -356,7 +356,7 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
     // is about to free. It is back within microseconds unless NCCL blocks
     // it, and then only NCCL's abort releases it: so wait, but briefly.
     if (!commWaitForCalls(entry->rc, deadlineAfterMs(kCallsIntoNcclMs)))
-      RCN_INFO(RCN_LOG_SHIM, "ncclCommAbort: NCCL comm %p still has a call inside after %lld ms; aborting NCCL "
+      RCN_WARN(RCN_LOG_SHIM, "ncclCommAbort: NCCL comm %p still has a call inside after %lld ms; aborting NCCL "
                "under it", (void*)comm, (long long)kCallsIntoNcclMs);
   }
   ncclResult_t theirs = fn(comm);

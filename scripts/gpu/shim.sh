@@ -84,7 +84,9 @@ say "torch's NCCL: ${TORCH_NCCL:-(none found; the shim searches the standard pla
 # test_shim_gpu's revoke case skips over a system NCCL older than
 # ncclCommRevoke (2.28.3 on our GPU host). Where torch's NCCL has it, the case
 # runs again over that one, so the shim's revoke path runs somewhere.
-if [ "$WORLD" -ge 2 ] && [ -n "$TORCH_NCCL" ] && nm -D --defined-only "$TORCH_NCCL" 2>/dev/null | grep -qw ncclCommRevoke; then
+# (nm's output is kept whole: grep -q closing the pipe early fails it under pipefail.)
+TORCH_SYMBOLS=$([ -n "$TORCH_NCCL" ] && nm -D --defined-only "$TORCH_NCCL" 2>/dev/null)
+if [ "$WORLD" -ge 2 ] && grep -qw ncclCommRevoke <<< "$TORCH_SYMBOLS"; then
   say "revoke case over torch's NCCL $(date -u +%H:%M:%S)"
   (cd "$BUILD" && timeout 90 tests/test_shim_gpu "*after ncclCommRevoke*") > "$OUT/revoke.txt" 2>&1
   rc=$?

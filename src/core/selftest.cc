@@ -200,20 +200,23 @@ rcnResult_t timeMedian(TestBuffers& buf, Call call, double* us) {
   return rcnSuccess;
 }
 
-// Whether `ok` holds on every rank (one bootstrap all-gather, so bounded).
-rcnResult_t allRanksOk(rcnComm* comm, bool ok, bool* all) {
+// Whether `result` is rcnSuccess on every rank (one bootstrap all-gather, so
+// bounded): a rank that stopped would leave its peers' next calls waiting, and
+// NCCL's wait without bound, so every rank takes this step even after a local
+// error.
+rcnResult_t agreeEveryRankOk(rcnComm* comm, rcnResult_t result) {
   std::vector<uint8_t> flags(comm->nranks, 0);
-  flags[comm->rank] = ok ? 1 : 0;
+  flags[comm->rank] = result == rcnSuccess ? 1 : 0;
   RCN_CHECK(comm->bootstrap->allGather(flags.data(), 1));
-  *all = std::find(flags.begin(), flags.end(), 0) == flags.end();
+  if (std::find(flags.begin(), flags.end(), 0) != flags.end()) return result != rcnSuccess ? result : rcnRemoteError;
   return rcnSuccess;
 }
 
 // One round of fast-path timings: fast[i] keeps the lower of its figure so
 // far and this round's for sizes[i]. `result` is this rank's state going in
-// (an error skips the timing, not the agreement). The ranks then agree that
-// every one of them timed the round: a rank that stopped would leave its
-// peers' next calls waiting, and NCCL's wait without bound.
+// (an error skips the timing, not the agreement). A kernel that gave up
+// waiting makes the later ones return at once, which would time as fast:
+// the path's sticky error is checked before agreeing.
 rcnResult_t timeFastRound(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes, rcnResult_t result,
                           std::vector<double>* fast) {
   for (size_t i = 0; i < sizes.size() && result == rcnSuccess; ++i) {
@@ -224,17 +227,20 @@ rcnResult_t timeFastRound(rcnComm* comm, TestBuffers& buf, const std::vector<siz
     }, &us);
     (*fast)[i] = std::min((*fast)[i], us);
   }
-  bool everyRankTimed = false;
-  RCN_CHECK(allRanksOk(comm, result == rcnSuccess, &everyRankTimed));
-  if (!everyRankTimed) return result != rcnSuccess ? result : rcnRemoteError;
-  return rcnSuccess;
+  std::string why;
+  if (result == rcnSuccess && comm->fast->asyncError(&why) != rcnSuccess) {
+    RCN_WARN(RCN_LOG_INIT, "self-test: the fast path failed while timed: %s", why.c_str());
+    result = rcnRemoteError;
+  }
+  return agreeEveryRankOk(comm, result);
 }
 
 // Sum over sizes of the median time of each path. The fast path is timed
 // before NCCL and again after it, keeping each size's lower figure: the first
 // round may run while the GPU's clocks still ramp up from the idle spell
 // before creation, and alone it turned the fast path off at random (2x H200:
-// 50.2 us against NCCL's 33.5 us, where 17-22 us is usual).
+// 50.2 us against NCCL's 33.5 us, where 17-22 us is usual). Every step ends
+// with an agreement, so no rank moves on while a peer stopped.
 rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes,
                       double* usFast, double* usNccl) {
   const NcclApi* nccl = nullptr;
@@ -242,14 +248,16 @@ rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>
   std::vector<double> fast(sizes.size(), std::numeric_limits<double>::infinity());
   std::vector<double> ref(sizes.size(), 0.0);
   RCN_CHECK(timeFastRound(comm, buf, sizes, ncclApi(&nccl), &fast));
-  for (size_t i = 0; i < sizes.size(); ++i) {
+  rcnResult_t ncclResult = rcnSuccess;
+  for (size_t i = 0; i < sizes.size() && ncclResult == rcnSuccess; ++i) {
     size_t count = sizes[i] / sizeof(float);
-    RCN_CHECK(timeMedian(buf, [&]() -> rcnResult_t {
+    ncclResult = timeMedian(buf, [&]() -> rcnResult_t {
       RCN_NCCL_CHECK(nccl, allReduce(buf.send, buf.recv, count, ncclFloat32, ncclSum, comm->nccl,
                                      buf.stream));
       return rcnSuccess;
-    }, &ref[i]));
+    }, &ref[i]);
   }
+  RCN_CHECK(agreeEveryRankOk(comm, ncclResult));
   RCN_CHECK(timeFastRound(comm, buf, sizes, rcnSuccess, &fast));
   for (size_t i = 0; i < sizes.size(); ++i) {
     RCN_TRACE_LOG(RCN_LOG_INIT, "self-test %zu bytes: fast %.2f us, nccl %.2f us", sizes[i], fast[i], ref[i]);
