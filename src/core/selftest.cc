@@ -213,21 +213,30 @@ rcnResult_t agreeEveryRankOk(rcnComm* comm, rcnResult_t result) {
   return rcnSuccess;
 }
 
-// One round of fast-path timings: fast[i] keeps the lower of its figure so
-// far and this round's for sizes[i]. `result` is this rank's state going in
-// (an error skips the timing, not the agreement). A kernel that gave up
-// waiting makes the later ones return at once, which would time as fast:
-// the path's sticky error is checked before agreeing.
+// Times `callFor(count)` at every size, each size keeping in us[i] the lower
+// of its figure so far and this one. `result` is this rank's state going in;
+// the first error ends the round and is returned.
+template <typename CallFor>
+rcnResult_t timeSizes(TestBuffers& buf, const std::vector<size_t>& sizes, rcnResult_t result, CallFor callFor,
+                      std::vector<double>* us) {
+  for (size_t i = 0; i < sizes.size() && result == rcnSuccess; ++i) {
+    const size_t count = sizes[i] / sizeof(float);
+    double batch = 0;
+    result = timeFastest(buf, [&] { return callFor(count); }, &batch);
+    (*us)[i] = std::min((*us)[i], batch);
+  }
+  return result;
+}
+
+// One round of fast-path timings (timeSizes), then the agreement. `result`
+// is this rank's state going in (an error skips the timing, not the
+// agreement). A kernel that gave up waiting makes the later ones return at
+// once, which would time as fast: the path's sticky error is checked first.
 rcnResult_t timeFastRound(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes, rcnResult_t result,
                           std::vector<double>* fast) {
-  for (size_t i = 0; i < sizes.size() && result == rcnSuccess; ++i) {
-    size_t count = sizes[i] / sizeof(float);
-    double us = 0;
-    result = timeFastest(buf, [&] {
-      return comm->fast->allReduce(buf.send, buf.recv, count, rcnFloat32, rcnSum, buf.stream);
-    }, &us);
-    (*fast)[i] = std::min((*fast)[i], us);
-  }
+  result = timeSizes(buf, sizes, result, [&](size_t count) {
+    return comm->fast->allReduce(buf.send, buf.recv, count, rcnFloat32, rcnSum, buf.stream);
+  }, fast);
   std::string why;
   if (result == rcnSuccess && comm->fast->asyncError(&why) != rcnSuccess) {
     RCN_WARN(RCN_LOG_INIT, "self-test: the fast path failed while timed: %s", why.c_str());
@@ -247,17 +256,12 @@ rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>
   const NcclApi* nccl = nullptr;
   *usFast = *usNccl = 0;
   std::vector<double> fast(sizes.size(), std::numeric_limits<double>::infinity());
-  std::vector<double> ref(sizes.size(), 0.0);
+  std::vector<double> ref(sizes.size(), std::numeric_limits<double>::infinity());
   RCN_CHECK(timeFastRound(comm, buf, sizes, ncclApi(&nccl), &fast));
-  rcnResult_t ncclResult = rcnSuccess;
-  for (size_t i = 0; i < sizes.size() && ncclResult == rcnSuccess; ++i) {
-    size_t count = sizes[i] / sizeof(float);
-    ncclResult = timeFastest(buf, [&]() -> rcnResult_t {
-      RCN_NCCL_CHECK(nccl, allReduce(buf.send, buf.recv, count, ncclFloat32, ncclSum, comm->nccl,
-                                     buf.stream));
-      return rcnSuccess;
-    }, &ref[i]);
-  }
+  const rcnResult_t ncclResult = timeSizes(buf, sizes, rcnSuccess, [&](size_t count) -> rcnResult_t {
+    RCN_NCCL_CHECK(nccl, allReduce(buf.send, buf.recv, count, ncclFloat32, ncclSum, comm->nccl, buf.stream));
+    return rcnSuccess;
+  }, &ref);
   RCN_CHECK(agreeEveryRankOk(comm, ncclResult));
   RCN_CHECK(timeFastRound(comm, buf, sizes, rcnSuccess, &fast));
   for (size_t i = 0; i < sizes.size(); ++i) {

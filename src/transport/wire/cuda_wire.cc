@@ -49,7 +49,6 @@ class CudaWire final : public Wire {
                     std::string* why);
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
-    if (stopped()) return rcnRemoteError;
     RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
     if (bytes == 0) return rcnSuccess;
     RCN_CHECK(useDevice());
@@ -60,7 +59,6 @@ class CudaWire final : public Wire {
   }
 
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override {
-    if (stopped()) return rcnRemoteError;
     RCN_CHECK(checkPutFlag(peer, flagIndex));
     RCN_CHECK(useDevice());
     const CUdeviceptr flag =
@@ -85,7 +83,7 @@ class CudaWire final : public Wire {
   void abort() override { aborted_.store(true, std::memory_order_release); }
 
  private:
-  bool stopped() const { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
+  bool stopped() const override { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
   // Proxy threads start with no current device.
   rcnResult_t useDevice() {
     cudaError_t err = cudaSetDevice(device_.cudaDev);

@@ -81,14 +81,12 @@ class ShmWire final : public Wire {
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
-    if (stopped()) return rcnRemoteError;
     RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
     copyToPeer(mapped_[peer] + remoteOffset, mapped_[rank_] + localOffset, bytes);
     return rcnSuccess;
   }
 
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override {
-    if (stopped()) return rcnRemoteError;
     RCN_CHECK(checkPutFlag(peer, flagIndex));
     uint32_t* flags = reinterpret_cast<uint32_t*>(mapped_[peer] + layout_.flagOffset);
     // The fence orders the payload's non-temporal stores, the release its
@@ -118,7 +116,7 @@ class ShmWire final : public Wire {
   void abort() override { aborted_.store(true, std::memory_order_release); }
 
  private:
-  bool stopped() const { return aborted_.load(std::memory_order_acquire); }
+  bool stopped() const override { return aborted_.load(std::memory_order_acquire); }
   rcnResult_t createOwnSegment(std::string* why);
   rcnResult_t mapPeerSegment(int r, std::string* why);
 

@@ -131,7 +131,6 @@ class TcpWire final : public Wire {
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why);
 
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override {
-    if (stopped()) return rcnRemoteError;
     RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
     FrameHeader h{kFrameMagic, kFrameData, remoteOffset, bytes};
     if (gTcpWireCorruptFrames.load() > 0 && gTcpWireCorruptFrames.fetch_sub(1) > 0)
@@ -141,7 +140,6 @@ class TcpWire final : public Wire {
   }
 
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override {
-    if (stopped()) return rcnRemoteError;
     RCN_CHECK(checkPutFlag(peer, flagIndex));
     FrameHeader h{kFrameMagic, kFrameFlag, flagIndex, value};
     iovec iov[1] = {{&h, sizeof h}};
@@ -176,7 +174,7 @@ class TcpWire final : public Wire {
   }
 
  private:
-  bool stopped() const { return failure_.failed() || stopping_.load(std::memory_order_acquire); }
+  bool stopped() const override { return failure_.failed() || stopping_.load(std::memory_order_acquire); }
 
   rcnResult_t send(int peer, iovec* iov, int count) {
     if (writeFully(fds_[peer], iov, count)) return rcnSuccess;

@@ -199,7 +199,7 @@ class VerbsWire final : public Wire {
   rcnResult_t reap(bool closing);
   rcnResult_t checkQpStates();
   rcnResult_t fail(const std::string& text);
-  bool stopped() const { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
+  bool stopped() const override { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
   size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(uint32_t) * nranks_; }
 
   uint64_t timeoutMs_ = 10000;
@@ -442,7 +442,6 @@ rcnResult_t VerbsWire::postNow(int peer, ibv_send_wr* wr) {
 }
 
 rcnResult_t VerbsWire::put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) {
-  if (stopped()) return rcnRemoteError;
   RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
   if (bytes == 0) return rcnSuccess;
   ibv_sge sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), mr_->lkey};
@@ -456,7 +455,6 @@ rcnResult_t VerbsWire::put(int peer, size_t localOffset, size_t remoteOffset, si
 }
 
 rcnResult_t VerbsWire::putFlag(int peer, size_t flagIndex, uint32_t value) {
-  if (stopped()) return rcnRemoteError;
   RCN_CHECK(checkPutFlag(peer, flagIndex));
   // Inline: the 4 bytes are copied into the request at post time, so the
   // source needs no registration and may live on the stack.

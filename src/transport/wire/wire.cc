@@ -24,6 +24,7 @@ bool WireFailure::record(const std::string& text) {
 }
 
 rcnResult_t Wire::checkPeer(int peer) const {
+  if (stopped()) return rcnRemoteError;
   RCN_ARG_CHECK(peer >= 0 && peer < nranks_ && peer != rank_, "%s wire: bad peer %d", name(), peer);
   return rcnSuccess;
 }

@@ -80,9 +80,13 @@ class Wire {
   virtual bool concurrentPuts() const { return false; }
 
  protected:
-  // rcnInvalidArgument (logged, naming the wire) unless `peer` is another
-  // rank and a put of `bytes` from `local` to `remote` stays inside the
-  // region on both sides.
+  // Whether puts must fail now: after abort() (and, for most wires, after
+  // the first failure). Such a put returns rcnRemoteError without a log line:
+  // the cause was logged where it happened.
+  virtual bool stopped() const = 0;
+  // rcnRemoteError once stopped(); else rcnInvalidArgument (logged, naming
+  // the wire) unless `peer` is another rank and a put of `bytes` from `local`
+  // to `remote` stays inside the region on both sides.
   rcnResult_t checkPut(int peer, size_t local, size_t remote, size_t bytes) const;
   // The same, unless `peer` is another rank and flagIndex one of its flags.
   rcnResult_t checkPutFlag(int peer, size_t flagIndex) const;
