@@ -38,6 +38,7 @@
 
 #include "core/bootstrap_nccl.h"
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "core/device_scope.h"
 #include "core/comm.h"
 #include "core/dtype.h"
@@ -166,6 +167,7 @@ rcnResult_t attach(ncclComm_t comm) {
     return rcnSuccess;
   }
   RCN_CUDA_CHECK(cudaSetDevice(dev));
+  RelaxedCaptureScope relaxed;  // as in commCreate: the bootstrap makes a stream and a buffer too
   std::unique_ptr<NcclBootstrap> boot;
   RCN_CHECK(bootstrapInitNccl(comm, rank, nranks, dev, &boot));
   NcclBootstrap* bootView = boot.get();

@@ -1,15 +1,20 @@
 // The p2p path through the public API, one process per GPU (rcnCommInitRank
 // in forked ranks; the parent only makes the unique ids and never touches
 // CUDA): every dtype x op over two interleaved communicators, graphs, and the
-// timeout reported by rcnCommGetAsyncError, after which rcnCommAbort returns.
+// timeout reported by rcnCommGetAsyncError, after which rcnCommAbort returns;
+// and creation on a busy device, beside another thread's graph capture.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
+#include <thread>
+#include <vector>
 
 #include "core/bootstrap.h"
 #include "p2p_harness.h"
@@ -102,6 +107,101 @@ int timeoutRank(const rcnUniqueId& id, const rcnUniqueId& testId, int rank) {
   return 0;
 }
 
+// Keeps a stream busy with a host function that returns once released (or
+// after a minute, so a failing test cannot hold the GPU forever). Whatever
+// waits for the whole device, or for the legacy stream, waits for it.
+struct StreamHold {
+  std::atomic<bool> released{false};
+  static void CUDART_CB hold(void* self) {
+    auto* h = static_cast<StreamHold*>(self);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!h->released.load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
+// A second communicator created while a blocking stream is held and another
+// thread captures a graph in the global mode (a new process group while the
+// model runs): creation must not wait for the held stream (a device-wide
+// sync, a legacy-stream memset or a cudaFree would), must not break the
+// capture, and an all-reduce must then run while the stream is still held.
+// The first communicator is made on an idle device: the first creation in a
+// process loads NCCL's kernels and ours (CUDA loads modules lazily), and
+// loading a module waits for the device whoever does it.
+int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
+  forceFastPath("10000");
+  CHILD_CHECK(cudaSetDevice(rank) == cudaSuccess, "cudaSetDevice");
+  constexpr size_t kCount = 1024;
+  cudaStream_t held = nullptr, captured = nullptr, work = nullptr;
+  float* data = nullptr;
+  void* scratch = nullptr;
+  CHILD_CHECK(cudaStreamCreate(&held) == cudaSuccess, "cudaStreamCreate");  // blocking: the legacy stream waits for it
+  CHILD_CHECK(cudaStreamCreateWithFlags(&captured, cudaStreamNonBlocking) == cudaSuccess, "capture stream");
+  CHILD_CHECK(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking) == cudaSuccess, "work stream");
+  CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), kCount * sizeof(float)) == cudaSuccess, "cudaMalloc");
+  CHILD_CHECK(cudaMalloc(&scratch, 4096) == cudaSuccess, "cudaMalloc");
+  std::vector<float> host(kCount, float(rank + 1));
+  CHILD_CHECK(cudaMemcpy(data, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+  rcnComm_t first = nullptr;
+  CHILD_CHECK(rcnCommInitRank(&first, kRanks, ids[0], rank) == rcnSuccess, "first init: %s", rcnGetLastError(nullptr));
+
+  StreamHold hold;
+  CHILD_CHECK(cudaLaunchHostFunc(held, StreamHold::hold, &hold) == cudaSuccess, "cudaLaunchHostFunc");
+  std::promise<void> began, created;
+  std::future<void> createdDone = created.get_future();
+  cudaError_t captureEnd = cudaErrorUnknown, graphRun = cudaErrorUnknown;
+  std::thread capturer([&] {
+    cudaSetDevice(rank);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t begun = cudaStreamBeginCapture(captured, cudaStreamCaptureModeGlobal);
+    if (begun == cudaSuccess) cudaMemsetAsync(scratch, 1, 4096, captured);
+    began.set_value();
+    createdDone.wait();
+    if (begun != cudaSuccess) return void(captureEnd = begun);
+    captureEnd = cudaStreamEndCapture(captured, &graph);
+    if (captureEnd != cudaSuccess) return;
+    graphRun = cudaGraphInstantiate(&exec, graph, 0);
+    if (graphRun == cudaSuccess) graphRun = cudaGraphLaunch(exec, captured);
+    if (graphRun == cudaSuccess) graphRun = cudaStreamSynchronize(captured);
+    if (exec) cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  });
+  began.get_future().wait();
+  rcnComm_t comm = nullptr;
+  const rcnResult_t init = rcnCommInitRank(&comm, kRanks, ids[1], rank);
+  created.set_value();
+  capturer.join();
+  const bool stillHeld = cudaStreamQuery(held) == cudaErrorNotReady;
+  if (init != rcnSuccess || !stillHeld || captureEnd != cudaSuccess || graphRun != cudaSuccess)
+    hold.released = true;  // failing: let the held stream go before returning
+  CHILD_CHECK(init == rcnSuccess, "init while the device is busy: %s", rcnGetLastError(nullptr));
+  CHILD_CHECK(stillHeld, "creation returned only after the held stream finished: it waited for the device");
+  CHILD_CHECK(captureEnd == cudaSuccess, "the capture on another thread broke during creation: %s",
+              cudaGetErrorString(captureEnd));
+  CHILD_CHECK(graphRun == cudaSuccess, "the captured graph did not run: %s", cudaGetErrorString(graphRun));
+
+  rcnCommInfo info;
+  CHILD_CHECK(rcnCommQuery(comm, &info) == rcnSuccess && info.path == rcnPathP2p, "not on p2p: %s", info.reason);
+  CHILD_CHECK(rcnAllReduce(data, data, kCount, rcnFloat32, rcnSum, comm, work) == rcnSuccess, "launch");
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  cudaError_t done = cudaErrorNotReady;
+  while ((done = cudaStreamQuery(work)) == cudaErrorNotReady && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool heldDuringCall = cudaStreamQuery(held) == cudaErrorNotReady;
+  hold.released = true;
+  CHILD_CHECK(done == cudaSuccess, "the all-reduce did not finish beside the held stream: %s", cudaGetErrorString(done));
+  CHILD_CHECK(heldDuringCall, "the held stream was released before the all-reduce finished");
+  CHILD_CHECK(cudaMemcpy(host.data(), data, kCount * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+  for (size_t i = 0; i < kCount; ++i) CHILD_CHECK(host[i] == 3.0f, "element %zu is %g, expected 3", i, host[i]);
+  CHILD_CHECK(cudaStreamSynchronize(held) == cudaSuccess, "held stream");
+  CHILD_CHECK(rcnCommDestroy(comm) == rcnSuccess, "destroy");
+  CHILD_CHECK(rcnCommDestroy(first) == rcnSuccess, "destroy the first");
+  cudaFree(data);
+  cudaFree(scratch);
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("rcnAllReduce over p2p, one process per GPU: every dtype x op, two comms, graphs", "[p2p][gpu][api]") {
@@ -121,6 +221,16 @@ TEST_CASE("rcnCommGetAsyncError names a peer that skipped a call; rcnCommAbort r
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   REQUIRE(bootstrapGetUniqueId(&testId) == rcnSuccess);
   auto outcomes = runRanks(kRanks, [&](int rank) { return timeoutRank(id, testId, rank); }, 120);
+  std::string report;
+  if (!allSucceeded(outcomes, &report)) FAIL(report);
+}
+
+TEST_CASE("A second creation waits for nothing else on the device and keeps another thread's graph capture", "[p2p][gpu][api]") {
+  requireGpus(kRanks);
+  rcnUniqueId ids[2];
+  REQUIRE(rcnGetUniqueId(&ids[0]) == rcnSuccess);
+  REQUIRE(rcnGetUniqueId(&ids[1]) == rcnSuccess);
+  auto outcomes = runRanks(kRanks, [&](int rank) { return busyDeviceRank(ids, rank); }, 120);
   std::string report;
   if (!allSucceeded(outcomes, &report)) FAIL(report);
 }

@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "core/deadline.h"
+#include "core/device_memory.h"
 #include "core/device_scope.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
@@ -37,7 +38,7 @@ class NcclBootstrapImpl : public NcclBootstrap {
     // A timed-out exchange may still be queued; never free under it.
     if (stream_ && !broken_) cudaStreamSynchronize(stream_);
     if (!broken_) {
-      if (buffer_) cudaFree(buffer_);
+      if (buffer_) freeScratch(buffer_, stream_);
       if (stream_) cudaStreamDestroy(stream_);
     }
   }
@@ -115,11 +116,11 @@ class NcclBootstrapImpl : public NcclBootstrap {
     if (total <= capacity_) return rcnSuccess;
     if (buffer_) {
       RCN_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      RCN_CUDA_CHECK(cudaFree(buffer_));
+      freeScratch(buffer_, stream_);
       buffer_ = nullptr;
     }
     size_t want = total < 4096 ? 4096 : total;
-    RCN_CUDA_CHECK(cudaMalloc(&buffer_, want));
+    RCN_CHECK(allocScratch(&buffer_, want, stream_));
     capacity_ = want;
     return rcnSuccess;
   }

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "core/deadline.h"
 #include "core/device_drain.h"
+#include "core/device_memory.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/launch_env.h"
@@ -210,6 +211,7 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
 
 rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
   *out = nullptr;
+  RelaxedCaptureScope relaxed;  // creation must not break a capture on another thread
   auto* comm = new rcnComm;
   comm->rank = args.rank;
   comm->nranks = args.nranks;

@@ -25,6 +25,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/deadline.h"
+#include "core/device_memory.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
 
@@ -85,8 +86,8 @@ class TestBuffers {
     if (stuck) return;  // freeing would wait for the stuck work: leak instead
     if (device_) {
       if (stream) cudaStreamSynchronize(stream);
-      if (send) cudaFree(send);
-      if (recv) cudaFree(recv);
+      freeScratch(send, stream);
+      freeScratch(recv, stream);
       if (start) cudaEventDestroy(start);
       if (stop) cudaEventDestroy(stop);
       if (stream) cudaStreamDestroy(stream);
@@ -104,8 +105,8 @@ class TestBuffers {
     RCN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     RCN_CUDA_CHECK(cudaEventCreate(&start));
     RCN_CUDA_CHECK(cudaEventCreate(&stop));
-    RCN_CUDA_CHECK(cudaMalloc(&send, bytes));
-    RCN_CUDA_CHECK(cudaMalloc(&recv, bytes));
+    RCN_CHECK(allocScratch(&send, bytes, stream));
+    RCN_CHECK(allocScratch(&recv, bytes, stream));
     return rcnSuccess;
   }
   rcnResult_t upload(void* dst, const void* src, size_t bytes) {
@@ -119,8 +120,8 @@ class TestBuffers {
   }
   rcnResult_t download(void* dst, const void* src, size_t bytes) {
     if (!device_) return memcpy(dst, src, bytes), rcnSuccess;
+    RCN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
     RCN_CUDA_CHECK(cudaStreamSynchronize(stream));
-    RCN_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
     return rcnSuccess;
   }
   void* send = nullptr;

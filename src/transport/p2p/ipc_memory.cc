@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "transport/p2p/cumem_api.h"
 
 namespace rcn {
@@ -62,7 +63,7 @@ rcnResult_t DeviceMapping::allocate(IpcKind kind, int cudaDev, size_t bytes) {
     how_ = How::CuMemOwned;
     RCN_CHECK(mapHandle(cudaDev));
   }
-  RCN_CUDA_CHECK(cudaMemset(ptr_, 0, bytes_));
+  RCN_CHECK(zeroDeviceMemory(ptr_, bytes_));
   return rcnSuccess;
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/bootstrap.h"
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "core/params.h"
 #include "transport/p2p/cumem_api.h"
 #include "transport/p2p/fd_passing.h"
@@ -148,9 +149,8 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
     const size_t stateBytes = oneShotStateWords(ctx.maxBlocks) * sizeof(uint32_t);
     bool ok = path->own_.allocate(path->kind_, ctx.cudaDev, layout.totalBytes) == rcnSuccess &&
               cudaMalloc(reinterpret_cast<void**>(&path->state_), stateBytes) == cudaSuccess &&
-              cudaMemset(path->state_, 0, stateBytes) == cudaSuccess &&
-              cudaHostAlloc(reinterpret_cast<void**>(&path->host_), sizeof(P2pHostShared), cudaHostAllocMapped) == cudaSuccess &&
-              cudaDeviceSynchronize() == cudaSuccess;
+              zeroDeviceMemory(path->state_, stateBytes) == rcnSuccess &&
+              cudaHostAlloc(reinterpret_cast<void**>(&path->host_), sizeof(P2pHostShared), cudaHostAllocMapped) == cudaSuccess;
     if (ok) {
       std::memset(path->host_, 0, sizeof(P2pHostShared));
       myRegion.ptr = reinterpret_cast<uint64_t>(path->own_.ptr());

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/params.h"
@@ -118,10 +119,8 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   RCN_CHECK(mapRegion(&deviceRegion));
 
   RCN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(ProxyState)));
-  RCN_CUDA_CHECK(cudaMemset(state_, 0, sizeof(ProxyState)));
-  // Calls run on the caller's stream, which may be non-blocking and so not
-  // wait for this legacy-stream memset.
-  RCN_CUDA_CHECK(cudaDeviceSynchronize());
+  // Waited for: calls run on the caller's stream, which does not wait for this one.
+  RCN_CHECK(zeroDeviceMemory(state_, sizeof(ProxyState)));
   RCN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(ProxyHostShared),
                                cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host_, 0, sizeof *host_);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/check.h"
+#include "core/device_memory.h"
 #include "transport/p2p/cumem_api.h"
 
 namespace rcn {
@@ -41,8 +42,7 @@ rcnResult_t DeviceRegionMemory::allocate(int cudaDev, size_t bytes, bool dmabuf,
   }
   region_.ptr = static_cast<uint8_t*>(ptr);
   region_.cudaDev = cudaDev;
-  RCN_CUDA_CHECK(cudaMemset(ptr, 0, rounded));
-  RCN_CUDA_CHECK(cudaDeviceSynchronize());
+  RCN_CHECK(zeroDeviceMemory(ptr, rounded));
   if (dmabuf) RCN_CHECK(exportDmabuf(ptr, rounded, &region_.dmabufFd, why));
   return rcnSuccess;
 }
