@@ -51,11 +51,11 @@ TEST_CASE("booleans accept the usual spellings") {
 }
 
 TEST_CASE("parameters read the environment and fall back to defaults") {
-  unsetenv("ROCENANTE_MAX_BYTES");
-  CHECK(rcn::paramInt(ParamId::MaxBytes) == 262144);
+  unsetenv("ROCENANTE_LL_MAX_BYTES");
+  CHECK(rcn::paramInt(ParamId::LlMaxBytes) == 262144);
   {
-    ScopedEnv env("ROCENANTE_MAX_BYTES", "128K");
-    CHECK(rcn::paramInt(ParamId::MaxBytes) == 131072);
+    ScopedEnv env("ROCENANTE_LL_MAX_BYTES", "128K");
+    CHECK(rcn::paramInt(ParamId::LlMaxBytes) == 131072);
   }
   {
     ScopedEnv env("ROCENANTE_DISABLE", "yes");

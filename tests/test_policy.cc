@@ -1,17 +1,20 @@
 // The routing policy: built-in defaults, the YAML file, the environment on
-// top, the route function, and clear errors for malformed files and values.
+// top, the route function, clear errors for malformed files and values, and
+// what the self-test's timings decide (on or off, and where the one-shot stops).
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/log.h"
 #include "core/policy.h"
 #include "support/scoped_env.h"
 #include "support/temp_file.h"
 #include "core/policy_file.h"
+#include "core/selftest.h"
 
 using namespace rcn;
 
@@ -32,17 +35,27 @@ CallDesc call(size_t bytes, rcnPath_t transport = rcnPathP2p, int nranks = 2) {
 }  // namespace
 
 TEST_CASE("built-in defaults differ per topology class") {
-  CHECK(policyDefaults(TopoClass::SingleHost).oneShotMaxBytes == 256 * 1024);
-  CHECK(policyDefaults(TopoClass::MultiNodeAnyToAny).oneShotMaxBytes == 1024 * 1024);
-  PolicyConfig partial = policyDefaults(TopoClass::MultiNodePartial);
+  CHECK(policyDefaults(TopoClass::SingleHost, rcnPathP2p, 4).oneShotMaxBytes == 256 * 1024);
+  CHECK(policyDefaults(TopoClass::MultiNodeAnyToAny, rcnPathProxy, 2).oneShotMaxBytes == 1024 * 1024);
+  PolicyConfig partial = policyDefaults(TopoClass::MultiNodePartial, rcnPathProxy, 4);
   CHECK(partial.oneShotMaxBytes == 0);
   REQUIRE(partial.ncclPrefs.size() == 2);
   CHECK(partial.ncclPrefs[0].algo == NcclAlgo::Ring);
   CHECK(partial.ncclPrefs[0].proto == NcclProto::LL);
 }
 
+TEST_CASE("two ranks over peer memory take the one-shot to 4 MB; more ranks, or another path, 256 KB") {
+  const PolicyConfig two = policyDefaults(TopoClass::SingleHost, rcnPathP2p, 2);
+  CHECK(two.oneShotMaxBytes == 4 * 1024 * 1024);
+  CHECK(two.oneShotMaxBytesGraph == 4 * 1024 * 1024);
+  CHECK(policyDefaults(TopoClass::SingleHost, rcnPathP2p, 3).oneShotMaxBytes == 256 * 1024);
+  CHECK(policyDefaults(TopoClass::SingleHost, rcnPathP2p, 8).oneShotMaxBytesGraph == 256 * 1024);
+  CHECK(policyDefaults(TopoClass::SingleHost, rcnPathProxy, 2).oneShotMaxBytes == 256 * 1024);
+  CHECK(policyDefaults(TopoClass::Unknown, rcnPathP2p, 2).oneShotMaxBytes == 256 * 1024);
+}
+
 TEST_CASE("policyRoute: thresholds, graph capture, force, disable") {
-  PolicyConfig c = policyDefaults(TopoClass::SingleHost);
+  PolicyConfig c = policyDefaults(TopoClass::SingleHost, rcnPathP2p, 4);
   c.oneShotMaxBytesGraph = 1024 * 1024;
   CHECK(policyRoute(call(8 * 1024), c).route == Route::OneShot);
   CHECK(policyRoute(call(256 * 1024), c).route == Route::OneShot);
@@ -73,7 +86,7 @@ TEST_CASE("policyRoute: thresholds, graph capture, force, disable") {
 }
 
 TEST_CASE("policyRoute carries NCCL preferences for calls NCCL keeps") {
-  PolicyConfig c = policyDefaults(TopoClass::MultiNodePartial);
+  PolicyConfig c = policyDefaults(TopoClass::MultiNodePartial, rcnPathProxy, 4);
   CallDesc small = call(4096, rcnPathNccl);
   RouteDecision d = policyRoute(small, c);
   CHECK(d.route == Route::Nccl);
@@ -87,7 +100,7 @@ TEST_CASE("policyRoute carries NCCL preferences for calls NCCL keeps") {
 }
 
 TEST_CASE("the agreement text changes with every routing field") {
-  PolicyConfig a = policyDefaults(TopoClass::SingleHost), b = a;
+  PolicyConfig a = policyDefaults(TopoClass::SingleHost, rcnPathP2p, 4), b = a;
   CHECK(policyAgreementText(a) == policyAgreementText(b));
   b.oneShotMaxBytes += 16;
   CHECK(policyAgreementText(a) != policyAgreementText(b));
@@ -159,7 +172,7 @@ TEST_CASE("precedence: defaults < classes.default < own class < environment") {
   PolicyConfig c;
   REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
   CHECK(c.oneShotMaxBytes == 128 * 1024);          // own class beats classes.default
-  CHECK(c.oneShotMaxBytesGraph == 256 * 1024);     // not in the file: built-in default
+  CHECK(c.oneShotMaxBytesGraph == 4 * 1024 * 1024);  // not in the file: the built-in default for two ranks
   CHECK(c.maxRanks == 4);                          // from classes.default
   REQUIRE(c.ncclPrefs.size() == 2);
   CHECK(c.ncclPrefs[0].maxBytes == 4096);          // sorted by size
@@ -249,3 +262,37 @@ TEST_CASE("without yaml-cpp a policy file is a clear error") {
 }
 
 #endif
+
+TEST_CASE("self-test judgement: small sizes decide on or off by their sums, larger ones cap the threshold") {
+  const std::vector<size_t> sizes = {256, 8192, 65536, 256 * 1024, 1024 * 1024, 4 * 1024 * 1024};
+  SECTION("the fast path wins everywhere: no cap") {
+    const SelfTestJudgement j = judgeSelfTestTimes(sizes, {3, 3.5, 3.5, 4.5, 9.3, 27.7}, {7, 7, 7.5, 9.3, 15.4, 30.8});
+    CHECK_FALSE(j.slower);
+    CHECK(j.usFast == 14.5);
+    CHECK(j.usNccl == 30.8);
+    CHECK(j.capBytes == 4 * 1024 * 1024);
+  }
+  SECTION("NCCL faster at 4 MB only: the cap stops at 1 MB, the small sizes still decide on") {
+    const SelfTestJudgement j = judgeSelfTestTimes(sizes, {3, 3.5, 3.5, 4.5, 9.3, 40}, {7, 7, 7.5, 9.3, 15.4, 30.8});
+    CHECK_FALSE(j.slower);
+    CHECK(j.capBytes == 1024 * 1024);
+  }
+  SECTION("NCCL faster from 1 MB: the cap is the largest small size; a later win does not lift it") {
+    const SelfTestJudgement j = judgeSelfTestTimes(sizes, {3, 3.5, 3.5, 4.5, 20, 20}, {7, 7, 7.5, 9.3, 15.4, 30.8});
+    CHECK(j.capBytes == 256 * 1024);
+  }
+  SECTION("within the 10 % noise margin counts as a win") {
+    const SelfTestJudgement j = judgeSelfTestTimes(sizes, {3, 3.5, 3.5, 4.5, 16.9, 33.8}, {7, 7, 7.5, 9.3, 15.4, 30.8});
+    CHECK(j.capBytes == 4 * 1024 * 1024);
+  }
+  SECTION("slower on the small sizes turns the fast path off, whatever the large ones say") {
+    const SelfTestJudgement j = judgeSelfTestTimes(sizes, {8, 8, 9, 11, 9, 27}, {7, 7, 7.5, 9.3, 15.4, 30.8});
+    CHECK(j.slower);
+    CHECK(j.capBytes == 4 * 1024 * 1024);
+  }
+  SECTION("only small sizes timed: the cap is the largest of them") {
+    const SelfTestJudgement j = judgeSelfTestTimes({256, 8192, 65536}, {3, 3, 3}, {7, 7, 7});
+    CHECK_FALSE(j.slower);
+    CHECK(j.capBytes == 65536);
+  }
+}

@@ -181,7 +181,7 @@ int twoProcessRank(int rank, SharedId* shared, bool expectFast) {
   cudaStream_t stream;
   EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
   unsigned seed = 1;
-  for (size_t count : {size_t(1), size_t(1000), size_t(2048), size_t(65536), size_t(1) << 20}) {
+  for (size_t count : {size_t(1), size_t(1000), size_t(2048), size_t(65536), size_t(4) << 20}) {
     Buffers b;
     EXPECT(b.fill(rank, count, ++seed));
     EXPECT(s.allReduce(b.send, b.recv, count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
@@ -245,7 +245,7 @@ int oneThreadTwoGpus(bool useInitAll) {
     EXPECT(cudaSetDevice(i) == cudaSuccess);
     EXPECT(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking) == cudaSuccess);
     EXPECT(small[i].fill(i, 3000, 77));
-    EXPECT(large[i].fill(i, 1 << 20, 78));
+    EXPECT(large[i].fill(i, 4 << 20, 78));
   }
   // Mixed in one group: the small one runs on rocenante, the large on NCCL.
   EXPECT(s.groupStart() == ncclSuccess);

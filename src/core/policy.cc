@@ -16,6 +16,11 @@ namespace {
 // Multi-node any-to-any over RoCE: every NCCL step costs a wire round trip,
 // so one-shot keeps winning to ~1 MB. Partial (4+ node physical ring): no
 // all-to-all possible, NCCL's ring with LL/LL128 is the right tool.
+// Two ranks over peer memory are the exception on one host: each rank sends
+// its whole input once, as the ring does, so the one-shot keeps its latency
+// lead until its kernel's own bandwidth gives out (4 MB on 2x H200, where it
+// took 27.7 us against 30.8 for NCCL's best; it lost from 16 MB). The
+// self-test caps the threshold lower on a machine where NCCL measures faster.
 constexpr size_t kKiB = 1024;
 constexpr size_t kMiB = 1024 * 1024;
 
@@ -81,12 +86,12 @@ const NcclPreference* preferenceFor(const PolicyConfig& config, size_t bytes) {
 
 }  // namespace
 
-PolicyConfig policyDefaults(TopoClass topo) {
+PolicyConfig policyDefaults(TopoClass topo, rcnPath_t transport, int nranks) {
   PolicyConfig c;
   c.maxRanks = 8;
   switch (topo) {
     case TopoClass::SingleHost:
-      c.oneShotMaxBytes = c.oneShotMaxBytesGraph = 256 * kKiB;
+      c.oneShotMaxBytes = c.oneShotMaxBytesGraph = transport == rcnPathP2p && nranks == 2 ? 4 * kMiB : 256 * kKiB;
       break;
     case TopoClass::MultiNodeAnyToAny:
       c.oneShotMaxBytes = c.oneShotMaxBytesGraph = 1 * kMiB;
@@ -105,7 +110,7 @@ PolicyConfig policyDefaults(TopoClass topo) {
 }
 
 rcnResult_t policyLoad(TopoClass topo, rcnPath_t transport, int nranks, PolicyConfig* out) {
-  PolicyConfig config = policyDefaults(topo);
+  PolicyConfig config = policyDefaults(topo, transport, nranks);
   rcnResult_t result = applyFile(topo, &config);
   if (result == rcnSuccess) result = applyEnvironment(&config);
   if (result != rcnSuccess) return result;

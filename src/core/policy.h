@@ -71,8 +71,9 @@ struct PolicyConfig {
 // variable). Reads only rank-invariant inputs.
 rcnResult_t policyLoad(TopoClass topo, rcnPath_t transport, int nranks, PolicyConfig* out);
 
-// The built-in defaults of one topology class (no file, no environment).
-PolicyConfig policyDefaults(TopoClass topo);
+// The built-in defaults of one topology class, transport and rank count (no
+// file, no environment).
+PolicyConfig policyDefaults(TopoClass topo, rcnPath_t transport, int nranks);
 
 RouteDecision policyRoute(const CallDesc& call, const PolicyConfig& config);
 

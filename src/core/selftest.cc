@@ -5,8 +5,11 @@
 //      check them bit-exactly, and gather every rank's verdict;
 //   3. only if every rank passed: time them against NCCL on the same comm
 //      (the fast path before and after NCCL, its lower figure kept) and
-//      gather again. One failure or one "slower" turns the fast path off
-//      on every rank.
+//      gather again. One failure or one "slower" (summed over the sizes up
+//      to 256 KB, the messages the fast path exists for) turns the fast path
+//      off on every rank; above 256 KB the one-shot threshold is capped,
+//      alike on every rank, below the first size where some rank measured
+//      NCCL faster.
 // A local failure in step 2 never returns early: the rank still votes, so no
 // peer is left waiting in the exchange. Where there is no NCCL (the host
 // backend) a failed vote fails creation instead: the fast path is the only path.
@@ -35,13 +38,12 @@ namespace {
 constexpr int kWarmup = 3;
 constexpr int kBatches = 5;
 constexpr int kPerBatch = 8;
-constexpr double kSlowerMargin = 1.10;  // timing noise allowance before calling a path slower
-
 struct Vote {
   int32_t passed;   // correctness held
-  int32_t slower;   // fast path measured slower than NCCL
+  int32_t slower;   // fast path measured slower than NCCL (summed over small sizes)
   float usFast;
   float usNccl;
+  uint64_t capBytes;  // the largest tested size up to which the fast path held its own
 };
 
 uint64_t fnv1a(const std::string& text) {
@@ -64,13 +66,14 @@ float expectedValue(int nranks, size_t i) {
   return static_cast<float>((i % 13 + 1) * (nranks * (nranks + 1) / 2));
 }
 
-// The sizes checked and timed: a few up to the largest the policy routes here.
+// The sizes checked and timed, ascending: a few up to the largest the policy
+// routes here.
 std::vector<size_t> testSizes(const rcnComm* comm) {
   size_t limit = comm->fast->maxBytes();
   if (comm->policy.force <= 0)
     limit = std::min(limit, std::max(comm->policy.oneShotMaxBytes, comm->policy.oneShotMaxBytesGraph));
   std::vector<size_t> sizes;
-  for (size_t s : {size_t(256), size_t(8192), size_t(65536), limit}) {
+  for (size_t s : {size_t(256), size_t(8192), size_t(65536), kSelfTestSmallBytes, size_t(1) << 20, limit}) {
     s = s / 16 * 16;
     if (s >= 16 && s <= limit && std::find(sizes.begin(), sizes.end(), s) == sizes.end())
       sizes.push_back(s);
@@ -246,30 +249,26 @@ rcnResult_t timeFastRound(rcnComm* comm, TestBuffers& buf, const std::vector<siz
   return agreeEveryRankOk(comm, result);
 }
 
-// Sum over sizes of the fastest batch's time of each path. The fast path is timed
-// before NCCL and again after it, keeping each size's lower figure: the first
-// round may run while the GPU's clocks still ramp up from the idle spell
-// before creation, and alone it turned the fast path off at random (2x H200:
-// 50.2 us against NCCL's 33.5 us, where 17-22 us is usual). Every step ends
-// with an agreement, so no rank moves on while a peer stopped.
-rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes,
-                      double* usFast, double* usNccl) {
+// Each size's fastest batch on each path (us per call). The fast path is
+// timed before NCCL and again after it, keeping each size's lower figure:
+// the first round may run while the GPU's clocks still ramp up from the idle
+// spell before creation, and alone it turned the fast path off at random
+// (2x H200: 50.2 us against NCCL's 33.5 us, where 17-22 us is usual). Every
+// step ends with an agreement, so no rank moves on while a peer stopped.
+rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes, std::vector<double>* fast,
+                      std::vector<double>* ref) {
   const NcclApi* nccl = nullptr;
-  *usFast = *usNccl = 0;
-  std::vector<double> fast(sizes.size(), std::numeric_limits<double>::infinity());
-  std::vector<double> ref(sizes.size(), std::numeric_limits<double>::infinity());
-  RCN_CHECK(timeFastRound(comm, buf, sizes, ncclApi(&nccl), &fast));
+  fast->assign(sizes.size(), std::numeric_limits<double>::infinity());
+  ref->assign(sizes.size(), std::numeric_limits<double>::infinity());
+  RCN_CHECK(timeFastRound(comm, buf, sizes, ncclApi(&nccl), fast));
   const rcnResult_t ncclResult = timeSizes(buf, sizes, rcnSuccess, [&](size_t count) -> rcnResult_t {
     RCN_NCCL_CHECK(nccl, allReduce(buf.send, buf.recv, count, ncclFloat32, ncclSum, comm->nccl, buf.stream));
     return rcnSuccess;
-  }, &ref);
+  }, ref);
   RCN_CHECK(agreeEveryRankOk(comm, ncclResult));
-  RCN_CHECK(timeFastRound(comm, buf, sizes, rcnSuccess, &fast));
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    RCN_TRACE_LOG(RCN_LOG_INIT, "self-test %zu bytes: fast %.2f us, nccl %.2f us", sizes[i], fast[i], ref[i]);
-    *usFast += fast[i];
-    *usNccl += ref[i];
-  }
+  RCN_CHECK(timeFastRound(comm, buf, sizes, rcnSuccess, fast));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    RCN_TRACE_LOG(RCN_LOG_INIT, "self-test %zu bytes: fast %.2f us, nccl %.2f us", sizes[i], (*fast)[i], (*ref)[i]);
   return rcnSuccess;
 }
 
@@ -294,17 +293,38 @@ bool checkCorrectness(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>
 // Phase 2, run only when every rank passed phase 1, so every rank issues the
 // same NCCL calls (a rank skipping them would leave NCCL waiting unbounded).
 Vote timeAgainstNccl(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes, std::string* why) {
-  Vote vote{1, 0, 0.f, 0.f};
-  double usFast = 0, usNccl = 0;
-  if (timePaths(comm, buf, sizes, &usFast, &usNccl) != rcnSuccess) {
+  Vote vote{1, 0, 0.f, 0.f, sizes.back()};
+  std::vector<double> fast, ref;
+  if (timePaths(comm, buf, sizes, &fast, &ref) != rcnSuccess) {
     *why = "error while timing";
     vote.passed = 0;
     return vote;
   }
-  vote.usFast = static_cast<float>(usFast);
-  vote.usNccl = static_cast<float>(usNccl);
-  vote.slower = comm->policy.force <= 0 && usFast > usNccl * kSlowerMargin;
+  const SelfTestJudgement judged = judgeSelfTestTimes(sizes, fast, ref);
+  vote.slower = judged.slower;
+  vote.usFast = static_cast<float>(judged.usFast);
+  vote.usNccl = static_cast<float>(judged.usNccl);
+  vote.capBytes = judged.capBytes;
+  if (comm->policy.force > 0) {  // forced: the measurements are reported, never acted on
+    vote.slower = 0;
+    vote.capBytes = sizes.back();
+  }
   return vote;
+}
+
+// Lowers the one-shot thresholds to the smallest cap any rank voted (below
+// `largest`, the largest size timed), so every rank routes alike; says so at INFO.
+void applyCap(rcnComm* comm, const std::vector<Vote>& votes, uint64_t largest) {
+  uint64_t cap = largest;
+  int capper = -1;
+  for (size_t r = 0; r < votes.size(); ++r)
+    if (votes[r].capBytes < cap) cap = votes[r].capBytes, capper = static_cast<int>(r);
+  if (capper < 0) return;
+  PolicyConfig& policy = comm->policy;
+  policy.oneShotMaxBytes = std::min<size_t>(policy.oneShotMaxBytes, cap);
+  policy.oneShotMaxBytesGraph = std::min<size_t>(policy.oneShotMaxBytesGraph, cap);
+  RCN_INFO(RCN_LOG_INIT, "rank %d/%d: one-shot threshold capped at %llu bytes: rank %d measured NCCL faster at the "
+           "next size timed", comm->rank, comm->nranks, (unsigned long long)cap, capper);
 }
 
 // Gathers every rank's vote; true when the fast path stays on.
@@ -369,6 +389,22 @@ rcnResult_t turnOff(rcnComm* comm, const std::string& why, std::string* reason) 
 
 }  // namespace
 
+SelfTestJudgement judgeSelfTestTimes(const std::vector<size_t>& sizes, const std::vector<double>& fast,
+                                     const std::vector<double>& nccl) {
+  SelfTestJudgement j{false, 0, 0, sizes.empty() ? 0 : sizes.back()};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] <= kSelfTestSmallBytes) {
+      j.usFast += fast[i];
+      j.usNccl += nccl[i];
+    } else if (fast[i] > nccl[i] * kSelfTestSlowerMargin) {
+      j.capBytes = i > 0 ? sizes[i - 1] : 0;
+      break;
+    }
+  }
+  j.slower = j.usFast > j.usNccl * kSelfTestSlowerMargin;
+  return j;
+}
+
 rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
   comm->info.selfTestPassed = 0;
   comm->info.selfTestUsFast = comm->info.selfTestUsNccl = 0;
@@ -383,7 +419,7 @@ rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
   }
   std::vector<size_t> sizes = testSizes(comm);
   TestBuffers buf(comm->cudaDev >= 0);
-  Vote mine{1, 0, 0.f, 0.f};
+  Vote mine{1, 0, 0.f, 0.f, sizes.empty() ? 0 : sizes.back()};
   mine.passed = checkCorrectness(comm, buf, sizes, &why);
   if (!mine.passed) RCN_WARN(RCN_LOG_INIT, "rank %d: rocenante self-test failed: %s", comm->rank, why.c_str());
   std::vector<Vote> votes;
@@ -399,11 +435,12 @@ rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
     comm->info.selfTestUsFast = mine.usFast;
     comm->info.selfTestUsNccl = mine.usNccl;
     if (!keep) return turnOff(comm, verdict, reason);
+    applyCap(comm, votes, sizes.back());
   }
   comm->info.selfTestPassed = 1;
   char text[160];
   if (mine.usNccl > 0)
-    snprintf(text, sizeof text, "; %s (fast %.1f us, nccl %.1f us summed over sizes)", verdict.c_str(),
+    snprintf(text, sizeof text, "; %s (fast %.1f us, nccl %.1f us summed over sizes to 256 KB)", verdict.c_str(),
              mine.usFast, mine.usNccl);
   else
     snprintf(text, sizeof text, "; %s (correctness only: no NCCL to time against)", verdict.c_str());

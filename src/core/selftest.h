@@ -1,9 +1,12 @@
 // The startup self-test and vote: run after the fast path is built, on every
 // rank. Leaves comm->fast null on every rank if any rank fails or the fast
-// path is slower than NCCL; fills comm->info's self-test fields.
+// path is slower than NCCL on small messages; lowers the one-shot threshold
+// where NCCL is faster on larger ones; fills comm->info's self-test fields.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 #include "rocenante/rocenante.h"
 
@@ -13,5 +16,20 @@ namespace rcn {
 
 // reason: on entry, what was built; on return, the decision in one line.
 rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason);
+
+// What one rank's timings say. Sizes up to kSelfTestSmallBytes (the messages
+// the fast path exists for) decide on or off, by their sums; larger ones
+// only where the one-shot threshold stops.
+constexpr size_t kSelfTestSmallBytes = 256 * 1024;
+constexpr double kSelfTestSlowerMargin = 1.10;  // timing noise allowed before a path counts as slower
+struct SelfTestJudgement {
+  bool slower;       // the fast path's sum over the small sizes is slower than NCCL's
+  double usFast;     // sums over the small sizes, us per call
+  double usNccl;
+  size_t capBytes;   // the largest size before the first larger one where NCCL was faster
+};
+// sizes ascending, the first one small; fast[i] and nccl[i] are us per call at sizes[i].
+SelfTestJudgement judgeSelfTestTimes(const std::vector<size_t>& sizes, const std::vector<double>& fast,
+                                     const std::vector<double>& nccl);
 
 }  // namespace rcn
