@@ -147,6 +147,16 @@ int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
 
   StreamHold hold;
   CHILD_CHECK(cudaLaunchHostFunc(held, StreamHold::hold, &hold) == cudaSuccess, "cudaLaunchHostFunc");
+  // However this rank returns, the held stream is let go and drained before
+  // `hold`, which the host function reads, goes out of scope.
+  struct LetGo {
+    StreamHold& hold;
+    cudaStream_t stream;
+    ~LetGo() {
+      hold.released = true;
+      cudaStreamSynchronize(stream);
+    }
+  } letGo{hold, held};
   std::promise<void> began, created;
   std::future<void> createdDone = created.get_future();
   cudaError_t captureEnd = cudaErrorUnknown, graphRun = cudaErrorUnknown;
@@ -173,16 +183,15 @@ int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
   created.set_value();
   capturer.join();
   const bool stillHeld = cudaStreamQuery(held) == cudaErrorNotReady;
-  if (init != rcnSuccess || !stillHeld || captureEnd != cudaSuccess || graphRun != cudaSuccess)
-    hold.released = true;  // failing: let the held stream go before returning
   CHILD_CHECK(init == rcnSuccess, "init while the device is busy: %s", rcnGetLastError(nullptr));
   CHILD_CHECK(stillHeld, "creation returned only after the held stream finished: it waited for the device");
   CHILD_CHECK(captureEnd == cudaSuccess, "the capture on another thread broke during creation: %s",
               cudaGetErrorString(captureEnd));
   CHILD_CHECK(graphRun == cudaSuccess, "the captured graph did not run: %s", cudaGetErrorString(graphRun));
 
-  rcnCommInfo info;
-  CHILD_CHECK(rcnCommQuery(comm, &info) == rcnSuccess && info.path == rcnPathP2p, "not on p2p: %s", info.reason);
+  rcnCommInfo info{};
+  CHILD_CHECK(rcnCommQuery(comm, &info) == rcnSuccess, "rcnCommQuery");
+  CHILD_CHECK(info.path == rcnPathP2p, "not on p2p: %s", info.reason);
   CHILD_CHECK(rcnAllReduce(data, data, kCount, rcnFloat32, rcnSum, comm, work) == rcnSuccess, "launch");
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   cudaError_t done = cudaErrorNotReady;

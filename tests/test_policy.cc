@@ -296,3 +296,13 @@ TEST_CASE("self-test judgement: small sizes decide on or off by their sums, larg
     CHECK(j.capBytes == 65536);
   }
 }
+
+TEST_CASE("self-test cap: every rank takes the smallest cap voted, and only below the largest size timed") {
+  int capper = 7;
+  CHECK(selfTestAgreedCap({4u << 20, 4u << 20}, 4u << 20, &capper) == (4u << 20));
+  CHECK(capper == -1);
+  CHECK(selfTestAgreedCap({4u << 20, 1u << 20, 256u << 10, 256u << 10}, 4u << 20, &capper) == (256u << 10));
+  CHECK(capper == 2);
+  CHECK(selfTestAgreedCap({1u << 20}, 4u << 20, &capper) == (1u << 20));
+  CHECK(capper == 0);
+}

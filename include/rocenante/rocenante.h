@@ -86,7 +86,7 @@ typedef struct {
   char transport[32];      /* "p2p-ipc", "p2p-local", "proxy-shm", "host-tcp", "nccl", ... */
   size_t maxBytes;         /* largest message the fast path takes; larger ones go to NCCL */
   int selfTestPassed;      /* 1 if the startup self-test passed on every rank */
-  double selfTestUsFast;   /* median microseconds of the fast path in the self-test (0 if not run) */
+  double selfTestUsFast;   /* self-test: the fast path's us per call, fastest batch, summed over sizes to 256 KB (0 if not run) */
   double selfTestUsNccl;   /* same for NCCL on the same communicator (0 if not run) */
   char reason[256];        /* why this path was chosen, or why the fast path is off */
 } rcnCommInfo;

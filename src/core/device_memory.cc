@@ -1,5 +1,8 @@
 #include "core/device_memory.h"
 
+#include <map>
+#include <mutex>
+
 #include "core/bootstrap.h"
 #include "core/check.h"
 #include "core/deadline.h"
@@ -8,15 +11,40 @@
 namespace rcn {
 namespace {
 
-// Whether the current device serves cudaMallocAsync (a per-device property).
-bool hasMemoryPools() {
-  int dev = 0, pools = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
+// The pool scratch memory comes from on `dev`, made once per device and
+// kept for the process; null where the device has no memory pools (or one
+// could not be made). Every device with peer access to `dev` may read and
+// write it, as it may cudaMalloc memory once peer access is on: NCCL moves
+// data straight into the buffers of a rank in the same process.
+cudaMemPool_t scratchPool(int dev) {
+  static std::mutex mutex;
+  static std::map<int, cudaMemPool_t> pools;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto known = pools.find(dev);
+  if (known != pools.end()) return known->second;
+  cudaMemPool_t pool = nullptr;
+  int supported = 0, devices = 0;
+  if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess && supported &&
+      cudaGetDeviceCount(&devices) == cudaSuccess) {
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    if (cudaMemPoolCreate(&pool, &props) != cudaSuccess) pool = nullptr;
+    for (int peer = 0; pool && peer < devices; ++peer) {
+      int canAccess = 0;
+      if (peer == dev || cudaDeviceCanAccessPeer(&canAccess, peer, dev) != cudaSuccess || !canAccess) continue;
+      cudaMemAccessDesc access = {};
+      access.location.type = cudaMemLocationTypeDevice;
+      access.location.id = peer;
+      access.flags = cudaMemAccessFlagsProtReadWrite;
+      if (cudaMemPoolSetAccess(pool, &access, 1) != cudaSuccess)
+        RCN_INFO(RCN_LOG_INIT, "scratch pool of GPU %d: peer GPU %d gets no access", dev, peer);
+    }
   }
-  return pools != 0;
+  cudaGetLastError();  // a device without pools is not an error
+  pools[dev] = pool;
+  return pool;
 }
 
 // Polls `stream` until its work is done or limitMs passes; `what` names the
@@ -54,14 +82,18 @@ rcnResult_t zeroDeviceMemory(void* ptr, size_t bytes) {
 }
 
 rcnResult_t allocScratch(void** ptr, size_t bytes, cudaStream_t stream) {
-  if (hasMemoryPools()) RCN_CUDA_CHECK(cudaMallocAsync(ptr, bytes, stream));
+  int dev = 0;
+  RCN_CUDA_CHECK(cudaGetDevice(&dev));
+  if (cudaMemPool_t pool = scratchPool(dev)) RCN_CUDA_CHECK(cudaMallocFromPoolAsync(ptr, bytes, pool, stream));
   else RCN_CUDA_CHECK(cudaMalloc(ptr, bytes));
   return rcnSuccess;
 }
 
 void freeScratch(void* ptr, cudaStream_t stream) {
   if (!ptr) return;
-  cudaError_t err = hasMemoryPools() ? cudaFreeAsync(ptr, stream) : cudaFree(ptr);
+  int dev = 0;
+  cudaError_t err = cudaGetDevice(&dev);
+  if (err == cudaSuccess) err = scratchPool(dev) ? cudaFreeAsync(ptr, stream) : cudaFree(ptr);
   if (err != cudaSuccess) RCN_WARN(RCN_LOG_INIT, "freeing scratch memory failed: %s", cudaGetErrorString(err));
 }
 

@@ -9,8 +9,9 @@
 // waiting for this creation to finish; and all three break another thread's
 // graph capture. So creation zeroes memory on a private stream and waits for
 // that stream alone, bounded; its scratch buffers are stream-ordered
-// (cudaMallocAsync / cudaFreeAsync) where the device has memory pools; and
-// it runs in the relaxed capture mode, as NCCL's own initialisation does.
+// (cudaMallocFromPoolAsync / cudaFreeAsync) where the device has memory
+// pools; and it runs in the relaxed capture mode, as NCCL's own
+// initialisation does.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -27,9 +28,11 @@ namespace rcn {
 // (rcnSystemError past that: the GPU is full of work that does not end).
 rcnResult_t zeroDeviceMemory(void* ptr, size_t bytes);
 
-// Scratch memory ordered on `stream`: cudaMallocAsync where the current
-// device has memory pools, else cudaMalloc (whose cudaFree then waits for
-// the device). Free it with freeScratch on the same device.
+// Scratch memory ordered on `stream`, from a pool of the current device that
+// every peer GPU can reach (NCCL may write straight into a buffer of a rank
+// in the same process); cudaMalloc where the device has no memory pools
+// (whose cudaFree then waits for the device). Free it with freeScratch on
+// the same device.
 rcnResult_t allocScratch(void** ptr, size_t bytes, cudaStream_t stream);
 void freeScratch(void* ptr, cudaStream_t stream);
 

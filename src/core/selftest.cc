@@ -314,17 +314,17 @@ Vote timeAgainstNccl(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>&
 
 // Lowers the one-shot thresholds to the smallest cap any rank voted (below
 // `largest`, the largest size timed), so every rank routes alike; says so at INFO.
-void applyCap(rcnComm* comm, const std::vector<Vote>& votes, uint64_t largest) {
-  uint64_t cap = largest;
+void applyCap(rcnComm* comm, const std::vector<Vote>& votes, size_t largest) {
+  std::vector<size_t> caps;
+  for (const Vote& v : votes) caps.push_back(static_cast<size_t>(v.capBytes));
   int capper = -1;
-  for (size_t r = 0; r < votes.size(); ++r)
-    if (votes[r].capBytes < cap) cap = votes[r].capBytes, capper = static_cast<int>(r);
+  const size_t cap = selfTestAgreedCap(caps, largest, &capper);
   if (capper < 0) return;
   PolicyConfig& policy = comm->policy;
   policy.oneShotMaxBytes = std::min<size_t>(policy.oneShotMaxBytes, cap);
   policy.oneShotMaxBytesGraph = std::min<size_t>(policy.oneShotMaxBytesGraph, cap);
-  RCN_INFO(RCN_LOG_INIT, "rank %d/%d: one-shot threshold capped at %llu bytes: rank %d measured NCCL faster at the "
-           "next size timed", comm->rank, comm->nranks, (unsigned long long)cap, capper);
+  RCN_INFO(RCN_LOG_INIT, "rank %d/%d: one-shot threshold capped at %zu bytes: rank %d measured NCCL faster at the "
+           "next size timed", comm->rank, comm->nranks, cap, capper);
 }
 
 // Gathers every rank's vote; true when the fast path stays on.
@@ -403,6 +403,14 @@ SelfTestJudgement judgeSelfTestTimes(const std::vector<size_t>& sizes, const std
   }
   j.slower = j.usFast > j.usNccl * kSelfTestSlowerMargin;
   return j;
+}
+
+size_t selfTestAgreedCap(const std::vector<size_t>& capBytes, size_t largest, int* capper) {
+  size_t cap = largest;
+  *capper = -1;
+  for (size_t r = 0; r < capBytes.size(); ++r)
+    if (capBytes[r] < cap) cap = capBytes[r], *capper = static_cast<int>(r);
+  return cap;
 }
 
 rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {

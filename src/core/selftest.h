@@ -32,4 +32,9 @@ struct SelfTestJudgement {
 SelfTestJudgement judgeSelfTestTimes(const std::vector<size_t>& sizes, const std::vector<double>& fast,
                                      const std::vector<double>& nccl);
 
+// The threshold every rank takes from every rank's capBytes: the smallest,
+// when it is below `largest` (the largest size timed); *capper is then the
+// first rank that voted it, else -1 (no cap).
+size_t selfTestAgreedCap(const std::vector<size_t>& capBytes, size_t largest, int* capper);
+
 }  // namespace rcn
