@@ -7,7 +7,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +20,7 @@
 #include "rocenante/rocenante.h"
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
+#include "support/stream_hold.h"
 
 using namespace rcn;
 using namespace rcn::test;
@@ -107,19 +107,6 @@ int timeoutRank(const rcnUniqueId& id, const rcnUniqueId& testId, int rank) {
   return 0;
 }
 
-// Keeps a stream busy with a host function that returns once released (or
-// after a minute, so a failing test cannot hold the GPU forever). Whatever
-// waits for the whole device, or for the legacy stream, waits for it.
-struct StreamHold {
-  std::atomic<bool> released{false};
-  static void CUDART_CB hold(void* self) {
-    auto* h = static_cast<StreamHold*>(self);
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!h->released.load() && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-};
-
 // A second communicator created while a blocking stream is held and another
 // thread captures a graph in the global mode (a new process group while the
 // model runs): creation must not wait for the held stream (a device-wide
@@ -145,18 +132,8 @@ int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
   rcnComm_t first = nullptr;
   CHILD_CHECK(rcnCommInitRank(&first, kRanks, ids[0], rank) == rcnSuccess, "first init: %s", rcnGetLastError(nullptr));
 
-  StreamHold hold;
-  CHILD_CHECK(cudaLaunchHostFunc(held, StreamHold::hold, &hold) == cudaSuccess, "cudaLaunchHostFunc");
-  // However this rank returns, the held stream is let go and drained before
-  // `hold`, which the host function reads, goes out of scope.
-  struct LetGo {
-    StreamHold& hold;
-    cudaStream_t stream;
-    ~LetGo() {
-      hold.released = true;
-      cudaStreamSynchronize(stream);
-    }
-  } letGo{hold, held};
+  StreamHold hold(std::chrono::seconds(60));  // let go and drained on every return
+  CHILD_CHECK(hold.hold(held) == cudaSuccess, "cudaLaunchHostFunc");
   std::promise<void> began, created;
   std::future<void> createdDone = created.get_future();
   cudaError_t captureEnd = cudaErrorUnknown, graphRun = cudaErrorUnknown;
@@ -198,12 +175,12 @@ int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
   while ((done = cudaStreamQuery(work)) == cudaErrorNotReady && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const bool heldDuringCall = cudaStreamQuery(held) == cudaErrorNotReady;
-  hold.released = true;
+  hold.release();
   CHILD_CHECK(done == cudaSuccess, "the all-reduce did not finish beside the held stream: %s", cudaGetErrorString(done));
   CHILD_CHECK(heldDuringCall, "the held stream was released before the all-reduce finished");
   CHILD_CHECK(cudaMemcpy(host.data(), data, kCount * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess, "download");
   for (size_t i = 0; i < kCount; ++i) CHILD_CHECK(host[i] == 3.0f, "element %zu is %g, expected 3", i, host[i]);
-  CHILD_CHECK(cudaStreamSynchronize(held) == cudaSuccess, "held stream");
+  CHILD_CHECK(hold.drain() == cudaSuccess, "held stream");
   CHILD_CHECK(rcnCommDestroy(comm) == rcnSuccess, "destroy");
   CHILD_CHECK(rcnCommDestroy(first) == rcnSuccess, "destroy the first");
   cudaFree(data);

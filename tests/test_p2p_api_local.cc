@@ -5,15 +5,14 @@
 
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "p2p_harness.h"
 #include "rocenante/rocenante.h"
 #include "support/gpu_case.h"
+#include "support/stream_hold.h"
 
 using namespace rcn::test;
 
@@ -64,16 +63,6 @@ TEST_CASE("rcnAllReduce over p2p with rcnCommInitAll: every dtype x op, two comm
   for (rcnComm_t c : {a[0], a[1], b[0], b[1]}) REQUIRE(rcnCommDestroy(c) == rcnSuccess);
 }
 
-namespace {
-
-std::atomic<bool> releaseBusyWork{false};
-
-void busyUntilReleased(void*) {
-  while (!releaseBusyWork.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-}
-
-}  // namespace
-
 // Work on the GPU that is not rocenante's and does not finish (here a host
 // function on a stream of its own; in life an NCCL collective whose peer
 // died) must not keep rcnCommAbort from returning: it gives up after
@@ -87,24 +76,16 @@ TEST_CASE("rcnCommAbort returns while other work keeps the GPU busy", "[p2p][gpu
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
   cudaStream_t busy = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking) == cudaSuccess);
-  releaseBusyWork = false;
-  REQUIRE(cudaLaunchHostFunc(busy, busyUntilReleased, nullptr) == cudaSuccess);
-
   // Should abort wait for the device after all, the busy work ends after
   // 10 s, so the case fails on its time instead of hanging.
-  std::thread watchdog([] {
-    for (int ms = 0; ms < 10000 && !releaseBusyWork.load(); ms += 10)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    releaseBusyWork = true;
-  });
+  StreamHold hold(std::chrono::seconds(10));
+  REQUIRE(hold.hold(busy) == cudaSuccess);
   setenv("ROCENANTE_TIMEOUT_MS", "500", 1);
   const auto start = std::chrono::steady_clock::now();
   const rcnResult_t aborted = rcnCommAbort(comms[0]);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  releaseBusyWork = true;
-  watchdog.join();
   unsetenv("ROCENANTE_TIMEOUT_MS");
-  REQUIRE(cudaStreamSynchronize(busy) == cudaSuccess);
+  REQUIRE(hold.drain() == cudaSuccess);
   REQUIRE(cudaStreamDestroy(busy) == cudaSuccess);
   CHECK(aborted == rcnSuccess);
   CHECK(seconds >= 0.45);  // it did wait for the device, up to the bound

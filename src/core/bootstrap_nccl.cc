@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/check.h"
-#include "core/deadline.h"
+#include "core/cuda_poll.h"
 #include "core/device_memory.h"
 #include "core/device_scope.h"
 #include "core/nccl_lib.h"
@@ -128,11 +128,8 @@ class NcclBootstrapImpl : public NcclBootstrap {
   // Polls the stream until done, the bound passes, or abort() is called.
   rcnResult_t waitStream() {
     const int64_t limitMs = bootstrapTimeoutMs();
-    cudaError_t status = cudaErrorNotReady;
-    const bool ended = pollUntil(deadlineAfterMs(limitMs), std::chrono::microseconds(20), [&] {
-      status = cudaStreamQuery(stream_);
-      return status != cudaErrorNotReady || aborted_;
-    });
+    const cudaError_t status = pollCudaQuery(deadlineAfterMs(limitMs), std::chrono::microseconds(20),
+                                             [&] { return cudaStreamQuery(stream_); }, [&] { return aborted_.load(); });
     if (status == cudaSuccess) return rcnSuccess;
     broken_ = true;
     if (status != cudaErrorNotReady) {
@@ -140,7 +137,7 @@ class NcclBootstrapImpl : public NcclBootstrap {
                cudaGetErrorString(status));
       return rcnUnhandledCudaError;
     }
-    if (ended) return rcnRemoteError;  // abort() was called: no fault to report
+    if (aborted_) return rcnRemoteError;  // abort() was called: no fault to report
     RCN_WARN(RCN_LOG_BOOTSTRAP,
              "bootstrap over NCCL comm %p: exchange %llu did not complete within %lld ms "
              "(ROCENANTE_BOOTSTRAP_TIMEOUT_MS); a rank did not take part",

@@ -5,7 +5,7 @@
 
 #include "core/bootstrap.h"
 #include "core/check.h"
-#include "core/deadline.h"
+#include "core/cuda_poll.h"
 #include "core/log.h"
 
 namespace rcn {
@@ -47,38 +47,24 @@ cudaMemPool_t scratchPool(int dev) {
   return pool;
 }
 
-// Polls `stream` until its work is done or limitMs passes; `what` names the
-// work in the WARN.
-rcnResult_t waitForStream(cudaStream_t stream, int64_t limitMs, const char* what) {
-  cudaError_t status = cudaErrorNotReady;
-  const bool answered = pollUntil(deadlineAfterMs(limitMs), std::chrono::microseconds(20), [&] {
-    status = cudaStreamQuery(stream);
-    return status != cudaErrorNotReady;
-  });
-  if (!answered) {
-    RCN_WARN(RCN_LOG_INIT, "%s did not finish within %lld ms (ROCENANTE_BOOTSTRAP_TIMEOUT_MS): the GPU runs other work that does not make room",
-             what, (long long)limitMs);
-    return rcnSystemError;
-  }
-  RCN_CUDA_CHECK(status);
-  return rcnSuccess;
-}
-
 }  // namespace
 
 rcnResult_t zeroDeviceMemory(void* ptr, size_t bytes) {
   cudaStream_t stream = nullptr;
   RCN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  rcnResult_t result = rcnSuccess;
-  cudaError_t err = cudaMemsetAsync(ptr, 0, bytes, stream);
-  if (err != cudaSuccess) {
-    RCN_WARN(RCN_LOG_INIT, "cudaMemsetAsync of %zu bytes failed: %s", bytes, cudaGetErrorString(err));
-    result = rcnUnhandledCudaError;
-  } else {
-    result = waitForStream(stream, bootstrapTimeoutMs(), "zeroing a new exchange region");
-  }
+  cudaError_t status = cudaMemsetAsync(ptr, 0, bytes, stream);
+  const int64_t limitMs = bootstrapTimeoutMs();
+  if (status == cudaSuccess)
+    status = pollCudaQuery(deadlineAfterMs(limitMs), std::chrono::microseconds(20),
+                           [&] { return cudaStreamQuery(stream); });
   cudaStreamDestroy(stream);  // a memset still pending completes first
-  return result;
+  if (status == cudaErrorNotReady) {
+    RCN_WARN(RCN_LOG_INIT, "zeroing a new exchange region did not finish within %lld ms "
+             "(ROCENANTE_BOOTSTRAP_TIMEOUT_MS): the GPU runs other work that does not make room", (long long)limitMs);
+    return rcnSystemError;
+  }
+  RCN_CUDA_CHECK(status);
+  return rcnSuccess;
 }
 
 rcnResult_t allocScratch(void** ptr, size_t bytes, cudaStream_t stream) {

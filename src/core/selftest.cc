@@ -27,7 +27,7 @@
 #include "core/bootstrap.h"
 #include "core/check.h"
 #include "core/comm.h"
-#include "core/deadline.h"
+#include "core/cuda_poll.h"
 #include "core/device_memory.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
@@ -169,13 +169,10 @@ rcnResult_t checkOnce(rcnComm* comm, TestBuffers& buf, size_t bytes, std::string
 // never finishes.
 rcnResult_t waitForBatch(TestBuffers& buf) {
   const int64_t limitMs = bootstrapTimeoutMs();
-  cudaError_t status = cudaErrorNotReady;
   // Any answer but "not ready" ends the wait: the batch finished, or an error to report.
-  const bool answered = pollUntil(deadlineAfterMs(limitMs), std::chrono::microseconds(50), [&] {
-    status = cudaEventQuery(buf.stop);
-    return status != cudaErrorNotReady;
-  });
-  if (!answered) {
+  const cudaError_t status = pollCudaQuery(deadlineAfterMs(limitMs), std::chrono::microseconds(50),
+                                           [&] { return cudaEventQuery(buf.stop); });
+  if (status == cudaErrorNotReady) {
     buf.stuck = true;
     RCN_WARN(RCN_LOG_INIT, "self-test: a timed batch did not finish within %lld ms (ROCENANTE_BOOTSTRAP_TIMEOUT_MS); "
              "a rank stopped taking part", (long long)limitMs);
@@ -427,7 +424,7 @@ rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
   }
   std::vector<size_t> sizes = testSizes(comm);
   TestBuffers buf(comm->cudaDev >= 0);
-  Vote mine{1, 0, 0.f, 0.f, sizes.empty() ? 0 : sizes.back()};
+  Vote mine{1, 0, 0.f, 0.f, 0};  // capBytes counts only in the timing vote
   mine.passed = checkCorrectness(comm, buf, sizes, &why);
   if (!mine.passed) RCN_WARN(RCN_LOG_INIT, "rank %d: rocenante self-test failed: %s", comm->rank, why.c_str());
   std::vector<Vote> votes;
@@ -448,8 +445,8 @@ rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
   comm->info.selfTestPassed = 1;
   char text[160];
   if (mine.usNccl > 0)
-    snprintf(text, sizeof text, "; %s (fast %.1f us, nccl %.1f us summed over sizes to 256 KB)", verdict.c_str(),
-             mine.usFast, mine.usNccl);
+    snprintf(text, sizeof text, "; %s (fast %.1f us, nccl %.1f us summed over sizes to %zu KB)", verdict.c_str(),
+             mine.usFast, mine.usNccl, kSelfTestSmallBytes / 1024);
   else
     snprintf(text, sizeof text, "; %s (correctness only: no NCCL to time against)", verdict.c_str());
   *reason += text;

@@ -167,9 +167,9 @@ class TcpWire final : public Wire {
       iovec iov[1] = {{&h, sizeof h}};
       if (writeFully(fds_[r], iov, 1)) shutdown(fds_[r], SHUT_WR);
     }
-    const Deadline deadline = deadlineAfterMs(int64_t(std::min<uint64_t>(timeoutMs_, 1000)));
     // A failure shut every connection: no more goodbyes will come.
-    (void)pollUntil(deadline, std::chrono::milliseconds(1), [this] { return allPeersSaidBye() || failure_.failed(); });
+    (void)pollUntil(closeDeadline(timeoutMs_), std::chrono::milliseconds(1),
+                    [this] { return allPeersSaidBye() || failure_.failed(); });
     abort();
   }
 

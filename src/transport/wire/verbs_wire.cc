@@ -489,8 +489,8 @@ rcnResult_t VerbsWire::checkQpStates() {
 // The last call's writes are unsignaled and may still be in flight: the
 // QPs' destruction would drop them, and a peer still waiting for our flags
 // would time out on a clean shutdown. A signaled empty write per QP covers
-// every request before it (RC completes in order); wait, at most a second
-// (as the tcp wire waits for its peers' goodbyes), until each has completed.
+// every request before it (RC completes in order); wait (closeDeadline)
+// until each has completed.
 void VerbsWire::close() {
   if (stopped()) return;
   for (int r = 0; r < nranks_; ++r) {
@@ -510,9 +510,8 @@ void VerbsWire::close() {
       if (p.completed != p.posted) return false;
     return true;
   };
-  const Deadline deadline = deadlineAfterMs(int64_t(std::min<uint64_t>(timeoutMs_, 1000)));
   // Only reaping moves `completed`; once the CQ cannot be polled, nothing more completes.
-  (void)pollUntil(deadline, std::chrono::microseconds(20),
+  (void)pollUntil(closeDeadline(timeoutMs_), std::chrono::microseconds(20),
                   [&] { return allCompleted() || reap(/*closing=*/true) != rcnSuccess; });
 }
 

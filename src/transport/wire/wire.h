@@ -15,6 +15,7 @@
 // two-phase protocol guarantees that.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/deadline.h"
 #include "core/fast_path.h"
 #include "rocenante/rocenante.h"
 
@@ -91,6 +93,12 @@ class Wire {
   // The same, unless `peer` is another rank and flagIndex one of its flags.
   rcnResult_t checkPutFlag(int peer, size_t flagIndex) const;
   rcnResult_t checkPeer(int peer) const;  // the two checks' first step
+  // How long close() waits for its peers (their goodbyes, its last writes'
+  // completions): the wire's timeout, but at most a second, since a clean
+  // shutdown should not stall on a peer that is already gone.
+  static Deadline closeDeadline(uint64_t timeoutMs) {
+    return deadlineAfterMs(int64_t(std::min<uint64_t>(timeoutMs, 1000)));
+  }
 
   WireLayout layout_;
   int rank_ = 0, nranks_ = 0;  // set by each wire's setup
