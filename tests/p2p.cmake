@@ -1,7 +1,7 @@
 # The p2p transport and the one-shot kernel (GPU: skip without 2 GPUs).
 # test_p2p_local: every rank in one process; test_p2p_ipc: one process per
 # GPU (forked before any CUDA call) plus the timeout test; test_p2p_api: the
-# same through the public rcn* API.
+# same through the public rcn* API; test_device_api: rocenante/device.cuh.
 set(RCN_P2P_HARNESS ${CMAKE_CURRENT_LIST_DIR}/p2p_harness.cc ${CMAKE_CURRENT_LIST_DIR}/p2p_build.cc)
 rcn_add_test(test_p2p_local SOURCES test_p2p_local.cc ${RCN_P2P_HARNESS} LABELS gpu p2p TIMEOUT 300)
 rcn_add_test(test_p2p_ipc SOURCES test_p2p_ipc.cc ${RCN_P2P_HARNESS} LABELS gpu p2p TIMEOUT 600)
@@ -12,3 +12,4 @@ target_link_libraries(p2p_latency PRIVATE rcn_test_support)
 rcn_add_test(test_p2p_api SOURCES test_p2p_api.cc p2p_harness.cc LABELS gpu p2p api TIMEOUT 600)
 rcn_add_test(test_p2p_api_local SOURCES test_p2p_api_local.cc p2p_harness.cc LABELS gpu p2p api TIMEOUT 300)
 rcn_add_test(test_p2p_fd SOURCES test_p2p_fd.cc LABELS cpu p2p TIMEOUT 120)
+rcn_add_test(test_device_api SOURCES test_device_api.cu LABELS gpu p2p api TIMEOUT 300)

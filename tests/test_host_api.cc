@@ -1,6 +1,6 @@
 // The host backend through the public API, as on a machine without a GPU:
 // rcnCommInitRank with ROCENANTE_BACKEND=host, rcnAllReduce on host pointers
-// (any size: no NCCL behind it), rcnCommQuery, rcnCommDestroy.
+// (any size: no NCCL behind it), rcnCommQuery, rcnCommGetDeviceComm (refused), rcnCommDestroy.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdlib>
@@ -27,6 +27,8 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
                  info.transport, info.reason);
     return 72;
   }
+  rcnDeviceComm dev{};  // the device API is the p2p path's only
+  if (rcnCommGetDeviceComm(comm, &dev) != rcnInvalidUsage) return 74;
   int failures = 0;
   uint64_t seed = 100;
   // Larger than ROCENANTE_MAX_BYTES (256 KB by default): chunked, no NCCL.

@@ -158,6 +158,42 @@ rcnResult_t rcnCommCount(rcnComm_t comm, int* count);
 rcnResult_t rcnCommUserRank(rcnComm_t comm, int* rank);
 rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device);
 
+/* The device-side exchange of a communicator whose fast path is p2p (ranks
+ * on one host whose GPUs reach each other's memory), for kernels that fuse
+ * the one-shot all-reduce into their own work: a producer kernel stores its
+ * partial values straight into every rank's window, a later consumer kernel
+ * sums them, and no all-reduce kernel runs between. rocenante/device.cuh has
+ * the device functions and the rules of a call. */
+#define RCN_DEVICE_MAX_RANKS 16
+/* What a failed wait leaves for the host (host-mapped memory); every kernel
+ * of a communicator, rocenante's and the device API's, writes the one record. */
+typedef enum { rcnWaitOk = 0, rcnWaitTimeout = 1, rcnWaitAborted = 2 } rcnWaitResult_t;
+typedef struct {
+  uint32_t code;  /* rcnWaitResult_t, written last, after the fields below */
+  uint32_t peer;  /* the peer that did not arrive */
+  uint32_t block;
+  uint32_t call;
+} rcnDeviceError;
+typedef struct {
+  int rank;
+  int nranks;
+  uint64_t* window[RCN_DEVICE_MAX_RANKS]; /* rank r's window, mapped in this process */
+  size_t maxValues;                  /* floats one call exchanges at most (ROCENANTE_DEVICE_WINDOW_BYTES / 4) */
+  uint32_t* calls;                   /* device: the last call number of each block slot */
+  int maxBlocks;                     /* most blocks a kernel taking part may launch */
+  uint32_t* failed;                  /* device: set once a wait failed (rcnAllReduce's calls see it too) */
+  rcnDeviceError* error;             /* device pointer to the host-mapped first-error record */
+  const volatile uint32_t* abortFlag; /* device pointer to host-mapped memory, set by rcnCommAbort */
+  uint64_t timeoutNs;                /* ROCENANTE_TIMEOUT_MS */
+} rcnDeviceComm;
+
+/* rcnSuccess and *dev filled when comm's fast path is p2p with a window
+ * (ROCENANTE_DEVICE_WINDOW_BYTES > 0); rcnInvalidUsage, the reason logged at
+ * INFO, on any other path (fast path off, proxy, host). Valid
+ * until rcnCommDestroy or rcnCommAbort. A failed wait in a device function
+ * shows in rcnCommGetAsyncError, as one in rcnAllReduce does. */
+rcnResult_t rcnCommGetDeviceComm(rcnComm_t comm, rcnDeviceComm* dev);
+
 /* For programs running under the NCCL shim (LD_PRELOAD / VLLM_NCCL_SO_PATH):
  * what rocenante decided for an NCCL communicator, the same fields
  * rcnCommQuery reports. A communicator rocenante built no state for

@@ -166,6 +166,18 @@ rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError) {
   return rcnSuccess;
 }
 
+rcnResult_t rcnCommGetDeviceComm(rcnComm_t comm, rcnDeviceComm* dev) {
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommGetDeviceComm"));
+  RCN_ARG_CHECK(dev != nullptr, "rcnCommGetDeviceComm: dev is NULL");
+  *dev = rcnDeviceComm{};
+  std::string why = "the fast path is off (every call goes to NCCL)";
+  if (!comm->aborted && comm->fast && comm->fast->deviceComm(dev, &why)) return rcnSuccess;
+  if (comm->aborted) why = "the communicator was aborted";
+  // A query (callers fall back to rcnAllReduce), so not a warning.
+  RCN_INFO(RCN_LOG_INIT, "rcnCommGetDeviceComm: rank %d: %s", comm->rank, why.c_str());
+  return rcnInvalidUsage;
+}
+
 rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info) {
   RCN_CHECK(rcn::commCheck(comm, "rcnCommQuery"));
   RCN_ARG_CHECK(info != nullptr, "rcnCommQuery: info is NULL");

@@ -42,6 +42,12 @@ class FastPath {
   virtual rcnResult_t asyncError(std::string* why) = 0;
   // Makes every pending wait of this path give up promptly. Never blocks.
   virtual void abort() = 0;
+  // The device API's view (rocenante/device.cuh); false, with the reason in
+  // *why, where this path has none.
+  virtual bool deviceComm(rcnDeviceComm* out, std::string* why) const {
+    *why = std::string("the device API needs the p2p path; this communicator's is ") + transportName();
+    return false;
+  }
 };
 
 }  // namespace rcn

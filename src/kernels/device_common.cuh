@@ -10,6 +10,7 @@
 
 #include "kernels/one_shot.h"
 #include "kernels/reduce_ops.cuh"
+#include "rocenante/device.cuh"
 
 namespace rcn {
 
@@ -18,12 +19,6 @@ namespace rcn {
 namespace {
 
 // ---- PTX helpers -----------------------------------------------------------
-
-__device__ inline uint64_t globalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 __device__ inline void storeReleaseSys(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -80,48 +75,15 @@ __device__ inline uint32_t nextCallNumber(uint32_t last) {
 
 // Records the first failure of a communicator's calls: the device flag
 // `failed` stops later calls, the host-mapped record a.error tells the host
-// who was missing. The code is written last, so the host never reads half a
-// record.
+// who was missing (rcn_device's, which the device API shares).
 template <typename Args>
-__device__ void recordFirstError(const Args& a, uint32_t* failed, uint32_t code, int peer,
-                                 uint32_t call) {
-  if (atomicCAS(failed, 0u, 1u) != 0u) return;
-  volatile OneShotError* e = a.error;
-  e->peer = static_cast<uint32_t>(peer);
-  e->block = blockIdx.x;
-  e->call = call;
-  __threadfence_system();
-  e->code = code;
-  __threadfence_system();
+__device__ void recordFirstError(const Args& a, uint32_t* failed, uint32_t code, int peer, uint32_t call) {
+  rcn_device::recordFirstError(failed, a.error, code, peer, call);
 }
 
-// Spinning is cheap; the clock and the flags are read only every so many
-// spins so that a healthy wait stays on local memory.
-struct WaitBudget {
-  uint32_t spins = 0;
-  uint64_t start = 0;
-
-  // kOneShotOk while the wait may go on; kOneShotTimeout once a.timeoutNs
-  // have passed since the first look at the clock; kOneShotAborted once the
-  // device flag `failed` (another thread gave up) or the host-mapped
-  // a.abortFlag is set. The clock and `failed` are read every 64 spins,
-  // a.abortFlag every hostMask + 1 spins (a multiple of 64) and, with
-  // onePerWarp, only by the lowest lane still spinning in each warp: that
-  // lane then sets the device flag that the others see.
-  template <typename Args>
-  __device__ uint32_t check(const Args& a, const uint32_t* failed, uint32_t hostMask,
-                            bool onePerWarp) {
-    if ((++spins & 63u) != 0) return kOneShotOk;
-    const uint64_t now = globalTimerNs();
-    if (start == 0) start = now;
-    if (now - start > a.timeoutNs) return kOneShotTimeout;
-    if (*reinterpret_cast<const volatile uint32_t*>(failed) != 0) return kOneShotAborted;
-    const bool reader =
-        !onePerWarp || (threadIdx.x & 31) == static_cast<unsigned>(__ffs(__activemask()) - 1);
-    if ((spins & hostMask) == 0 && reader && *a.abortFlag != 0) return kOneShotAborted;
-    return kOneShotOk;
-  }
-};
+// The bounded wait's budget (rcn_device::WaitBudget, shared with the device
+// API); each kernel passes its own timeout, `failed` flag and abort flag.
+using rcn_device::WaitBudget;
 
 // ---- waiting for a peer ----------------------------------------------------
 

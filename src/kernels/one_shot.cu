@@ -27,7 +27,7 @@ __device__ void recordError(const OneShotArgs& a, uint32_t code, int peer, uint3
 // The host-mapped abort flag is read every 4096 spins, by one lane per warp:
 // in LL every thread of the block waits, and host reads are slow.
 __device__ inline uint32_t waitCheck(WaitBudget& budget, const OneShotArgs& a) {
-  return budget.check(a, &a.state[0], 4095u, /*onePerWarp=*/true);
+  return budget.check(a.timeoutNs, &a.state[0], a.abortFlag, 4095u, /*onePerWarp=*/true);
 }
 
 // ---- the start and end of every call --------------------------------------
@@ -181,7 +181,7 @@ const KernelFn kKernels[rcnNumTypes][rcnNumOps] = RCN_KERNEL_TABLE(oneShotKernel
 }  // namespace
 
 RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llMaxBytes,
-                          bool keepSlots) {
+                          bool keepSlots, size_t windowValues) {
   RegionLayout L{};
   const size_t perPhase = static_cast<size_t>(2) * nranks;  // [2 phases][nranks]
   L.flagsOffset = 0;
@@ -190,7 +190,9 @@ RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llM
   L.slotsOffset = roundUp(perPhase * maxBlocks * sizeof(uint32_t), 256);
   L.llSlotBytes = roundUp(2 * llMaxBytes, 64);  // slots never share a cache line
   L.llOffset = roundUp(L.slotsOffset + perPhase * L.slotBytes, 256);
-  L.totalBytes = roundUp(L.llOffset + perPhase * L.llSlotBytes, 256);
+  L.windowOffset = roundUp(L.llOffset + perPhase * L.llSlotBytes, 256);
+  L.windowValues = roundUp(windowValues, 2);  // gathers read units in pairs
+  L.totalBytes = roundUp(L.windowOffset + perPhase * L.windowValues * sizeof(uint64_t), 256);
   return L;
 }
 

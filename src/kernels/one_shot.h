@@ -34,14 +34,10 @@ constexpr int kOneShotMaxRanks = 16;
 // stream sees them). Call k uses epoch k (k = slot + 1 at start).
 constexpr size_t oneShotStateWords(int maxBlocks) { return 1 + static_cast<size_t>(maxBlocks); }
 
-// What a failed wait leaves for the host, in host-mapped pinned memory.
-enum OneShotErrorCode : uint32_t { kOneShotOk = 0, kOneShotTimeout = 1, kOneShotAborted = 2 };
-struct OneShotError {
-  uint32_t code;   // written last, after the fields below
-  uint32_t peer;   // the peer that did not arrive
-  uint32_t block;
-  uint32_t call;
-};
+// What a failed wait leaves for the host, in host-mapped pinned memory: the
+// record and codes the device API (rocenante.h) shares.
+using OneShotError = rcnDeviceError;
+constexpr uint32_t kOneShotOk = rcnWaitOk, kOneShotTimeout = rcnWaitTimeout, kOneShotAborted = rcnWaitAborted;
 
 // Byte offsets inside each rank's exchange region; identical on every rank.
 struct RegionLayout {
@@ -50,6 +46,8 @@ struct RegionLayout {
   size_t slotBytes;      // maxBytes rounded up to 16; 0 when LL takes every size
   size_t llOffset;       // line[2][nranks][llSlotBytes]: 16-byte lines of 8 data bytes + 2 flags
   size_t llSlotBytes;    // 2 * llMaxBytes rounded up to 64
+  size_t windowOffset;   // the device API's window (rcnDeviceComm): uint64 unit[2][nranks][windowValues]
+  size_t windowValues;   // 0: no window (the proxy path never has one)
   size_t totalBytes;
 
   // Where rank `from`'s part of call phase `phase` lies inside any rank's
@@ -68,8 +66,9 @@ struct RegionLayout {
 };
 // keepSlots: separate-flag slots for every size even where LL could take
 // them all (the proxy path decides per wire, after the region exists).
+// windowValues: floats one device-API call exchanges (0: no window).
 RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llMaxBytes,
-                          bool keepSlots = false);
+                          bool keepSlots = false, size_t windowValues = 0);
 
 // The fields every all-reduce kernel (this one, the proxy path's) starts
 // with: the call's buffers and this rank's place. Each kernel's own argument

@@ -103,6 +103,25 @@ void checkPeerAccess(const FastPathContext& ctx, const std::vector<RankInfo>& in
   }
 }
 
+// The device API's view of the regions: every rank's window, the path's
+// `failed` flag, error record and abort flag (so a failed device wait
+// stops rcnAllReduce's calls too, and the host reads one error), and its
+// own call slots.
+void describeDeviceComm(const OneShotArgs& args, const RegionLayout& layout, uint32_t* calls, rcnDeviceComm* dev) {
+  static_assert(kOneShotMaxRanks <= RCN_DEVICE_MAX_RANKS, "every p2p rank has a window");
+  dev->rank = args.rank;
+  dev->nranks = args.nranks;
+  for (int r = 0; r < args.nranks; ++r)
+    dev->window[r] = reinterpret_cast<uint64_t*>(args.region[r] + layout.windowOffset);
+  dev->maxValues = layout.windowValues;
+  dev->calls = calls;
+  dev->maxBlocks = kDeviceCallSlots;
+  dev->failed = args.state;
+  dev->error = args.error;
+  dev->abortFlag = args.abortFlag;
+  dev->timeoutNs = args.timeoutNs;
+}
+
 }  // namespace
 
 rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>* out, std::string* why) {
@@ -137,7 +156,8 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   path->threads_ = ctx.threads;
   path->timeoutMs_ = ctx.timeoutMs;
   path->launch_.programmaticLaunch = paramBool(ParamId::Pdl);
-  const RegionLayout layout = regionLayout(n, ctx.maxBytes, ctx.maxBlocks, path->llMaxBytes_);
+  const size_t windowValues = static_cast<size_t>(std::max<int64_t>(0, paramInt(ParamId::DeviceWindowBytes))) / 4;
+  const RegionLayout layout = regionLayout(n, ctx.maxBytes, ctx.maxBlocks, path->llMaxBytes_, false, windowValues);
 
   // 2. Verdict and region.
   std::vector<RankRegion> regions(n);
@@ -146,7 +166,7 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   FdListener listener;
   if (myRegion.verdict.ok) {
     std::string err;
-    const size_t stateBytes = oneShotStateWords(ctx.maxBlocks) * sizeof(uint32_t);
+    const size_t stateBytes = (oneShotStateWords(ctx.maxBlocks) + kDeviceCallSlots) * sizeof(uint32_t);
     bool ok = path->own_.allocate(path->kind_, ctx.cudaDev, layout.totalBytes) == rcnSuccess &&
               cudaMalloc(reinterpret_cast<void**>(&path->state_), stateBytes) == cudaSuccess &&
               zeroDeviceMemory(path->state_, stateBytes) == rcnSuccess &&
@@ -229,6 +249,8 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   args.error = &static_cast<P2pHostShared*>(hostDev)->error;
   args.abortFlag = &static_cast<P2pHostShared*>(hostDev)->abort;
   args.timeoutNs = ctx.timeoutMs * 1000000ull;
+  if (layout.windowValues > 0) describeDeviceComm(args, layout, path->state_ + oneShotStateWords(ctx.maxBlocks),
+                                                  &path->device_);
 
   RCN_INFO(RCN_LOG_TRANSPORT | RCN_LOG_INIT, "rank %d: p2p path over %s, region %zu bytes, LL up to %zu bytes",
            me, ipcKindName(path->kind_), layout.totalBytes, path->llMaxBytes_);

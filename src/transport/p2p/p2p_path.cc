@@ -57,6 +57,15 @@ rcnResult_t P2pPath::asyncError(std::string* why) {
   return rcnRemoteError;
 }
 
+bool P2pPath::deviceComm(rcnDeviceComm* out, std::string* why) const {
+  if (device_.maxValues == 0) {
+    *why = "the p2p path has no device window (ROCENANTE_DEVICE_WINDOW_BYTES=0)";
+    return false;
+  }
+  *out = device_;
+  return true;
+}
+
 void P2pPath::abort() {
   if (host_) *reinterpret_cast<volatile uint32_t*>(&host_->abort) = 1;
 }

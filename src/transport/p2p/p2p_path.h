@@ -14,6 +14,10 @@
 
 namespace rcn {
 
+// Block slots of the device API's call numbers: the most blocks a kernel
+// taking part may launch (a resident grid of 8 blocks on each of up to 512 SMs).
+constexpr int kDeviceCallSlots = 4096;
+
 // Host-mapped pinned memory the kernel and the host both see.
 struct P2pHostShared {
   OneShotError error;
@@ -31,6 +35,7 @@ class P2pPath final : public FastPath {
                         rcnRedOp_t op, cudaStream_t stream) override;
   rcnResult_t asyncError(std::string* why) override;
   void abort() override;
+  bool deviceComm(rcnDeviceComm* out, std::string* why) const override;
 
  private:
   friend rcnResult_t createP2pPath(const FastPathContext&, std::unique_ptr<FastPath>*, std::string*);
@@ -48,7 +53,8 @@ class P2pPath final : public FastPath {
   OneShotArgs args_{};  // every field but the call's own (send, recv, count)
   DeviceMapping own_;
   std::vector<DeviceMapping> peers_;  // peers_[rank_] stays empty
-  uint32_t* state_ = nullptr;         // device memory (one_shot.h: oneShotStateWords)
+  uint32_t* state_ = nullptr;         // device memory: oneShotStateWords, then kDeviceCallSlots
+  rcnDeviceComm device_{};            // maxValues 0: no window
   P2pHostShared* host_ = nullptr;     // cudaHostAlloc, mapped
 };
 

@@ -23,8 +23,8 @@ __device__ void recordError(const ProxyKernelArgs& a, uint32_t code, int peer, u
 // abort flag every time it looks at the clock (64 spins). LL: every thread
 // polls host memory, so one lane per warp reads it, every 4096 spins.
 __device__ inline uint32_t waitCheck(WaitBudget& budget, const ProxyKernelArgs& a, bool ll) {
-  return ll ? budget.check(a, &a.state->failed, 4095u, /*onePerWarp=*/true)
-            : budget.check(a, &a.state->failed, 63u, /*onePerWarp=*/false);
+  return ll ? budget.check(a.timeoutNs, &a.state->failed, a.abortFlag, 4095u, /*onePerWarp=*/true)
+            : budget.check(a.timeoutNs, &a.state->failed, a.abortFlag, 63u, /*onePerWarp=*/false);
 }
 
 __device__ inline char* slotOf(const ProxyKernelArgs& a, int phase, int from) {

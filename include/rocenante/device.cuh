@@ -1,0 +1,199 @@
+// Device functions over rcnDeviceComm (rocenante.h): a one-shot all-reduce
+// (sum) of float values split between two kernels on one stream, so that it
+// costs no kernel of its own. rcnCommGetDeviceComm gives the rcnDeviceComm;
+// pass it to both kernels by value.
+//
+// One call, on every rank:
+//  1. a producer kernel: each block, once every earlier kernel on the stream
+//     has finished (after griddepcontrol.wait when launched with PDL), takes
+//     call = rcnDeviceCall(dev) and puts values with rcnDevicePut(dev, call,
+//     i, v), every index i < count put once by the grid (count a multiple of
+//     4: a gather reads whole groups of 4 and waits for every value in them);
+//  2. a consumer kernel, later on the same stream: each block takes call =
+//     rcnDeviceCall(dev) the same way, reads sums with rcnDeviceGather4(dev,
+//     call, indices, sums) (any index < count, any block, as often as it
+//     likes, but at least once per call on every rank: the waits of the
+//     gathers are what keep a rank's next producer from overwriting values a
+//     slower peer still reads), and, after a barrier that follows its last
+//     gather, calls rcnDeviceEndCall(dev, call). Every block of the consumer
+//     must call it, gathers or not.
+// Both kernels launch at most dev.maxBlocks blocks, count <= dev.maxValues,
+// and the calls of one communicator are ordered (one stream, or streams
+// ordered by events); rcnAllReduce calls may come between them.
+//
+// The sum of index i is the values every rank put at i, added in rank order
+// in fp32: the same bits on every rank. Values live in two phases (call & 1),
+// so a producer never overwrites what a peer's consumer of the previous call
+// may still read. Every wait is bounded by ROCENANTE_TIMEOUT_MS and gives up
+// on rcnCommAbort; a failed wait records the communicator's error (reported
+// by rcnCommGetAsyncError, which names the peer), its gather returns false,
+// and every later call (rcnAllReduce's too) returns at once without waiting.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "rocenante/rocenante.h"
+
+namespace rcn_device {
+
+__device__ inline uint64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Records the first failure of a communicator's calls: the device flag
+// `failed` stops later calls, the record tells the host who was missing. The
+// code is written last, so the host never reads half a record.
+__device__ inline void recordFirstError(uint32_t* failed, rcnDeviceError* error, uint32_t code, int peer,
+                                        uint32_t call) {
+  if (atomicCAS(failed, 0u, 1u) != 0u) return;
+  volatile rcnDeviceError* e = error;
+  e->peer = static_cast<uint32_t>(peer);
+  e->block = blockIdx.x;
+  e->call = call;
+  __threadfence_system();
+  e->code = code;
+  __threadfence_system();
+}
+
+// Spinning is cheap; the clock and the flags are read only every so many
+// spins so that a healthy wait stays on local memory. check() returns rcnWaitOk
+// while the wait may go on; rcnWaitTimeout once timeoutNs have passed since its
+// first look at the clock; rcnWaitAborted once `failed` (another thread gave up) or
+// the host's abort flag is set. The clock and `failed` are read every 64
+// spins, the abort flag every hostMask + 1 (a multiple of 64) and, with
+// onePerWarp, only by the lowest lane still spinning in each warp.
+struct WaitBudget {
+  uint32_t spins = 0;
+  uint64_t start = 0;
+
+  __device__ uint32_t check(uint64_t timeoutNs, const uint32_t* failed, const volatile uint32_t* abortFlag,
+                            uint32_t hostMask, bool onePerWarp) {
+    if ((++spins & 63u) != 0) return rcnWaitOk;
+    const uint64_t now = globalTimerNs();
+    if (start == 0) start = now;
+    if (now - start > timeoutNs) return rcnWaitTimeout;
+    if (*reinterpret_cast<const volatile uint32_t*>(failed) != 0) return rcnWaitAborted;
+    const bool reader =
+        !onePerWarp || (threadIdx.x & 31) == static_cast<unsigned>(__ffs(__activemask()) - 1);
+    if ((spins & hostMask) == 0 && reader && *abortFlag != 0) return rcnWaitAborted;
+    return rcnWaitOk;
+  }
+};
+
+// This block's call number; 0 once a wait of the communicator failed (then
+// rcnDevicePut does nothing and rcnDeviceGather4 returns false at once), and
+// for a block past dev.maxBlocks, which fails the communicator (its peers
+// would wait for it).
+__device__ inline uint32_t rcnDeviceCall(const rcnDeviceComm& dev) {
+  if (*reinterpret_cast<const volatile uint32_t*>(dev.failed) != 0) return 0;
+  if (blockIdx.x >= static_cast<unsigned>(dev.maxBlocks)) {
+    recordFirstError(dev.failed, dev.error, rcnWaitAborted, dev.rank, 0);
+    return 0;
+  }
+  uint32_t call = __ldcg(dev.calls + blockIdx.x) + 1;
+  return call == 0 ? 2 : call;  // 0 means "never written": skipped on wrap-around, keeping the phase alternating
+}
+
+namespace detail {
+
+// Unit i of rank `from`'s part of phase `phase` in a window: 8 bytes, the
+// value's bits low and the call number high, stored and loaded whole, so a
+// unit holding this call's number holds this call's value.
+__device__ inline uint64_t* unitOf(const rcnDeviceComm& dev, int owner, int phase, int from, size_t i) {
+  return dev.window[owner] + (static_cast<size_t>(phase) * dev.nranks + from) * dev.maxValues + i;
+}
+
+__device__ inline void storeUnit(uint64_t* p, uint64_t v) {
+  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+__device__ inline void loadUnitPair(const uint64_t* p, uint64_t* a, uint64_t* b) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
+}
+
+__device__ inline bool unitHas(uint64_t unit, uint32_t call) { return static_cast<uint32_t>(unit >> 32) == call; }
+
+__device__ inline float unitValue(uint64_t unit) { return __uint_as_float(static_cast<uint32_t>(unit)); }
+
+}  // namespace detail
+
+// Puts v at index i (< dev.maxValues) of this rank's part of every rank's window.
+__device__ inline void rcnDevicePut(const rcnDeviceComm& dev, uint32_t call, size_t i, float v) {
+  if (call == 0) return;
+  const uint64_t unit = (static_cast<uint64_t>(call) << 32) | __float_as_uint(v);
+  for (int k = 0; k < dev.nranks; ++k) {
+    const int owner = (dev.rank + k) % dev.nranks;  // ranks start their stores at different peers
+    detail::storeUnit(detail::unitOf(dev, owner, call & 1, dev.rank, i), unit);
+  }
+}
+
+// sum[k] = the sums of indices index[k] .. index[k] + 3 for k < valid (each
+// index a multiple of 2), every rank's values added in rank order. All K
+// groups' loads from one rank are in flight together, so a thread waits one
+// memory round trip per rank, not one per group: gather several groups per
+// call (K = 4 is a good start). False when a wait failed (the error is
+// recorded) or an earlier one had.
+template <int K>
+__device__ inline bool rcnDeviceGather4(const rcnDeviceComm& dev, uint32_t call, const size_t (&index)[K],
+                                        float4 (&sum)[K], int valid = K) {
+  if (call == 0) return false;
+  float total[K][4];
+  WaitBudget budget;  // one bound for the whole gather, however many ranks are late
+  for (int r = 0; r < dev.nranks; ++r) {
+    uint64_t u[K][4];
+    const uint64_t* units[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (k >= valid) break;
+      units[k] = detail::unitOf(dev, dev.rank, call & 1, r, index[k]);
+      detail::loadUnitPair(units[k], &u[k][0], &u[k][1]);
+      detail::loadUnitPair(units[k] + 2, &u[k][2], &u[k][3]);
+    }
+    for (;;) {
+      bool ready = true;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        if (k >= valid) break;
+        if (detail::unitHas(u[k][0], call) && detail::unitHas(u[k][1], call) && detail::unitHas(u[k][2], call) &&
+            detail::unitHas(u[k][3], call))
+          continue;
+        ready = false;
+        detail::loadUnitPair(units[k], &u[k][0], &u[k][1]);
+        detail::loadUnitPair(units[k] + 2, &u[k][2], &u[k][3]);
+      }
+      if (ready) break;
+      const uint32_t why = budget.check(dev.timeoutNs, dev.failed, dev.abortFlag, 4095u, true);
+      if (why != rcnWaitOk) {
+        recordFirstError(dev.failed, dev.error, why, r, call);
+        return false;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (k >= valid) break;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        total[k][e] = r == 0 ? detail::unitValue(u[k][e]) : total[k][e] + detail::unitValue(u[k][e]);
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (k < valid) sum[k] = make_float4(total[k][0], total[k][1], total[k][2], total[k][3]);
+  return true;
+}
+
+// Ends this block's part of the consumer kernel: advances every block slot
+// it owns (slots b, b + grid, ...), so the next call's kernels, whatever
+// their grids, read this call's number. Call after a barrier that follows
+// the block's last gather.
+__device__ inline void rcnDeviceEndCall(const rcnDeviceComm& dev, uint32_t call) {
+  if (call == 0) return;
+  for (int j = blockIdx.x + threadIdx.x * gridDim.x; j < dev.maxBlocks; j += blockDim.x * gridDim.x)
+    dev.calls[j] = call;
+}
+
+}  // namespace rcn_device

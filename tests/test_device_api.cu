@@ -1,0 +1,385 @@
+// The device API (rocenante/device.cuh) over the p2p path, every GPU of this
+// process one rank (rcnCommInitAll): sums put by one kernel and gathered by
+// the next, against a CPU reference in rank order (bit-exact: the same fp32
+// additions), on grids that change from call to call, with rcnAllReduce calls
+// between and in a CUDA graph; a peer that never puts; and the paths that
+// have no device API.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rocenante/device.cuh"
+#include "rocenante/rocenante.h"
+#include "support/gpu_case.h"
+
+using namespace rcn::test;
+
+namespace {
+
+constexpr int kRanks = 2;
+constexpr size_t kValues = 3 * 4096 + 8;  // not a multiple of any grid's threads
+
+__global__ void putKernel(rcnDeviceComm dev, const float* in, size_t count) {
+  const uint32_t call = rcn_device::rcnDeviceCall(dev);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    rcn_device::rcnDevicePut(dev, call, i, in[i]);
+}
+
+// out[i] = the sum of index i, groups of 4 gathered kGroups at a time (the
+// last batch of a thread partial); *failures counts gathers that failed.
+template <int kGroups>
+__global__ void gatherKernel(rcnDeviceComm dev, float* out, size_t count, unsigned* failures) {
+  const uint32_t call = rcn_device::rcnDeviceCall(dev);
+  const size_t groups = (count + 3) / 4, stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t g0 = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g0 < groups; g0 += kGroups * stride) {
+    size_t index[kGroups];
+    float4 sums[kGroups];
+    int valid = 0;
+    for (int k = 0; k < kGroups && g0 + k * stride < groups; ++k) index[valid++] = 4 * (g0 + k * stride);
+    if (!rcn_device::rcnDeviceGather4<kGroups>(dev, call, index, sums, valid)) {
+      atomicAdd(failures, 1u);
+      continue;
+    }
+    for (int k = 0; k < valid; ++k) {
+      const float v[4] = {sums[k].x, sums[k].y, sums[k].z, sums[k].w};
+      for (int e = 0; e < 4 && index[k] + e < count; ++e) out[index[k] + e] = v[e];
+    }
+  }
+  __syncthreads();
+  rcn_device::rcnDeviceEndCall(dev, call);
+}
+
+// ---- back to back: no host sync between calls, PDL launches, skewed ranks
+
+// Small integers, so any order of addition gives the same bits.
+__host__ __device__ inline float stressValue(int rank, int call, size_t i) {
+  return float((rank + 1) * 3 + call % 29 + int(i % 7));
+}
+
+__device__ inline void waitForPreviousKernel() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+// Puts this rank's values of call `iter`, after delayNs (a slow rank).
+__global__ void stressPut(rcnDeviceComm dev, int iter, size_t count, unsigned delayNs) {
+  waitForPreviousKernel();
+  if (delayNs) {
+    const long long until = clock64() + delayNs * 2ll;  // ~2 cycles a ns
+    while (clock64() < until) {
+    }
+  }
+  const uint32_t call = rcn_device::rcnDeviceCall(dev);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    rcn_device::rcnDevicePut(dev, call, i, stressValue(dev.rank, iter, i));
+}
+
+// Counts sums that differ from every rank's stressValue added in rank order.
+__global__ void stressGather(rcnDeviceComm dev, int iter, size_t count, unsigned* wrong, unsigned* failures) {
+  waitForPreviousKernel();
+  const uint32_t call = rcn_device::rcnDeviceCall(dev);
+  const size_t groups = count / 4, stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t g0 = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g0 < groups; g0 += 4 * stride) {
+    size_t index[4];
+    float4 sums[4];
+    int valid = 0;
+    for (int k = 0; k < 4 && g0 + k * stride < groups; ++k) index[valid++] = 4 * (g0 + k * stride);
+    if (!rcn_device::rcnDeviceGather4<4>(dev, call, index, sums, valid)) {
+      atomicAdd(failures, 1u);
+      continue;
+    }
+    for (int k = 0; k < valid; ++k) {
+      const float got[4] = {sums[k].x, sums[k].y, sums[k].z, sums[k].w};
+      for (int e = 0; e < 4; ++e) {
+        float want = 0;
+        for (int r = 0; r < dev.nranks; ++r) want = r == 0 ? stressValue(r, iter, index[k] + e) : want + stressValue(r, iter, index[k] + e);
+        if (got[e] != want) atomicAdd(wrong, 1u);
+      }
+    }
+  }
+  __syncthreads();
+  rcn_device::rcnDeviceEndCall(dev, call);
+}
+
+template <typename... Args>
+cudaError_t launchPdl(void (*kernel)(Args...), int blocks, int threads, cudaStream_t stream, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+struct Rank {
+  rcnComm_t comm = nullptr;
+  rcnDeviceComm dev{};
+  cudaStream_t stream = nullptr;
+  float* in = nullptr;
+  float* out = nullptr;
+  float* scratch = nullptr;  // an rcnAllReduce between device calls
+  unsigned* failures = nullptr;
+};
+
+void setUp(std::vector<Rank>& ranks) {
+  rcnComm_t comms[kRanks] = {};
+  REQUIRE(rcnCommInitAll(comms, kRanks, nullptr) == rcnSuccess);
+  for (int r = 0; r < kRanks; ++r) {
+    Rank& k = ranks[r];
+    k.comm = comms[r];
+    REQUIRE(rcnCommGetDeviceComm(k.comm, &k.dev) == rcnSuccess);
+    REQUIRE(k.dev.rank == r);
+    REQUIRE(k.dev.nranks == kRanks);
+    REQUIRE(k.dev.maxValues >= kValues);
+    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking) == cudaSuccess);
+    REQUIRE(cudaMalloc(&k.in, kValues * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(&k.out, kValues * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(&k.scratch, 1024 * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(&k.failures, sizeof(unsigned)) == cudaSuccess);
+    REQUIRE(cudaMemset(k.failures, 0, sizeof(unsigned)) == cudaSuccess);
+  }
+}
+
+void tearDown(std::vector<Rank>& ranks) {
+  for (int r = 0; r < kRanks; ++r) {
+    Rank& k = ranks[r];
+    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(k.stream) == cudaSuccess);
+    cudaFree(k.in), cudaFree(k.out), cudaFree(k.scratch), cudaFree(k.failures);
+    cudaStreamDestroy(k.stream);
+    REQUIRE(rcnCommDestroy(k.comm) == rcnSuccess);
+  }
+}
+
+// Fresh random inputs on every rank, outputs poisoned with NaN; returns the
+// CPU reference: the ranks' values added in rank order, in fp32.
+std::vector<float> freshInputs(std::vector<Rank>& ranks, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> want(kValues, 0.0f), values(kValues), poison(kValues, std::nanf(""));
+  for (int r = 0; r < kRanks; ++r) {
+    for (size_t i = 0; i < kValues; ++i) values[i] = normal(rng);
+    for (size_t i = 0; i < kValues; ++i) want[i] = r == 0 ? values[i] : want[i] + values[i];
+    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaMemcpy(ranks[r].in, values.data(), kValues * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(ranks[r].out, poison.data(), kValues * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  return want;
+}
+
+// One device call on every rank: the put kernel, an rcnAllReduce, the gather
+// kernel, each grid its own size.
+void enqueueCall(std::vector<Rank>& ranks, int putBlocks, int gatherBlocks) {
+  for (int r = 0; r < kRanks; ++r) {
+    Rank& k = ranks[r];
+    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    putKernel<<<putBlocks, 128, 0, k.stream>>>(k.dev, k.in, kValues);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    REQUIRE(rcnAllReduce(k.scratch, k.scratch, 1024, rcnFloat32, rcnSum, k.comm, k.stream) == rcnSuccess);
+    if (gatherBlocks % 2) gatherKernel<1><<<gatherBlocks, 256, 0, k.stream>>>(k.dev, k.out, kValues, k.failures);
+    else gatherKernel<4><<<gatherBlocks, 256, 0, k.stream>>>(k.dev, k.out, kValues, k.failures);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+  }
+}
+
+// Every rank's output equals `want` bit for bit; no gather failed.
+void checkOutputs(std::vector<Rank>& ranks, const std::vector<float>& want, int call) {
+  std::vector<float> got(kValues);
+  for (int r = 0; r < kRanks; ++r) {
+    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(ranks[r].stream) == cudaSuccess);
+    REQUIRE(cudaMemcpy(got.data(), ranks[r].out, kValues * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+    unsigned failures = 0;
+    REQUIRE(cudaMemcpy(&failures, ranks[r].failures, sizeof failures, cudaMemcpyDeviceToHost) == cudaSuccess);
+    INFO("call " << call << ", rank " << r);
+    REQUIRE(failures == 0);
+    size_t wrong = 0, first = kValues;
+    for (size_t i = 0; i < kValues; ++i) {
+      if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) {
+        if (first == kValues) first = i;
+        ++wrong;
+      }
+    }
+    INFO("first wrong element " << first << ": " << (first < kValues ? got[first] : 0.f) << " against "
+                                << (first < kValues ? want[first] : 0.f));
+    REQUIRE(wrong == 0);
+  }
+}
+
+void forceP2p() {
+  setenv("ROCENANTE_FORCE", "rocenante", 1);
+  setenv("ROCENANTE_TRANSPORT", "p2p", 1);
+}
+
+void unforce() {
+  unsetenv("ROCENANTE_FORCE");
+  unsetenv("ROCENANTE_TRANSPORT");
+}
+
+}  // namespace
+
+TEST_CASE("Device puts and gathers sum in rank order, the same bits on every rank", "[device][p2p][gpu][api]") {
+  requireGpus(kRanks);
+  forceP2p();
+  std::vector<Rank> ranks(kRanks);
+  setUp(ranks);
+  std::mt19937 rng(7);
+  // Grids change between calls (and between the two kernels of a call), so
+  // the call numbers must advance for every block slot whatever the grid.
+  const int grids[][2] = {{1, 1}, {7, 3}, {132, 5}, {2, 264}, {1056, 1}, {5, 7}, {3, 2}};
+  int call = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& grid : grids) {
+      const std::vector<float> want = freshInputs(ranks, rng);
+      enqueueCall(ranks, grid[0], grid[1]);
+      checkOutputs(ranks, want, call++);
+    }
+  }
+  // Captured once per rank, replayed with fresh inputs each time: the call
+  // numbers live in device memory, so replays stay in step.
+  std::vector<cudaGraphExec_t> execs(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    Rank& k = ranks[r];
+    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    putKernel<<<11, 128, 0, k.stream>>>(k.dev, k.in, kValues);
+    REQUIRE(rcnAllReduce(k.scratch, k.scratch, 1024, rcnFloat32, rcnSum, k.comm, k.stream) == rcnSuccess);
+    gatherKernel<4><<<9, 256, 0, k.stream>>>(k.dev, k.out, kValues, k.failures);
+    cudaGraph_t graph = nullptr;
+    REQUIRE(cudaStreamEndCapture(k.stream, &graph) == cudaSuccess);
+    REQUIRE(cudaGraphInstantiate(&execs[r], graph, 0) == cudaSuccess);
+    REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  }
+  for (int replay = 0; replay < 20; ++replay) {
+    const std::vector<float> want = freshInputs(ranks, rng);
+    for (int r = 0; r < kRanks; ++r) {
+      REQUIRE(cudaSetDevice(r) == cudaSuccess);
+      REQUIRE(cudaGraphLaunch(execs[r], ranks[r].stream) == cudaSuccess);
+    }
+    checkOutputs(ranks, want, call++);
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaGraphExecDestroy(execs[r]) == cudaSuccess);
+    rcnResult_t async = rcnInternalError;
+    REQUIRE(rcnCommGetAsyncError(ranks[r].comm, &async) == rcnSuccess);
+    REQUIRE(async == rcnSuccess);
+  }
+  tearDown(ranks);
+  unforce();
+}
+
+// Thousands of calls with no host sync: a producer of call k + 2 must not
+// overwrite values a slower peer's consumer of call k still reads, and the
+// call numbers must stay in step whatever the grids and the skew.
+TEST_CASE("Device calls back to back, PDL-launched, with skewed ranks", "[device][p2p][gpu][api]") {
+  requireGpus(kRanks);
+  forceP2p();
+  std::vector<Rank> ranks(kRanks);
+  setUp(ranks);
+  std::vector<unsigned*> wrong(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaMalloc(&wrong[r], sizeof(unsigned)) == cudaSuccess);
+    REQUIRE(cudaMemset(wrong[r], 0, sizeof(unsigned)) == cudaSuccess);
+  }
+  constexpr int kCalls = 3000;
+  for (int iter = 0; iter < kCalls; ++iter) {
+    for (int r = 0; r < kRanks; ++r) {
+      Rank& k = ranks[r];
+      REQUIRE(cudaSetDevice(r) == cudaSuccess);
+      const unsigned delayNs = (iter + r) % 3 == 0 ? 3000u : 0u;  // each rank late on some calls
+      REQUIRE(launchPdl(stressPut, 1 + (iter * 7 + r) % 40, 128, k.stream, k.dev, iter, kValues, delayNs) ==
+              cudaSuccess);
+      if (iter % 100 == 50)
+        REQUIRE(rcnAllReduce(k.scratch, k.scratch, 1024, rcnFloat32, rcnSum, k.comm, k.stream) == rcnSuccess);
+      REQUIRE(launchPdl(stressGather, 1 + (iter * 5 + r) % 33, 256, k.stream, k.dev, iter, kValues, wrong[r],
+                        k.failures) == cudaSuccess);
+    }
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(ranks[r].stream) == cudaSuccess);
+    unsigned bad = 0, failures = 0;
+    REQUIRE(cudaMemcpy(&bad, wrong[r], sizeof bad, cudaMemcpyDeviceToHost) == cudaSuccess);
+    REQUIRE(cudaMemcpy(&failures, ranks[r].failures, sizeof failures, cudaMemcpyDeviceToHost) == cudaSuccess);
+    INFO("rank " << r);
+    CHECK(bad == 0);
+    CHECK(failures == 0);
+    uint32_t calls = 0;
+    REQUIRE(cudaMemcpy(&calls, ranks[r].dev.calls, sizeof calls, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(calls == uint32_t(kCalls));
+    cudaFree(wrong[r]);
+  }
+  tearDown(ranks);
+  unforce();
+}
+
+// Rank 1 never puts: rank 0's gathers give up after ROCENANTE_TIMEOUT_MS,
+// rcnCommGetAsyncError reports it, and later calls return without waiting.
+TEST_CASE("A peer that never puts: the gather gives up within the timeout and says so", "[device][p2p][gpu][api]") {
+  requireGpus(kRanks);
+  forceP2p();
+  setenv("ROCENANTE_TIMEOUT_MS", "500", 1);
+  std::vector<Rank> ranks(kRanks);
+  setUp(ranks);
+  unsetenv("ROCENANTE_TIMEOUT_MS");
+  Rank& k = ranks[0];
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  putKernel<<<4, 128, 0, k.stream>>>(k.dev, k.in, kValues);
+  gatherKernel<4><<<4, 256, 0, k.stream>>>(k.dev, k.out, kValues, k.failures);
+  REQUIRE(cudaStreamSynchronize(k.stream) == cudaSuccess);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds >= 0.45);
+  CHECK(seconds < 5.0);
+  unsigned failures = 0;
+  REQUIRE(cudaMemcpy(&failures, k.failures, sizeof failures, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(failures > 0);
+  rcnResult_t async = rcnSuccess;
+  REQUIRE(rcnCommGetAsyncError(k.comm, &async) == rcnSuccess);
+  CHECK(async == rcnRemoteError);
+  CHECK(std::string(rcnGetLastError(k.comm)).find("peer 1 did not arrive") != std::string::npos);
+  // The communicator stays failed: the next device call and the next
+  // all-reduce return at once instead of waiting again.
+  const auto again = std::chrono::steady_clock::now();
+  putKernel<<<4, 128, 0, k.stream>>>(k.dev, k.in, kValues);
+  gatherKernel<4><<<4, 256, 0, k.stream>>>(k.dev, k.out, kValues, k.failures);
+  REQUIRE(rcnAllReduce(k.scratch, k.scratch, 1024, rcnFloat32, rcnSum, k.comm, k.stream) == rcnSuccess);
+  REQUIRE(cudaStreamSynchronize(k.stream) == cudaSuccess);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - again).count() < 0.2);
+  tearDown(ranks);
+  unforce();
+}
+
+TEST_CASE("rcnCommGetDeviceComm refuses a communicator without the p2p path", "[device][gpu][api]") {
+  requireGpus(kRanks);
+  rcnDeviceComm dev{};
+  CHECK(rcnCommGetDeviceComm(nullptr, &dev) != rcnSuccess);
+  setenv("ROCENANTE_DISABLE", "1", 1);
+  rcnComm_t comms[kRanks] = {};
+  REQUIRE(rcnCommInitAll(comms, kRanks, nullptr) == rcnSuccess);
+  unsetenv("ROCENANTE_DISABLE");
+  for (rcnComm_t c : comms) CHECK(rcnCommGetDeviceComm(c, &dev) == rcnInvalidUsage);
+  CHECK(rcnCommGetDeviceComm(comms[0], nullptr) == rcnInvalidArgument);
+  for (rcnComm_t c : comms) REQUIRE(rcnCommDestroy(c) == rcnSuccess);
+  forceP2p();
+  setenv("ROCENANTE_DEVICE_WINDOW_BYTES", "0", 1);
+  REQUIRE(rcnCommInitAll(comms, kRanks, nullptr) == rcnSuccess);
+  unsetenv("ROCENANTE_DEVICE_WINDOW_BYTES");
+  for (rcnComm_t c : comms) CHECK(rcnCommGetDeviceComm(c, &dev) == rcnInvalidUsage);
+  for (rcnComm_t c : comms) REQUIRE(rcnCommDestroy(c) == rcnSuccess);
+  unforce();
+}
