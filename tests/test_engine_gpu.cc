@@ -52,6 +52,7 @@ struct Run {
   int attentionSplits = 0;  // GpuModelOptions::attentionSplits
   int attentionBlocksPerSm = 0;  // GpuModelOptions::attentionBlocksPerSm
   int maxContext = 0;            // 0: room for the prompt and the steps (at least 128)
+  bool fuseAllReduce = true;     // GpuModelOptions::fuseAllReduce
 };
 
 // Runs `run` on this rank's GPU (shard rank of size) and checks every step's
@@ -67,6 +68,7 @@ int compareWithCpu(const Run& run, int rank, int size, GpuAllReduce* allReduce) 
   mo.maxContext = run.maxContext ? run.maxContext : std::min(c.seqLen, std::max(128, length + run.decodeSteps + 1));
   mo.attentionSplits = run.attentionSplits;
   mo.attentionBlocksPerSm = run.attentionBlocksPerSm;
+  mo.fuseAllReduce = run.fuseAllReduce;
   GpuModel gpu(c, layout, mo, allReduce);
   gpu.loadWeights(shardWeights(*run.weights, layout));
 
@@ -335,8 +337,34 @@ TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {
     for (const Run& run : runs)
       runTp(2, ncclOnly, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(run, rank, 2, ar); });
   }
-  Run bf16{&llama, {{1, 7, 99, 3}}, 10, DType::BF16, 0.5};
-  runTp(2, false, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(bf16, rank, 2, ar); });
+  // bf16 decode of 1-2 tokens sums its all-reduces inside the GEMVs through
+  // rocenante's device API (the p2p path, forced here, has it); the same
+  // with rcnAllReduce. The device API's call counter says which ran.
+  setenv("ROCENANTE_FORCE", "rocenante", 1);
+  setenv("ROCENANTE_TRANSPORT", "p2p", 1);
+  for (bool fuse : {true, false}) {
+    INFO((fuse ? "fused all-reduce" : "rcnAllReduce"));
+    for (auto prompts : {std::vector<std::vector<int>>{{1, 7, 99, 3}}, {{1, 7, 99, 3}, {1, 5, 6, 250}}}) {
+      Run bf16{&llama, prompts, 10, DType::BF16, 0.5};
+      bf16.fuseAllReduce = fuse;
+      runTp(2, false, [&](int rank, GpuAllReduce* ar) {
+        if (!ar->exchange()) {
+          std::printf("rank %d: the p2p path offers no device API\n", rank);
+          return 1;
+        }
+        if (compareWithCpu(bf16, rank, 2, ar) != 0) return 1;
+        uint32_t calls = 0;
+        if (cudaMemcpy(&calls, ar->exchange()->calls, sizeof calls, cudaMemcpyDeviceToHost) != cudaSuccess) return 1;
+        if ((calls > 0) != fuse) {
+          std::printf("rank %d: %u device-API calls with fusing %s\n", rank, calls, fuse ? "on" : "off");
+          return 1;
+        }
+        return 0;
+      });
+    }
+  }
+  unsetenv("ROCENANTE_FORCE");
+  unsetenv("ROCENANTE_TRANSPORT");
   Run bf16Batch{&llama, fourTokenPrompts(5, llama.config.vocab), 10, DType::BF16, 0.5};  // tensor-core GEMV
   runTp(2, false, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(bf16Batch, rank, 2, ar); });
 }

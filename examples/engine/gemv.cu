@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "gemv_common.cuh"
@@ -90,7 +91,11 @@ struct Chunk {
 // each lane loads its share of the input with the chunk's weights (from L2
 // after the first block's reads), so the products start without a staging
 // pass (measured on H200: llama3-1b TP=1 decode step 896 -> 808 us at batch 1).
-template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged>
+// kExchange: the instance that puts its outputs into an exchange (plain
+// input) or sums its delta from one (staged); a separate instance, because
+// the exchange's code in the common one slowed every product (llama3-8b TP=1
+// decode 4060 -> 4247 us a step on H200, unused).
+template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange>
 __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   constexpr int kRows = kEpilogue == Epilogue::Plain ? 1 : 2;
   extern __shared__ uint4 xs[];  // staged: [kTokens][vectors] bf16, then the norm's fp32 staging [in]
@@ -108,8 +113,9 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
     current.load(p, rows, 0, lane);
   }
   waitForPrevious();  // the input is the previous kernel's output
+  const uint32_t call = kExchange ? exchangeCall(p) : 0;
   if constexpr (kStaged) {
-    stageInput<1>(p, kTokens, p.vectors, xs);
+    stageInput<1, kExchange>(p, kTokens, p.vectors, xs, call);
   } else {
     if (items > 0) current.loadInput(input, 0, lane, p.vectors);
   }
@@ -131,7 +137,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
         float sum[kRows];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) sum[r] = warpSum(acc[r][b]), acc[r][b] = 0;
-        if (lane == 0) finish<kEpilogue, OutT>(p, j, b, rows, sum);
+        if (lane == 0) finish<kEpilogue, OutT, kExchange>(p, j, b, rows, sum, call);
       }
     }
     if (item + 1 < items) {
@@ -148,9 +154,9 @@ size_t stagedBytes(int kTokens, int in) { return size_t(kTokens) * in * 2 + size
 // Launches the instance for (tokens, epilogue, output type) with a grid of
 // the blocks that fit at once, every warp taking the same number of outputs
 // (no tail of half-idle SMs). Only a normed input is staged.
-template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged>
+template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange = false>
 cudaError_t launchInstance(GemvParams p, Launch on) {
-  constexpr auto kernel = gemvKernel<kTokens, kEpilogue, OutT, kStaged>;
+  constexpr auto kernel = gemvKernel<kTokens, kEpilogue, OutT, kStaged, kExchange>;
   const size_t smem = kStaged ? stagedBytes(kTokens, p.in) : 0;
   int blocks = 0;
   cudaError_t e = gemvBlocksFor<kernel>(kThreads, smem, &blocks);
@@ -158,22 +164,38 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   const int warps = blocks * kWarps;
   p.rowsPerWarp = (p.out + warps - 1) / warps;
   const int busyWarps = (p.out + p.rowsPerWarp - 1) / p.rowsPerWarp;
-  return launch(kernel, dim3((busyWarps + kWarps - 1) / kWarps), dim3(kThreads), smem, on, p);
+  const int grid = (busyWarps + kWarps - 1) / kWarps;
+  if (kExchange && grid > p.exchange.maxBlocks) return cudaErrorInvalidConfiguration;
+  return launch(kernel, dim3(grid), dim3(kThreads), smem, on, p);
+}
+
+// The CUDA-core instance for p.tokens (1-2) tokens: the exchange's where p
+// puts or gathers (bf16 outputs, the only ones the engine exchanges).
+template <Epilogue kEpilogue, typename OutT, bool kStaged>
+cudaError_t launchCudaCore(const GemvParams& p, Launch on) {
+  const bool exchange = p.put || p.gathered;
+  if constexpr (std::is_same_v<OutT, __nv_bfloat16>) {
+    if (exchange)
+      return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, kStaged, true>(p, on)
+                           : launchInstance<2, kEpilogue, OutT, kStaged, true>(p, on);
+  }
+  if (exchange) return cudaErrorInvalidValue;
+  return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, kStaged>(p, on)
+                       : launchInstance<2, kEpilogue, OutT, kStaged>(p, on);
 }
 
 // The kernel for p.tokens tokens: CUDA cores for 1-2, tensor cores for more.
+static_assert(kGemvExchangeMaxTokens <= kMaxTokens, "only the CUDA-core kernel exchanges");
+
 template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchFor(const GemvParams& p, Launch on) {
-  if (p.tokens > kMaxTokens) return launchGemvMma<kEpilogue, OutT>(p, on);
-  if (p.input.normed())
-    return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, true>(p, on)
-                         : launchInstance<2, kEpilogue, OutT, true>(p, on);
-  return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, false>(p, on)
-                       : launchInstance<2, kEpilogue, OutT, false>(p, on);
+  if (p.tokens > kMaxTokens) return p.put || p.gathered ? cudaErrorInvalidValue : launchGemvMma<kEpilogue, OutT>(p, on);
+  return p.input.normed() ? launchCudaCore<kEpilogue, OutT, true>(p, on) : launchCudaCore<kEpilogue, OutT, false>(p, on);
 }
 
 GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int out, int in, int pairRows) {
   GemvParams p{};
+  if (input.exchange) p.gathered = true, p.exchange = *input.exchange;
   p.y = y;
   p.w = static_cast<const uint4*>(w);
   p.input = input;
@@ -189,6 +211,8 @@ GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int 
 // gemvFits takes (a normed one whose rows and staging fit; a plain one of
 // any size).
 bool launchable(const GemvInput& input, int n, int out, int in) {
+  if (input.exchange && (!input.normed() || n > kGemvExchangeMaxTokens || size_t(n) * in > input.exchange->maxValues))
+    return false;
   return out >= 1 && gemvFits(n, in, input.normed());
 }
 
@@ -231,9 +255,12 @@ bool gemvFits(int n, int in, bool norm) {
 }
 
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,
-                       Launch on) {
-  if (!launchable(input, n, out, in)) return cudaErrorInvalidValue;
-  const GemvParams p = paramsFor(input, y, w, n, out, in, 0);
+                       Launch on, const rcnDeviceComm* putTo) {
+  if (!launchable(input, n, out, in) ||
+      (putTo && (input.exchange || n > kGemvExchangeMaxTokens || size_t(n) * out > putTo->maxValues)))
+    return cudaErrorInvalidValue;
+  GemvParams p = paramsFor(input, y, w, n, out, in, 0);
+  if (putTo) p.put = true, p.exchange = *putTo;
   return yIsFloat ? launchFor<Epilogue::Plain, float>(p, on) : launchFor<Epilogue::Plain, __nv_bfloat16>(p, on);
 }
 

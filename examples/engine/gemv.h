@@ -12,6 +12,7 @@
 #pragma once
 
 #include "gpu_kernels.h"
+#include "rocenante/rocenante.h"
 
 namespace engine {
 
@@ -25,10 +26,13 @@ bool gemvFits(int n, int in, bool norm = true);
 // The input vector of every token: x, or, when x is null,
 // RMSNorm(residual + delta) * normWeight, with residual + delta also written
 // to residualOut (a different buffer from residual: every block reads residual).
+// With `exchange`, delta is the sum over the ranks of what the previous
+// product put there (rocenante/device.cuh): the all-reduce fused in.
 struct GemvInput {
   const void* x = nullptr;           // bf16 [n][in]
   const float* residual = nullptr;   // fp32 [n][in]
   const void* delta = nullptr;       // bf16 [n][in], or null
+  const rcnDeviceComm* exchange = nullptr;  // host side only: read by the launch
   const void* normWeight = nullptr;  // bf16 [in]
   float* residualOut = nullptr;      // fp32 [n][in]
   float eps = 0;
@@ -53,9 +57,16 @@ inline GemvInput normedInput(const float* residual, const void* delta, const voi
   return input;
 }
 
-// y[b][row] = W[row] . input[b] for row < out; y is fp32 when yIsFloat, else bf16.
+// The most tokens a product may put into or gather from an exchange: the
+// CUDA-core kernel's (the tensor-core kernel's 8-token staging spilled
+// registers with the gathers in it).
+constexpr int kGemvExchangeMaxTokens = 2;
+
+// y[b][row] = W[row] . input[b] for row < out; y is fp32 when yIsFloat, else
+// bf16. With putTo, y is not written: every output goes into every rank's
+// window of that exchange (fp32), for the next normed product to sum.
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,
-                       Launch on);
+                       Launch on, const rcnDeviceComm* putTo = nullptr);
 
 // act[b][j] = silu(gateUp[j] . input[b]) * (gateUp[hidden + j] . input[b]) for
 // j < hidden: the gate/up product and SwiGLU in one pass, bf16 out.

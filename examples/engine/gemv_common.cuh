@@ -7,6 +7,7 @@
 
 #include "gemv.h"
 #include "kernel_common.cuh"
+#include "rocenante/device.cuh"
 
 namespace engine {
 
@@ -29,7 +30,16 @@ struct GemvParams {
   int stride;         // 16-byte vectors from one token's staged input to the next
   int tiles;          // 16-row tiles of W (16 outputs for Plain, 8 for the pairs)
   int splits;         // warps that share a tile, each a slice of its K (1, 2, 4, 8 or 16)
+  bool put;           // Plain outputs go into the exchange's windows, not y
+  bool gathered;      // the normed input's delta is the exchange's sum
+  rcnDeviceComm exchange;
 };
+
+// The device API's call number of this block, for a GEMV that puts or
+// gathers (0 otherwise); taken after the wait for the previous kernel.
+__device__ inline uint32_t exchangeCall(const GemvParams& p) {
+  return p.put || p.gathered ? rcn_device::rcnDeviceCall(p.exchange) : 0;
+}
 
 constexpr int kGemvMaxTokens = 8;  // the tokens of one mma's n
 
@@ -89,6 +99,31 @@ __device__ void blockSums(float (&v)[k]) {
   }
 }
 
+constexpr int kExchangeGroups = 4;  // groups of 4 values one thread gathers at once
+
+// staged[i * groups + g] = the exchange's sums of group g (4 values) of token
+// first + i, for the (i, g) this thread reads in stageInput. The gathers of
+// kExchangeGroups groups are in flight together. A failed wait is recorded
+// for the host (rcnCommGetAsyncError); the values are then moot.
+template <int kPass>
+__device__ void gatherDeltas(const GemvParams& p, uint32_t call, int first, int tokens, int groups,
+                             float4* staged) {
+  for (int i = 0; i < kPass && first + i < tokens; ++i) {
+    for (int g0 = threadIdx.x; g0 < groups; g0 += kExchangeGroups * blockDim.x) {
+      size_t index[kExchangeGroups];
+      float4 sums[kExchangeGroups];
+      int valid = 0;
+#pragma unroll
+      for (int k = 0; k < kExchangeGroups; ++k)
+        if (g0 + k * int(blockDim.x) < groups) index[valid++] = size_t(first + i) * p.in + 4 * (g0 + k * blockDim.x);
+      rcn_device::rcnDeviceGather4<kExchangeGroups>(p.exchange, call, index, sums, valid);
+#pragma unroll
+      for (int k = 0; k < kExchangeGroups; ++k)
+        if (k < valid) staged[i * groups + g0 + k * blockDim.x] = sums[k];
+    }
+  }
+}
+
 // xs[b * stride + v] = vector v of token b's normed input, as bf16, for the
 // whole block (b < tokens; a plain input is not staged). The norm reads its
 // inputs 4 values at a time and keeps residual + delta in shared memory
@@ -96,15 +131,19 @@ __device__ void blockSums(float (&v)[k]) {
 // scaling, kPass tokens a pass, each pass with one block reduction. The
 // CUDA-core kernel takes one token a pass (its staging is one row), the
 // tensor-core kernel all of them in one.
-template <int kPass>
-__device__ void stageInput(const GemvParams& p, int tokens, int stride, uint4* xs) {
+template <int kPass, bool kGather = false>
+__device__ void stageInput(const GemvParams& p, int tokens, int stride, uint4* xs, uint32_t call = 0) {
   const GemvInput& in = p.input;
   float4* staged = reinterpret_cast<float4*>(xs + tokens * stride);  // the norm's, past the inputs
   constexpr int kUnroll = kPass == 1 ? 4 : 1;  // iterations of the first pass unrolled (registers)
   const int groups = p.in / 4;
   const auto* weight = static_cast<const uint2*>(in.normWeight);
   const auto* delta = static_cast<const uint2*>(in.delta);
+  const bool gathered = kGather && p.gathered;
   for (int first = 0; first < tokens; first += kPass) {
+    if constexpr (kGather) {
+      if (gathered) gatherDeltas<kPass>(p, call, first, tokens, groups, staged);
+    }
     float squares[kPass] = {};
 #pragma unroll kUnroll
     for (int g = threadIdx.x; g < groups; g += blockDim.x) {
@@ -120,8 +159,8 @@ __device__ void stageInput(const GemvParams& p, int tokens, int stride, uint4* x
       for (int i = 0; i < kPass; ++i) {
         const int b = first + i;
         if (b >= tokens) break;
-        if (delta) {
-          const float4 e = bf16x4ToFloat4(d[i]);
+        if (delta || gathered) {
+          const float4 e = gathered ? staged[i * groups + g] : bf16x4ToFloat4(d[i]);
           v[i] = make_float4(v[i].x + e.x, v[i].y + e.y, v[i].z + e.z, v[i].w + e.w);
         }
         staged[i * groups + g] = v[i];
@@ -149,6 +188,7 @@ __device__ void stageInput(const GemvParams& p, int tokens, int stride, uint4* x
     }
     __syncthreads();  // `staged` is rewritten by the next pass (or reused by the caller)
   }
+  if (gathered) rcn_device::rcnDeviceEndCall(p.exchange, call);  // after the barrier above: every gather is done
 }
 
 // The weight rows behind output j.
@@ -172,12 +212,15 @@ __device__ inline void rowsOf(const GemvParams& p, int j, int (&rows)[kEpilogue 
   }
 }
 
-// Output j of token b from its rows' dot products `sum`.
-template <Epilogue kEpilogue, typename OutT>
+// Output j of token b from its rows' dot products `sum`. kExchange: the
+// kernel may put its outputs into an exchange (the CUDA-core kernel only:
+// the code of the put spilled registers in the tensor-core kernel).
+template <Epilogue kEpilogue, typename OutT, bool kExchange = false>
 __device__ void finish(const GemvParams& p, int j, int b, const int (&rows)[kEpilogue == Epilogue::Plain ? 1 : 2],
-                       const float* sum) {
+                       const float* sum, uint32_t call = 0) {
   if constexpr (kEpilogue == Epilogue::Plain) {
-    static_cast<OutT*>(p.y)[size_t(b) * p.out + j] = fromFloat<OutT>(sum[0]);
+    if (kExchange && p.put) rcn_device::rcnDevicePut(p.exchange, call, size_t(b) * p.out + j, sum[0]);
+    else static_cast<OutT*>(p.y)[size_t(b) * p.out + j] = fromFloat<OutT>(sum[0]);
   } else if constexpr (kEpilogue == Epilogue::SwiGlu) {
     static_cast<OutT*>(p.y)[size_t(b) * p.out + j] = fromFloat<OutT>(sum[0] / (1.0f + __expf(-sum[0])) * sum[1]);
   } else {

@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
   const int column = min(g, p.tokens - 1);  // column g of B: token g (any token past the last)
   const uint4* x;
   if constexpr (kStaged) {
-    stageInput<kGemvMaxTokens>(p, p.tokens, p.stride, xs);
+    stageInput<kGemvMaxTokens>(p, p.tokens, p.stride, xs);  // never an exchange (kGemvExchangeMaxTokens)
     x = xs + column * p.stride;
   } else {
     x = static_cast<const uint4*>(p.input.x) + size_t(column) * p.vectors;

@@ -141,6 +141,19 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   pos_ = static_cast<int*>(allocate(T * sizeof(int)));
   seq_ = static_cast<int*>(allocate(T * sizeof(int)));
   lastRow_ = static_cast<int*>(allocate(options.maxSeqs * sizeof(int)));
+  exchange_ = agreeOnExchange();
+}
+
+const rcnDeviceComm* GpuModel::agreeOnExchange() {
+  if (!allReduce_ || !allReduce_->exchange()) return nullptr;  // the same on every rank: the fast path is agreed
+  uint64_t refused = options_.fuseAllReduce ? 0 : 1;
+  copyToDevice(argmaxKeys_, &refused, sizeof refused, "exchange agreement");
+  allReduce_->maxKeys(argmaxKeys_, 1, stream_);
+  cudaCheck(cudaMemcpyAsync(&refused, argmaxKeys_, sizeof refused, cudaMemcpyDeviceToHost, stream_),
+            "exchange agreement");
+  cudaCheck(cudaStreamSynchronize(stream_), "exchange agreement");
+  allReduce_->checkPeers();
+  return refused ? nullptr : allReduce_->exchange();
 }
 
 GpuModel::~GpuModel() {
@@ -237,12 +250,16 @@ bool GpuModel::usesGemv(int n, int in, bool fusedNorm) const {
 
 // The add + RMSNorm before a product of the dim-sized input: fused into the
 // GEMV when it takes the product, else a kernel writing xb_.
-GemvInput GpuModel::normalize(const void* delta, const void* weight, int n) {
+// gatherFrom: delta is the exchange's sum (only where fusedExchange said so).
+GemvInput GpuModel::normalize(const void* delta, const void* weight, int n, const rcnDeviceComm* gatherFrom) {
   if (usesGemv(n, config_.dim, true)) {
-    const GemvInput input = normedInput(residual_, delta, weight, residual_ == x_ ? xAlt_ : x_, config_.normEps);
+    GemvInput input = normedInput(residual_, gatherFrom ? nullptr : delta, weight, residual_ == x_ ? xAlt_ : x_,
+                                  config_.normEps);
+    input.exchange = gatherFrom;
     residual_ = input.residualOut;
     return input;
   }
+  if (gatherFrom) throw EngineError("a fused all-reduce outside the GEMV path");
   cudaCheck(launchAddRmsNorm(options_.dtype, xb_, residual_, delta, weight, nullptr, n, config_.dim, config_.normEps,
                              on()),
             "rmsnorm");
@@ -251,16 +268,28 @@ GemvInput GpuModel::normalize(const void* delta, const void* weight, int n) {
 }
 
 // y[n][out] = input[n][in] . W[out][in]^T, fp32 accumulation.
-void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in) {
+void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in,
+                    const rcnDeviceComm* putTo) {
   if (usesGemv(n, in, input.normed())) {
-    cudaCheck(launchGemv(input, y, yIsFloat, w, n, out, in, on()), "gemv");
+    cudaCheck(launchGemv(input, y, yIsFloat, w, n, out, in, on(), putTo), "gemv");
     return;
   }
+  if (putTo || input.exchange) throw EngineError("a fused all-reduce outside the GEMV path");
   const cudaDataType_t t = options_.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   const float alpha = 1.0f, beta = 0.0f;
   cublasCheck(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, t, in, input.x, t, in, &beta, y,
                            yIsFloat ? CUDA_R_32F : t, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               "cublasGemmEx");
+}
+
+const rcnDeviceComm* GpuModel::fusedExchange(int n, bool withAllReduce) const {
+  const rcnDeviceComm* exchange = withAllReduce ? exchange_ : nullptr;
+  if (!exchange || n > kGemvExchangeMaxTokens || size_t(n) * config_.dim > exchange->maxValues) return nullptr;
+  // Every product on both sides of an exchange runs on the GEMV path: the
+  // O and down products (plain inputs) and the normed QKV and gate/up.
+  const int qDim = layout_.heads * config_.headDim;
+  const bool gemvs = usesGemv(n, qDim, false) && usesGemv(n, layout_.hidden, false) && usesGemv(n, config_.dim, true);
+  return gemvs ? exchange : nullptr;
 }
 
 // act = silu(gate . input) * (up . input): one kernel on the GEMV path, else
@@ -310,8 +339,13 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   cudaCheck(launchEmbedding(t, x_, embedding_, tokens_, n, d, on()), "embedding");
   mark("embedding");
   const void* pending = nullptr;  // the previous layer's MLP output, added by the next norm
-  for (Layer& w : layers_) {
-    const GemvInput attnInput = normalize(pending, w.attnNorm, n);
+  // With an exchange, every all-reduce but the last layer's is fused: the
+  // product puts, the next norm sums (`pendingIn` says where the sum is).
+  const rcnDeviceComm* exchange = fusedExchange(n, withAllReduce);
+  const rcnDeviceComm* pendingIn = nullptr;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& w = layers_[l];
+    const GemvInput attnInput = normalize(pending, w.attnNorm, n, pendingIn);
     if (usesGemv(n, d, attnInput.normed()) && !c.qkNorm) {  // RoPE and the cache writes in the product's epilogue
       const QkvEpilogue epilogue{place, attn_, w.qkvBias, w.keyCache, w.valueCache};
       cudaCheck(launchGemvQkv(attnInput, qkvOut_, w.qkv, epilogue, n, d, on()), "gemv qkv");
@@ -328,13 +362,15 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
                               attention.blocksPerSm, attn_, on()),
               "attention");
     mark("attention");
-    gemm(delta_, false, w.wo, vectorInput(att_), n, d, qDim);
+    gemm(delta_, false, w.wo, vectorInput(att_), n, d, qDim, exchange);
     mark("gemm.o");
-    allReduce(delta_);
-    gateUpSwiGlu(w.gateUp, normalize(delta_, w.ffnNorm, n), n, hid, d);
-    gemm(delta_, false, w.down, vectorInput(act_), n, d, hid);
+    if (!exchange) allReduce(delta_);
+    gateUpSwiGlu(w.gateUp, normalize(delta_, w.ffnNorm, n, exchange), n, hid, d);
+    // The final norm is no GEMV: the last layer's down product all-reduces.
+    pendingIn = l + 1 < layers_.size() ? exchange : nullptr;
+    gemm(delta_, false, w.down, vectorInput(act_), n, d, hid, pendingIn);
     mark("gemm.down");
-    allReduce(delta_);
+    if (!pendingIn) allReduce(delta_);
     pending = delta_;
   }
   cudaCheck(launchAddRmsNorm(t, xbLast_, residual_, pending, finalNorm_, lastRow_, seqs, d, c.normEps, on()),
@@ -492,6 +528,7 @@ std::vector<float> GpuModel::logits(int seq) {
     logitsGathered_ = true;  // one gather serves every sequence of this step
   }
   cudaCheck(cudaStreamSynchronize(stream_), "logits");
+  if (allReduce_) allReduce_->checkPeers();
   cudaCheck(cudaMemcpy(out.data(), logits_ + size_t(seq) * config_.vocab, out.size() * 4, cudaMemcpyDeviceToHost),
             "logits");
   return out;
@@ -500,6 +537,7 @@ std::vector<float> GpuModel::logits(int seq) {
 std::vector<int> GpuModel::nextTokens() {
   std::vector<int> out(seqs_);
   cudaCheck(cudaStreamSynchronize(stream_), "next tokens");
+  if (allReduce_) allReduce_->checkPeers();
   cudaCheck(cudaMemcpy(out.data(), tokens_, seqs_ * sizeof(int), cudaMemcpyDeviceToHost), "next tokens");
   return out;
 }

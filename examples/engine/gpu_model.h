@@ -29,6 +29,13 @@ class GpuAllReduce {
   virtual void sum(void* data, size_t count, DType type, cudaStream_t stream) = 0;
   // Element-wise maximum of unsigned 64-bit keys (the vocab-parallel argmax).
   virtual void maxKeys(uint64_t* keys, size_t count, cudaStream_t stream) = 0;
+  // rocenante's device API (rocenante/device.cuh), through which a product
+  // and the normed product after it can sum without an all-reduce kernel;
+  // null where there is none (NCCL, a transport other than p2p).
+  virtual const rcnDeviceComm* exchange() const { return nullptr; }
+  // Throws EngineError when an all-reduce or exchange already enqueued gave
+  // up waiting for a peer (its results are garbage). Call after a sync.
+  virtual void checkPeers() {}
 };
 
 struct GpuModelOptions {
@@ -44,6 +51,13 @@ struct GpuModelOptions {
   // LM head) and the argmax is agreed through one all-reduce; logits() then
   // gathers the full rows (a collective: every rank calls it in step).
   bool vocabParallel = true;
+  // With TP > 1 and the collective's device API (GpuAllReduce::exchange), a
+  // pass of 1-2 tokens on the GEMV path (decode of 1-2 sequences) fuses each
+  // all-reduce but the last layer's into the products around it: the O and
+  // down products put their outputs into every rank's window, the next norm
+  // sums them. false on any rank: rcnAllReduce on every rank. Off by
+  // default: measured slower than rcnAllReduce (docs/ENGINE.md).
+  bool fuseAllReduce = false;
 };
 
 class GpuModel {
@@ -98,8 +112,15 @@ class GpuModel {
   // The GEMV kernels take a product of n tokens (bf16 only); fusedNorm: its
   // input is the residual stream, normalized in the kernel.
   bool usesGemv(int n, int in, bool fusedNorm) const;
-  GemvInput normalize(const void* delta, const void* weight, int n);
-  void gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in);
+  GemvInput normalize(const void* delta, const void* weight, int n, const rcnDeviceComm* gatherFrom = nullptr);
+  void gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in,
+            const rcnDeviceComm* putTo = nullptr);
+  // The exchange when a pass of n tokens fuses its all-reduces, else null.
+  const rcnDeviceComm* fusedExchange(int n, bool withAllReduce) const;
+  // The exchange every rank agreed to fuse through (a collective, at
+  // construction), or null: a rank that puts while a peer runs rcnAllReduce
+  // would only see its waits time out.
+  const rcnDeviceComm* agreeOnExchange();
   void gateUpSwiGlu(const void* gateUp, const GemvInput& input, int n, int hid, int d);
   void forward(int n, int seqs, bool advance, bool withAllReduce);
   void lmHeadAndArgmax(int seqs, bool advance, bool withAllReduce);
@@ -118,6 +139,7 @@ class GpuModel {
   ShardLayout layout_;
   GpuModelOptions options_;
   GpuAllReduce* allReduce_;
+  const rcnDeviceComm* exchange_ = nullptr;  // agreeOnExchange
   AttentionShape attn_;
   int sms_ = 0;             // multiprocessors of this rank's GPU
   int sharedPerSm_ = 0;     // and the shared memory of one

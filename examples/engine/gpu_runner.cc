@@ -112,6 +112,7 @@ int generate(const EngineOptions& o, Rank& r) {
   GpuModelOptions mo;
   mo.dtype = pickDtype(o);
   mo.gemv = o.gemv;
+  mo.fuseAllReduce = o.fuseAllReduce;
   mo.maxSeqs = 1;
   mo.maxContext = 0;  // the model's own seq_len
   ModelConfig c;
@@ -180,6 +181,7 @@ double timeDecode(GpuModel& model, Rank& r, int from, int steps, float* scratch)
   for (int i = 0; i < steps; ++i) model.decode();
   cudaCheck(cudaEventRecord(end, model.stream()), "event");
   cudaCheck(cudaEventSynchronize(end), "decode");
+  if (r.allReduce) r.allReduce->checkPeers();
   float ms = 0;
   cudaCheck(cudaEventElapsedTime(&ms, begin, end), "event");
   cudaEventDestroy(begin);
@@ -193,6 +195,7 @@ int bench(const EngineOptions& o, Rank& r) {
   GpuModelOptions mo;
   mo.dtype = pickDtype(o);
   mo.gemv = o.gemv;
+  mo.fuseAllReduce = o.fuseAllReduce;
   mo.maxSeqs = maxBatch;
   mo.maxTokens = maxBatch * o.promptLen;
   mo.maxContext = o.promptLen + std::max(o.decodeSteps, 3) + 8;

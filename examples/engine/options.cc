@@ -27,6 +27,8 @@ void printUsage(const char* program) {
       "  --dtype f32|bf16|auto   gpu weights and activations (auto: f32 for llama2.c, bf16 otherwise)\n"
       "  --no-graph              do not capture the decode step in a CUDA graph\n"
       "  --no-gemv               cuBLAS for the bf16 decode products too (default: own GEMV kernel)\n"
+      "  --fused-allreduce       gpu, --tp > 1, decode of 1-2 sequences: sum each row-parallel product in\n"
+      "                          the next one through rocenante's device API (default: rcnAllReduce)\n"
       "  --bench                 time prefill and decode instead of generating text\n"
       "  --batch LIST            bench batch sizes, e.g. 1,8 (default 1)\n"
       "  --prompt-len N          bench prefill tokens per sequence (default 128)\n"
@@ -91,6 +93,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     else if (flag == "--dtype") o.dtype = value();
     else if (flag == "--no-graph") o.cudaGraph = false;
     else if (flag == "--no-gemv") o.gemv = false;
+    else if (flag == "--fused-allreduce") o.fuseAllReduce = true;
     else if (flag == "--bench") o.bench = true;
     else if (flag == "--batch") o.batches = toIntList(flag, value());
     else if (flag == "--prompt-len") o.promptLen = toInt(flag, value());

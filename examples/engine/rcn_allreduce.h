@@ -12,7 +12,10 @@ namespace engine {
 
 class RcnAllReduce : public GpuAllReduce {
  public:
-  explicit RcnAllReduce(rcnComm_t comm) : comm_(comm) {}
+  // The device API where the communicator's fast path offers it (p2p).
+  explicit RcnAllReduce(rcnComm_t comm) : comm_(comm) {
+    hasExchange_ = rcnCommGetDeviceComm(comm, &exchange_) == rcnSuccess;
+  }
   void sum(void* data, size_t count, DType type, cudaStream_t stream) override {
     rcnCheck(rcnAllReduce(data, data, count, type == DType::F32 ? rcnFloat32 : rcnBfloat16, rcnSum, comm_,
                           reinterpret_cast<rcnStream_t>(stream)),
@@ -23,8 +26,18 @@ class RcnAllReduce : public GpuAllReduce {
              "rcnAllReduce");
   }
 
+  const rcnDeviceComm* exchange() const override { return hasExchange_ ? &exchange_ : nullptr; }
+  void checkPeers() override {
+    rcnResult_t async = rcnSuccess;
+    rcnCheck(rcnCommGetAsyncError(comm_, &async), "rcnCommGetAsyncError");
+    if (async != rcnSuccess)
+      throw EngineError(std::string("a peer did not take part in an all-reduce: ") + rcnGetLastError(comm_));
+  }
+
  private:
   rcnComm_t comm_;
+  rcnDeviceComm exchange_{};
+  bool hasExchange_ = false;
 };
 
 }  // namespace engine
