@@ -364,6 +364,33 @@ TEST_CASE("A peer that never puts: the gather gives up within the timeout and sa
   unforce();
 }
 
+// A put past the window fails the communicator (nothing lands in a
+// neighbour's part), and the host is told which rule broke.
+TEST_CASE("A put past maxValues fails the communicator and says why", "[device][p2p][gpu][api]") {
+  requireGpus(kRanks);
+  forceP2p();
+  std::vector<Rank> ranks(kRanks);
+  setUp(ranks);
+  Rank& k = ranks[0];
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  float* big = nullptr;
+  const size_t count = k.dev.maxValues + 4;
+  REQUIRE(cudaMalloc(&big, count * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMemset(big, 0, count * sizeof(float)) == cudaSuccess);
+  putKernel<<<4, 128, 0, k.stream>>>(k.dev, big, count);
+  REQUIRE(cudaStreamSynchronize(k.stream) == cudaSuccess);
+  rcnResult_t async = rcnSuccess;
+  REQUIRE(rcnCommGetAsyncError(k.comm, &async) == rcnSuccess);
+  CHECK(async == rcnRemoteError);
+  CHECK(std::string(rcnGetLastError(k.comm)).find("broke its rules") != std::string::npos);
+  rcnResult_t peerAsync = rcnInternalError;
+  REQUIRE(rcnCommGetAsyncError(ranks[1].comm, &peerAsync) == rcnSuccess);
+  CHECK(peerAsync == rcnSuccess);  // rank 1 did nothing
+  cudaFree(big);
+  tearDown(ranks);
+  unforce();
+}
+
 TEST_CASE("rcnCommGetDeviceComm refuses a communicator without the p2p path", "[device][gpu][api]") {
   requireGpus(kRanks);
   rcnDeviceComm dev{};

@@ -52,7 +52,7 @@ struct Run {
   int attentionSplits = 0;  // GpuModelOptions::attentionSplits
   int attentionBlocksPerSm = 0;  // GpuModelOptions::attentionBlocksPerSm
   int maxContext = 0;            // 0: room for the prompt and the steps (at least 128)
-  bool fuseAllReduce = true;     // GpuModelOptions::fuseAllReduce
+  bool fuseAllReduce = false;    // GpuModelOptions::fuseAllReduce
 };
 
 // Runs `run` on this rank's GPU (shard rank of size) and checks every step's

@@ -58,8 +58,8 @@ inline GemvInput normedInput(const float* residual, const void* delta, const voi
 }
 
 // The most tokens a product may put into or gather from an exchange: the
-// CUDA-core kernel's (the tensor-core kernel's 8-token staging spilled
-// registers with the gathers in it).
+// CUDA-core kernel's (the exchange's code spilled registers in the
+// tensor-core kernel: gemv_common.cuh, finish).
 constexpr int kGemvExchangeMaxTokens = 2;
 
 // y[b][row] = W[row] . input[b] for row < out; y is fp32 when yIsFloat, else

@@ -103,8 +103,10 @@ constexpr int kExchangeGroups = 4;  // groups of 4 values one thread gathers at 
 
 // staged[i * groups + g] = the exchange's sums of group g (4 values) of token
 // first + i, for the (i, g) this thread reads in stageInput. The gathers of
-// kExchangeGroups groups are in flight together. A failed wait is recorded
-// for the host (rcnCommGetAsyncError); the values are then moot.
+// kExchangeGroups groups are in flight together. A failed gather leaves its
+// sums unset, and the staging garbage: the wait recorded the communicator's
+// error, which the engine reads after every sync (GpuAllReduce::checkPeers)
+// and throws on, so no token from it is used.
 template <int kPass>
 __device__ void gatherDeltas(const GemvParams& p, uint32_t call, int first, int tokens, int groups,
                              float4* staged) {
@@ -214,7 +216,8 @@ __device__ inline void rowsOf(const GemvParams& p, int j, int (&rows)[kEpilogue 
 
 // Output j of token b from its rows' dot products `sum`. kExchange: the
 // kernel may put its outputs into an exchange (the CUDA-core kernel only:
-// the code of the put spilled registers in the tensor-core kernel).
+// in the tensor-core kernel the put's code spilled 4-20 bytes of registers,
+// and the gathers in its staging 244).
 template <Epilogue kEpilogue, typename OutT, bool kExchange = false>
 __device__ void finish(const GemvParams& p, int j, int b, const int (&rows)[kEpilogue == Epilogue::Plain ? 1 : 2],
                        const float* sum, uint32_t call = 0) {

@@ -412,6 +412,7 @@ std::vector<std::pair<std::string, double>> GpuModel::profileDecode(int steps) {
     forward(seqs_, seqs_, true, true);
     logitsGathered_ = false;  // new logits
     cudaCheck(cudaStreamSynchronize(stream_), "profile");
+    if (allReduce_) allReduce_->checkPeers();
     for (size_t i = 1; i < marks_.size(); ++i) {
       float ms = 0;
       cudaCheck(cudaEventElapsedTime(&ms, marks_[i - 1].second, marks_[i].second), "profile");

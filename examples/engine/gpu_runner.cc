@@ -147,6 +147,7 @@ int generate(const EngineOptions& o, Rank& r) {
     model->decode();
   }
   cudaCheck(cudaStreamSynchronize(model->stream()), "generate");
+  if (r.allReduce) r.allReduce->checkPeers();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (printer) std::printf("\n");
   if (r.rank == 0)

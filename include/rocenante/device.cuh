@@ -38,6 +38,8 @@
 
 namespace rcn_device {
 
+namespace detail {
+
 __device__ inline uint64_t globalTimerNs() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -84,6 +86,16 @@ struct WaitBudget {
   }
 };
 
+// The call after `last`. Call numbers tag units, flags and lines, and 0
+// means "never written", so 0 is skipped on wrap-around (0xffffffff is
+// followed by 2, keeping the phase call & 1 alternating).
+__device__ inline uint32_t nextCallNumber(uint32_t last) {
+  const uint32_t call = last + 1;
+  return call == 0 ? 2 : call;
+}
+
+}  // namespace detail
+
 // This block's call number; 0 once a wait of the communicator failed (then
 // rcnDevicePut does nothing and rcnDeviceGather4 returns false at once), and
 // for a block past dev.maxBlocks, which fails the communicator (its peers
@@ -91,11 +103,10 @@ struct WaitBudget {
 __device__ inline uint32_t rcnDeviceCall(const rcnDeviceComm& dev) {
   if (*reinterpret_cast<const volatile uint32_t*>(dev.failed) != 0) return 0;
   if (blockIdx.x >= static_cast<unsigned>(dev.maxBlocks)) {
-    recordFirstError(dev.failed, dev.error, rcnWaitAborted, dev.rank, 0);
+    detail::recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, 0);
     return 0;
   }
-  uint32_t call = __ldcg(dev.calls + blockIdx.x) + 1;
-  return call == 0 ? 2 : call;  // 0 means "never written": skipped on wrap-around, keeping the phase alternating
+  return detail::nextCallNumber(__ldcg(dev.calls + blockIdx.x));
 }
 
 namespace detail {
@@ -121,9 +132,15 @@ __device__ inline float unitValue(uint64_t unit) { return __uint_as_float(static
 
 }  // namespace detail
 
-// Puts v at index i (< dev.maxValues) of this rank's part of every rank's window.
+// Puts v at index i (< dev.maxValues) of this rank's part of every rank's
+// window. An index past it fails the communicator instead of writing into a
+// neighbour's part.
 __device__ inline void rcnDevicePut(const rcnDeviceComm& dev, uint32_t call, size_t i, float v) {
   if (call == 0) return;
+  if (i >= dev.maxValues) {
+    detail::recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, call);
+    return;
+  }
   const uint64_t unit = (static_cast<uint64_t>(call) << 32) | __float_as_uint(v);
   for (int k = 0; k < dev.nranks; ++k) {
     const int owner = (dev.rank + k) % dev.nranks;  // ranks start their stores at different peers
@@ -132,7 +149,8 @@ __device__ inline void rcnDevicePut(const rcnDeviceComm& dev, uint32_t call, siz
 }
 
 // sum[k] = the sums of indices index[k] .. index[k] + 3 for k < valid (each
-// index a multiple of 2), every rank's values added in rank order. All K
+// index even, index + 4 <= dev.maxValues, else the communicator fails), every
+// rank's values added in rank order. All K
 // groups' loads from one rank are in flight together, so a thread waits one
 // memory round trip per rank, not one per group: gather several groups per
 // call (K = 4 is a good start). False when a wait failed (the error is
@@ -141,8 +159,15 @@ template <int K>
 __device__ inline bool rcnDeviceGather4(const rcnDeviceComm& dev, uint32_t call, const size_t (&index)[K],
                                         float4 (&sum)[K], int valid = K) {
   if (call == 0) return false;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {  // an odd index would misalign the 16-byte loads
+    if (k < valid && (index[k] % 2 != 0 || index[k] + 4 > dev.maxValues)) {
+      detail::recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, call);
+      return false;
+    }
+  }
   float total[K][4];
-  WaitBudget budget;  // one bound for the whole gather, however many ranks are late
+  detail::WaitBudget budget;  // one bound for the whole gather, however many ranks are late
   for (int r = 0; r < dev.nranks; ++r) {
     uint64_t u[K][4];
     const uint64_t* units[K];
@@ -168,7 +193,7 @@ __device__ inline bool rcnDeviceGather4(const rcnDeviceComm& dev, uint32_t call,
       if (ready) break;
       const uint32_t why = budget.check(dev.timeoutNs, dev.failed, dev.abortFlag, 4095u, true);
       if (why != rcnWaitOk) {
-        recordFirstError(dev.failed, dev.error, why, r, call);
+        detail::recordFirstError(dev.failed, dev.error, why, r, call);
         return false;
       }
     }

@@ -167,9 +167,10 @@ rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device);
 #define RCN_DEVICE_MAX_RANKS 16
 /* What a failed wait leaves for the host (host-mapped memory); every kernel
  * of a communicator, rocenante's and the device API's, writes the one record. */
-typedef enum { rcnWaitOk = 0, rcnWaitTimeout = 1, rcnWaitAborted = 2 } rcnWaitResult_t;
+typedef enum { rcnWaitOk = 0, rcnWaitTimeout = 1, rcnWaitAborted = 2, rcnWaitBadUse = 3 } rcnWaitResult_t;
 typedef struct {
-  uint32_t code;  /* rcnWaitResult_t, written last, after the fields below */
+  uint32_t code;  /* rcnWaitResult_t, written last, after the fields below; rcnWaitBadUse: a device-API
+                   * call broke its rules (a block past maxBlocks, an index past maxValues or odd) */
   uint32_t peer;  /* the peer that did not arrive */
   uint32_t block;
   uint32_t call;
@@ -178,7 +179,7 @@ typedef struct {
   int rank;
   int nranks;
   uint64_t* window[RCN_DEVICE_MAX_RANKS]; /* rank r's window, mapped in this process */
-  size_t maxValues;                  /* floats one call exchanges at most (ROCENANTE_DEVICE_WINDOW_BYTES / 4) */
+  size_t maxValues;                  /* floats one call exchanges at most (ROCENANTE_DEVICE_WINDOW_BYTES / 4, rounded up to even) */
   uint32_t* calls;                   /* device: the last call number of each block slot */
   int maxBlocks;                     /* most blocks a kernel taking part may launch */
   uint32_t* failed;                  /* device: set once a wait failed (rcnAllReduce's calls see it too) */

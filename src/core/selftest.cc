@@ -4,7 +4,7 @@
 //   2. run known-pattern float32 sums through the fast path at a few sizes,
 //      check them bit-exactly, and gather every rank's verdict;
 //   3. only if every rank passed: time them against NCCL on the same comm
-//      (the fast path before and after NCCL, its lower figure kept) and
+//      (one round each, the fast path's after a discarded warm-up round) and
 //      gather again. One failure or one "slower" (summed over the sizes up
 //      to 256 KB, the messages the fast path exists for) turns the fast path
 //      off on every rank; above 256 KB the one-shot threshold is capped,
@@ -214,17 +214,15 @@ rcnResult_t agreeEveryRankOk(rcnComm* comm, rcnResult_t result) {
   return rcnSuccess;
 }
 
-// Times `callFor(count)` at every size, each size keeping in us[i] the lower
-// of its figure so far and this one. `result` is this rank's state going in;
-// the first error ends the round and is returned.
+// Times `callFor(count)` at every size into us[i] (us per call, its fastest
+// batch; sizes not reached keep their value). `result` is this rank's state
+// going in; the first error ends the round and is returned.
 template <typename CallFor>
 rcnResult_t timeSizes(TestBuffers& buf, const std::vector<size_t>& sizes, rcnResult_t result, CallFor callFor,
                       std::vector<double>* us) {
   for (size_t i = 0; i < sizes.size() && result == rcnSuccess; ++i) {
     const size_t count = sizes[i] / sizeof(float);
-    double batch = 0;
-    result = timeFastest(buf, [&] { return callFor(count); }, &batch);
-    (*us)[i] = std::min((*us)[i], batch);
+    result = timeFastest(buf, [&] { return callFor(count); }, &(*us)[i]);
   }
   return result;
 }
@@ -247,7 +245,7 @@ rcnResult_t timeFastRound(rcnComm* comm, TestBuffers& buf, const std::vector<siz
 }
 
 // Each size's fastest batch on each path (us per call), each path timed in
-// one round, the fast path's after an untimed round of the same calls: the
+// one round, the fast path's after a discarded round of the same calls: the
 // first round after the idle spell before creation may run while the GPU's
 // clocks still ramp up, and timed it turned the fast path off at random
 // (2x H200: 50.2 us against NCCL's 33.5 us, where 17-22 us is usual). One
@@ -256,10 +254,10 @@ rcnResult_t timeFastRound(rcnComm* comm, TestBuffers& buf, const std::vector<siz
 rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes, std::vector<double>* fast,
                       std::vector<double>* ref) {
   const NcclApi* nccl = nullptr;
-  std::vector<double> warmup(sizes.size(), std::numeric_limits<double>::infinity());
+  std::vector<double> discarded(sizes.size(), std::numeric_limits<double>::infinity());
   fast->assign(sizes.size(), std::numeric_limits<double>::infinity());
   ref->assign(sizes.size(), std::numeric_limits<double>::infinity());
-  RCN_CHECK(timeFastRound(comm, buf, sizes, ncclApi(&nccl), &warmup));
+  RCN_CHECK(timeFastRound(comm, buf, sizes, ncclApi(&nccl), &discarded));
   RCN_CHECK(timeFastRound(comm, buf, sizes, rcnSuccess, fast));
   const rcnResult_t ncclResult = timeSizes(buf, sizes, rcnSuccess, [&](size_t count) -> rcnResult_t {
     RCN_NCCL_CHECK(nccl, allReduce(buf.send, buf.recv, count, ncclFloat32, ncclSum, comm->nccl, buf.stream));
@@ -267,8 +265,8 @@ rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>
   }, ref);
   RCN_CHECK(agreeEveryRankOk(comm, ncclResult));
   for (size_t i = 0; i < sizes.size(); ++i)
-    RCN_TRACE_LOG(RCN_LOG_INIT, "self-test %zu bytes: fast %.2f us (untimed round %.2f), nccl %.2f us", sizes[i],
-                  (*fast)[i], warmup[i], (*ref)[i]);
+    RCN_TRACE_LOG(RCN_LOG_INIT, "self-test %zu bytes: fast %.2f us (discarded round %.2f), nccl %.2f us", sizes[i],
+                  (*fast)[i], discarded[i], (*ref)[i]);
   return rcnSuccess;
 }
 

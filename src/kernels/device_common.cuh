@@ -14,8 +14,8 @@
 
 namespace rcn {
 
-// Internal linkage in each kernel file, as when each file spelled these out:
-// the inliner then treats them exactly as before (checked on the SASS).
+// Internal linkage in each kernel file, as when each file spelled these out
+// (the helpers taken from rocenante/device.cuh are inline there).
 namespace {
 
 // ---- PTX helpers -----------------------------------------------------------
@@ -57,34 +57,16 @@ __device__ inline void waitForPreviousKernels() {
 
 // ---- call numbers ----------------------------------------------------------
 
-// The call after `last`. Call numbers tag flags and lines, and 0 means
-// "cleared", so 0 is skipped on wrap-around (0xffffffff is followed by 2,
-// keeping the phase call & 1 alternating).
-__device__ inline uint32_t nextCallNumber(uint32_t last) {
-  uint32_t call = last + 1;
-  if (call == 0) call = 2;
-  return call;
-}
+// The call after `last` (0 is skipped on wrap-around): the device API's rule.
+using rcn_device::detail::nextCallNumber;
 
 // ---- bounded waits ---------------------------------------------------------
 
-// Args below is the kernel's argument struct (OneShotArgs, ProxyKernelArgs):
-// the helpers read its error, abortFlag and timeoutNs fields where they are
-// used, and take the communicator's device `failed` flag, which each kernel
-// keeps in its own state.
-
-// Records the first failure of a communicator's calls: the device flag
-// `failed` stops later calls, the host-mapped record a.error tells the host
-// who was missing (rcn_device's, which the device API shares).
-template <typename Args>
-__device__ void recordFirstError(const Args& a, uint32_t* failed, uint32_t code, int peer, uint32_t call) {
-  rcn_device::recordFirstError(failed, a.error, code, peer, call);
-}
-
-// The bounded wait's budget (rcn_device::WaitBudget, shared with the device
-// API); each kernel passes its own timeout, `failed` flag and abort flag.
-using rcn_device::WaitBudget;
-
+// The bounded wait's budget and the first-error record are the device
+// API's (rocenante/device.cuh); each kernel passes its own timeout, `failed`
+// flag, abort flag and error record.
+using rcn_device::detail::recordFirstError;
+using rcn_device::detail::WaitBudget;
 // ---- waiting for a peer ----------------------------------------------------
 
 // giveUp(budget) is the kernel's own WaitBudget::check call (each kernel

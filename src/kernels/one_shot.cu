@@ -21,7 +21,7 @@ size_t roundUp(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
 // Word 0 of the state is this communicator's device `failed` flag.
 __device__ void recordError(const OneShotArgs& a, uint32_t code, int peer, uint32_t call) {
-  recordFirstError(a, &a.state[0], code, peer, call);
+  recordFirstError(&a.state[0], a.error, code, peer, call);
 }
 
 // The host-mapped abort flag is read every 4096 spins, by one lane per warp:

@@ -23,7 +23,7 @@
 
 namespace rcn {
 
-constexpr int kOneShotMaxRanks = 16;
+constexpr int kOneShotMaxRanks = RCN_DEVICE_MAX_RANKS;  // the device API maps every rank's window
 
 // Per-communicator, per-rank device state (local, never shared with peers):
 // word 0 is `failed` (set once a wait timed out or was aborted: later calls
@@ -37,7 +37,8 @@ constexpr size_t oneShotStateWords(int maxBlocks) { return 1 + static_cast<size_
 // What a failed wait leaves for the host, in host-mapped pinned memory: the
 // record and codes the device API (rocenante.h) shares.
 using OneShotError = rcnDeviceError;
-constexpr uint32_t kOneShotOk = rcnWaitOk, kOneShotTimeout = rcnWaitTimeout, kOneShotAborted = rcnWaitAborted;
+constexpr uint32_t kOneShotOk = rcnWaitOk, kOneShotTimeout = rcnWaitTimeout, kOneShotAborted = rcnWaitAborted,
+                   kOneShotBadUse = rcnWaitBadUse;
 
 // Byte offsets inside each rank's exchange region; identical on every rank.
 struct RegionLayout {

@@ -9,12 +9,6 @@
 
 namespace rcn {
 
-namespace {
-
-// Makes cudaDev current for a scope and puts the caller's device back.
-
-}  // namespace
-
 P2pPath::~P2pPath() {
   DeviceScope guard(cudaDev_);
   // Freeing device memory waits for kernels still using it; after abort() or a
@@ -50,6 +44,9 @@ rcnResult_t P2pPath::asyncError(std::string* why) {
     *why = "rank " + std::to_string(rank_) + ": peer " + std::to_string(peer) + " did not arrive within " +
            std::to_string(timeoutMs_) + " ms (call " + std::to_string(call) + ", block " +
            std::to_string(block) + ")";
+  } else if (code == kOneShotBadUse) {
+    *why = "rank " + std::to_string(rank_) + ": a device-API call broke its rules (block " + std::to_string(block) +
+           " past maxBlocks, or an index past maxValues or odd; docs/DEVICE_API.md)";
   } else {
     *why = "rank " + std::to_string(rank_) + ": aborted while waiting for peer " + std::to_string(peer) +
            " (call " + std::to_string(call) + ")";

@@ -16,7 +16,7 @@ constexpr int kMaxThreads = 512;
 
 // The device `failed` flag lives in ProxyState.
 __device__ void recordError(const ProxyKernelArgs& a, uint32_t code, int peer, uint32_t call) {
-  recordFirstError(a, &a.state->failed, code, peer, call);
+  recordFirstError(&a.state->failed, a.error, code, peer, call);
 }
 
 // Flags: only the threads 0..nranks-1 wait, so each reads the host-mapped
