@@ -173,23 +173,23 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
 // puts or gathers (bf16 outputs, the only ones the engine exchanges).
 template <Epilogue kEpilogue, typename OutT, bool kStaged>
 cudaError_t launchCudaCore(const GemvParams& p, Launch on) {
-  const bool exchange = p.put || p.gathered;
   if constexpr (std::is_same_v<OutT, __nv_bfloat16>) {
-    if (exchange)
+    if (p.exchanges())
       return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, kStaged, true>(p, on)
                            : launchInstance<2, kEpilogue, OutT, kStaged, true>(p, on);
   }
-  if (exchange) return cudaErrorInvalidValue;
+  if (p.exchanges()) return cudaErrorInvalidValue;
   return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, kStaged>(p, on)
                        : launchInstance<2, kEpilogue, OutT, kStaged>(p, on);
 }
 
-// The kernel for p.tokens tokens: CUDA cores for 1-2, tensor cores for more.
+// The kernel for p.tokens tokens: CUDA cores for 1-2, tensor cores for more
+// (never with an exchange: exchangeFits).
 static_assert(kGemvExchangeMaxTokens <= kMaxTokens, "only the CUDA-core kernel exchanges");
 
 template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchFor(const GemvParams& p, Launch on) {
-  if (p.tokens > kMaxTokens) return p.put || p.gathered ? cudaErrorInvalidValue : launchGemvMma<kEpilogue, OutT>(p, on);
+  if (p.tokens > kMaxTokens) return launchGemvMma<kEpilogue, OutT>(p, on);
   return p.input.normed() ? launchCudaCore<kEpilogue, OutT, true>(p, on) : launchCudaCore<kEpilogue, OutT, false>(p, on);
 }
 
@@ -210,9 +210,14 @@ GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int 
 // What a launch of n tokens can take: an output to compute, and an input
 // gemvFits takes (a normed one whose rows and staging fit; a plain one of
 // any size).
+// Whether n tokens of `values` outputs (put) or inputs (gathered) fit an
+// exchange: the CUDA-core kernel's token counts, and the window.
+bool exchangeFits(const rcnDeviceComm& exchange, int n, int values) {
+  return n <= kGemvExchangeMaxTokens && size_t(n) * values <= exchange.maxValues;
+}
+
 bool launchable(const GemvInput& input, int n, int out, int in) {
-  if (input.exchange && (!input.normed() || n > kGemvExchangeMaxTokens || size_t(n) * in > input.exchange->maxValues))
-    return false;
+  if (input.exchange && (!input.normed() || !exchangeFits(*input.exchange, n, in))) return false;
   return out >= 1 && gemvFits(n, in, input.normed());
 }
 
@@ -256,8 +261,7 @@ bool gemvFits(int n, int in, bool norm) {
 
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,
                        Launch on, const rcnDeviceComm* putTo) {
-  if (!launchable(input, n, out, in) ||
-      (putTo && (input.exchange || n > kGemvExchangeMaxTokens || size_t(n) * out > putTo->maxValues)))
+  if (!launchable(input, n, out, in) || (putTo && (input.exchange || !exchangeFits(*putTo, n, out))))
     return cudaErrorInvalidValue;
   GemvParams p = paramsFor(input, y, w, n, out, in, 0);
   if (putTo) p.put = true, p.exchange = *putTo;

@@ -33,12 +33,14 @@ struct GemvParams {
   bool put;           // Plain outputs go into the exchange's windows, not y
   bool gathered;      // the normed input's delta is the exchange's sum
   rcnDeviceComm exchange;
+
+  __host__ __device__ bool exchanges() const { return put || gathered; }
 };
 
 // The device API's call number of this block, for a GEMV that puts or
 // gathers (0 otherwise); taken after the wait for the previous kernel.
 __device__ inline uint32_t exchangeCall(const GemvParams& p) {
-  return p.put || p.gathered ? rcn_device::rcnDeviceCall(p.exchange) : 0;
+  return p.exchanges() ? rcn_device::rcnDeviceCall(p.exchange) : 0;
 }
 
 constexpr int kGemvMaxTokens = 8;  // the tokens of one mma's n
@@ -143,7 +145,7 @@ __device__ void stageInput(const GemvParams& p, int tokens, int stride, uint4* x
   const auto* delta = static_cast<const uint2*>(in.delta);
   const bool gathered = kGather && p.gathered;
   for (int first = 0; first < tokens; first += kPass) {
-    if constexpr (kGather) {
+    if constexpr (kGather) {  // no gather code at all in the other instances
       if (gathered) gatherDeltas<kPass>(p, call, first, tokens, groups, staged);
     }
     float squares[kPass] = {};

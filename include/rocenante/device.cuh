@@ -94,23 +94,6 @@ __device__ inline uint32_t nextCallNumber(uint32_t last) {
   return call == 0 ? 2 : call;
 }
 
-}  // namespace detail
-
-// This block's call number; 0 once a wait of the communicator failed (then
-// rcnDevicePut does nothing and rcnDeviceGather4 returns false at once), and
-// for a block past dev.maxBlocks, which fails the communicator (its peers
-// would wait for it).
-__device__ inline uint32_t rcnDeviceCall(const rcnDeviceComm& dev) {
-  if (*reinterpret_cast<const volatile uint32_t*>(dev.failed) != 0) return 0;
-  if (blockIdx.x >= static_cast<unsigned>(dev.maxBlocks)) {
-    detail::recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, 0);
-    return 0;
-  }
-  return detail::nextCallNumber(__ldcg(dev.calls + blockIdx.x));
-}
-
-namespace detail {
-
 // Unit i of rank `from`'s part of phase `phase` in a window: 8 bytes, the
 // value's bits low and the call number high, stored and loaded whole, so a
 // unit holding this call's number holds this call's value.
@@ -132,6 +115,19 @@ __device__ inline float unitValue(uint64_t unit) { return __uint_as_float(static
 
 }  // namespace detail
 
+// This block's call number; 0 once a wait of the communicator failed (then
+// rcnDevicePut does nothing and rcnDeviceGather4 returns false at once), and
+// for a block past dev.maxBlocks, which fails the communicator (its peers
+// would wait for it).
+__device__ inline uint32_t rcnDeviceCall(const rcnDeviceComm& dev) {
+  if (*reinterpret_cast<const volatile uint32_t*>(dev.failed) != 0) return 0;
+  if (blockIdx.x >= static_cast<unsigned>(dev.maxBlocks)) {
+    detail::recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, 0);
+    return 0;
+  }
+  return detail::nextCallNumber(__ldcg(dev.calls + blockIdx.x));
+}
+
 // Puts v at index i (< dev.maxValues) of this rank's part of every rank's
 // window. An index past it fails the communicator instead of writing into a
 // neighbour's part.
@@ -150,11 +146,10 @@ __device__ inline void rcnDevicePut(const rcnDeviceComm& dev, uint32_t call, siz
 
 // sum[k] = the sums of indices index[k] .. index[k] + 3 for k < valid (each
 // index even, index + 4 <= dev.maxValues, else the communicator fails), every
-// rank's values added in rank order. All K
-// groups' loads from one rank are in flight together, so a thread waits one
-// memory round trip per rank, not one per group: gather several groups per
-// call (K = 4 is a good start). False when a wait failed (the error is
-// recorded) or an earlier one had.
+// rank's values added in rank order. All K groups' loads from one rank are in
+// flight together, so a thread waits one memory round trip per rank, not one
+// per group: gather several groups per call (K = 4 is a good start). False
+// when a wait failed (the error is recorded) or an earlier one had.
 template <int K>
 __device__ inline bool rcnDeviceGather4(const rcnDeviceComm& dev, uint32_t call, const size_t (&index)[K],
                                         float4 (&sum)[K], int valid = K) {
