@@ -1,7 +1,7 @@
 // The engine's matrix-vector kernels (gemv.h) against a double-precision CPU
 // product of the same bf16 values: plain (bf16 and fp32 output), with SwiGLU
-// fused, with the residual add + RMSNorm fused in front, with the QKV
-// epilogue; 1-2 tokens (CUDA cores) and 3-8 (tensor cores); shapes that
+// fused, with the residual add + RMSNorm fused in front (1-2 tokens), with
+// the QKV epilogue; 1-2 tokens (CUDA cores) and 3-8 (tensor cores); shapes that
 // leave partial chunks, outputs that fill no whole tile, shapes that give a
 // warp several rows, and the benchmark's products at TP=2. Every
 // launch overlaps the previous kernel (programmatic dependent launch), and
@@ -250,25 +250,25 @@ TEST_CASE("GEMV with plain inputs too large to stage", "[engine][gpu]") {
     check(c);
 }
 
-TEST_CASE("GEMV on tensor cores with SwiGLU and the add + RMSNorm fused", "[engine][gpu]") {
+TEST_CASE("GEMV on tensor cores with SwiGLU fused", "[engine][gpu]") {
   rcn::test::requireGpus(1);
-  for (Case c : {Case{160, 96, 3, true, false}, Case{4099, 2056, 5, true, false}, Case{300, 96, 3, false, true, true},
-                 Case{1000, 2056, 8, false, false, true}, Case{7, 4240, 8, true, false, true},
-                 Case{14336, 4096, 8, true, false, true}})  // llama3-8b TP=1 gate/up: the most shared memory
+  for (Case c : {Case{160, 96, 3, true, false}, Case{4099, 2056, 5, true, false}, Case{7, 4240, 8, true, false},
+                 Case{14336, 4096, 8, true, false}})  // llama3-8b TP=1 gate/up
     check(c);
 }
 
 // The products of the benchmark's decode step at TP=2 (llama3-1b: dim 2048,
-// hidden 8192; llama3-8b: 4096, 14336), each rank's half; the QKV products
-// are in the QKV test below.
+// hidden 8192; llama3-8b: 4096, 14336), each rank's half (at 3-8 tokens the
+// norm runs in front as a kernel of its own); the QKV products are in the
+// QKV test below.
 TEST_CASE("GEMV on tensor cores: the llama3 products at TP=2", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   for (Case c : {Case{2048, 1024, 8, false, false},         // 1b O
-                 Case{4096, 2048, 8, true, false, true},    // 1b gate/up + SwiGLU, norm in front
+                 Case{4096, 2048, 8, true, false},          // 1b gate/up + SwiGLU
                  Case{2048, 4096, 8, false, false},         // 1b down
                  Case{64128, 2048, 3, false, true},         // 1b LM head (vocab-parallel), fp32 logits
                  Case{4096, 2048, 5, false, false},         // 8b O
-                 Case{7168, 4096, 8, true, false, true},    // 8b gate/up + SwiGLU, norm in front
+                 Case{7168, 4096, 8, true, false},          // 8b gate/up + SwiGLU
                  Case{4096, 7168, 8, false, false}})        // 8b down
     check(c);
 }
@@ -279,15 +279,20 @@ TEST_CASE("GEMV refuses what it cannot do", "[engine][gpu]") {
   CHECK_FALSE(gemvFits(0, 64));
   CHECK_FALSE(gemvFits(3, 0));
   CHECK(gemvFits(2, 64));
-  CHECK(gemvFits(3, 64));
-  CHECK(gemvFits(8, 4240));  // the limits gemv.h names: norm staging for 8 tokens
-  CHECK_FALSE(gemvFits(8, 4248));
+  CHECK_FALSE(gemvFits(3, 64));  // 3-8 tokens: plain inputs only (the norm runs in front)
+  CHECK_FALSE(gemvFits(8, 64));
+  CHECK(gemvFits(3, 64, false));
   CHECK(gemvFits(8, 4248, false));
   CHECK(gemvFits(8, 14336, false));  // a plain input is not staged: any size
   CHECK(gemvFits(3, 1 << 20, false));
   CHECK(gemvFits(1, 1 << 20, false));
-  CHECK(gemvFits(2, 25600));
+  CHECK(gemvFits(2, 25600));  // the limits gemv.h names: norm staging for 2 tokens
   CHECK_FALSE(gemvFits(2, 25608));
+  // A launch it does not take is refused before anything runs.
+  const GemvInput normed = normedInput(nullptr, nullptr, nullptr, nullptr, 1e-5f);
+  CHECK(launchGemv(normed, nullptr, false, nullptr, 3, 16, 64, Launch{}) == cudaErrorInvalidValue);
+  CHECK(launchGemvSwiGlu(normed, nullptr, nullptr, 8, 16, 64, Launch{}) == cudaErrorInvalidValue);
+  CHECK(launchGemv(vectorInput(nullptr), nullptr, false, nullptr, 9, 16, 64, Launch{}) == cudaErrorInvalidValue);
 }
 
 namespace {
@@ -416,19 +421,20 @@ void checkQkv(const QkvCase& c) {
 
 TEST_CASE("GEMV with the QKV epilogue fused: biases, RoPE (both conventions, table), KV cache", "[engine][gpu]") {
   rcn::test::requireGpus(1);
-  for (QkvCase c : {QkvCase{1, true, false, false}, QkvCase{2, false, true, true}, QkvCase{2, true, true, false}})
+  for (QkvCase c : {QkvCase{1, true, false, false}, QkvCase{2, false, true, true}, QkvCase{2, true, true, false},
+                    QkvCase{2, false, true, true, 16, 4, 128, 4096, true}})  // llama3-8b at TP=2, norm in front
     checkQkv(c);
 }
 
 // 3-8 tokens (tensor cores). Heads of 6 (3 rotation pairs) give 15 outputs:
 // no whole tile of 8. Then the benchmark's QKV products at TP=2 (llama3-1b:
-// 16 + 2 x 4 heads of 64, in 2048; llama3-8b: of 128, in 4096), norm in front.
+// 16 + 2 x 4 heads of 64, in 2048; llama3-8b: of 128, in 4096).
 TEST_CASE("GEMV on tensor cores with the QKV epilogue fused", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   for (QkvCase c : {QkvCase{3, true, false, false}, QkvCase{5, false, true, true}, QkvCase{8, true, true, false},
-                    QkvCase{4, false, true, true, 3, 1, 6, 200, true}, QkvCase{7, true, false, true, 3, 1, 6, 96},
-                    QkvCase{8, false, false, false, 16, 4, 64, 2048, true},
-                    QkvCase{8, false, true, true, 16, 4, 128, 4096, true}})
+                    QkvCase{4, false, true, true, 3, 1, 6, 200}, QkvCase{7, true, false, true, 3, 1, 6, 96},
+                    QkvCase{8, false, false, false, 16, 4, 64, 2048},
+                    QkvCase{8, false, true, true, 16, 4, 128, 4096}})
     checkQkv(c);
 }
 
@@ -541,6 +547,99 @@ TEST_CASE("argmax over many blocks: lowest index on ties, keys back to 0", "[eng
   rcn::test::checkInOneRank([] { return runArgmaxCase(8, 64128, 64128); }, "8 rows of 64128 at 64128");
   rcn::test::checkInOneRank([] { return runArgmaxCase(2, 512, 0); }, "2 rows of 512");
   rcn::test::checkInOneRank([] { return runPipelinedArgmax(8, 128256); }, "pipelined, 8 rows of 128256");
+}
+
+namespace {
+
+// launchAddRmsNorm against a double-precision reference, and launchEmbedding
+// against the table, for `rows` rows of `dim`: narrower than a block, exactly
+// what the registers hold (512 threads x 16 values), and wider (the rest read
+// again); with and without delta; with a rowIndex (the final norm's: every
+// other row, backwards). delta is written by the kernel right before the
+// norm (programmatic launch): a norm that read it early sees the poison.
+int runRowKernels(DType t, int rows, int dim, bool withDelta, bool withIndex) {
+  if (cudaSetDevice(0) != cudaSuccess) return 2;
+  const bool isFloat = t == DType::F32;
+  const size_t count = size_t(rows) * dim, elem = isFloat ? 4 : 2;
+  const int outRows = withIndex ? (rows + 1) / 2 : rows;
+  std::vector<int> index(outRows);
+  for (int r = 0; r < outRows; ++r) index[r] = withIndex ? rows - 1 - 2 * r : r;
+  float *x = nullptr, *embedded = nullptr;
+  void *delta = nullptr, *weight = nullptr, *out = nullptr;
+  int *rowIndex = nullptr, *tokens = nullptr;
+  RANK_EXPECT(cudaMalloc(&x, count * 4) == cudaSuccess && cudaMalloc(&embedded, count * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&delta, count * elem) == cudaSuccess && cudaMalloc(&weight, dim * elem) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&out, count * elem) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&rowIndex, rows * 4) == cudaSuccess && cudaMalloc(&tokens, rows * 4) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(rowIndex, index.data(), outRows * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+  std::vector<int> tokenOf(rows);
+  for (int r = 0; r < rows; ++r) tokenOf[r] = (r * 7 + 3) % rows;  // rows of delta, used as a table
+  RANK_EXPECT(cudaMemcpy(tokens, tokenOf.data(), rows * 4, cudaMemcpyHostToDevice) == cudaSuccess);
+  cudaStream_t stream;
+  RANK_EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  const Launch plain{stream, false}, on{stream, true};
+  // The weight is read before the wait: written by a plain launch, finished first.
+  RANK_EXPECT(launchRandomFill(t, weight, dim, 3, 0.5f, 1.0f, plain) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::F32, x, count, 5, 2.0f, 0.0f, plain) == cudaSuccess);
+  RANK_EXPECT(cudaMemsetAsync(delta, 0x7f, count * elem, stream) == cudaSuccess);  // huge values
+  RANK_EXPECT(cudaMemsetAsync(out, 0xff, count * elem, stream) == cudaSuccess);
+  RANK_EXPECT(cudaMemsetAsync(embedded, 0xff, count * 4, stream) == cudaSuccess);
+  RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+  const std::vector<float> x0 = download(x, count, true), w = download(weight, dim, isFloat);
+  RANK_EXPECT(launchRandomFill(t, delta, count, 7, 1.0f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchAddRmsNorm(t, out, x, withDelta ? delta : nullptr, weight, withIndex ? rowIndex : nullptr,
+                               outRows, dim, 1e-5f, on) == cudaSuccess);
+  RANK_EXPECT(launchEmbedding(t, embedded, delta, tokens, rows, dim, on) == cudaSuccess);
+  RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+  const std::vector<float> d = download(delta, count, isFloat), x1 = download(x, count, true);
+  const std::vector<float> y = download(out, size_t(outRows) * dim, isFloat), e = download(embedded, count, true);
+  int bad = 0;
+  std::vector<bool> normed(rows, false);
+  for (int r = 0; r < outRows; ++r) {
+    const size_t row = size_t(index[r]);
+    normed[row] = true;
+    double squares = 0;
+    for (int i = 0; i < dim; ++i) {
+      const float v = withDelta ? x0[row * dim + i] + d[row * dim + i] : x0[row * dim + i];
+      squares += double(v) * v;
+    }
+    const double scale = 1.0 / std::sqrt(squares / dim + 1e-5);
+    for (int i = 0; i < dim; ++i) {
+      const float v = withDelta ? x0[row * dim + i] + d[row * dim + i] : x0[row * dim + i];
+      const double want = v * scale * w[i], got = y[size_t(r) * dim + i];
+      const double bound = std::fabs(want) * (isFloat ? 1e-5 : 1.0 / 256) + 1e-6;
+      if (!(std::fabs(got - want) <= bound) && ++bad <= 5)
+        std::printf("dim %d row %d [%d]: out %.7g, want %.7g\n", dim, r, i, got, want);
+    }
+  }
+  for (int row = 0; row < rows; ++row)
+    for (int i = 0; i < dim; ++i) {
+      const size_t at = size_t(row) * dim + i;
+      const float want = withDelta && normed[row] ? x0[at] + d[at] : x0[at];  // only the normed rows take delta
+      if (!(x1[at] == want) && ++bad <= 5) std::printf("dim %d x[%d][%d] = %.9g, want %.9g\n", dim, row, i, x1[at], want);
+      const float table = d[size_t(tokenOf[row]) * dim + i];
+      if (!(e[at] == table) && ++bad <= 5)
+        std::printf("dim %d embedding[%d][%d] = %.9g, want %.9g\n", dim, row, i, e[at], table);
+    }
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(embedded), delta, weight, out,
+                  static_cast<void*>(rowIndex), static_cast<void*>(tokens)})
+    cudaFree(p);
+  cudaStreamDestroy(stream);
+  return bad ? 1 : 0;
+}
+
+}  // namespace
+
+TEST_CASE("add + RMSNorm and embedding rows: narrow, as wide as the registers hold, wider", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  for (DType t : {DType::BF16, DType::F32})
+    for (int dim : {100, 4096, 8192, 9000})
+      for (bool withIndex : {false, true}) {
+        std::ostringstream what;
+        what << (t == DType::F32 ? "fp32" : "bf16") << " dim " << dim << (withIndex ? " indexed" : "");
+        rcn::test::checkInOneRank([&] { return runRowKernels(t, 5, dim, true, withIndex); }, what.str());
+      }
+  rcn::test::checkInOneRank([] { return runRowKernels(DType::BF16, 3, 9000, false, false); }, "no delta");
 }
 
 // The attention build for two blocks an SM must hold two at decode sizes

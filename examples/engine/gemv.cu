@@ -87,6 +87,102 @@ struct Chunk {
   }
 };
 
+// The most dynamic shared memory a block stages its inputs in (227 KB on
+// H100/H200; some is left for the kernel's static arrays).
+constexpr size_t kMaxSharedBytes = 200 * 1024;
+
+constexpr int kExchangeGroups = 4;  // groups of 4 values one thread gathers at once
+constexpr int kStageBatch = 4;      // groups of 4 values one thread loads at once in the staging
+
+// staged[g] = the exchange's sums of group g (4 values) of token b, for the
+// groups this thread reads in stageInput; kExchangeGroups gathers are in
+// flight together. A failed gather leaves its sums unset, and the staging
+// garbage: the wait recorded the communicator's error, which the engine
+// reads after every sync (GpuAllReduce::checkPeers) and throws on, so no
+// token from it is used.
+__device__ void gatherDeltas(const GemvParams& p, uint32_t call, int b, int groups, float4* staged) {
+  for (int g0 = threadIdx.x; g0 < groups; g0 += kExchangeGroups * blockDim.x) {
+    size_t index[kExchangeGroups];
+    float4 sums[kExchangeGroups];
+    int valid = 0;
+#pragma unroll
+    for (int k = 0; k < kExchangeGroups; ++k)
+      if (g0 + k * int(blockDim.x) < groups) index[valid++] = size_t(b) * p.in + 4 * (g0 + k * blockDim.x);
+    rcn_device::rcnDeviceGather4<kExchangeGroups>(p.exchange, call, index, sums, valid);
+#pragma unroll
+    for (int k = 0; k < kExchangeGroups; ++k)
+      if (k < valid) staged[g0 + k * blockDim.x] = sums[k];
+  }
+}
+
+// xs[b * vectors + v] = vector v of token b's normed input, as bf16, for the
+// whole block (b < kTokens). A token at a time, its residual + delta kept in
+// shared memory (`staged`, fp32, one row past the inputs) between the sum
+// of squares and the scaling. kGather: the instance that may sum the delta
+// from an exchange (no gather code at all in the others).
+template <int kTokens, bool kGather>
+__device__ void stageInput(const GemvParams& p, uint4* xs, uint32_t call) {
+  const GemvInput& in = p.input;
+  float4* staged = reinterpret_cast<float4*>(xs + kTokens * p.vectors);
+  const int groups = p.in / 4;
+  const auto* weight = static_cast<const uint2*>(in.normWeight);
+  const auto* delta = static_cast<const uint2*>(in.delta);
+  const bool gathered = kGather && p.gathered;
+  for (int b = 0; b < kTokens; ++b) {
+    if constexpr (kGather) {
+      if (gathered) gatherDeltas(p, call, b, groups, staged);
+    }
+    const float4* residual = reinterpret_cast<const float4*>(in.residual + size_t(b) * p.in);
+    float4* residualOut = reinterpret_cast<float4*>(in.residualOut + size_t(b) * p.in);
+    float squares = 0;
+    // A batch's loads are issued before its stores: block 0's store of the
+    // residual could alias the next load and would make it wait otherwise.
+    for (int first = threadIdx.x; first < groups; first += kStageBatch * blockDim.x) {
+      float4 v[kStageBatch];
+      uint2 d[kStageBatch];
+#pragma unroll
+      for (int k = 0; k < kStageBatch; ++k) {
+        const int g = first + k * blockDim.x;
+        if (g < groups) v[k] = residual[g];
+        if (g < groups && delta) d[k] = delta[size_t(b) * groups + g];
+      }
+#pragma unroll
+      for (int k = 0; k < kStageBatch; ++k) {
+        const int g = first + k * blockDim.x;
+        if (g >= groups) break;
+        if (delta || gathered) {
+          const float4 e = gathered ? staged[g] : bf16x4ToFloat4(d[k]);
+          v[k] = make_float4(v[k].x + e.x, v[k].y + e.y, v[k].z + e.z, v[k].w + e.w);
+        }
+        staged[g] = v[k];
+        if (blockIdx.x == 0) residualOut[g] = v[k];
+        squares += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+      }
+    }
+    const float scale = rsqrtf(blockSum(squares) / p.in + in.eps);  // its barriers publish `staged`
+    for (int first = threadIdx.x; first < groups; first += kStageBatch * blockDim.x) {
+      uint2 w[kStageBatch];  // the norm weight's loads, issued together
+#pragma unroll
+      for (int k = 0; k < kStageBatch; ++k) {
+        const int g = first + k * blockDim.x;
+        if (g < groups) w[k] = weight[g];
+      }
+#pragma unroll
+      for (int k = 0; k < kStageBatch; ++k) {
+        const int g = first + k * blockDim.x;
+        if (g >= groups) break;
+        const float4 u = bf16x4ToFloat4(w[k]), v = staged[g];
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * scale * u.x, v.y * scale * u.y);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * scale * u.z, v.w * scale * u.w);
+        reinterpret_cast<uint2*>(xs + b * p.vectors)[g] =
+            make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+      }
+    }
+    __syncthreads();  // `staged` is rewritten by the next token
+  }
+  if (gathered) rcn_device::rcnDeviceEndCall(p.exchange, call);  // after the barrier above: every gather is done
+}
+
 // Staged (the fused norm in front): the input rows in shared memory. Plain:
 // each lane loads its share of the input with the chunk's weights (from L2
 // after the first block's reads), so the products start without a staging
@@ -115,7 +211,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   waitForPrevious();  // the input is the previous kernel's output
   const uint32_t call = kExchange ? exchangeCall(p) : 0;
   if constexpr (kStaged) {
-    stageInput<1, kExchange>(p, kTokens, p.vectors, xs, call);
+    stageInput<kTokens, kExchange>(p, xs, call);
   } else {
     if (items > 0) current.loadInput(input, 0, lane, p.vectors);
   }
@@ -251,12 +347,17 @@ cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int
   return cudaSuccess;
 }
 
-// A normed input's rows and the norm's staging must fit in a block's shared
-// memory (the tensor-core kernel's: gemvMmaFits); a plain input is not staged.
+// A normed input runs on CUDA cores (1-2 tokens) when its rows and the
+// norm's staging fit in a block's shared memory; a plain input is not
+// staged. At 3-8 tokens the norm is a kernel of its own in front (GpuModel),
+// which measured faster than staging every token in every block of the
+// tensor-core kernel (H200, TP=1 decode step, 2026-12-01: llama3-8b batch 8
+// 4558 against 4686 us, llama3-1b batch 4 and 8 956 / 1009 against 989 /
+// 1042; llama3-8b batch 4 4444 against 4416).
 bool gemvFits(int n, int in, bool norm) {
   if (n < 1 || n > kGemvMaxTokens || in < 8 || in % 8 != 0) return false;
-  if (n > kMaxTokens) return gemvMmaFits(n, in, norm);
-  return !norm || stagedBytes(n, in) <= kGemvMaxSharedBytes;
+  if (n > kMaxTokens) return !norm;
+  return !norm || stagedBytes(n, in) <= kMaxSharedBytes;
 }
 
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,

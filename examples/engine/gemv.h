@@ -2,9 +2,9 @@
 // bf16 weights. Bound by reading W once, so each kernel streams W with many
 // loads in flight. 1-2 tokens
 // run on CUDA cores (gemv.cu), 3-8 on tensor cores (gemv_mma.cu: mma.sync
-// with the tokens as the 8 columns). The input is either a bf16 vector or the
-// residual stream normalised on the fly (the add + RMSNorm that precedes the
-// QKV and gate/up products, fused in).
+// with the tokens as the 8 columns). The input is either a bf16 vector or,
+// for 1-2 tokens, the residual stream normalised on the fly (the add +
+// RMSNorm that precedes the QKV and gate/up products, fused in).
 // A GEMV loads its first weights before it waits for the previous kernel
 // (programmatic dependent launch), so weights must not be written by a
 // kernel still running in front of it: load them with plain launches and
@@ -18,9 +18,10 @@ namespace engine {
 
 // True when the GEMV kernels take this product: 1-8 tokens, in % 8 == 0,
 // and, when `norm` (the input is the residual stream, normalised on the fly),
-// the input rows and the norm's fp32 staging fit in shared memory: in <=
-// 34128 for 1 token, 25600 for 2, 4240 for 8. A plain input is read from global memory,
-// not staged, so any size fits.
+// 1-2 tokens whose input rows and the norm's fp32 staging fit in shared
+// memory: in <= 34128 for 1 token, 25600 for 2 (3-8 tokens take plain inputs
+// only: the caller runs the norm first). A plain input is read from global
+// memory, not staged, so any size fits.
 bool gemvFits(int n, int in, bool norm = true);
 
 // The input vector of every token: x, or, when x is null,

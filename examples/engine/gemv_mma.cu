@@ -12,18 +12,16 @@
 // K: a dot product does not depend on the order of its terms, so the weights
 // are used as they lie in memory. Lane (g, t) loads 16 bytes (8 values) of
 // each of its two rows at k + 8t: values 0-3 feed one mma, 4-7 another; its B
-// fragment is the same 8 positions of token g's input, one 16-byte load
-// (from shared memory when the input is staged). The mma's k order is a permutation of memory's, the same for
-// A and B.
+// fragment is the same 8 positions of token g's input, one 16-byte load.
+// The mma's k order is a permutation of memory's, the same for A and B.
 //
-// Input: with the fused norm in front, staged in shared memory (bf16, the
-// norm applied); a plain input is read by each lane from global memory, its
-// B fragments loaded with the chunk's weights (the whole input is at most a
-// few hundred KB, so after the first block's reads it comes from L2), which
-// also takes rows too large to stage (llama3-8b's down product at TP=1).
+// Input: plain bf16 rows (a normed input has its norm run as a kernel of its
+// own in front: gemvFits), read by each lane from global memory, its B
+// fragments loaded with the chunk's weights (the whole input is at most a
+// few hundred KB, so after the first block's reads it comes from L2).
 //
-// Work: one block of 16 warps per SM, so that a normed input is staged once
-// per SM; each block takes a contiguous run of 16-row tiles. When a block has
+// Work: one block of 16 warps per SM; each block takes a contiguous run of
+// 16-row tiles. When a block has
 // fewer tiles than warps, `splits` warps share a tile, each a slice of its K,
 // and add their partial sums through shared memory at the end of each round
 // of tiles. Weights stream as in the CUDA-core kernel: each lane keeps a chunk
@@ -45,12 +43,6 @@ constexpr int kChunkVectors = 4 * kSteps;  // 16-byte vectors of a row per chunk
 // Partial sums of split tiles: two rounds (one barrier per round) of every
 // warp's accumulators, [round % 2][warp][4][32] floats.
 constexpr size_t kPartialBytes = 2 * kWarps * 4 * 32 * sizeof(float);
-
-// The distance between two tokens' staged inputs, in 16-byte vectors: a row,
-// rounded to a multiple of 8 (the 32 banks), plus 4. A 16-byte shared load is
-// served a quarter warp at a time; in one quarter the 8 lanes read tokens g
-// and g + 1 (4 vectors each), which the extra 4 put in different banks.
-int strideFor(int vectors) { return (vectors + 7) / 8 * 8 + 4; }
 
 // d += A B for one m16n8k16 tile, A and B as the PTX ISA lays out their
 // fragments ("Matrix Fragments for mma.m16n8k16 with floating point type"):
@@ -80,12 +72,11 @@ __device__ void tileRows(const GemvParams& p, int tile, int g, int (&rows)[2]) {
 }
 
 // This lane's share of one chunk of a tile: kSteps 16-byte vectors of each
-// of its two rows, vector chunk * kChunkVectors + 4s + t for step s, and,
-// when the input is not staged, the same vectors of token g's input.
-template <bool kStaged>
+// of its two rows, vector chunk * kChunkVectors + 4s + t for step s, and the
+// same vectors of token g's input.
 struct Chunk {
   uint4 w[2][kSteps];
-  uint4 b[kStaged ? 1 : kSteps];
+  uint4 b[kSteps];
 
   __device__ void load(const GemvParams& p, const int (&rows)[2], int chunk, int t) {
 #pragma unroll
@@ -99,9 +90,8 @@ struct Chunk {
     }
   }
 
-  // Unstaged input: token g's row x (global memory), at this chunk's vectors.
+  // Token g's input row x, at this chunk's vectors.
   __device__ void loadInput(const uint4* x, int chunk, int t, int vectors) {
-    static_assert(!kStaged, "a staged input is read from shared memory");
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       const int v = chunk * kChunkVectors + 4 * s + t;
@@ -109,19 +99,14 @@ struct Chunk {
     }
   }
 
-  // acc += the chunk's rows times the same positions of token g's input: x
-  // (staged, shared memory) or b. Past the end of a row both operands are
-  // zeros (the staged row's padding is never written, so it is masked too).
-  __device__ void multiply(float (&acc)[4], const uint4* x, int chunk, int t, int vectors) const {
+  // acc += the chunk's rows times the same positions of token g's input.
+  // Past the end of a row both operands are zeros.
+  __device__ void multiply(float (&acc)[4], int chunk, int vectors) const {
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      const int first = chunk * kChunkVectors + 4 * s;
-      if (first >= vectors) break;  // the same for the whole warp
-      uint4 in;
-      if constexpr (kStaged) in = first + t < vectors ? x[first + t] : make_uint4(0, 0, 0, 0);
-      else in = b[s];
-      mma(acc, w[0][s].x, w[1][s].x, w[0][s].y, w[1][s].y, in.x, in.y);
-      mma(acc, w[0][s].z, w[1][s].z, w[0][s].w, w[1][s].w, in.z, in.w);
+      if (chunk * kChunkVectors + 4 * s >= vectors) break;  // the same for the whole warp
+      mma(acc, w[0][s].x, w[1][s].x, w[0][s].y, w[1][s].y, b[s].x, b[s].y);
+      mma(acc, w[0][s].z, w[1][s].z, w[0][s].w, w[1][s].w, b[s].z, b[s].w);
     }
   }
 };
@@ -153,11 +138,9 @@ __device__ void finishTile(const GemvParams& p, int tile, int g, int t, const fl
   }
 }
 
-template <Epilogue kEpilogue, typename OutT, bool kStaged>
+template <Epilogue kEpilogue, typename OutT>
 __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
-  // Staged: [tokens][stride] bf16 inputs, then the norm's staging, later the
-  // partials; else only the partials.
-  extern __shared__ uint4 xs[];
+  extern __shared__ float partials[];  // of split tiles
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   // This block's tiles [firstTile, endTile), `slots` at a time (a round):
   // this warp takes the tile of its slot in each round, and of it the chunks
@@ -176,41 +159,32 @@ __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
   // chunk: keeping a round's rows (and the next round's) in registers across
   // the chunk loop made batch-8 decode 4 % slower on H200 (llama3-8b TP=1
   // 5196 against 4988 us a step, llama3-1b 1152 against 1113).
-  // The unstaged input is the previous kernel's output: read after the wait.
-  auto load = [&](Chunk<kStaged>& into, int r, int c, const uint4* x) {
+  // The input is the previous kernel's output: read after the wait.
+  auto load = [&](Chunk& into, int r, int c, const uint4* x) {
     const int tile = firstTile + slot + r * slots;
     int rows[2] = {-1, -1};
     if (tile < endTile) tileRows<kEpilogue>(p, tile, g, rows);
     into.load(p, rows, firstChunk + c, t);
-    if constexpr (!kStaged) {
-      if (x) into.loadInput(x, firstChunk + c, t, p.vectors);
-    }
+    if (x) into.loadInput(x, firstChunk + c, t, p.vectors);
   };
 
-  Chunk<kStaged> current;
+  Chunk current;
   if (rounds > 0 && chunks > 0) load(current, 0, 0, nullptr);
   waitForPrevious();
   const int column = min(g, p.tokens - 1);  // column g of B: token g (any token past the last)
-  const uint4* x;
-  if constexpr (kStaged) {
-    stageInput<kGemvMaxTokens>(p, p.tokens, p.stride, xs);  // never an exchange (kGemvExchangeMaxTokens)
-    x = xs + column * p.stride;
-  } else {
-    x = static_cast<const uint4*>(p.input.x) + size_t(column) * p.vectors;
-    if (rounds > 0 && chunks > 0) current.loadInput(x, firstChunk, t, p.vectors);
-  }
-  float* partials = reinterpret_cast<float*>(xs + (kStaged ? p.tokens * p.stride : 0));  // the staging is dead
+  const uint4* x = static_cast<const uint4*>(p.input.x) + size_t(column) * p.vectors;
+  if (rounds > 0 && chunks > 0) current.loadInput(x, firstChunk, t, p.vectors);
 
   for (int r = 0; r < rounds; ++r) {
     float acc[4] = {};
     for (int c = 0; c < chunks; ++c) {
-      Chunk<kStaged> next;
+      Chunk next;
       if (c + 1 < chunks) {
         load(next, r, c + 1, x);
       } else if (r + 1 < rounds) {
         load(next, r + 1, 0, x);
       }
-      current.multiply(acc, x, firstChunk + c, t, p.vectors);
+      current.multiply(acc, firstChunk + c, p.vectors);
       current = next;
     }
     const int tile = firstTile + slot + r * slots;
@@ -247,46 +221,27 @@ int splitsFor(int tiles, int chunks) {
   return best;
 }
 
-// Shared memory of a staged (normed) instance: the input rows, and the
-// norm's fp32 staging or the partial sums of split tiles, whichever is larger.
-size_t stagedBytes(int tokens, int in) {
-  const size_t inputs = size_t(tokens) * strideFor(in / 8) * 16;
-  return inputs + std::max(size_t(tokens) * in * 4, kPartialBytes);
-}
-
 // One block per SM (as many as fit), each with a contiguous, even share of
 // the tiles.
-template <Epilogue kEpilogue, typename OutT, bool kStaged>
+template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchInstance(GemvParams p, Launch on) {
-  constexpr auto kernel = gemvMmaKernel<kEpilogue, OutT, kStaged>;
-  const size_t smem = kStaged ? stagedBytes(p.tokens, p.in) : kPartialBytes;
+  constexpr auto kernel = gemvMmaKernel<kEpilogue, OutT>;
   int blocks = 0;
-  cudaError_t e = gemvBlocksFor<kernel>(kThreads, smem, &blocks);
+  cudaError_t e = gemvBlocksFor<kernel>(kThreads, kPartialBytes, &blocks);
   if (e != cudaSuccess) return e;
   const int outputsPerTile = kEpilogue == Epilogue::Plain ? 16 : 8;
   p.tiles = (p.out + outputsPerTile - 1) / outputsPerTile;
   const int grid = std::max(1, std::min(p.tiles, blocks));
   p.splits = splitsFor((p.tiles + grid - 1) / grid, (p.vectors + kChunkVectors - 1) / kChunkVectors);
-  return launch(kernel, dim3(grid), dim3(kThreads), smem, on, p);
+  return launch(kernel, dim3(grid), dim3(kThreads), kPartialBytes, on, p);
 }
 
 }  // namespace
 
-bool gemvMmaFits(int tokens, int in, bool norm) {
-  return !norm || stagedBytes(tokens, in) <= kGemvMaxSharedBytes;
-}
-
-// Only a normed input is staged (the norm is computed there). A plain one is
-// read from global memory even where it would fit: no staging pass before
-// the first product, and measured faster at 8 tokens on H200 (2026-11-30,
-// TP=1 decode step: llama3-1b 1053 us against 1120 staged; llama3-8b 4784
-// against 4945 staged (the down product then on cuBLAS, too large to stage)
-// and 4807 staged where it fits).
 template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchGemvMma(GemvParams p, Launch on) {
-  if (!p.input.normed()) return launchInstance<kEpilogue, OutT, false>(p, on);
-  p.stride = strideFor(p.vectors);
-  return launchInstance<kEpilogue, OutT, true>(p, on);
+  if (p.input.normed()) return cudaErrorInvalidValue;
+  return launchInstance<kEpilogue, OutT>(p, on);
 }
 
 template cudaError_t launchGemvMma<Epilogue::Plain, float>(GemvParams, Launch);

@@ -37,6 +37,8 @@ cudaError_t launchEmbedding(DType t, float* x, const void* embedding, const int*
 
 // Per row r: if delta, x[row] += delta[row]; out[r] = RMSNorm(x[row]) * weight, where
 // row = rowIndex ? rowIndex[r] : r (the LM head normalises only the last token of each sequence).
+// weight is read before the wait for the previous kernel, as the GEMVs read
+// theirs (gemv.h): it must not be written by a kernel still running in front.
 cudaError_t launchAddRmsNorm(DType t, void* out, float* x, const void* delta, const void* weight,
                              const int* rowIndex, int rows, int dim, float eps, Launch on);
 
