@@ -616,7 +616,8 @@ int runRowKernels(DType t, int rows, int dim, bool withDelta, bool withIndex) {
     for (int i = 0; i < dim; ++i) {
       const size_t at = size_t(row) * dim + i;
       const float want = withDelta && normed[row] ? x0[at] + d[at] : x0[at];  // only the normed rows take delta
-      if (!(x1[at] == want) && ++bad <= 5) std::printf("dim %d x[%d][%d] = %.9g, want %.9g\n", dim, row, i, x1[at], want);
+      if (!(x1[at] == want) && ++bad <= 5)
+        std::printf("dim %d x[%d][%d] = %.9g, want %.9g\n", dim, row, i, x1[at], want);
       const float table = d[size_t(tokenOf[row]) * dim + i];
       if (!(e[at] == table) && ++bad <= 5)
         std::printf("dim %d embedding[%d][%d] = %.9g, want %.9g\n", dim, row, i, e[at], table);

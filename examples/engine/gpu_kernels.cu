@@ -217,8 +217,8 @@ int gridFor(size_t n, int block) { return int((n + block - 1) / block < 4096 ? (
 }  // namespace
 
 cudaError_t launchEmbedding(DType t, float* x, const void* embedding, const int* tokens, int n, int dim, Launch on) {
-  return ENGINE_DISPATCH(t, embeddingKernel, dim3(n), dim3(kRowThreads), 0, on, x, static_cast<const T*>(embedding), tokens,
-                         dim);
+  return ENGINE_DISPATCH(t, embeddingKernel, dim3(n), dim3(kRowThreads), 0, on, x,
+                         static_cast<const T*>(embedding), tokens, dim);
 }
 
 cudaError_t launchAddRmsNorm(DType t, void* out, float* x, const void* delta, const void* weight,
