@@ -208,7 +208,10 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
     rowsOf<kEpilogue>(p, first, rows);
     current.load(p, rows, 0, lane);
   }
+  __shared__ QkvShared qkv;  // the QKV epilogue's only
+  stageRopeFreqs<kEpilogue>(p, qkv);
   waitForPrevious();  // the input is the previous kernel's output
+  stageQkvTokens<kEpilogue>(p, qkv);
   const uint32_t call = kExchange ? exchangeCall(p) : 0;
   if constexpr (kStaged) {
     stageInput<kTokens, kExchange>(p, xs, call);
@@ -233,7 +236,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
         float sum[kRows];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) sum[r] = warpSum(acc[r][b]), acc[r][b] = 0;
-        if (lane == 0) finish<kEpilogue, OutT, kExchange>(p, j, b, rows, sum, call);
+        if (lane == 0) finish<kEpilogue, OutT, kExchange>(p, j, b, rows, sum, qkv, call);
       }
     }
     if (item + 1 < items) {
@@ -380,7 +383,8 @@ cudaError_t launchGemvQkv(const GemvInput& input, void* qkv, const void* w, cons
                           int in, Launch on) {
   const AttentionShape& s = epilogue.shape;
   const int pairs = (s.heads + 2 * s.kvHeads) * s.headDim / 2;
-  if (!launchable(input, n, pairs, in) || s.headDim % 2 != 0) return cudaErrorInvalidValue;
+  if (!launchable(input, n, pairs, in) || s.headDim % 2 != 0 || s.headDim > kAttentionMaxHeadDim)
+    return cudaErrorInvalidValue;
   GemvParams p = paramsFor(input, qkv, w, n, pairs, in, 0);
   p.qkv = epilogue;
   return launchFor<Epilogue::Qkv, __nv_bfloat16>(p, on);

@@ -5,6 +5,7 @@
 // tensor-core kernel for 3-8 tokens (plain inputs only).
 #pragma once
 
+#include "attention_plan.h"
 #include "gemv.h"
 #include "kernel_common.cuh"
 #include "rocenante/device.cuh"
@@ -86,13 +87,47 @@ __device__ inline void rowsOf(const GemvParams& p, int j, int (&rows)[kEpilogue 
   }
 }
 
-// Output j of token b from its rows' dot products `sum`. kExchange: the
+// What the QKV epilogue reads besides its sums, in shared memory, read
+// before the products rather than at the end of each row, where the whole
+// warp would wait on it: the RoPE inverse frequencies (the table, or
+// ropeTheta^(-2i/d)), filled before the wait since they are fixed when the
+// model is made, and each token's position and sequence, after it (the
+// previous step's last kernel advances them).
+struct QkvShared {
+  float freqs[kAttentionMaxHeadDim / 2];
+  int pos[kGemvMaxTokens], seq[kGemvMaxTokens];
+};
+
+// The block fills q's frequencies; uniform over the block (its barrier).
+template <Epilogue kEpilogue>
+__device__ void stageRopeFreqs(const GemvParams& p, QkvShared& q) {
+  if constexpr (kEpilogue == Epilogue::Qkv) {
+    const AttentionShape& s = p.qkv.shape;
+    for (int i = threadIdx.x; i < s.headDim / 2; i += blockDim.x)
+      q.freqs[i] = s.ropeFreqs ? s.ropeFreqs[i] : powf(s.ropeTheta, -2.0f * i / s.headDim);
+    __syncthreads();
+  }
+}
+
+// After the wait: the tokens' positions and sequences; uniform over the block.
+template <Epilogue kEpilogue>
+__device__ void stageQkvTokens(const GemvParams& p, QkvShared& q) {
+  if constexpr (kEpilogue == Epilogue::Qkv) {
+    if (threadIdx.x < p.tokens) {
+      q.pos[threadIdx.x] = p.qkv.place.pos[threadIdx.x];
+      q.seq[threadIdx.x] = p.qkv.place.seq[threadIdx.x];
+    }
+    __syncthreads();
+  }
+}
+
+// Output j of token b from its rows' dot products `sum` (QKV: with `q`). kExchange: the
 // kernel may put its outputs into an exchange (the CUDA-core kernel only:
 // in the tensor-core kernel the put's code spilled 4-20 bytes of registers,
 // and the gathers in its staging 244).
 template <Epilogue kEpilogue, typename OutT, bool kExchange = false>
 __device__ void finish(const GemvParams& p, int j, int b, const int (&rows)[kEpilogue == Epilogue::Plain ? 1 : 2],
-                       const float* sum, uint32_t call = 0) {
+                       const float* sum, const QkvShared& q, uint32_t call = 0) {
   if constexpr (kEpilogue == Epilogue::Plain) {
     if (kExchange && p.put) rcn_device::rcnDevicePut(p.exchange, call, size_t(b) * p.out + j, sum[0]);
     else static_cast<OutT*>(p.y)[size_t(b) * p.out + j] = fromFloat<OutT>(sum[0]);
@@ -101,14 +136,14 @@ __device__ void finish(const GemvParams& p, int j, int b, const int (&rows)[kEpi
   } else {
     const QkvEpilogue& e = p.qkv;
     const AttentionShape& s = e.shape;
-    const int d = s.headDim, half = d / 2, qkPairs = (s.heads + s.kvHeads) * half, pos = e.place.pos[b];
+    const int d = s.headDim, half = d / 2, qkPairs = (s.heads + s.kvHeads) * half, pos = q.pos[b];
     const auto* bias = static_cast<const __nv_bfloat16*>(e.bias);
     float x0 = sum[0], x1 = sum[1];
     if (bias) x0 += __bfloat162float(bias[rows[0]]), x1 += __bfloat162float(bias[rows[1]]);
     const int head = rows[0] / d;  // counting q, then k, then v heads
     if (j < qkPairs) {
       const int i = j % half;
-      const float angle = pos * (s.ropeFreqs ? s.ropeFreqs[i] : powf(s.ropeTheta, -2.0f * i / d));
+      const float angle = pos * q.freqs[i];
       float c, sn;
       sincosf(angle, &sn, &c);
       const float r0 = x0 * c - x1 * sn, r1 = x0 * sn + x1 * c;
@@ -120,7 +155,7 @@ __device__ void finish(const GemvParams& p, int j, int b, const int (&rows)[kEpi
     } else {
       const bool isKey = head < s.heads + s.kvHeads;
       const int kvh = isKey ? head - s.heads : head - s.heads - s.kvHeads;
-      const size_t cacheAt = ((size_t(e.place.seq[b]) * s.maxContext + pos) * s.kvHeads + kvh) * d;
+      const size_t cacheAt = ((size_t(q.seq[b]) * s.maxContext + pos) * s.kvHeads + kvh) * d;
       out = static_cast<__nv_bfloat16*>(isKey ? e.keyCache : e.valueCache) + cacheAt;
     }
     out[rows[0] - head * d] = __float2bfloat16(x0);

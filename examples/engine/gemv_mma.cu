@@ -115,7 +115,7 @@ struct Chunk {
 // acc = {C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]}: tokens 2t and 2t + 1
 // of output g (Plain: of outputs g and g + 8).
 template <Epilogue kEpilogue, typename OutT>
-__device__ void finishTile(const GemvParams& p, int tile, int g, int t, const float (&acc)[4]) {
+__device__ void finishTile(const GemvParams& p, int tile, int g, int t, const float (&acc)[4], const QkvShared& q) {
 #pragma unroll
   for (int u = 0; u < 2; ++u) {
     const int b = 2 * t + u;
@@ -125,7 +125,7 @@ __device__ void finishTile(const GemvParams& p, int tile, int g, int t, const fl
       for (int h = 0; h < 2; ++h) {
         const int j = tile * 16 + g + 8 * h;
         const int rows[1] = {j};
-        if (j < p.out) finish<kEpilogue, OutT>(p, j, b, rows, &acc[2 * h + u]);
+        if (j < p.out) finish<kEpilogue, OutT>(p, j, b, rows, &acc[2 * h + u], q);
       }
     } else {
       const int j = tile * 8 + g;
@@ -133,7 +133,7 @@ __device__ void finishTile(const GemvParams& p, int tile, int g, int t, const fl
       int rows[2];
       rowsOf<kEpilogue>(p, j, rows);
       const float sum[2] = {acc[u], acc[2 + u]};
-      finish<kEpilogue, OutT>(p, j, b, rows, sum);
+      finish<kEpilogue, OutT>(p, j, b, rows, sum, q);
     }
   }
 }
@@ -170,7 +170,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
 
   Chunk current;
   if (rounds > 0 && chunks > 0) load(current, 0, 0, nullptr);
+  __shared__ QkvShared qkv;  // the QKV epilogue's only
+  stageRopeFreqs<kEpilogue>(p, qkv);
   waitForPrevious();
+  stageQkvTokens<kEpilogue>(p, qkv);
   const int column = min(g, p.tokens - 1);  // column g of B: token g (any token past the last)
   const uint4* x = static_cast<const uint4*>(p.input.x) + size_t(column) * p.vectors;
   if (rounds > 0 && chunks > 0) current.loadInput(x, firstChunk, t, p.vectors);
@@ -189,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
     }
     const int tile = firstTile + slot + r * slots;
     if (p.splits == 1) {
-      if (tile < endTile) finishTile<kEpilogue, OutT>(p, tile, g, t, acc);
+      if (tile < endTile) finishTile<kEpilogue, OutT>(p, tile, g, t, acc, qkv);
       continue;
     }
     // The first warp of the slot adds the slot's partial sums in split order.
@@ -203,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) sum[e] += mine[k * 128 + e * 32 + lane];
       }
-      finishTile<kEpilogue, OutT>(p, tile, g, t, sum);
+      finishTile<kEpilogue, OutT>(p, tile, g, t, sum, qkv);
     }
   }
 }
