@@ -6,7 +6,8 @@
 // warp several rows, and the benchmark's products at TP=2. Every
 // launch overlaps the previous kernel (programmatic dependent launch), and
 // the input vector is written by that previous kernel, so a GEMV that read
-// it too early would see the NaN poison. Last, the multi-block argmax.
+// it too early would see the NaN poison. Then the row kernels (add + RMSNorm,
+// embedding), the multi-block argmax and the attention builds' occupancy.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_bf16.h>
@@ -222,8 +223,10 @@ TEST_CASE("GEMV with SwiGLU fused: silu(gate . x) * (up . x)", "[engine][gpu]") 
 
 TEST_CASE("GEMV with the residual add + RMSNorm fused in front", "[engine][gpu]") {
   rcn::test::requireGpus(1);
+  // The last two: the widest rows whose staging fits (gemvFits: 34128 at 1 token, 25600 at 2).
   for (Case c : {Case{6144, 4096, 1, false, false, true}, Case{300, 96, 2, false, true, true},
-                 Case{7168, 4096, 2, true, false, true}})
+                 Case{7168, 4096, 2, true, false, true}, Case{64, 34128, 1, false, true, true},
+                 Case{40, 25600, 2, true, false, true}})
     check(c);
 }
 
@@ -252,8 +255,9 @@ TEST_CASE("GEMV with plain inputs too large to stage", "[engine][gpu]") {
 
 TEST_CASE("GEMV on tensor cores with SwiGLU fused", "[engine][gpu]") {
   rcn::test::requireGpus(1);
+  // 7 outputs: no whole tile; 4240: a last chunk of two vectors; then llama3-8b TP=1 gate/up.
   for (Case c : {Case{160, 96, 3, true, false}, Case{4099, 2056, 5, true, false}, Case{7, 4240, 8, true, false},
-                 Case{14336, 4096, 8, true, false}})  // llama3-8b TP=1 gate/up
+                 Case{14336, 4096, 8, true, false}})
     check(c);
 }
 
@@ -286,13 +290,22 @@ TEST_CASE("GEMV refuses what it cannot do", "[engine][gpu]") {
   CHECK(gemvFits(8, 14336, false));  // a plain input is not staged: any size
   CHECK(gemvFits(3, 1 << 20, false));
   CHECK(gemvFits(1, 1 << 20, false));
-  CHECK(gemvFits(2, 25600));  // the limits gemv.h names: norm staging for 2 tokens
+  CHECK(gemvFits(1, 34128));  // the limits gemv.h names: norm staging for 1 and 2 tokens
+  CHECK_FALSE(gemvFits(1, 34136));
+  CHECK(gemvFits(2, 25600));
   CHECK_FALSE(gemvFits(2, 25608));
   // A launch it does not take is refused before anything runs.
   const GemvInput normed = normedInput(nullptr, nullptr, nullptr, nullptr, 1e-5f);
+  const int someInput = 0;
+  const GemvInput plain = vectorInput(&someInput);  // never read: refused first
   CHECK(launchGemv(normed, nullptr, false, nullptr, 3, 16, 64, Launch{}) == cudaErrorInvalidValue);
   CHECK(launchGemvSwiGlu(normed, nullptr, nullptr, 8, 16, 64, Launch{}) == cudaErrorInvalidValue);
-  CHECK(launchGemv(vectorInput(nullptr), nullptr, false, nullptr, 9, 16, 64, Launch{}) == cudaErrorInvalidValue);
+  CHECK(launchGemv(plain, nullptr, false, nullptr, 9, 16, 64, Launch{}) == cudaErrorInvalidValue);
+  QkvEpilogue qkv;
+  qkv.shape = AttentionShape{1, 1, 64, 1, 0, 0, 64, 10000.0f, 1e-5f, false, nullptr};
+  CHECK(launchGemvQkv(normed, nullptr, nullptr, qkv, 3, 64, Launch{}) == cudaErrorInvalidValue);
+  qkv.shape.headDim = kAttentionMaxHeadDim + 2;  // more RoPE frequencies than the epilogue holds
+  CHECK(launchGemvQkv(plain, nullptr, nullptr, qkv, 1, 64, Launch{}) == cudaErrorInvalidValue);
 }
 
 namespace {
@@ -332,8 +345,21 @@ int runQkvCase(const QkvCase& c) {
   RANK_EXPECT(cudaMalloc(&residualOut, xCount * 4) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&pos, 8 * sizeof(int)) == cudaSuccess && cudaMalloc(&seq, 8 * sizeof(int)) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&table, d / 2 * 4) == cudaSuccess);
-  RANK_EXPECT(cudaMemcpy(pos, positions, 8 * sizeof(int), cudaMemcpyHostToDevice) == cudaSuccess);
+  // The positions start one behind: a kernel advances them right before the
+  // product, behind a slow one, so an epilogue that read them before its wait
+  // would rotate by the wrong angle.
+  int behind[8];
+  for (int b = 0; b < 8; ++b) behind[b] = positions[b] - 1;
+  RANK_EXPECT(cudaMemcpy(pos, behind, 8 * sizeof(int), cudaMemcpyHostToDevice) == cudaSuccess);
   RANK_EXPECT(cudaMemcpy(seq, seqs, c.tokens * sizeof(int), cudaMemcpyHostToDevice) == cudaSuccess);
+  int* tokenIds = nullptr;
+  uint64_t* argmaxKeys = nullptr;
+  void* slow = nullptr;
+  const size_t slowCount = size_t(64) << 20;
+  RANK_EXPECT(cudaMalloc(&tokenIds, 8 * sizeof(int)) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&argmaxKeys, 8 * sizeof(uint64_t)) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&slow, slowCount * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMemset(argmaxKeys, 0, 8 * sizeof(uint64_t)) == cudaSuccess);
   RANK_EXPECT(cudaMemcpy(table, freqs.data(), d / 2 * 4, cudaMemcpyHostToDevice) == cudaSuccess);
   for (void* poisoned : {qkv, keys, values})
     RANK_EXPECT(cudaMemset(poisoned, 0xff, poisoned == qkv ? size_t(c.tokens) * rows * 2 : cacheCount * 2) ==
@@ -354,6 +380,8 @@ int runQkvCase(const QkvCase& c) {
   RANK_EXPECT(launchRandomFill(DType::F32, residual, xCount, 7, 2.0f, 0.0f, plain) == cudaSuccess);
   RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
   RANK_EXPECT(launchRandomFill(DType::BF16, x, xCount, 5, 1.0f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(DType::BF16, slow, slowCount, 9, 1.0f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchTokensFromKeys(tokenIds, pos, argmaxKeys, c.tokens, true, on) == cudaSuccess);
   QkvEpilogue e;
   e.place = TokenPlacement{nullptr, pos, seq};
   e.shape = AttentionShape{heads, kvHeads, d, heads / kvHeads, 0, 0, maxContext, 10000.0f, 1e-5f, c.interleaved,
@@ -403,7 +431,7 @@ int runQkvCase(const QkvCase& c) {
   }
   for (void* p : {w, x, bias, qkv, keys, values, normWeight, static_cast<void*>(residual),
                   static_cast<void*>(residualOut), static_cast<void*>(pos), static_cast<void*>(seq),
-                  static_cast<void*>(table)})
+                  static_cast<void*>(table), static_cast<void*>(tokenIds), static_cast<void*>(argmaxKeys), slow})
     cudaFree(p);
   cudaStreamDestroy(stream);
   return bad ? 1 : 0;
@@ -555,8 +583,9 @@ namespace {
 // against the table, for `rows` rows of `dim`: narrower than a block, exactly
 // what the registers hold (512 threads x 16 values), and wider (the rest read
 // again); with and without delta; with a rowIndex (the final norm's: every
-// other row, backwards). delta is written by the kernel right before the
-// norm (programmatic launch): a norm that read it early sees the poison.
+// other row, backwards). delta sits at the end of a large buffer that one
+// slow kernel fills right before the norm (programmatic launch): a norm that
+// read it before its wait would see the poison.
 int runRowKernels(DType t, int rows, int dim, bool withDelta, bool withIndex) {
   if (cudaSetDevice(0) != cudaSuccess) return 2;
   const bool isFloat = t == DType::F32;
@@ -565,10 +594,12 @@ int runRowKernels(DType t, int rows, int dim, bool withDelta, bool withIndex) {
   std::vector<int> index(outRows);
   for (int r = 0; r < outRows; ++r) index[r] = withIndex ? rows - 1 - 2 * r : r;
   float *x = nullptr, *embedded = nullptr;
-  void *delta = nullptr, *weight = nullptr, *out = nullptr;
+  void *fill = nullptr, *weight = nullptr, *out = nullptr;
+  const size_t fillCount = (size_t(64) << 20) + count;
   int *rowIndex = nullptr, *tokens = nullptr;
   RANK_EXPECT(cudaMalloc(&x, count * 4) == cudaSuccess && cudaMalloc(&embedded, count * 4) == cudaSuccess);
-  RANK_EXPECT(cudaMalloc(&delta, count * elem) == cudaSuccess && cudaMalloc(&weight, dim * elem) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&fill, fillCount * elem) == cudaSuccess && cudaMalloc(&weight, dim * elem) == cudaSuccess);
+  void* delta = static_cast<char*>(fill) + (fillCount - count) * elem;
   RANK_EXPECT(cudaMalloc(&out, count * elem) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&rowIndex, rows * 4) == cudaSuccess && cudaMalloc(&tokens, rows * 4) == cudaSuccess);
   RANK_EXPECT(cudaMemcpy(rowIndex, index.data(), outRows * 4, cudaMemcpyHostToDevice) == cudaSuccess);
@@ -581,12 +612,12 @@ int runRowKernels(DType t, int rows, int dim, bool withDelta, bool withIndex) {
   // The weight is read before the wait: written by a plain launch, finished first.
   RANK_EXPECT(launchRandomFill(t, weight, dim, 3, 0.5f, 1.0f, plain) == cudaSuccess);
   RANK_EXPECT(launchRandomFill(DType::F32, x, count, 5, 2.0f, 0.0f, plain) == cudaSuccess);
-  RANK_EXPECT(cudaMemsetAsync(delta, 0x7f, count * elem, stream) == cudaSuccess);  // huge values
+  RANK_EXPECT(cudaMemsetAsync(fill, 0x7f, fillCount * elem, stream) == cudaSuccess);  // huge values
   RANK_EXPECT(cudaMemsetAsync(out, 0xff, count * elem, stream) == cudaSuccess);
   RANK_EXPECT(cudaMemsetAsync(embedded, 0xff, count * 4, stream) == cudaSuccess);
   RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
   const std::vector<float> x0 = download(x, count, true), w = download(weight, dim, isFloat);
-  RANK_EXPECT(launchRandomFill(t, delta, count, 7, 1.0f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchRandomFill(t, fill, fillCount, 7, 1.0f, 0.0f, on) == cudaSuccess);
   RANK_EXPECT(launchAddRmsNorm(t, out, x, withDelta ? delta : nullptr, weight, withIndex ? rowIndex : nullptr,
                                outRows, dim, 1e-5f, on) == cudaSuccess);
   RANK_EXPECT(launchEmbedding(t, embedded, delta, tokens, rows, dim, on) == cudaSuccess);
@@ -622,7 +653,7 @@ int runRowKernels(DType t, int rows, int dim, bool withDelta, bool withIndex) {
       if (!(e[at] == table) && ++bad <= 5)
         std::printf("dim %d embedding[%d][%d] = %.9g, want %.9g\n", dim, row, i, e[at], table);
     }
-  for (void* p : {static_cast<void*>(x), static_cast<void*>(embedded), delta, weight, out,
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(embedded), fill, weight, out,
                   static_cast<void*>(rowIndex), static_cast<void*>(tokens)})
     cudaFree(p);
   cudaStreamDestroy(stream);

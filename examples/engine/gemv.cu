@@ -92,7 +92,6 @@ struct Chunk {
 constexpr size_t kMaxSharedBytes = 200 * 1024;
 
 constexpr int kExchangeGroups = 4;  // groups of 4 values one thread gathers at once
-constexpr int kStageBatch = 4;      // groups of 4 values one thread loads at once in the staging
 
 // staged[g] = the exchange's sums of group g (4 values) of token b, for the
 // groups this thread reads in stageInput; kExchangeGroups gathers are in
@@ -122,6 +121,10 @@ __device__ void gatherDeltas(const GemvParams& p, uint32_t call, int b, int grou
 // from an exchange (no gather code at all in the others).
 template <int kTokens, bool kGather>
 __device__ void stageInput(const GemvParams& p, uint4* xs, uint32_t call) {
+  // Groups of 4 values a thread loads at once. The exchange's instances load
+  // one, as before: a batch of 4 raised their registers (the 2-token plain
+  // one from 127 to 162, one block an SM instead of two).
+  constexpr int kStageBatch = kGather ? 1 : 4;
   const GemvInput& in = p.input;
   float4* staged = reinterpret_cast<float4*>(xs + kTokens * p.vectors);
   const int groups = p.in / 4;
@@ -306,15 +309,15 @@ GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int 
   return p;
 }
 
-// What a launch of n tokens can take: an output to compute, and an input
-// gemvFits takes (a normed one whose rows and staging fit; a plain one of
-// any size).
 // Whether n tokens of `values` outputs (put) or inputs (gathered) fit an
 // exchange: the CUDA-core kernel's token counts, and the window.
 bool exchangeFits(const rcnDeviceComm& exchange, int n, int values) {
   return n <= kGemvExchangeMaxTokens && size_t(n) * values <= exchange.maxValues;
 }
 
+// What a launch of n tokens can take: an output to compute, and an input
+// gemvFits takes (a normed one of 1-2 tokens whose rows and staging fit; a
+// plain one of any size).
 bool launchable(const GemvInput& input, int n, int out, int in) {
   if (input.exchange && (!input.normed() || !exchangeFits(*input.exchange, n, in))) return false;
   return out >= 1 && gemvFits(n, in, input.normed());
@@ -354,9 +357,11 @@ cudaError_t gemvResidentBlocks(const void* kernel, int threads, size_t smem, int
 // norm's staging fit in a block's shared memory; a plain input is not
 // staged. At 3-8 tokens the norm is a kernel of its own in front (GpuModel),
 // which measured faster than staging every token in every block of the
-// tensor-core kernel (H200, TP=1 decode step, 2026-12-01: llama3-8b batch 8
-// 4558 against 4686 us, llama3-1b batch 4 and 8 956 / 1009 against 989 /
-// 1042; llama3-8b batch 4 4444 against 4416).
+// tensor-core kernel (H200, TP=1 decode step, 2026-12-01, with the norm
+// kernel of then: llama3-8b batch 8 4558 against 4686 us, llama3-1b batch 4
+// and 8 956 / 1009 against 989 / 1042; only llama3-8b batch 4 was slower,
+// 4444 against 4416, and faster once the norm kernel issued its loads
+// together: 4250).
 bool gemvFits(int n, int in, bool norm) {
   if (n < 1 || n > kGemvMaxTokens || in < 8 || in % 8 != 0) return false;
   if (n > kMaxTokens) return !norm;

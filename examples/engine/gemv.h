@@ -5,10 +5,10 @@
 // with the tokens as the 8 columns). The input is either a bf16 vector or,
 // for 1-2 tokens, the residual stream normalised on the fly (the add +
 // RMSNorm that precedes the QKV and gate/up products, fused in).
-// A GEMV loads its first weights before it waits for the previous kernel
-// (programmatic dependent launch), so weights must not be written by a
-// kernel still running in front of it: load them with plain launches and
-// synchronize, as GpuModel does.
+// A GEMV loads its first weights (and a QKV product its RoPE table) before
+// it waits for the previous kernel (programmatic dependent launch), so they
+// must not be written by a kernel still running in front of it: load them
+// with plain launches and synchronize, as GpuModel does.
 #pragma once
 
 #include "gpu_kernels.h"
@@ -78,6 +78,8 @@ cudaError_t launchGemvSwiGlu(const GemvInput& input, void* act, const void* gate
 // which needs a whole head first): per token, the q/k/v biases (when
 // given), RoPE on q and k, q written to qkv (its usual place in [q | k | v]
 // rows), k and v into this layer's KV cache, as launchQkvToCache would.
+// Heads of at most kAttentionMaxHeadDim; the RoPE table (shape.ropeFreqs)
+// is read before the PDL wait, like the weights.
 struct QkvEpilogue {
   TokenPlacement place;
   AttentionShape shape;

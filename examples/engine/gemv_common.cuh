@@ -27,9 +27,11 @@ struct GemvParams {
   int pairRows;       // SwiGlu: the distance from a gate row to its up row
   QkvEpilogue qkv;    // Qkv only
   int rowsPerWarp;    // CUDA-core kernel: outputs per warp
-  int tokens;         // n, 1..8 (both kernels; the rest below is the tensor-core kernel's)
+  int tokens;         // n, 1..8 (both kernels)
+  // The tensor-core kernel's:
   int tiles;          // 16-row tiles of W (16 outputs for Plain, 8 for the pairs)
   int splits;         // warps that share a tile, each a slice of its K (1, 2, 4, 8 or 16)
+  // The CUDA-core kernel's exchange (rocenante's device API):
   bool put;           // Plain outputs go into the exchange's windows, not y
   bool gathered;      // the normed input's delta is the exchange's sum
   rcnDeviceComm exchange;
@@ -89,27 +91,25 @@ __device__ inline void rowsOf(const GemvParams& p, int j, int (&rows)[kEpilogue 
 
 // What the QKV epilogue reads besides its sums, in shared memory, read
 // before the products rather than at the end of each row, where the whole
-// warp would wait on it: the RoPE inverse frequencies (the table, or
-// ropeTheta^(-2i/d)), filled before the wait since they are fixed when the
-// model is made, and each token's position and sequence, after it (the
-// previous step's last kernel advances them).
+// warp would wait on it: the RoPE inverse frequencies, filled before the
+// wait since they are fixed when the model is made, and each token's
+// position and sequence, after it (the previous step's last kernel advances
+// them). One barrier, stageQkvTokens', publishes both.
 struct QkvShared {
   float freqs[kAttentionMaxHeadDim / 2];
   int pos[kGemvMaxTokens], seq[kGemvMaxTokens];
 };
 
-// The block fills q's frequencies; uniform over the block (its barrier).
 template <Epilogue kEpilogue>
 __device__ void stageRopeFreqs(const GemvParams& p, QkvShared& q) {
   if constexpr (kEpilogue == Epilogue::Qkv) {
-    const AttentionShape& s = p.qkv.shape;
-    for (int i = threadIdx.x; i < s.headDim / 2; i += blockDim.x)
-      q.freqs[i] = s.ropeFreqs ? s.ropeFreqs[i] : powf(s.ropeTheta, -2.0f * i / s.headDim);
-    __syncthreads();
+    for (int i = threadIdx.x; i < p.qkv.shape.headDim / 2; i += blockDim.x)
+      q.freqs[i] = ropeInverseFrequency(p.qkv.shape, i);
   }
 }
 
-// After the wait: the tokens' positions and sequences; uniform over the block.
+// After the wait: the tokens' positions and sequences, then the barrier
+// (uniform over the block).
 template <Epilogue kEpilogue>
 __device__ void stageQkvTokens(const GemvParams& p, QkvShared& q) {
   if constexpr (kEpilogue == Epilogue::Qkv) {
@@ -124,7 +124,7 @@ __device__ void stageQkvTokens(const GemvParams& p, QkvShared& q) {
 // Output j of token b from its rows' dot products `sum` (QKV: with `q`). kExchange: the
 // kernel may put its outputs into an exchange (the CUDA-core kernel only:
 // in the tensor-core kernel the put's code spilled 4-20 bytes of registers,
-// and the gathers in its staging 244).
+// and the gathers in its former staging 244).
 template <Epilogue kEpilogue, typename OutT, bool kExchange = false>
 __device__ void finish(const GemvParams& p, int j, int b, const int (&rows)[kEpilogue == Epilogue::Plain ? 1 : 2],
                        const float* sum, const QkvShared& q, uint32_t call = 0) {

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kRowThreads) embeddingKernel(float* x, const T
 // loaded before the wait: they never depend on the previous kernel); wider
 // rows read the rest again.
 template <typename T>
-__global__ void __launch_bounds__(kNormThreads) addRmsNormKernel(T* out, float* x, const T* delta, const T* weight,
+__global__ void __launch_bounds__(kNormThreads, 1) addRmsNormKernel(T* out, float* x, const T* delta, const T* weight,
                                                                  const int* rowIndex, int dim, float eps) {
   float w[kRowHeld];
 #pragma unroll
@@ -135,7 +135,7 @@ __global__ void qkvToCacheKernel(T* qkv, T* keyCache, T* valueCache, const T* bi
       x0 *= toFloat(norm[a]);
       x1 *= toFloat(norm[b]);
     }
-    const float angle = pos * (s.ropeFreqs ? s.ropeFreqs[p] : powf(s.ropeTheta, -2.0f * p / d));
+    const float angle = pos * ropeInverseFrequency(s, p);
     float c, sn;
     sincosf(angle, &sn, &c);
     dst[a] = fromFloat<T>(x0 * c - x1 * sn);

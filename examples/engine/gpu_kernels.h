@@ -48,7 +48,8 @@ struct AttentionShape {
   int maxContext;                   // KV-cache rows per sequence
   float ropeTheta, normEps;
   bool ropeInterleaved;
-  const float* ropeFreqs;           // device [headDim/2] inverse frequencies; null: ropeTheta^(-2i/headDim)
+  const float* ropeFreqs;           // device [headDim/2] inverse frequencies; null: ropeTheta^(-2i/headDim).
+                                    // Read before the PDL wait, like weights: fixed once the model is made
 };
 
 // qkv holds [q | k | v] per token. Adds the bias [bq | bk | bv] (when given),

@@ -30,11 +30,19 @@ __device__ inline float4 bf16x4ToFloat4(uint2 packed) {
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
+// RoPE's inverse frequency of rotation pair i: the model's table, or
+// ropeTheta^(-2i/d). One expression for every kernel that rotates, so that
+// their angles agree bit for bit.
+__device__ inline float ropeInverseFrequency(const AttentionShape& s, int i) {
+  return s.ropeFreqs ? s.ropeFreqs[i] : powf(s.ropeTheta, -2.0f * i / s.headDim);
+}
+
 // Programmatic dependent launch: let the next kernel on the stream be
 // scheduled now, then wait until the previous kernel has finished and its
 // writes are visible. Every kernel calls it before it reads or writes any
-// activation (before it, kernels only load weights and read hints for
-// prefetches); both halves are no-ops for a plain launch.
+// activation (before it, kernels only load weights and what is as fixed as
+// weights, the RoPE frequency table, and read hints for prefetches); both
+// halves are no-ops for a plain launch.
 __device__ inline void waitForPrevious() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
