@@ -186,6 +186,46 @@ __device__ void stageInput(const GemvParams& p, uint4* xs, uint32_t call) {
   if (gathered) rcn_device::rcnDeviceEndCall(p.exchange, call);  // after the barrier above: every gather is done
 }
 
+// A warp works in units of weight rows: one output of the paired epilogues
+// (two rows: rowsOf), one plain output, or, in the kPlainPairs instance,
+// two neighbouring plain outputs, so that each chunk of a plain input, read
+// beside the weights, serves two rows (launchCudaCore says when).
+template <Epilogue kEpilogue, bool kPlainPairs>
+constexpr int kUnitRows = kEpilogue != Epilogue::Plain || kPlainPairs ? 2 : 1;
+
+template <bool kPlainPairs>
+int unitsOf(const GemvParams& p) {
+  return kPlainPairs ? (p.out + 1) / 2 : p.out;
+}
+
+// The weight rows of unit u (a plain pair's second row is its first again
+// past an odd last output: read, never written).
+template <Epilogue kEpilogue, bool kPlainPairs>
+__device__ inline void unitRows(const GemvParams& p, int u, int (&rows)[kUnitRows<kEpilogue, kPlainPairs>]) {
+  if constexpr (kEpilogue != Epilogue::Plain) {
+    rowsOf<kEpilogue>(p, u, rows);
+  } else if constexpr (kPlainPairs) {
+    rows[0] = 2 * u;
+    rows[1] = min(2 * u + 1, p.out - 1);
+  } else {
+    rows[0] = u;
+  }
+}
+
+// The outputs of unit u for token b from its rows' sums.
+template <Epilogue kEpilogue, typename OutT, bool kExchange, bool kPlainPairs, int kRows>
+__device__ void finishUnit(const GemvParams& p, int u, int b, const int (&rows)[kRows], const float (&sum)[kRows],
+                           const QkvShared& qkv, uint32_t call) {
+  if constexpr (kPlainPairs) {
+    for (int r = 0; r < 2 && 2 * u + r < p.out; ++r) {
+      const int row[1] = {2 * u + r};
+      finish<kEpilogue, OutT, kExchange>(p, row[0], b, row, &sum[r], qkv, call);
+    }
+  } else {
+    finish<kEpilogue, OutT, kExchange>(p, u, b, rows, sum, qkv, call);
+  }
+}
+
 // Staged (the fused norm in front): the input rows in shared memory. Plain:
 // each lane loads its share of the input with the chunk's weights (from L2
 // after the first block's reads), so the products start without a staging
@@ -194,21 +234,21 @@ __device__ void stageInput(const GemvParams& p, uint4* xs, uint32_t call) {
 // input) or sums its delta from one (staged); a separate instance, because
 // the exchange's code in the common one slowed every product (llama3-8b TP=1
 // decode 4060 -> 4247 us a step on H200, unused).
-template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange>
+template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange, bool kPlainPairs>
 __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
-  constexpr int kRows = kEpilogue == Epilogue::Plain ? 1 : 2;
+  constexpr int kRows = kUnitRows<kEpilogue, kPlainPairs>;
   extern __shared__ uint4 xs[];  // staged: [kTokens][vectors] bf16, then the norm's fp32 staging [in]
   const int lane = threadIdx.x % 32;
-  const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * p.rowsPerWarp;
-  const int outputs = max(0, min(p.out, first + p.rowsPerWarp) - first);
+  const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * p.unitsPerWarp;
+  const int units = max(0, min(p.units, first + p.unitsPerWarp) - first);
   const int chunksPerRow = (p.vectors + kChunkVectors - 1) / kChunkVectors;
-  const int items = outputs * chunksPerRow;
+  const int items = units * chunksPerRow;
   const uint4* input = static_cast<const uint4*>(p.input.x);  // unstaged only
 
   int rows[kRows], nextRows[kRows];
   Chunk<kRows, kTokens, kStaged> current;
   if (items > 0) {
-    rowsOf<kEpilogue>(p, first, rows);
+    unitRows<kEpilogue, kPlainPairs>(p, first, rows);
     current.load(p, rows, 0, lane);
   }
   __shared__ QkvShared qkv;  // the QKV epilogue's only
@@ -227,7 +267,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
     const int j = first + item / chunksPerRow, chunk = item % chunksPerRow;
     Chunk<kRows, kTokens, kStaged> next;
     if (item + 1 < items) {
-      rowsOf<kEpilogue>(p, first + (item + 1) / chunksPerRow, nextRows);
+      unitRows<kEpilogue, kPlainPairs>(p, first + (item + 1) / chunksPerRow, nextRows);
       next.load(p, nextRows, (item + 1) % chunksPerRow, lane);
       if constexpr (!kStaged) next.loadInput(input, (item + 1) % chunksPerRow, lane, p.vectors);
     }
@@ -239,7 +279,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
         float sum[kRows];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) sum[r] = warpSum(acc[r][b]), acc[r][b] = 0;
-        if (lane == 0) finish<kEpilogue, OutT, kExchange>(p, j, b, rows, sum, qkv, call);
+        if (lane == 0) finishUnit<kEpilogue, OutT, kExchange, kPlainPairs, kRows>(p, j, b, rows, sum, qkv, call);
       }
     }
     if (item + 1 < items) {
@@ -254,25 +294,45 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
 size_t stagedBytes(int kTokens, int in) { return size_t(kTokens) * in * 2 + size_t(in) * 4; }
 
 // Launches the instance for (tokens, epilogue, output type) with a grid of
-// the blocks that fit at once, every warp taking the same number of outputs
+// the blocks that fit at once, every warp taking the same number of units
 // (no tail of half-idle SMs). Only a normed input is staged.
-template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange = false>
+template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange = false,
+          bool kPlainPairs = false>
 cudaError_t launchInstance(GemvParams p, Launch on) {
-  constexpr auto kernel = gemvKernel<kTokens, kEpilogue, OutT, kStaged, kExchange>;
+  constexpr auto kernel = gemvKernel<kTokens, kEpilogue, OutT, kStaged, kExchange, kPlainPairs>;
   const size_t smem = kStaged ? stagedBytes(kTokens, p.in) : 0;
   int blocks = 0;
   cudaError_t e = gemvBlocksFor<kernel>(kThreads, smem, &blocks);
   if (e != cudaSuccess) return e;
   const int warps = blocks * kWarps;
-  p.rowsPerWarp = (p.out + warps - 1) / warps;
-  const int busyWarps = (p.out + p.rowsPerWarp - 1) / p.rowsPerWarp;
+  p.units = unitsOf<kPlainPairs>(p);
+  p.unitsPerWarp = (p.units + warps - 1) / warps;
+  const int busyWarps = (p.units + p.unitsPerWarp - 1) / p.unitsPerWarp;
   const int grid = (busyWarps + kWarps - 1) / kWarps;
   if (kExchange && grid > p.exchange.maxBlocks) return cudaErrorInvalidConfiguration;
   return launch(kernel, dim3(grid), dim3(kThreads), smem, on, p);
 }
 
+// Whether a plain product of one token has pairs for at least 3/4 of the
+// resident warps of the pairs instance: pairs halve the input reads and each
+// warp's chain of chunks, but fewer busy warps are fewer loads in flight
+// (H200, TP=1 decode, 2026-12-01: pairs for every plain product took
+// llama3-8b, whose 4096-row products give 2048 pairs to 2112 warps, from
+// 3961.5 to 3883.8 us a step, and llama3-1b, whose 2048-row products then
+// kept half the warps idle, from 798.5 to 830.6). Only the one-token plain
+// instances pair: at 2 tokens, staged or in the exchange's instances the
+// registers would cost a block an SM.
+template <typename OutT>
+bool pairsFill(const GemvParams& p) {
+  int blocks = 0;
+  if (gemvBlocksFor<gemvKernel<1, Epilogue::Plain, OutT, false, false, true>>(kThreads, 0, &blocks) != cudaSuccess)
+    return false;
+  return 4 * int64_t(unitsOf<true>(p)) >= 3 * int64_t(blocks) * kWarps;
+}
+
 // The CUDA-core instance for p.tokens (1-2) tokens: the exchange's where p
-// puts or gathers (bf16 outputs, the only ones the engine exchanges).
+// puts or gathers (bf16 outputs, the only ones the engine exchanges); for
+// one token of a plain input, the pairs instance where pairsFill says so.
 template <Epilogue kEpilogue, typename OutT, bool kStaged>
 cudaError_t launchCudaCore(const GemvParams& p, Launch on) {
   if constexpr (std::is_same_v<OutT, __nv_bfloat16>) {
@@ -281,6 +341,9 @@ cudaError_t launchCudaCore(const GemvParams& p, Launch on) {
                            : launchInstance<2, kEpilogue, OutT, kStaged, true>(p, on);
   }
   if (p.exchanges()) return cudaErrorInvalidValue;
+  if constexpr (kEpilogue == Epilogue::Plain && !kStaged) {
+    if (p.tokens == 1 && pairsFill<OutT>(p)) return launchInstance<1, kEpilogue, OutT, false, false, true>(p, on);
+  }
   return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, kStaged>(p, on)
                        : launchInstance<2, kEpilogue, OutT, kStaged>(p, on);
 }
