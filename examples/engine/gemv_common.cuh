@@ -68,12 +68,12 @@ cudaError_t launchGemvMma(GemvParams p, Launch on);
 
 namespace {
 
-// The weight rows behind output j.
+// The two weight rows behind output j of a paired epilogue (each kernel
+// lays out its plain rows itself).
 template <Epilogue kEpilogue>
-__device__ inline void rowsOf(const GemvParams& p, int j, int (&rows)[kEpilogue == Epilogue::Plain ? 1 : 2]) {
-  if constexpr (kEpilogue == Epilogue::Plain) {
-    rows[0] = j;
-  } else if constexpr (kEpilogue == Epilogue::SwiGlu) {
+__device__ inline void rowsOf(const GemvParams& p, int j, int (&rows)[2]) {
+  static_assert(kEpilogue != Epilogue::Plain, "a plain output has one row");
+  if constexpr (kEpilogue == Epilogue::SwiGlu) {
     rows[0] = j, rows[1] = j + p.pairRows;
   } else {
     const AttentionShape& s = p.qkv.shape;

@@ -21,10 +21,9 @@
 // few hundred KB, so after the first block's reads it comes from L2).
 //
 // Work: one block of 16 warps per SM; each block takes a contiguous run of
-// 16-row tiles. When a block has
-// fewer tiles than warps, `splits` warps share a tile, each a slice of its K,
-// and add their partial sums through shared memory at the end of each round
-// of tiles. Weights stream as in the CUDA-core kernel: each lane keeps a chunk
+// 16-row tiles. When a block has fewer tiles than warps, `splits` warps share
+// a tile, each a slice of its K, and add their partial sums through shared
+// memory at the end of each round of tiles. Weights stream as in the CUDA-core kernel: each lane keeps a chunk
 // of 8 16-byte loads in flight and loads the next chunk (of the same tile or
 // the next round's) before it multiplies the current one; the first chunk is
 // loaded before waiting for the previous kernel.
@@ -224,10 +223,13 @@ int splitsFor(int tiles, int chunks) {
   return best;
 }
 
+}  // namespace
+
 // One block per SM (as many as fit), each with a contiguous, even share of
-// the tiles.
+// the tiles. A normed input is refused (its norm runs in front: gemvFits).
 template <Epilogue kEpilogue, typename OutT>
-cudaError_t launchInstance(GemvParams p, Launch on) {
+cudaError_t launchGemvMma(GemvParams p, Launch on) {
+  if (p.input.normed()) return cudaErrorInvalidValue;
   constexpr auto kernel = gemvMmaKernel<kEpilogue, OutT>;
   int blocks = 0;
   cudaError_t e = gemvBlocksFor<kernel>(kThreads, kPartialBytes, &blocks);
@@ -237,14 +239,6 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   const int grid = std::max(1, std::min(p.tiles, blocks));
   p.splits = splitsFor((p.tiles + grid - 1) / grid, (p.vectors + kChunkVectors - 1) / kChunkVectors);
   return launch(kernel, dim3(grid), dim3(kThreads), kPartialBytes, on, p);
-}
-
-}  // namespace
-
-template <Epilogue kEpilogue, typename OutT>
-cudaError_t launchGemvMma(GemvParams p, Launch on) {
-  if (p.input.normed()) return cudaErrorInvalidValue;
-  return launchInstance<kEpilogue, OutT>(p, on);
 }
 
 template cudaError_t launchGemvMma<Epilogue::Plain, float>(GemvParams, Launch);
