@@ -6,7 +6,8 @@
 // warp several rows, and the benchmark's products at TP=2. Every
 // launch overlaps the previous kernel (programmatic dependent launch), and
 // the input vector is written by that previous kernel, so a GEMV that read
-// it too early would see the NaN poison. Then the row kernels (add + RMSNorm,
+// it too early would see the NaN poison. The all-reduce fused into a plain
+// product, rank 0 of two on one GPU. Then the row kernels (add + RMSNorm,
 // embedding), the multi-block argmax and the attention builds' occupancy.
 #include <catch2/catch_test_macros.hpp>
 
@@ -277,6 +278,146 @@ TEST_CASE("GEMV on tensor cores: the llama3 products at TP=2", "[engine][gpu]") 
                  Case{7168, 4096, 8, true, false},          // 8b gate/up + SwiGLU
                  Case{4096, 7168, 8, false, false}})        // 8b down
     check(c);
+}
+
+// The all-reduce fused into a plain product (launchGemv's sumWith), on one
+// GPU: rank 0 of two, both windows on this GPU, rank 1's values for call 1
+// written into rank 0's window beforehand (or never: the peer that does not
+// arrive). The product must put its fp32 outputs, tagged with call 1, into
+// both windows, write y = bf16(own + peer) bit for bit (rank order), and
+// advance every block slot's call number; without the peer, every gather
+// gives up after the timeout, y keeps its poison, and the error names rank 1.
+struct SumCase {
+  int out, in, tokens;
+  bool peerArrives = true;
+};
+
+uint16_t floatToBf16(float f) {  // round to nearest even, as __float2bfloat16_rn (no NaN here)
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+int runSumCase(const SumCase& c) {
+  if (cudaSetDevice(0) != cudaSuccess) return 2;
+  const size_t values = size_t(c.tokens) * c.out, weightCount = size_t(c.out) * c.in, xCount = size_t(c.tokens) * c.in;
+  constexpr int kMaxBlocks = 1024;
+  rcnDeviceComm dev{};
+  dev.rank = 0;
+  dev.nranks = 2;
+  dev.maxValues = values;
+  dev.maxBlocks = kMaxBlocks;
+  dev.timeoutNs = c.peerArrives ? 5000000000ull : 50000000ull;
+  const size_t windowBytes = 2 * 2 * values * 8;  // [phase][from][maxValues] units
+  void *w = nullptr, *x = nullptr, *y = nullptr, *flags = nullptr;
+  RANK_EXPECT(cudaMalloc(&w, weightCount * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&x, xCount * 2) == cudaSuccess);
+  RANK_EXPECT(cudaMalloc(&y, values * 2) == cudaSuccess);
+  for (int r = 0; r < 2; ++r) {
+    RANK_EXPECT(cudaMalloc(reinterpret_cast<void**>(&dev.window[r]), windowBytes) == cudaSuccess);
+    RANK_EXPECT(cudaMemset(dev.window[r], 0, windowBytes) == cudaSuccess);
+  }
+  // calls, failed, abort flag, error record: zeroed.
+  const size_t flagBytes = kMaxBlocks * 4 + 4 + 4 + sizeof(rcnDeviceError);
+  RANK_EXPECT(cudaMalloc(&flags, flagBytes) == cudaSuccess);
+  RANK_EXPECT(cudaMemset(flags, 0, flagBytes) == cudaSuccess);
+  dev.calls = static_cast<uint32_t*>(flags);
+  dev.failed = dev.calls + kMaxBlocks;
+  dev.abortFlag = dev.failed + 1;
+  dev.error = reinterpret_cast<rcnDeviceError*>(dev.calls + kMaxBlocks + 2);
+
+  // The peer's values, phase 1 (call 1) of rank 0's window, from rank 1.
+  std::vector<float> peer(values);
+  std::vector<uint64_t> peerUnits(values);
+  for (size_t i = 0; i < values; ++i) {
+    peer[i] = float((i * 2654435761u) % 2001) / 500.0f - 2.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &peer[i], 4);
+    peerUnits[i] = (uint64_t(1) << 32) | bits;
+  }
+  auto part = [&](int owner, int from) { return dev.window[owner] + (size_t(1) * 2 + from) * values; };
+  if (c.peerArrives)
+    RANK_EXPECT(cudaMemcpy(part(0, 1), peerUnits.data(), values * 8, cudaMemcpyHostToDevice) == cudaSuccess);
+
+  cudaStream_t stream;
+  RANK_EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  const Launch plain{stream, false}, on{stream, true};
+  RANK_EXPECT(launchRandomFill(DType::BF16, w, weightCount, 21 + c.out, 0.05f, 0.0f, plain) == cudaSuccess);
+  RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+  RANK_EXPECT(cudaMemsetAsync(y, 0xff, values * 2, stream) == cudaSuccess);  // NaN
+  RANK_EXPECT(launchRandomFill(DType::BF16, x, xCount, 3 + c.in, 1.0f, 0.0f, on) == cudaSuccess);
+  RANK_EXPECT(launchGemv(vectorInput(x), y, false, w, c.tokens, c.out, c.in, on, &dev) == cudaSuccess);
+  RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+
+  const std::vector<float> W = download(w, weightCount, false), X = download(x, xCount, false);
+  std::vector<uint16_t> Y(values);
+  std::vector<uint64_t> own(values), ownAtPeer(values);
+  std::vector<uint32_t> calls(kMaxBlocks + 2);
+  rcnDeviceError error{};
+  RANK_EXPECT(cudaMemcpy(Y.data(), y, values * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(own.data(), part(0, 0), values * 8, cudaMemcpyDeviceToHost) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(ownAtPeer.data(), part(1, 0), values * 8, cudaMemcpyDeviceToHost) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(calls.data(), dev.calls, calls.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+  RANK_EXPECT(cudaMemcpy(&error, dev.error, sizeof error, cudaMemcpyDeviceToHost) == cudaSuccess);
+  int bad = 0;
+  auto complain = [&](const char* what, size_t i) {
+    if (++bad <= 5) std::printf("out %d in %d tokens %d: %s at %zu\n", c.out, c.in, c.tokens, what, i);
+  };
+  const std::vector<double> input(X.begin(), X.end());
+  for (size_t i = 0; i < values; ++i) {
+    const int b = int(i / c.out), row = int(i % c.out);
+    if (own[i] >> 32 != 1 || ownAtPeer[i] != own[i]) complain("own unit not tagged 1 in both windows", i);
+    float mine;
+    const uint32_t bits = uint32_t(own[i]);
+    std::memcpy(&mine, &bits, 4);
+    const auto [want, magnitude] = dotWithMagnitude(W, input, row, b, c.in);
+    if (!(std::fabs(mine - want) <= magnitude * 1e-5 + 1e-6)) complain("own value off the product", i);
+    const uint16_t expected = c.peerArrives ? floatToBf16(mine + peer[i]) : uint16_t(0xffff);
+    if (Y[i] != expected) complain(c.peerArrives ? "y is not bf16(own + peer)" : "y written without the peer", i);
+  }
+  const uint32_t failed = calls[kMaxBlocks];
+  if (c.peerArrives) {
+    for (int j = 0; j < kMaxBlocks; ++j)
+      if (calls[j] != 1) complain("block slot not at call 1", j);
+    if (failed != 0) complain("communicator failed", 0);
+  } else if (failed != 1 || error.code != rcnWaitTimeout || error.peer != 1 || error.call != 1) {
+    std::printf("missing peer: failed %u, error code %u peer %u call %u\n", failed, error.code, error.peer, error.call);
+    ++bad;
+  }
+  for (int r = 0; r < 2; ++r) cudaFree(dev.window[r]);
+  cudaFree(flags);
+  cudaFree(w);
+  cudaFree(x);
+  cudaFree(y);
+  cudaStreamDestroy(stream);
+  return bad ? 1 : 0;
+}
+
+TEST_CASE("GEMV summing its outputs over the ranks (device API), rank 0 of two on one GPU", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  // llama3-8b's O at TP=2 (one token: pairs of rows), its down at 2 tokens,
+  // llama3-1b's O (one token, single rows), a small product whose last block
+  // is partly idle, and the peer that never arrives.
+  for (SumCase c : {SumCase{4096, 2048, 1}, SumCase{4096, 7168, 2}, SumCase{2048, 1024, 1}, SumCase{300, 160, 1},
+                    SumCase{1000, 2056, 2}, SumCase{4096, 2048, 1, false}, SumCase{300, 160, 2, false}}) {
+    std::ostringstream what;
+    what << "out " << c.out << " in " << c.in << " tokens " << c.tokens << (c.peerArrives ? "" : " peer missing");
+    rcn::test::checkInOneRank([&] { return runSumCase(c); }, what.str());
+  }
+  // Refused: fp32 output, a normed input, 3 tokens, out % 4 != 0, more values than the window.
+  rcnDeviceComm dev{};
+  dev.nranks = 2;
+  dev.maxValues = 4096;
+  dev.maxBlocks = 1024;
+  int dummy = 0;
+  void* p = &dummy;
+  const GemvInput normed = normedInput(nullptr, nullptr, nullptr, nullptr, 1e-5f);
+  const Launch on{nullptr, true};
+  CHECK(launchGemv(vectorInput(p), p, true, p, 1, 64, 64, on, &dev) == cudaErrorInvalidValue);
+  CHECK(launchGemv(normed, p, false, p, 1, 64, 64, on, &dev) == cudaErrorInvalidValue);
+  CHECK(launchGemv(vectorInput(p), p, false, p, 3, 64, 64, on, &dev) == cudaErrorInvalidValue);
+  CHECK(launchGemv(vectorInput(p), p, false, p, 1, 66, 64, on, &dev) == cudaErrorInvalidValue);
+  CHECK(launchGemv(vectorInput(p), p, false, p, 2, 4096, 64, on, &dev) == cudaErrorInvalidValue);
 }
 
 TEST_CASE("GEMV refuses what it cannot do", "[engine][gpu]") {

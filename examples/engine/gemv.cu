@@ -91,50 +91,19 @@ struct Chunk {
 // H100/H200; some is left for the kernel's static arrays).
 constexpr size_t kMaxSharedBytes = 200 * 1024;
 
-constexpr int kExchangeGroups = 4;  // groups of 4 values one thread gathers at once
-
-// staged[g] = the exchange's sums of group g (4 values) of token b, for the
-// groups this thread reads in stageInput; kExchangeGroups gathers are in
-// flight together. A failed gather leaves its sums unset, and the staging
-// garbage: the wait recorded the communicator's error, which the engine
-// reads after every sync (GpuAllReduce::checkPeers) and throws on, so no
-// token from it is used.
-__device__ void gatherDeltas(const GemvParams& p, uint32_t call, int b, int groups, float4* staged) {
-  for (int g0 = threadIdx.x; g0 < groups; g0 += kExchangeGroups * blockDim.x) {
-    size_t index[kExchangeGroups];
-    float4 sums[kExchangeGroups];
-    int valid = 0;
-#pragma unroll
-    for (int k = 0; k < kExchangeGroups; ++k)
-      if (g0 + k * int(blockDim.x) < groups) index[valid++] = size_t(b) * p.in + 4 * (g0 + k * blockDim.x);
-    rcn_device::rcnDeviceGather4<kExchangeGroups>(p.exchange, call, index, sums, valid);
-#pragma unroll
-    for (int k = 0; k < kExchangeGroups; ++k)
-      if (k < valid) staged[g0 + k * blockDim.x] = sums[k];
-  }
-}
-
 // xs[b * vectors + v] = vector v of token b's normed input, as bf16, for the
 // whole block (b < kTokens). A token at a time, its residual + delta kept in
 // shared memory (`staged`, fp32, one row past the inputs) between the sum
-// of squares and the scaling. kGather: the instance that may sum the delta
-// from an exchange (no gather code at all in the others).
-template <int kTokens, bool kGather>
-__device__ void stageInput(const GemvParams& p, uint4* xs, uint32_t call) {
-  // Groups of 4 values a thread loads at once. The exchange's instances load
-  // one, as before: a batch of 4 raised their registers (the 2-token plain
-  // one from 127 to 162, one block an SM instead of two).
-  constexpr int kStageBatch = kGather ? 1 : 4;
+// of squares and the scaling.
+template <int kTokens>
+__device__ void stageInput(const GemvParams& p, uint4* xs) {
+  constexpr int kStageBatch = 4;  // groups of 4 values a thread loads at once
   const GemvInput& in = p.input;
   float4* staged = reinterpret_cast<float4*>(xs + kTokens * p.vectors);
   const int groups = p.in / 4;
   const auto* weight = static_cast<const uint2*>(in.normWeight);
   const auto* delta = static_cast<const uint2*>(in.delta);
-  const bool gathered = kGather && p.gathered;
   for (int b = 0; b < kTokens; ++b) {
-    if constexpr (kGather) {
-      if (gathered) gatherDeltas(p, call, b, groups, staged);
-    }
     const float4* residual = reinterpret_cast<const float4*>(in.residual + size_t(b) * p.in);
     float4* residualOut = reinterpret_cast<float4*>(in.residualOut + size_t(b) * p.in);
     float squares = 0;
@@ -153,8 +122,8 @@ __device__ void stageInput(const GemvParams& p, uint4* xs, uint32_t call) {
       for (int k = 0; k < kStageBatch; ++k) {
         const int g = first + k * blockDim.x;
         if (g >= groups) break;
-        if (delta || gathered) {
-          const float4 e = gathered ? staged[g] : bf16x4ToFloat4(d[k]);
+        if (delta) {
+          const float4 e = bf16x4ToFloat4(d[k]);
           v[k] = make_float4(v[k].x + e.x, v[k].y + e.y, v[k].z + e.z, v[k].w + e.w);
         }
         staged[g] = v[k];
@@ -183,7 +152,6 @@ __device__ void stageInput(const GemvParams& p, uint4* xs, uint32_t call) {
     }
     __syncthreads();  // `staged` is rewritten by the next token
   }
-  if (gathered) rcn_device::rcnDeviceEndCall(p.exchange, call);  // after the barrier above: every gather is done
 }
 
 // A warp works in units of weight rows: one output of the paired epilogues
@@ -226,14 +194,37 @@ __device__ void finishUnit(const GemvParams& p, int u, int b, const int (&rows)[
   }
 }
 
+// The all-reduce fused into a plain product (kExchange, p.reduce): once
+// this warp has put its outputs [rowBegin, rowEnd) of every token into the
+// exchange, it sums the groups of 4 that start among them (one lane a group
+// and token) over the ranks and writes them to y as bf16. A block's rows
+// start at a multiple of 8 and p.out % 4 == 0, so a group's other outputs
+// come from the same block (a later warp, or this one): no block waits for
+// another of its grid, which may not be resident yet. A failed gather leaves
+// its outputs unwritten: the wait recorded the communicator's error, which
+// the engine reads after every sync (GpuAllReduce::checkPeers) and throws on.
+__device__ void sumOverRanks(const GemvParams& p, uint32_t call, int rowBegin, int rowEnd, int lane) {
+  const int firstGroup = (rowBegin + 3) / 4, groups = (rowEnd + 3) / 4 - firstGroup;
+  for (int task = lane; task < groups * p.tokens; task += 32) {
+    const int b = task / groups, j = 4 * (firstGroup + task % groups);
+    const size_t index[1] = {size_t(b) * p.out + j};
+    float4 sum[1];
+    if (!rcn_device::rcnDeviceGather4<1>(p.exchange, call, index, sum)) continue;
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(sum[0].x, sum[0].y);
+    const __nv_bfloat162 hi = __floats2bfloat162_rn(sum[0].z, sum[0].w);
+    reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.y) + index[0])[0] =
+        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+  }
+}
+
 // Staged (the fused norm in front): the input rows in shared memory. Plain:
 // each lane loads its share of the input with the chunk's weights (from L2
 // after the first block's reads), so the products start without a staging
 // pass (measured on H200: llama3-1b TP=1 decode step 896 -> 808 us at batch 1).
-// kExchange: the instance that puts its outputs into an exchange (plain
-// input) or sums its delta from one (staged); a separate instance, because
-// the exchange's code in the common one slowed every product (llama3-8b TP=1
-// decode 4060 -> 4247 us a step on H200, unused).
+// kExchange: the instance that sums its outputs over the ranks (plain input,
+// bf16 out: sumOverRanks); a separate instance, because the exchange's code
+// in the common one slowed every product (llama3-8b TP=1 decode 4060 -> 4247
+// us a step on H200, unused).
 template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange, bool kPlainPairs>
 __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   constexpr int kRows = kUnitRows<kEpilogue, kPlainPairs>;
@@ -257,7 +248,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   stageQkvTokens<kEpilogue>(p, qkv);
   const uint32_t call = kExchange ? exchangeCall(p) : 0;
   if constexpr (kStaged) {
-    stageInput<kTokens, kExchange>(p, xs, call);
+    stageInput<kTokens>(p, xs);
   } else {
     if (items > 0) current.loadInput(input, 0, lane, p.vectors);
   }
@@ -285,6 +276,14 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
     if (item + 1 < items) {
 #pragma unroll
       for (int r = 0; r < kRows; ++r) rows[r] = nextRows[r];
+    }
+  }
+  if constexpr (kExchange) {
+    if (p.reduce) {
+      __syncwarp();  // lane 0 put the outputs
+      sumOverRanks(p, call, first * kRows, min((first + units) * kRows, p.out), lane);
+      __syncthreads();  // the block's last gather is done
+      rcn_device::rcnDeviceEndCall(p.exchange, call);
     }
   }
 }
@@ -320,30 +319,36 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
 // llama3-8b, whose 4096-row products give 2048 pairs to 2112 warps, from
 // 3961.5 to 3883.8 us a step, and llama3-1b, whose 2048-row products then
 // kept half the warps idle, from 798.5 to 830.6). Only the one-token plain
-// instances pair: at 2 tokens, staged or in the exchange's instances the
-// registers would cost a block an SM.
-template <typename OutT>
+// instances pair (with or without the all-reduce): at 2 tokens or staged,
+// the registers would cost a block an SM.
+template <typename OutT, bool kExchange>
 bool pairsFill(const GemvParams& p) {
   int blocks = 0;
-  if (gemvBlocksFor<gemvKernel<1, Epilogue::Plain, OutT, false, false, true>>(kThreads, 0, &blocks) != cudaSuccess)
+  if (gemvBlocksFor<gemvKernel<1, Epilogue::Plain, OutT, false, kExchange, true>>(kThreads, 0, &blocks) !=
+      cudaSuccess)
     return false;
   return 4 * int64_t(unitsOf<true>(p)) >= 3 * int64_t(blocks) * kWarps;
 }
 
-// The CUDA-core instance for p.tokens (1-2) tokens: the exchange's where p
-// puts or gathers (bf16 outputs, the only ones the engine exchanges); for
-// one token of a plain input, the pairs instance where pairsFill says so.
+// A plain product of 1-2 tokens on CUDA cores, in pairs of rows for one
+// token where pairsFill says so.
+template <typename OutT, bool kExchange>
+cudaError_t launchPlain(const GemvParams& p, Launch on) {
+  if (p.tokens == 1 && pairsFill<OutT, kExchange>(p))
+    return launchInstance<1, Epilogue::Plain, OutT, false, kExchange, true>(p, on);
+  return p.tokens == 1 ? launchInstance<1, Epilogue::Plain, OutT, false, kExchange>(p, on)
+                       : launchInstance<2, Epilogue::Plain, OutT, false, kExchange>(p, on);
+}
+
+// The CUDA-core instance for p.tokens (1-2) tokens; the all-reduce's
+// (p.reduce) for plain bf16 products only, the ones the engine sums.
 template <Epilogue kEpilogue, typename OutT, bool kStaged>
 cudaError_t launchCudaCore(const GemvParams& p, Launch on) {
-  if constexpr (std::is_same_v<OutT, __nv_bfloat16>) {
-    if (p.exchanges())
-      return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, kStaged, true>(p, on)
-                           : launchInstance<2, kEpilogue, OutT, kStaged, true>(p, on);
-  }
-  if (p.exchanges()) return cudaErrorInvalidValue;
   if constexpr (kEpilogue == Epilogue::Plain && !kStaged) {
-    if (p.tokens == 1 && pairsFill<OutT>(p)) return launchInstance<1, kEpilogue, OutT, false, false, true>(p, on);
+    if (!p.reduce) return launchPlain<OutT, false>(p, on);
+    if constexpr (std::is_same_v<OutT, __nv_bfloat16>) return launchPlain<OutT, true>(p, on);
   }
+  if (p.reduce) return cudaErrorInvalidValue;
   return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, kStaged>(p, on)
                        : launchInstance<2, kEpilogue, OutT, kStaged>(p, on);
 }
@@ -360,7 +365,6 @@ cudaError_t launchFor(const GemvParams& p, Launch on) {
 
 GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int out, int in, int pairRows) {
   GemvParams p{};
-  if (input.exchange) p.gathered = true, p.exchange = *input.exchange;
   p.y = y;
   p.w = static_cast<const uint4*>(w);
   p.input = input;
@@ -372,17 +376,17 @@ GemvParams paramsFor(const GemvInput& input, void* y, const void* w, int n, int 
   return p;
 }
 
-// Whether n tokens of `values` outputs (put) or inputs (gathered) fit an
-// exchange: the CUDA-core kernel's token counts, and the window.
-bool exchangeFits(const rcnDeviceComm& exchange, int n, int values) {
-  return n <= kGemvExchangeMaxTokens && size_t(n) * values <= exchange.maxValues;
+// Whether n tokens of `out` outputs can be summed over the ranks of an
+// exchange: the CUDA-core kernel's token counts, whole groups of 4, and the
+// window.
+bool exchangeFits(const rcnDeviceComm& exchange, int n, int out) {
+  return n <= kGemvExchangeMaxTokens && out % 4 == 0 && size_t(n) * out <= exchange.maxValues;
 }
 
 // What a launch of n tokens can take: an output to compute, and an input
 // gemvFits takes (a normed one of 1-2 tokens whose rows and staging fit; a
 // plain one of any size).
 bool launchable(const GemvInput& input, int n, int out, int in) {
-  if (input.exchange && (!input.normed() || !exchangeFits(*input.exchange, n, in))) return false;
   return out >= 1 && gemvFits(n, in, input.normed());
 }
 
@@ -432,11 +436,12 @@ bool gemvFits(int n, int in, bool norm) {
 }
 
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,
-                       Launch on, const rcnDeviceComm* putTo) {
-  if (!launchable(input, n, out, in) || (putTo && (input.exchange || !exchangeFits(*putTo, n, out))))
+                       Launch on, const rcnDeviceComm* sumWith) {
+  if (!launchable(input, n, out, in) ||
+      (sumWith && (input.normed() || yIsFloat || !exchangeFits(*sumWith, n, out))))
     return cudaErrorInvalidValue;
   GemvParams p = paramsFor(input, y, w, n, out, in, 0);
-  if (putTo) p.put = true, p.exchange = *putTo;
+  if (sumWith) p.reduce = true, p.exchange = *sumWith;
   return yIsFloat ? launchFor<Epilogue::Plain, float>(p, on) : launchFor<Epilogue::Plain, __nv_bfloat16>(p, on);
 }
 

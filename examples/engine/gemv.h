@@ -27,13 +27,10 @@ bool gemvFits(int n, int in, bool norm = true);
 // The input vector of every token: x, or, when x is null,
 // RMSNorm(residual + delta) * normWeight, with residual + delta also written
 // to residualOut (a different buffer from residual: every block reads residual).
-// With `exchange`, delta is the sum over the ranks of what the previous
-// product put there (rocenante/device.cuh): the all-reduce fused in.
 struct GemvInput {
   const void* x = nullptr;           // bf16 [n][in]
   const float* residual = nullptr;   // fp32 [n][in]
   const void* delta = nullptr;       // bf16 [n][in], or null
-  const rcnDeviceComm* exchange = nullptr;  // host side only: read by the launch
   const void* normWeight = nullptr;  // bf16 [in]
   float* residualOut = nullptr;      // fp32 [n][in]
   float eps = 0;
@@ -58,16 +55,20 @@ inline GemvInput normedInput(const float* residual, const void* delta, const voi
   return input;
 }
 
-// The most tokens a product may put into or gather from an exchange: the
-// CUDA-core kernel's (the exchange's code spilled registers in the
+// The most tokens a product may sum over the ranks (launchGemv's sumWith):
+// the CUDA-core kernel's (the exchange's code spilled registers in the
 // tensor-core kernel: gemv_common.cuh, finish).
 constexpr int kGemvExchangeMaxTokens = 2;
 
 // y[b][row] = W[row] . input[b] for row < out; y is fp32 when yIsFloat, else
-// bf16. With putTo, y is not written: every output goes into every rank's
-// window of that exchange (fp32), for the next normed product to sum.
+// bf16. With sumWith (rocenante's device API, rocenante/device.cuh), y is
+// the sum over the ranks of every rank's product, the all-reduce fused in:
+// each output goes into every rank's window as fp32, and the warps that
+// computed a group of 4 outputs add the ranks' values up in rank order and
+// write the bf16 sum, the same bits on every rank. Only bf16 outputs of a
+// plain input, 1-2 tokens, out % 4 == 0 and n * out within the window.
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,
-                       Launch on, const rcnDeviceComm* putTo = nullptr);
+                       Launch on, const rcnDeviceComm* sumWith = nullptr);
 
 // act[b][j] = silu(gateUp[j] . input[b]) * (gateUp[hidden + j] . input[b]) for
 // j < hidden: the gate/up product and SwiGLU in one pass, bf16 out.

@@ -31,18 +31,16 @@ struct GemvParams {
   // The tensor-core kernel's:
   int tiles;          // 16-row tiles of W (16 outputs for Plain, 8 for the pairs)
   int splits;         // warps that share a tile, each a slice of its K (1, 2, 4, 8 or 16)
-  // The CUDA-core kernel's exchange (rocenante's device API):
-  bool put;           // Plain outputs go into the exchange's windows, not y
-  bool gathered;      // the normed input's delta is the exchange's sum
+  // The CUDA-core kernel's all-reduce (rocenante's device API): Plain
+  // outputs go into the exchange's windows, and y gets their sum over the ranks.
+  bool reduce;
   rcnDeviceComm exchange;
-
-  __host__ __device__ bool exchanges() const { return put || gathered; }
 };
 
-// The device API's call number of this block, for a GEMV that puts or
-// gathers (0 otherwise); taken after the wait for the previous kernel.
+// The device API's call number of this block, for a GEMV that sums over the
+// ranks (0 otherwise); taken after the wait for the previous kernel.
 __device__ inline uint32_t exchangeCall(const GemvParams& p) {
-  return p.exchanges() ? rcn_device::rcnDeviceCall(p.exchange) : 0;
+  return p.reduce ? rcn_device::rcnDeviceCall(p.exchange) : 0;
 }
 
 constexpr int kGemvMaxTokens = 8;  // the tokens of one mma's n
@@ -122,14 +120,14 @@ __device__ void stageQkvTokens(const GemvParams& p, QkvShared& q) {
 }
 
 // Output j of token b from its rows' dot products `sum` (QKV: with `q`). kExchange: the
-// kernel may put its outputs into an exchange (the CUDA-core kernel only:
-// in the tensor-core kernel the put's code spilled 4-20 bytes of registers,
-// and the gathers in its former staging 244).
+// kernel may put its outputs into an exchange, to be summed over the ranks
+// (the CUDA-core kernel only: in the tensor-core kernel the put's code
+// spilled 4-20 bytes of registers).
 template <Epilogue kEpilogue, typename OutT, bool kExchange = false>
 __device__ void finish(const GemvParams& p, int j, int b, const int (&rows)[kEpilogue == Epilogue::Plain ? 1 : 2],
                        const float* sum, const QkvShared& q, uint32_t call = 0) {
   if constexpr (kEpilogue == Epilogue::Plain) {
-    if (kExchange && p.put) rcn_device::rcnDevicePut(p.exchange, call, size_t(b) * p.out + j, sum[0]);
+    if (kExchange && p.reduce) rcn_device::rcnDevicePut(p.exchange, call, size_t(b) * p.out + j, sum[0]);
     else static_cast<OutT*>(p.y)[size_t(b) * p.out + j] = fromFloat<OutT>(sum[0]);
   } else if constexpr (kEpilogue == Epilogue::SwiGlu) {
     static_cast<OutT*>(p.y)[size_t(b) * p.out + j] = fromFloat<OutT>(sum[0] / (1.0f + __expf(-sum[0])) * sum[1]);

@@ -250,16 +250,12 @@ bool GpuModel::usesGemv(int n, int in, bool fusedNorm) const {
 
 // The add + RMSNorm before a product of the dim-sized input: fused into the
 // GEMV when it takes the product, else a kernel writing xb_.
-// gatherFrom: delta is the exchange's sum (only where fusedExchange said so).
-GemvInput GpuModel::normalize(const void* delta, const void* weight, int n, const rcnDeviceComm* gatherFrom) {
+GemvInput GpuModel::normalize(const void* delta, const void* weight, int n) {
   if (usesGemv(n, config_.dim, true)) {
-    GemvInput input = normedInput(residual_, gatherFrom ? nullptr : delta, weight, residual_ == x_ ? xAlt_ : x_,
-                                  config_.normEps);
-    input.exchange = gatherFrom;
+    GemvInput input = normedInput(residual_, delta, weight, residual_ == x_ ? xAlt_ : x_, config_.normEps);
     residual_ = input.residualOut;
     return input;
   }
-  if (gatherFrom) throw EngineError("a fused all-reduce outside the GEMV path");
   cudaCheck(launchAddRmsNorm(options_.dtype, xb_, residual_, delta, weight, nullptr, n, config_.dim, config_.normEps,
                              on()),
             "rmsnorm");
@@ -269,12 +265,12 @@ GemvInput GpuModel::normalize(const void* delta, const void* weight, int n, cons
 
 // y[n][out] = input[n][in] . W[out][in]^T, fp32 accumulation.
 void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in,
-                    const rcnDeviceComm* putTo) {
+                    const rcnDeviceComm* sumWith) {
   if (usesGemv(n, in, input.normed())) {
-    cudaCheck(launchGemv(input, y, yIsFloat, w, n, out, in, on(), putTo), "gemv");
+    cudaCheck(launchGemv(input, y, yIsFloat, w, n, out, in, on(), sumWith), "gemv");
     return;
   }
-  if (putTo || input.exchange) throw EngineError("a fused all-reduce outside the GEMV path");
+  if (sumWith) throw EngineError("a fused all-reduce outside the GEMV path");
   const cudaDataType_t t = options_.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
   const float alpha = 1.0f, beta = 0.0f;
   cublasCheck(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, t, in, input.x, t, in, &beta, y,
@@ -284,12 +280,11 @@ void GpuModel::gemm(void* y, bool yIsFloat, const void* w, const GemvInput& inpu
 
 const rcnDeviceComm* GpuModel::fusedExchange(int n, bool withAllReduce) const {
   const rcnDeviceComm* exchange = withAllReduce ? exchange_ : nullptr;
-  if (!exchange || n > kGemvExchangeMaxTokens || size_t(n) * config_.dim > exchange->maxValues) return nullptr;
-  // Every product on both sides of an exchange runs on the GEMV path: the
-  // O and down products (plain inputs) and the normed QKV and gate/up.
+  if (!exchange || n > kGemvExchangeMaxTokens || config_.dim % 4 != 0 || size_t(n) * config_.dim > exchange->maxValues)
+    return nullptr;
+  // The O and down products (plain inputs) sum over the ranks on the GEMV path.
   const int qDim = layout_.heads * config_.headDim;
-  const bool gemvs = usesGemv(n, qDim, false) && usesGemv(n, layout_.hidden, false) && usesGemv(n, config_.dim, true);
-  return gemvs ? exchange : nullptr;
+  return usesGemv(n, qDim, false) && usesGemv(n, layout_.hidden, false) ? exchange : nullptr;
 }
 
 // act = silu(gate . input) * (up . input): one kernel on the GEMV path, else
@@ -339,13 +334,11 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   cudaCheck(launchEmbedding(t, x_, embedding_, tokens_, n, d, on()), "embedding");
   mark("embedding");
   const void* pending = nullptr;  // the previous layer's MLP output, added by the next norm
-  // With an exchange, every all-reduce but the last layer's is fused: the
-  // product puts, the next norm sums (`pendingIn` says where the sum is).
+  // With an exchange, the O and down products sum over the ranks themselves.
   const rcnDeviceComm* exchange = fusedExchange(n, withAllReduce);
-  const rcnDeviceComm* pendingIn = nullptr;
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& w = layers_[l];
-    const GemvInput attnInput = normalize(pending, w.attnNorm, n, pendingIn);
+    const GemvInput attnInput = normalize(pending, w.attnNorm, n);
     if (usesGemv(n, d, attnInput.normed()) && !c.qkNorm) {  // RoPE and the cache writes in the product's epilogue
       const QkvEpilogue epilogue{place, attn_, w.qkvBias, w.keyCache, w.valueCache};
       cudaCheck(launchGemvQkv(attnInput, qkvOut_, w.qkv, epilogue, n, d, on()), "gemv qkv");
@@ -365,12 +358,10 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
     gemm(delta_, false, w.wo, vectorInput(att_), n, d, qDim, exchange);
     mark("gemm.o");
     if (!exchange) allReduce(delta_);
-    gateUpSwiGlu(w.gateUp, normalize(delta_, w.ffnNorm, n, exchange), n, hid, d);
-    // The final norm is no GEMV: the last layer's down product all-reduces.
-    pendingIn = l + 1 < layers_.size() ? exchange : nullptr;
-    gemm(delta_, false, w.down, vectorInput(act_), n, d, hid, pendingIn);
+    gateUpSwiGlu(w.gateUp, normalize(delta_, w.ffnNorm, n), n, hid, d);
+    gemm(delta_, false, w.down, vectorInput(act_), n, d, hid, exchange);
     mark("gemm.down");
-    if (!pendingIn) allReduce(delta_);
+    if (!exchange) allReduce(delta_);
     pending = delta_;
   }
   cudaCheck(launchAddRmsNorm(t, xbLast_, residual_, pending, finalNorm_, lastRow_, seqs, d, c.normEps, on()),

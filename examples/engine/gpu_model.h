@@ -53,10 +53,10 @@ struct GpuModelOptions {
   bool vocabParallel = true;
   // With TP > 1 and the collective's device API (GpuAllReduce::exchange), a
   // pass of 1-2 tokens on the GEMV path (decode of 1-2 sequences) fuses each
-  // all-reduce but the last layer's into the products around it: the O and
-  // down products put their outputs into every rank's window, the next norm
-  // sums them. false on any rank: rcnAllReduce on every rank. Off by
-  // default: measured slower than rcnAllReduce (docs/ENGINE.md).
+  // all-reduce into the product in front of it: the O and down products put
+  // their outputs into every rank's window and sum them there (launchGemv's
+  // sumWith), with no all-reduce kernel after them. false on any rank:
+  // rcnAllReduce on every rank. Off by default (docs/ENGINE.md).
   bool fuseAllReduce = false;
 };
 
@@ -112,9 +112,9 @@ class GpuModel {
   // The GEMV kernels take a product of n tokens (bf16 only); fusedNorm: its
   // input is the residual stream, normalized in the kernel.
   bool usesGemv(int n, int in, bool fusedNorm) const;
-  GemvInput normalize(const void* delta, const void* weight, int n, const rcnDeviceComm* gatherFrom = nullptr);
+  GemvInput normalize(const void* delta, const void* weight, int n);
   void gemm(void* y, bool yIsFloat, const void* w, const GemvInput& input, int n, int out, int in,
-            const rcnDeviceComm* putTo = nullptr);
+            const rcnDeviceComm* sumWith = nullptr);
   // The exchange when a pass of n tokens fuses its all-reduces, else null.
   const rcnDeviceComm* fusedExchange(int n, bool withAllReduce) const;
   // The exchange every rank agreed to fuse through (a collective, at

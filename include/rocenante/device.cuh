@@ -20,6 +20,11 @@
 // Both kernels launch at most dev.maxBlocks blocks, count <= dev.maxValues,
 // and the calls of one communicator are ordered (one stream, or streams
 // ordered by events); rcnAllReduce calls may come between them.
+// One kernel may also be both: each block puts, then gathers, then (after a
+// barrier) ends the call, provided every index a block gathers was put on
+// this rank by that same block. A block then never waits for another of its
+// own grid, which might not be resident yet; the peers' blocks are other
+// kernels on other GPUs, as with rcnAllReduce.
 //
 // The sum of index i is the values every rank put at i, added in rank order
 // in fp32: the same bits on every rank. Values live in two phases (call & 1),
