@@ -7,7 +7,7 @@
 // launch overlaps the previous kernel (programmatic dependent launch), and
 // the input vector is written by that previous kernel, so a GEMV that read
 // it too early would see the NaN poison. The all-reduce fused into a plain
-// product, rank 0 of two on one GPU. Then the row kernels (add + RMSNorm,
+// product, one rank of several on one GPU. Then the row kernels (add + RMSNorm,
 // embedding), the multi-block argmax and the attention builds' occupancy.
 #include <catch2/catch_test_macros.hpp>
 
@@ -281,15 +281,18 @@ TEST_CASE("GEMV on tensor cores: the llama3 products at TP=2", "[engine][gpu]") 
 }
 
 // The all-reduce fused into a plain product (launchGemv's sumWith), on one
-// GPU: rank 0 of two, both windows on this GPU, rank 1's values for call 1
-// written into rank 0's window beforehand (or never: the peer that does not
-// arrive). The product must put its fp32 outputs, tagged with call 1, into
-// both windows, write y = bf16(own + peer) bit for bit (rank order), and
-// advance every block slot's call number; without the peer, every gather
-// gives up after the timeout, y keeps its poison, and the error names rank 1.
+// GPU: this process is one rank of several, every window on this GPU, the
+// other ranks' values for call 1 written into this rank's window beforehand
+// (or never: the peer that does not arrive). The product must put its fp32
+// outputs, tagged with call 1, into every window, write y = bf16 of the
+// ranks' values added in rank order (bit for bit; at 3 ranks the others'
+// values are +-2^24, so another order gives other bits: peerValue), and
+// advance every block slot's call number; without the peers, every gather
+// gives up after the timeout, y keeps its poison, and the error names rank 0.
 struct SumCase {
   int out, in, tokens;
-  bool peerArrives = true;
+  int nranks = 2, rank = 1;
+  bool peersArrive = true;
 };
 
 uint16_t floatToBf16(float f) {  // round to nearest even, as __float2bfloat16_rn (no NaN here)
@@ -298,22 +301,32 @@ uint16_t floatToBf16(float f) {  // round to nearest even, as __float2bfloat16_r
   return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
+// Rank r's value at index i, for the ranks this process is not. At 3 ranks,
+// +-2^24 plus even integers (exact in fp32) around this rank's small value:
+// 2^24 + v rounds v to an even integer, -2^24 + v (v > 0) to an integer, so
+// adding the ranks in another order changes the sum by up to 2.
+float peerValue(int r, size_t i, int nranks) {
+  if (nranks < 3) return float((i * 2654435761u + r) % 2001) / 500.0f - 2.0f;
+  const float even = float(2 * ((i * 7 + r) % 16));
+  return r == 0 ? 16777216.0f + even : -16777216.0f - even;
+}
+
 int runSumCase(const SumCase& c) {
   if (cudaSetDevice(0) != cudaSuccess) return 2;
   const size_t values = size_t(c.tokens) * c.out, weightCount = size_t(c.out) * c.in, xCount = size_t(c.tokens) * c.in;
   constexpr int kMaxBlocks = 1024;
   rcnDeviceComm dev{};
-  dev.rank = 0;
-  dev.nranks = 2;
+  dev.rank = c.rank;
+  dev.nranks = c.nranks;
   dev.maxValues = values;
   dev.maxBlocks = kMaxBlocks;
-  dev.timeoutNs = c.peerArrives ? 5000000000ull : 50000000ull;
-  const size_t windowBytes = 2 * 2 * values * 8;  // [phase][from][maxValues] units
+  dev.timeoutNs = c.peersArrive ? 5000000000ull : 50000000ull;
+  const size_t windowBytes = 2 * size_t(c.nranks) * values * 8;  // [phase][from][maxValues] units
   void *w = nullptr, *x = nullptr, *y = nullptr, *flags = nullptr;
   RANK_EXPECT(cudaMalloc(&w, weightCount * 2) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&x, xCount * 2) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&y, values * 2) == cudaSuccess);
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < c.nranks; ++r) {
     RANK_EXPECT(cudaMalloc(reinterpret_cast<void**>(&dev.window[r]), windowBytes) == cudaSuccess);
     RANK_EXPECT(cudaMemset(dev.window[r], 0, windowBytes) == cudaSuccess);
   }
@@ -326,18 +339,19 @@ int runSumCase(const SumCase& c) {
   dev.abortFlag = dev.failed + 1;
   dev.error = reinterpret_cast<rcnDeviceError*>(dev.calls + kMaxBlocks + 2);
 
-  // The peer's values, phase 1 (call 1) of rank 0's window, from rank 1.
-  std::vector<float> peer(values);
-  std::vector<uint64_t> peerUnits(values);
-  for (size_t i = 0; i < values; ++i) {
-    peer[i] = float((i * 2654435761u) % 2001) / 500.0f - 2.0f;
-    uint32_t bits;
-    std::memcpy(&bits, &peer[i], 4);
-    peerUnits[i] = (uint64_t(1) << 32) | bits;
+  // Phase 1 (call 1) of owner's window, rank `from`'s part.
+  auto part = [&](int owner, int from) { return dev.window[owner] + (size_t(1) * c.nranks + from) * values; };
+  for (int r = 0; r < c.nranks && c.peersArrive; ++r) {
+    if (r == c.rank) continue;
+    std::vector<uint64_t> units(values);
+    for (size_t i = 0; i < values; ++i) {
+      const float v = peerValue(r, i, c.nranks);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      units[i] = (uint64_t(1) << 32) | bits;
+    }
+    RANK_EXPECT(cudaMemcpy(part(c.rank, r), units.data(), values * 8, cudaMemcpyHostToDevice) == cudaSuccess);
   }
-  auto part = [&](int owner, int from) { return dev.window[owner] + (size_t(1) * 2 + from) * values; };
-  if (c.peerArrives)
-    RANK_EXPECT(cudaMemcpy(part(0, 1), peerUnits.data(), values * 8, cudaMemcpyHostToDevice) == cudaSuccess);
 
   cudaStream_t stream;
   RANK_EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
@@ -351,40 +365,50 @@ int runSumCase(const SumCase& c) {
 
   const std::vector<float> W = download(w, weightCount, false), X = download(x, xCount, false);
   std::vector<uint16_t> Y(values);
-  std::vector<uint64_t> own(values), ownAtPeer(values);
+  std::vector<std::vector<uint64_t>> own(c.nranks, std::vector<uint64_t>(values));  // this rank's part, per owner
   std::vector<uint32_t> calls(kMaxBlocks + 2);
   rcnDeviceError error{};
   RANK_EXPECT(cudaMemcpy(Y.data(), y, values * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
-  RANK_EXPECT(cudaMemcpy(own.data(), part(0, 0), values * 8, cudaMemcpyDeviceToHost) == cudaSuccess);
-  RANK_EXPECT(cudaMemcpy(ownAtPeer.data(), part(1, 0), values * 8, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int owner = 0; owner < c.nranks; ++owner)
+    RANK_EXPECT(cudaMemcpy(own[owner].data(), part(owner, c.rank), values * 8, cudaMemcpyDeviceToHost) == cudaSuccess);
   RANK_EXPECT(cudaMemcpy(calls.data(), dev.calls, calls.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
   RANK_EXPECT(cudaMemcpy(&error, dev.error, sizeof error, cudaMemcpyDeviceToHost) == cudaSuccess);
   int bad = 0;
   auto complain = [&](const char* what, size_t i) {
-    if (++bad <= 5) std::printf("out %d in %d tokens %d: %s at %zu\n", c.out, c.in, c.tokens, what, i);
+    if (++bad <= 5)
+      std::printf("out %d in %d tokens %d rank %d of %d: %s at %zu\n", c.out, c.in, c.tokens, c.rank, c.nranks, what,
+                  i);
   };
   const std::vector<double> input(X.begin(), X.end());
   for (size_t i = 0; i < values; ++i) {
     const int b = int(i / c.out), row = int(i % c.out);
-    if (own[i] >> 32 != 1 || ownAtPeer[i] != own[i]) complain("own unit not tagged 1 in both windows", i);
+    bool tagged = own[0][i] >> 32 == 1;
+    for (int owner = 1; owner < c.nranks; ++owner) tagged = tagged && own[owner][i] == own[0][i];
+    if (!tagged) complain("own unit not tagged 1 in every window", i);
     float mine;
-    const uint32_t bits = uint32_t(own[i]);
+    const uint32_t bits = uint32_t(own[0][i]);
     std::memcpy(&mine, &bits, 4);
     const auto [want, magnitude] = dotWithMagnitude(W, input, row, b, c.in);
     if (!(std::fabs(mine - want) <= magnitude * 1e-5 + 1e-6)) complain("own value off the product", i);
-    const uint16_t expected = c.peerArrives ? floatToBf16(mine + peer[i]) : uint16_t(0xffff);
-    if (Y[i] != expected) complain(c.peerArrives ? "y is not bf16(own + peer)" : "y written without the peer", i);
+    float sum = 0;
+    for (int r = 0; r < c.nranks; ++r) {
+      const float v = r == c.rank ? mine : peerValue(r, i, c.nranks);
+      sum = r == 0 ? v : sum + v;
+    }
+    const uint16_t expected = c.peersArrive ? floatToBf16(sum) : uint16_t(0xffff);
+    if (Y[i] != expected) complain(c.peersArrive ? "y is not the sum in rank order" : "y written without peers", i);
   }
   const uint32_t failed = calls[kMaxBlocks];
-  if (c.peerArrives) {
+  if (c.peersArrive) {
     for (int j = 0; j < kMaxBlocks; ++j)
       if (calls[j] != 1) complain("block slot not at call 1", j);
     if (failed != 0) complain("communicator failed", 0);
-  } else if (failed != 1 || error.code != rcnWaitTimeout || error.peer != 1 || error.call != 1) {
-    std::printf("missing peer: failed %u, error code %u peer %u call %u\n", failed, error.code, error.peer, error.call);
+  } else if (failed != 1 || error.code != rcnWaitTimeout || error.peer != 0 || error.call != 1) {
+    std::printf("missing peers: failed %u, error code %u peer %u call %u\n", failed, error.code, error.peer,
+                error.call);
     ++bad;
   }
-  for (int r = 0; r < 2; ++r) cudaFree(dev.window[r]);
+  for (int r = 0; r < c.nranks; ++r) cudaFree(dev.window[r]);
   cudaFree(flags);
   cudaFree(w);
   cudaFree(x);
@@ -393,15 +417,17 @@ int runSumCase(const SumCase& c) {
   return bad ? 1 : 0;
 }
 
-TEST_CASE("GEMV summing its outputs over the ranks (device API), rank 0 of two on one GPU", "[engine][gpu]") {
+TEST_CASE("GEMV summing its outputs over the ranks (device API), one rank of several on one GPU", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   // llama3-8b's O at TP=2 (one token: pairs of rows), its down at 2 tokens,
   // llama3-1b's O (one token, single rows), a small product whose last block
-  // is partly idle, and the peer that never arrives.
+  // is partly idle; rank 1 of 3; and the peers that never arrive.
   for (SumCase c : {SumCase{4096, 2048, 1}, SumCase{4096, 7168, 2}, SumCase{2048, 1024, 1}, SumCase{300, 160, 1},
-                    SumCase{1000, 2056, 2}, SumCase{4096, 2048, 1, false}, SumCase{300, 160, 2, false}}) {
+                    SumCase{1000, 2056, 2}, SumCase{4096, 2048, 1, 3, 1}, SumCase{1000, 2056, 2, 3, 1},
+                    SumCase{4096, 2048, 1, 2, 1, false}, SumCase{300, 160, 2, 3, 2, false}}) {
     std::ostringstream what;
-    what << "out " << c.out << " in " << c.in << " tokens " << c.tokens << (c.peerArrives ? "" : " peer missing");
+    what << "out " << c.out << " in " << c.in << " tokens " << c.tokens << " rank " << c.rank << " of " << c.nranks
+         << (c.peersArrive ? "" : " peers missing");
     rcn::test::checkInOneRank([&] { return runSumCase(c); }, what.str());
   }
   // Refused: fp32 output, a normed input, 3 tokens, out % 4 != 0, more values than the window.
