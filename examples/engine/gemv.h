@@ -63,10 +63,11 @@ constexpr int kGemvExchangeMaxTokens = 2;
 // y[b][row] = W[row] . input[b] for row < out; y is fp32 when yIsFloat, else
 // bf16. With sumWith (rocenante's device API, rocenante/device.cuh), y is
 // the sum over the ranks of every rank's product, the all-reduce fused in:
-// each output goes into every rank's window as fp32, and the warps that
-// computed a group of 4 outputs add the ranks' values up in rank order and
-// write the bf16 sum, the same bits on every rank. Only bf16 outputs of a
-// plain input, 1-2 tokens, out % 4 == 0 and n * out within the window.
+// each output goes into every rank's window as fp32, and the warp that
+// computed the first output of a group of 4 adds the group's values up over
+// the ranks in rank order and writes the bf16 sums, the same bits on every
+// rank. Only bf16 outputs of a plain input, 1-2 tokens, out % 4 == 0, n * out
+// within the window, and y 8-byte aligned (as cudaMalloc's are).
 cudaError_t launchGemv(const GemvInput& input, void* y, bool yIsFloat, const void* w, int n, int out, int in,
                        Launch on, const rcnDeviceComm* sumWith = nullptr);
 

@@ -30,8 +30,8 @@ class GpuAllReduce {
   // Element-wise maximum of unsigned 64-bit keys (the vocab-parallel argmax).
   virtual void maxKeys(uint64_t* keys, size_t count, cudaStream_t stream) = 0;
   // rocenante's device API (rocenante/device.cuh), through which a product
-  // and the normed product after it can sum without an all-reduce kernel;
-  // null where there is none (NCCL, a transport other than p2p).
+  // can sum its outputs over the ranks without an all-reduce kernel; null
+  // where there is none (NCCL, a transport other than p2p).
   virtual const rcnDeviceComm* exchange() const { return nullptr; }
   // Throws EngineError when an all-reduce or exchange already enqueued gave
   // up waiting for a peer (its results are garbage). Call after a sync.

@@ -24,7 +24,7 @@ struct EngineOptions {
   std::string dtype = "auto";   // GPU weights/activations: f32, bf16, auto
   bool cudaGraph = true;
   bool gemv = true;             // --no-gemv: cuBLAS for every product
-  bool fuseAllReduce = false;   // --fused-allreduce: sum in the next product (rocenante's device API)
+  bool fuseAllReduce = false;   // --fused-allreduce: the O and down products sum over the ranks (device API)
   bool bench = false;
   std::vector<int> batches = {1};
   int promptLen = 128;          // bench prefill tokens per sequence

@@ -1,6 +1,6 @@
 // Device functions over rcnDeviceComm (rocenante.h): a one-shot all-reduce
-// (sum) of float values split between two kernels on one stream, so that it
-// costs no kernel of its own. rcnCommGetDeviceComm gives the rcnDeviceComm;
+// (sum) of float values done inside the caller's kernels (two on one stream,
+// or one: below), so that it costs no kernel of its own. rcnCommGetDeviceComm gives the rcnDeviceComm;
 // pass it to both kernels by value.
 //
 // One call, on every rank:
