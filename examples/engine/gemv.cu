@@ -330,14 +330,40 @@ bool pairsFill(const GemvParams& p) {
   return 4 * int64_t(unitsOf<true>(p)) >= 3 * int64_t(blocks) * kWarps;
 }
 
-// A plain product of 1-2 tokens on CUDA cores, in pairs of rows for one
-// token where pairsFill says so.
+// A plain product of 1-2 tokens takes the tensor-core kernel instead when
+// its CUDA-core instance would give some warps more than one unit yet keep
+// fewer than kMinBusyShare of its warps busy (every warp taking as many as
+// the busiest one): the tensor-core kernel splits rows along K across warps
+// and spreads even shares over the SMs (H200, TP=1 decode step, 2026-12-01:
+// qwen3-32b's 5120-row O and down products, 2 pairs a warp for 61 % of the
+// warps at one token, 3 rows a warp for 81 % at two, took the step from
+// 18618 to 16732 us at batch 1 and 19291 to 17726 at batch 2; llama3's
+// products, 95-99 % busy, were 0.3-1.6 % slower on tensor cores). Never with
+// the all-reduce, which the tensor-core kernel does not do.
+constexpr double kMinBusyShare = 0.9;
+
+template <auto kKernel>
+bool unevenOnCudaCores(int units) {
+  int blocks = 0;
+  if (gemvBlocksFor<kKernel>(kThreads, 0, &blocks) != cudaSuccess) return false;  // the launch reports it
+  const int64_t warps = int64_t(blocks) * kWarps, perWarp = (units + warps - 1) / warps;
+  return perWarp > 1 && units < kMinBusyShare * double(perWarp * warps);
+}
+
+template <int kTokens, typename OutT, bool kExchange, bool kPlainPairs>
+cudaError_t launchPlainInstance(const GemvParams& p, Launch on) {
+  constexpr auto kernel = gemvKernel<kTokens, Epilogue::Plain, OutT, false, kExchange, kPlainPairs>;
+  if (!kExchange && unevenOnCudaCores<kernel>(unitsOf<kPlainPairs>(p))) return launchGemvMma<Epilogue::Plain, OutT>(p, on);
+  return launchInstance<kTokens, Epilogue::Plain, OutT, false, kExchange, kPlainPairs>(p, on);
+}
+
+// A plain product of 1-2 tokens: on CUDA cores, in pairs of rows for one
+// token where pairsFill says so, unless launchPlainInstance hands it on.
 template <typename OutT, bool kExchange>
 cudaError_t launchPlain(const GemvParams& p, Launch on) {
-  if (p.tokens == 1 && pairsFill<OutT, kExchange>(p))
-    return launchInstance<1, Epilogue::Plain, OutT, false, kExchange, true>(p, on);
-  return p.tokens == 1 ? launchInstance<1, Epilogue::Plain, OutT, false, kExchange>(p, on)
-                       : launchInstance<2, Epilogue::Plain, OutT, false, kExchange>(p, on);
+  if (p.tokens == 1 && pairsFill<OutT, kExchange>(p)) return launchPlainInstance<1, OutT, kExchange, true>(p, on);
+  return p.tokens == 1 ? launchPlainInstance<1, OutT, kExchange, false>(p, on)
+                       : launchPlainInstance<2, OutT, kExchange, false>(p, on);
 }
 
 // The CUDA-core instance for p.tokens (1-2) tokens; the all-reduce's
