@@ -272,12 +272,13 @@ int bench(const EngineOptions& o, Rank& r) {
                    "{\"shape\":\"%s\",\"dtype\":\"%s\",\"tp\":%d,\"collective\":\"%s\",\"path\":\"%s\",\"batch\":%d,"
                    "\"prompt_len\":%d,\"decode_steps\":%d,\"cuda_graph\":%s,\"prefill_tokens_per_s\":%.1f,"
                    "\"decode_step_us\":%.2f,\"decode_tokens_per_s\":%.1f,\"compute_us\":%.2f,\"allreduce_us\":%.2f,"
-                   "\"allreduces_per_step\":%d,\"weight_bytes_per_rank\":%zu,\"hbm_roofline_pct\":%.1f}\n",
+                   "\"allreduces_per_step\":%d,\"fused_allreduce\":%s,\"weight_bytes_per_rank\":%zu,"
+                   "\"hbm_roofline_pct\":%.1f}\n",
                    name.c_str(), dtypeName(mo.dtype), r.size, r.size > 1 ? o.collective.c_str() : "none",
                    r.path.c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
                    res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, res.computeUs,
                    res.computeUs >= 0 ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
-                   model->weightBytes(), res.rooflinePct);
+                   r.size > 1 && o.fuseAllReduce ? "true" : "false", model->weightBytes(), res.rooflinePct);
     std::fclose(f);
   }
   return 0;
