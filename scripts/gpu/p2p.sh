@@ -3,12 +3,12 @@
 # prints the GPU link matrix, runs the latency probe (tests/p2p_latency.cc:
 # both protocols, graph and eager, 1 KB..256 KB bf16 sum), then the p2p tests
 # (in one process, one process per GPU over cuMem and legacy IPC, through the
-# public API, the timeout test). Writes $OUT/p2p.log and prints a summary last.
+# public API, the timeout test) and the device API (test_device_api). Writes $OUT/p2p.log and prints a summary last.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . "$(dirname "$0")/common.sh" p2p "${P2P_BUILD_DIR:-/tmp/build}"
 
 gpu_build "-DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF" \
-  test_reference test_p2p_fd test_p2p_local test_p2p_ipc test_p2p_api test_p2p_api_local p2p_latency
+  test_reference test_p2p_fd test_p2p_local test_p2p_ipc test_p2p_api test_p2p_api_local test_device_api p2p_latency
 say "built $(date -u +%H:%M:%S)"
 nvidia-smi -L >> "$LOG" 2>&1
 nvidia-smi topo -m >> "$LOG" 2>&1
@@ -32,7 +32,7 @@ run_test() {  # name, label, extra environment...
   elif [ $rc -eq 0 ]; then result "$label" "passed"
   else result "$label" "FAILED (rc $rc)"; grep -E "rank [0-9]+:|FAILED|REQUIRE|with expansion" "$OUT/ctest.tmp" | head -8; fi
 }
-for t in test_reference test_p2p_fd test_p2p_local test_p2p_ipc test_p2p_api_local test_p2p_api; do
+for t in test_reference test_p2p_fd test_p2p_local test_p2p_ipc test_p2p_api_local test_p2p_api test_device_api; do
   run_test "$t" "$t" ROCENANTE_PDL=0
 done
 # The same kernels launched with programmatic dependent launch.
