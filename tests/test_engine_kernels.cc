@@ -29,6 +29,7 @@
 #include "gpu_kernels.h"
 #include "support/gpu_case.h"
 #include "support/rank_checks.h"
+#include "support/reference.h"
 
 using namespace engine;
 
@@ -299,12 +300,6 @@ struct SumCase {
   bool peersArrive = true;
 };
 
-uint16_t floatToBf16(float f) {  // round to nearest even, as __float2bfloat16_rn (no NaN here)
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
 // Rank r's value at index i, for the ranks this process is not. At 3 ranks,
 // +-2^24 plus even integers (exact in fp32) around this rank's small value:
 // 2^24 + v rounds v to an even integer, -2^24 + v (v > 0) to an integer, so
@@ -403,7 +398,7 @@ int runSumCase(const SumCase& c) {
       const float v = r == c.rank ? mine : peerValue(r, i, c.nranks);
       sum = r == 0 ? v : sum + v;
     }
-    const uint16_t expected = c.peersArrive ? floatToBf16(sum) : uint16_t(0xffff);
+    const uint16_t expected = c.peersArrive ? rcn::test::doubleToBf16(sum) : uint16_t(0xffff);
     if (Y[i] != expected) complain(c.peersArrive ? "y is not the sum in rank order" : "y written without peers", i);
   }
   const uint32_t failed = calls[kMaxBlocks];

@@ -144,10 +144,8 @@ __device__ void stageInput(const GemvParams& p, uint4* xs) {
         const int g = first + k * blockDim.x;
         if (g >= groups) break;
         const float4 u = bf16x4ToFloat4(w[k]), v = staged[g];
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x * scale * u.x, v.y * scale * u.y);
-        const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z * scale * u.z, v.w * scale * u.w);
-        reinterpret_cast<uint2*>(xs + b * p.vectors)[g] =
-            make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+        reinterpret_cast<uint2*>(xs + b * p.vectors)[g] = float4ToBf16x4(
+            make_float4(v.x * scale * u.x, v.y * scale * u.y, v.z * scale * u.z, v.w * scale * u.w));
       }
     }
     __syncthreads();  // `staged` is rewritten by the next token
@@ -210,10 +208,7 @@ __device__ void sumOverRanks(const GemvParams& p, uint32_t call, int rowBegin, i
     const size_t index[1] = {size_t(b) * p.out + j};
     float4 sum[1];
     if (!rcn_device::rcnDeviceGather4<1>(p.exchange, call, index, sum)) continue;
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(sum[0].x, sum[0].y);
-    const __nv_bfloat162 hi = __floats2bfloat162_rn(sum[0].z, sum[0].w);
-    reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.y) + index[0])[0] =
-        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.y) + index[0])[0] = float4ToBf16x4(sum[0]);
   }
 }
 
@@ -312,6 +307,14 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   return launch(kernel, dim3(grid), dim3(kThreads), smem, on, p);
 }
 
+// The warps of an unstaged instance kKernel that fit on the GPU at once (0
+// when the lookup fails: the launch then reports it).
+template <auto kKernel>
+int64_t residentWarps() {
+  int blocks = 0;
+  return gemvBlocksFor<kKernel>(kThreads, 0, &blocks) == cudaSuccess ? int64_t(blocks) * kWarps : 0;
+}
+
 // Whether a plain product of one token has pairs for at least 3/4 of the
 // resident warps of the pairs instance: pairs halve the input reads and each
 // warp's chain of chunks, but fewer busy warps are fewer loads in flight
@@ -323,11 +326,8 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
 // the registers would cost a block an SM.
 template <typename OutT, bool kExchange>
 bool pairsFill(const GemvParams& p) {
-  int blocks = 0;
-  if (gemvBlocksFor<gemvKernel<1, Epilogue::Plain, OutT, false, kExchange, true>>(kThreads, 0, &blocks) !=
-      cudaSuccess)
-    return false;
-  return 4 * int64_t(unitsOf<true>(p)) >= 3 * int64_t(blocks) * kWarps;
+  const int64_t warps = residentWarps<gemvKernel<1, Epilogue::Plain, OutT, false, kExchange, true>>();
+  return warps > 0 && 4 * int64_t(unitsOf<true>(p)) >= 3 * warps;
 }
 
 // A plain product of 1-2 tokens takes the tensor-core kernel instead when
@@ -344,16 +344,17 @@ constexpr double kMinBusyShare = 0.9;
 
 template <auto kKernel>
 bool unevenOnCudaCores(int units) {
-  int blocks = 0;
-  if (gemvBlocksFor<kKernel>(kThreads, 0, &blocks) != cudaSuccess) return false;  // the launch reports it
-  const int64_t warps = int64_t(blocks) * kWarps, perWarp = (units + warps - 1) / warps;
+  const int64_t warps = residentWarps<kKernel>();
+  if (warps == 0) return false;
+  const int64_t perWarp = (units + warps - 1) / warps;
   return perWarp > 1 && units < kMinBusyShare * double(perWarp * warps);
 }
 
 template <int kTokens, typename OutT, bool kExchange, bool kPlainPairs>
 cudaError_t launchPlainInstance(const GemvParams& p, Launch on) {
   constexpr auto kernel = gemvKernel<kTokens, Epilogue::Plain, OutT, false, kExchange, kPlainPairs>;
-  if (!kExchange && unevenOnCudaCores<kernel>(unitsOf<kPlainPairs>(p))) return launchGemvMma<Epilogue::Plain, OutT>(p, on);
+  if (!kExchange && unevenOnCudaCores<kernel>(unitsOf<kPlainPairs>(p)))
+    return launchGemvMma<Epilogue::Plain, OutT>(p, on);
   return launchInstance<kTokens, Epilogue::Plain, OutT, false, kExchange, kPlainPairs>(p, on);
 }
 

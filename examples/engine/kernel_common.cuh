@@ -30,6 +30,12 @@ __device__ inline float4 bf16x4ToFloat4(uint2 packed) {
   return make_float4(lo.x, lo.y, hi.x, hi.y);
 }
 
+// 4 floats as 4 packed bf16 values (round to nearest even).
+__device__ inline uint2 float4ToBf16x4(float4 v) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  return make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+}
+
 // RoPE's inverse frequency of rotation pair i: the model's table, or
 // ropeTheta^(-2i/d). One expression for every kernel that rotates, so that
 // their angles agree bit for bit.
