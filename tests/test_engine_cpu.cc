@@ -7,14 +7,18 @@
 #include <algorithm>
 #include <cctype>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "allreduce_hook.h"
 #include "argmax_key.h"
 #include "attention_plan.h"
 #include "cpu_model.h"
@@ -151,6 +155,58 @@ TEST_CASE("tensor parallel matches TP=1 on the CPU", "[engine]") {
     ModelWeights m = randomWeights(shapeConfig("tiny-qwen2"), 13);
     CHECK(tpDifference(m, 2, {1, 5, 9, 200, 17, 3}) < 1e-4);
     CHECK(tpDifference(m, 4, {1, 5, 9, 200, 17, 3}) < 1e-4);
+  }
+}
+
+TEST_CASE("the ranks-as-threads all-reduce sums in rank order and never waits unbounded", "[engine]") {
+  SECTION("sum and combine give every rank the same result") {
+    LocalAllReduce group(3);
+    std::vector<std::vector<float>> data = {{1e8f, 1.0f}, {-1e8f, 2.0f}, {1.0f, 3.0f}};
+    std::vector<uint64_t> best(3);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r)
+      threads.emplace_back([&, r] {
+        group.rank(r).sum(data[r].data(), 2);
+        const uint64_t mine = 10 + (r == 1 ? 100 : r);
+        group.combine(r, &mine, [&](const std::vector<const void*>& all) {
+          for (const void* p : all) best[r] = std::max(best[r], *static_cast<const uint64_t*>(p));
+        });
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 3; ++r) {
+      CHECK(data[r][0] == 1.0f);  // (1e8 - 1e8) + 1: rank order, not 1e8 + (-1e8 + 1) = 0
+      CHECK(data[r][1] == 6.0f);
+      CHECK(best[r] == 110);
+    }
+  }
+  SECTION("a rank that abandons makes the others throw") {
+    LocalAllReduce group(3);
+    int thrown = 0;
+    std::mutex mutex;
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        float v = 1;
+        try {
+          group.rank(r).sum(&v, 1);
+        } catch (const EngineError& e) {
+          std::lock_guard<std::mutex> lock(mutex);
+          thrown += std::string(e.what()).find("left the all-reduce") != std::string::npos;
+        }
+      });
+    group.abandon();
+    for (auto& t : threads) t.join();
+    CHECK(thrown == 2);
+    float v = 1;
+    CHECK_THROWS_AS(group.rank(2).sum(&v, 1), EngineError);  // late, and the group is gone
+  }
+  SECTION("a rank that stays away makes the others throw after the patience") {
+    LocalAllReduce group(2, std::chrono::milliseconds(200));
+    float v = 1;
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_WITH(group.rank(0).sum(&v, 1), Catch::Matchers::ContainsSubstring("within 200 ms"));
+    CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(200));
+    CHECK_THROWS_AS(group.rank(1).sum(&v, 1), EngineError);
   }
 }
 

@@ -1,9 +1,10 @@
 // The engine's GPU path against its CPU reference: stories260K (interleaved
 // RoPE, grouped-query attention) and a random Qwen3-style model (q/k norm,
 // rotate-half RoPE), batched prefill, CUDA-graph decode, bf16 decode of 1-2
-// sequences (CUDA-core GEMV) and 3-8 (tensor-core GEMV), and TP = 2 over the
-// rcn API (rocenante, then NCCL through ROCENANTE_DISABLE=1) against TP = 1.
-// Every case runs in forked ranks so that the parent never touches CUDA.
+// sequences (CUDA-core GEMV) and 3-8 (tensor-core GEMV), TP = 2 over the
+// rcn API (rocenante, then NCCL through ROCENANTE_DISABLE=1) against TP = 1,
+// and TP = 3-8 with the ranks as threads sharing one GPU. Every case runs in
+// forked ranks so that the parent never touches CUDA.
 #include <catch2/catch_test_macros.hpp>
 
 #include <unistd.h>
@@ -15,7 +16,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "allreduce_hook.h"
 #include "attention_plan.h"
 #include "cpu_model.h"
 #include "gpu_model.h"
@@ -25,6 +29,7 @@
 #include "shapes.h"
 #include "support/gpu_case.h"
 #include "support/rank_checks.h"
+#include "support/reference.h"
 #include "support/shared_model.h"
 #include "tokenizer.h"
 
@@ -134,6 +139,76 @@ void runTp(int size, bool ncclOnly, const std::function<int(int, GpuAllReduce*)>
   close(fds[0]);
   close(fds[1]);
   rcn::test::checkRanks(outcomes);
+}
+
+// N ranks as N threads sharing one GPU, so that TP > 2 runs where fewer GPUs
+// are lent: each all-reduce waits for the rank's stream, combines the ranks'
+// values on the host (LocalAllReduce, in rank order; bf16 summed in fp32 and
+// rounded once) and copies the result back. Eager steps only: a graph cannot
+// capture the host's part.
+class ThreadRankAllReduce : public GpuAllReduce {
+ public:
+  ThreadRankAllReduce(LocalAllReduce& group, int rank) : group_(group), rank_(rank) {}
+
+  void sum(void* data, size_t count, DType type, cudaStream_t stream) override {
+    std::vector<float> values(count);
+    if (type == DType::F32) {
+      copy(values.data(), data, count * sizeof(float), cudaMemcpyDeviceToHost, stream);
+    } else {
+      std::vector<uint16_t> bits(count);
+      copy(bits.data(), data, count * 2, cudaMemcpyDeviceToHost, stream);
+      for (size_t i = 0; i < count; ++i) values[i] = float(rcn::test::bf16ToDouble(bits[i]));
+    }
+    group_.rank(rank_).sum(values.data(), count);
+    if (type == DType::F32) {
+      copy(data, values.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream);
+    } else {
+      std::vector<uint16_t> bits(count);
+      for (size_t i = 0; i < count; ++i) bits[i] = rcn::test::doubleToBf16(values[i]);
+      copy(data, bits.data(), count * 2, cudaMemcpyHostToDevice, stream);
+    }
+  }
+
+  void maxKeys(uint64_t* keys, size_t count, cudaStream_t stream) override {
+    std::vector<uint64_t> mine(count), best(count, 0);
+    copy(mine.data(), keys, count * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
+    group_.combine(rank_, mine.data(), [&](const std::vector<const void*>& all) {
+      for (const void* p : all)
+        for (size_t i = 0; i < count; ++i) best[i] = std::max(best[i], static_cast<const uint64_t*>(p)[i]);
+    });
+    copy(keys, best.data(), count * sizeof(uint64_t), cudaMemcpyHostToDevice, stream);
+  }
+
+ private:
+  static void copy(void* to, const void* from, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    if (cudaMemcpyAsync(to, from, bytes, kind, stream) != cudaSuccess || cudaStreamSynchronize(stream) != cudaSuccess)
+      throw EngineError("the host all-reduce's copy failed");
+  }
+
+  LocalAllReduce& group_;
+  int rank_;
+};
+
+// Runs body(rank, allReduce) for every rank of `size` on threads of this
+// process, all on GPU 0; returns the number of ranks that failed. A failing
+// rank leaves the group, so that the others stop at their next all-reduce
+// instead of waiting for it.
+int runTpThreads(int size, const std::function<int(int, GpuAllReduce*)>& body) {
+  LocalAllReduce group(size);
+  std::vector<int> results(size, 1);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ThreadRankAllReduce allReduce(group, r);
+        results[r] = body(r, &allReduce);
+      } catch (const std::exception& e) {
+        std::printf("rank %d of %d: %s\n", r, size, e.what());
+      }
+      if (results[r] != 0) group.abandon();
+    });
+  for (auto& t : threads) t.join();
+  return int(std::count_if(results.begin(), results.end(), [](int v) { return v != 0; }));
 }
 
 const ModelWeights& stories() {
@@ -367,4 +442,56 @@ TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {
   unsetenv("ROCENANTE_TRANSPORT");
   Run bf16Batch{&llama, fourTokenPrompts(5, llama.config.vocab), 10, DType::BF16, 0.5};  // tensor-core GEMV
   runTp(2, false, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(bf16Batch, rank, 2, ar); });
+}
+
+// A tiny llama of `heads` query and `kvHeads` KV heads, MLP size 32 a head,
+// so that it splits over up to `heads` ranks.
+ModelWeights headsLlama(int heads, int kvHeads, uint64_t seed) {
+  ModelConfig c = shapeConfig("tiny-llama");
+  c.heads = heads, c.kvHeads = kvHeads, c.headDim = 16, c.dim = 16 * heads, c.hidden = 32 * heads;
+  return randomWeights(c, seed);
+}
+
+// TP = 3, 4 and 8 on one GPU, the ranks as threads (ThreadRankAllReduce):
+// the shard plan (KV heads split at 3, replicated at 4 and 8), the
+// vocab-parallel head and its argmax over uneven slices, and the gathered
+// logits, in fp32 (cuBLAS) and bf16 (the GEMV kernels: 1-2 tokens on CUDA
+// cores, 3 on tensor cores), against the CPU reference at TP = 1.
+TEST_CASE("GPU TP=3 to TP=8 as threads on one GPU matches TP=1", "[engine][gpu]") {
+  rcn::test::requireGpus(1);
+  ModelWeights qwen3 = randomWeights(shapeConfig("tiny-qwen3"), 21);
+  ModelWeights qwen2 = randomWeights(shapeConfig("tiny-qwen2"), 22);
+  ModelWeights six = headsLlama(6, 3, 23), eight = headsLlama(8, 2, 24);
+  struct Case {
+    const ModelWeights* weights;
+    int size;
+    DType dtype;
+    int seqs;
+  };
+  const Case cases[] = {{&qwen3, 4, DType::F32, 1}, {&qwen3, 4, DType::BF16, 2}, {&qwen2, 4, DType::F32, 2},
+                        {&qwen2, 4, DType::BF16, 3}, {&six, 3, DType::F32, 1},   {&six, 3, DType::BF16, 1},
+                        {&eight, 8, DType::F32, 2},  {&eight, 8, DType::BF16, 1}, {&eight, 8, DType::BF16, 3}};
+  for (const Case& c : cases) {
+    INFO(c.weights->config.arch << " " << c.weights->config.heads << " heads, TP=" << c.size
+                                << (c.dtype == DType::F32 ? " fp32, " : " bf16, ") << c.seqs << " sequence(s)");
+    Run run{c.weights, fourTokenPrompts(c.seqs, c.weights->config.vocab), 8, c.dtype,
+            c.dtype == DType::F32 ? 2e-3 : 0.5};
+    run.graph = false;
+    rcn::test::checkInOneRank([&] {
+      return runTpThreads(c.size, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(run, rank, c.size, ar); });
+    });
+  }
+  // A shape that does not split is refused on every rank, by name.
+  rcn::test::checkInOneRank([&] {
+    return runTpThreads(3, [&](int rank, GpuAllReduce* ar) {
+      Run run{&qwen3, {{1, 7, 99, 3}}, 2};
+      run.graph = false;
+      try {
+        compareWithCpu(run, rank, 3, ar);
+      } catch (const EngineError& e) {
+        return std::string(e.what()).find("query heads do not divide") != std::string::npos ? 0 : 1;
+      }
+      return 1;
+    });
+  });
 }

@@ -1,6 +1,9 @@
 #include "allreduce_hook.h"
 
 #include <algorithm>
+#include <string>
+
+#include "model.h"  // EngineError
 
 namespace engine {
 
@@ -14,12 +17,20 @@ class LocalAllReduce::Handle : public AllReduceHook {
   int rank_;
 };
 
-LocalAllReduce::LocalAllReduce(int ranks) : ranks_(ranks), partials_(ranks, nullptr) {
+LocalAllReduce::LocalAllReduce(int ranks, std::chrono::milliseconds patience)
+    : ranks_(ranks), patience_(patience), published_(ranks, nullptr) {
   for (int r = 0; r < ranks; ++r) handles_.push_back(std::make_unique<Handle>(this, r));
+}
+
+void LocalAllReduce::abandon() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  abandoned_ = true;
+  changed_.notify_all();
 }
 
 void LocalAllReduce::barrier() {
   std::unique_lock<std::mutex> lock(mutex_);
+  if (abandoned_) throw EngineError("a tensor-parallel rank left the all-reduce");
   const unsigned long mine = generation_;
   if (++arrived_ == ranks_) {
     arrived_ = 0;
@@ -27,20 +38,33 @@ void LocalAllReduce::barrier() {
     changed_.notify_all();
     return;
   }
-  changed_.wait(lock, [&] { return generation_ != mine; });
+  const bool passed = changed_.wait_for(lock, patience_, [&] { return generation_ != mine || abandoned_; });
+  if (generation_ != mine) return;
+  abandoned_ = true;  // the group is broken for every rank, including late ones
+  changed_.notify_all();
+  throw EngineError(passed ? "a tensor-parallel rank left the all-reduce"
+                           : "a tensor-parallel rank did not reach the all-reduce within " +
+                                 std::to_string(patience_.count()) + " ms");
+}
+
+void LocalAllReduce::combine(int rank, const void* mine,
+                             const std::function<void(const std::vector<const void*>&)>& with) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    published_[rank] = mine;
+  }
+  barrier();  // every rank's buffer is published
+  with(published_);
+  barrier();  // nobody reads them any more
 }
 
 void LocalAllReduce::sum(int rank, float* data, size_t count) {
   if (ranks_ == 1) return;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    partials_[rank] = data;
-  }
-  barrier();  // every partial is published
   std::vector<float> total(count, 0.0f);
-  for (int r = 0; r < ranks_; ++r)
-    for (size_t i = 0; i < count; ++i) total[i] += partials_[r][i];
-  barrier();  // nobody reads the partials any more
+  combine(rank, data, [&](const std::vector<const void*>& partials) {
+    for (const void* p : partials)
+      for (size_t i = 0; i < count; ++i) total[i] += static_cast<const float*>(p)[i];
+  });
   std::copy(total.begin(), total.end(), data);
 }
 

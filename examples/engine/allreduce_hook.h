@@ -5,8 +5,10 @@
 // same interface with rcnAllReduce on host memory.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -28,10 +30,19 @@ class NoAllReduce : public AllReduceHook {
 
 // N ranks as N threads of one process. Every rank adds the partials in rank
 // order, so all ranks get bit-identical results (as the one-shot protocol does).
+// Every wait is bounded: a rank that gives up (abandon) or stays away for
+// `patience` makes the others' calls throw EngineError instead of hanging.
 class LocalAllReduce {
  public:
-  explicit LocalAllReduce(int ranks);
+  explicit LocalAllReduce(int ranks, std::chrono::milliseconds patience = std::chrono::minutes(2));
   AllReduceHook& rank(int r) { return *handles_[r]; }
+
+  // Publishes `mine`, waits for every rank's, calls `with` on all of them in
+  // rank order, then waits until every rank has, so that no rank reuses its
+  // buffer while another still reads it. Every rank calls it in step.
+  void combine(int rank, const void* mine, const std::function<void(const std::vector<const void*>&)>& with);
+  // This rank stops taking part (it failed): every call waiting now or later throws.
+  void abandon();
 
  private:
   class Handle;
@@ -39,12 +50,14 @@ class LocalAllReduce {
   void barrier();
 
   int ranks_;
-  std::vector<float*> partials_;
+  std::chrono::milliseconds patience_;
+  std::vector<const void*> published_;
   std::vector<std::unique_ptr<AllReduceHook>> handles_;  // one Handle per rank
   std::mutex mutex_;
   std::condition_variable changed_;
   int arrived_ = 0;
   unsigned long generation_ = 0;
+  bool abandoned_ = false;
 };
 
 }  // namespace engine

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 
 namespace engine {
 
@@ -153,12 +154,26 @@ const std::vector<float>& CpuTpModel::forward(int token, int pos) {
   if (token < 0 || token >= c.vocab) throw EngineError("token " + std::to_string(token) + " out of vocabulary");
   if (pos < 0 || pos >= c.seqLen) throw EngineError("position " + std::to_string(pos) + " beyond seq_len");
   if (ranks_.size() == 1) return ranks_[0].forward(token, pos);
+  // A rank that throws leaves the all-reduce, so that the others throw too
+  // instead of waiting for it; the first error is rethrown here.
+  std::vector<std::exception_ptr> errors(ranks_.size());
+  const std::vector<float>* logits = nullptr;
+  auto runRank = [&](size_t r) {
+    try {
+      const std::vector<float>& mine = ranks_[r].forward(token, pos);
+      if (r == 0) logits = &mine;
+    } catch (...) {
+      errors[r] = std::current_exception();
+      allReduce_.abandon();
+    }
+  };
   std::vector<std::thread> threads;
-  for (size_t r = 1; r < ranks_.size(); ++r)
-    threads.emplace_back([this, r, token, pos] { ranks_[r].forward(token, pos); });
-  const std::vector<float>& logits = ranks_[0].forward(token, pos);
+  for (size_t r = 1; r < ranks_.size(); ++r) threads.emplace_back(runRank, r);
+  runRank(0);
   for (auto& t : threads) t.join();
-  return logits;
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return *logits;
 }
 
 }  // namespace engine
