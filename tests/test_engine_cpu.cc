@@ -23,6 +23,7 @@
 #include "attention_plan.h"
 #include "cpu_model.h"
 #include "llama2c_loader.h"
+#include "options.h"
 #include "sampler.h"
 #include "shapes.h"
 #include "support/shared_model.h"
@@ -330,6 +331,28 @@ TEST_CASE("loader and shape errors are clear", "[engine]") {
 
 // The vocab-parallel argmax (argmax_key.h, used by the GPU path): the largest
 // key over the ranks' slices must name the global argmax, lowest index on ties.
+TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[engine]") {
+  auto parse = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "rcn_engine");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return parseOptions(int(argv.size()), argv.data());
+  };
+  const std::vector<std::string> model = {"--random-weights", "--shape", "llama3-8b"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), model.begin(), model.end());
+    return extra;
+  };
+  CHECK(parse(with({"--bench", "--shard-of", "2"})).shardOf == 2);
+  CHECK(parse(with({"--bench"})).shardOf == 1);
+  const auto refused = Catch::Matchers::ContainsSubstring("--shard-of times one GPU's shard");
+  CHECK_THROWS_WITH(parse(with({"--shard-of", "2"})), refused);  // not a bench
+  CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "2", "--tp", "2"})), refused);
+  CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "2", "--device", "cpu"})), refused);
+  CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "0"})), Catch::Matchers::ContainsSubstring("at least 1"));
+  CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "two"})), Catch::Matchers::ContainsSubstring("not an integer"));
+}
+
 TEST_CASE("argmax keys order by value, then by the lower index", "[engine]") {
   const float values[] = {-INFINITY, -3.5f, -1e-30f, -0.0f, 0.0f, 1e-30f, 1.0f, 2.5f, 1e30f, INFINITY};
   for (float a : values)

@@ -23,11 +23,24 @@ void cudaCheck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw EngineError(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// --shard-of: the all-reduces of a rank whose peers are not there, skipped,
+// so that a step times only the rank's own compute (its argmax then sees only
+// its slice of the vocabulary: the tokens are not the model's).
+class SkippedAllReduce : public GpuAllReduce {
+ public:
+  void sum(void*, size_t, DType, cudaStream_t) override {}
+  void maxKeys(uint64_t*, size_t, cudaStream_t) override {}
+};
+
 struct Rank {
   int rank = 0, size = 1, device = 0;
+  int shards = 1;  // how the model is split: size, or --shard-of's N for a lone shard
   rcnComm_t comm = nullptr;
   std::unique_ptr<RcnAllReduce> allReduce;
+  std::unique_ptr<SkippedAllReduce> skipped;  // --shard-of
   std::string path = "none";  // how small all-reduces travel
+
+  GpuAllReduce* hook() const { return skipped ? static_cast<GpuAllReduce*>(skipped.get()) : allReduce.get(); }
 
   ~Rank() {
     if (comm) rcnCommDestroy(comm);
@@ -54,6 +67,12 @@ void setupRank(const EngineOptions& o, Rank& r) {
     r.device = r.rank % devices;
   }
   cudaCheck(cudaSetDevice(r.device), "cudaSetDevice");
+  r.shards = o.tp;
+  if (o.shardOf > 1) {
+    if (o.tp > 1) throw EngineError("--shard-of times one shard alone: it needs a single rank, not " + std::to_string(o.tp));
+    r.shards = o.shardOf;
+    r.skipped = std::make_unique<SkippedAllReduce>();
+  }
   if (o.tp == 1) return;
   r.comm = joinComm(o, r.rank);  // on the device just set
   r.allReduce = std::make_unique<RcnAllReduce>(r.comm);
@@ -86,7 +105,7 @@ std::unique_ptr<GpuModel> buildModel(const EngineOptions& o, Rank& r, GpuModelOp
     ModelConfig c = shapeConfig(o.shape);
     *configOut = c;
     fitContext(c);
-    auto model = std::make_unique<GpuModel>(c, planShard(c, r.size, r.rank), mo, r.allReduce.get());
+    auto model = std::make_unique<GpuModel>(c, planShard(c, r.shards, r.rank), mo, r.hook());
     model->randomizeWeights(o.sampler.seed);
     return model;
   }
@@ -94,16 +113,15 @@ std::unique_ptr<GpuModel> buildModel(const EngineOptions& o, Rank& r, GpuModelOp
     ModelWeights full = randomWeights(shapeConfig(o.shape), o.sampler.seed);
     *configOut = full.config;
     fitContext(full.config);
-    ShardLayout layout = planShard(full.config, r.size, r.rank);
-    auto model = std::make_unique<GpuModel>(full.config, layout, mo, r.allReduce.get());
+    ShardLayout layout = planShard(full.config, r.shards, r.rank);
+    auto model = std::make_unique<GpuModel>(full.config, layout, mo, r.hook());
     model->loadWeights(shardWeights(full, layout));
     return model;
   }
-  ModelWeights shard = loadCheckpointShard(o.modelPath, r.size, r.rank);  // only this rank's part
+  ModelWeights shard = loadCheckpointShard(o.modelPath, r.shards, r.rank);  // only this rank's part
   *configOut = shard.config;
   fitContext(shard.config);
-  auto model = std::make_unique<GpuModel>(shard.config, planShard(shard.config, r.size, r.rank), mo,
-                                          r.allReduce.get());
+  auto model = std::make_unique<GpuModel>(shard.config, planShard(shard.config, r.shards, r.rank), mo, r.hook());
   model->loadWeights(shard);
   return model;
 }
@@ -251,6 +269,11 @@ int bench(const EngineOptions& o, Rank& r) {
   if (r.rank != 0) return 0;
 
   const std::string name = o.randomWeights ? o.shape : o.modelPath;
+  const bool lone = r.skipped != nullptr;
+  const char* collective = lone ? "skipped" : r.size > 1 ? o.collective.c_str() : "-";
+  if (lone)
+    std::printf("\nrank 0's shard of TP=%d alone on this GPU, its all-reduces skipped: the compute part of a "
+                "TP=%d step\n", r.shards, r.shards);
   std::printf("\n%-10s %-4s %-3s %-10s %-5s %12s %10s %12s %10s %10s %9s\n", "shape", "type", "tp", "collective",
               "batch", "prefill t/s", "step us", "decode t/s", "ar us", "rest us", "hbm %");
   for (const BenchResult& res : results) {
@@ -260,7 +283,7 @@ int bench(const EngineOptions& o, Rank& r) {
       std::snprintf(rest, sizeof rest, "%.1f", res.computeUs);
     }
     std::printf("%-10s %-4s %-3d %-10s %-5d %12.0f %10.1f %12.1f %10s %10s %9.1f\n", name.c_str(),
-                dtypeName(mo.dtype), r.size, r.size > 1 ? o.collective.c_str() : "-", res.batch,
+                dtypeName(mo.dtype), r.shards, collective, res.batch,
                 res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, ar, rest, res.rooflinePct);
   }
   std::fflush(stdout);
@@ -273,12 +296,13 @@ int bench(const EngineOptions& o, Rank& r) {
                    "\"prompt_len\":%d,\"decode_steps\":%d,\"cuda_graph\":%s,\"prefill_tokens_per_s\":%.1f,"
                    "\"decode_step_us\":%.2f,\"decode_tokens_per_s\":%.1f,\"compute_us\":%.2f,\"allreduce_us\":%.2f,"
                    "\"allreduces_per_step\":%d,\"fused_allreduce\":%s,\"weight_bytes_per_rank\":%zu,"
-                   "\"hbm_roofline_pct\":%.1f}\n",
-                   name.c_str(), dtypeName(mo.dtype), r.size, r.size > 1 ? o.collective.c_str() : "none",
+                   "\"hbm_roofline_pct\":%.1f,\"shard_only\":%s}\n",
+                   name.c_str(), dtypeName(mo.dtype), r.shards, lone ? "skipped" : r.size > 1 ? o.collective.c_str() : "none",
                    r.path.c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
                    res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, res.computeUs,
                    res.computeUs >= 0 ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
-                   r.size > 1 && o.fuseAllReduce ? "true" : "false", model->weightBytes(), res.rooflinePct);
+                   r.size > 1 && o.fuseAllReduce ? "true" : "false", model->weightBytes(), res.rooflinePct,
+                   lone ? "true" : "false");
     std::fclose(f);
   }
   return 0;

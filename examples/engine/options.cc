@@ -36,7 +36,9 @@ void printUsage(const char* program) {
       "  --decode-steps N        bench decode steps (default 64)\n"
       "  --json PATH             bench results as JSON\n"
       "  --quiet                 no streamed text, only the summary\n"
-      "  --profile               bench: also time each operation of eager decode steps\n",
+      "  --profile               bench: also time each operation of eager decode steps\n"
+      "  --shard-of N            bench, gpu, --tp 1: time one rank's shard of a TP=N split alone on this GPU,\n"
+      "                          its all-reduces skipped: the compute part of a TP=N step, with fewer GPUs\n",
       program);
 }
 
@@ -102,6 +104,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     else if (flag == "--json") o.jsonPath = value();
     else if (flag == "--quiet") o.quiet = true;
     else if (flag == "--profile") o.profile = true;
+    else if (flag == "--shard-of") o.shardOf = toInt(flag, value());
     else if (flag == "--rank") o.rank = toInt(flag, value());
     else if (flag == "--unique-id") o.uniqueIdHex = value();
     else throw EngineError("unknown option " + flag + " (see --help)");
@@ -109,6 +112,9 @@ EngineOptions parseOptions(int argc, char** argv) {
   if (!o.randomWeights && o.modelPath.empty()) throw EngineError("give --model PATH or --random-weights --shape NAME");
   if (o.randomWeights && o.shape.empty()) throw EngineError("--random-weights needs --shape");
   if (o.tp < 1) throw EngineError("--tp must be at least 1");
+  if (o.shardOf < 1) throw EngineError("--shard-of must be at least 1");
+  if (o.shardOf > 1 && (!o.bench || o.tp != 1 || o.device == "cpu"))
+    throw EngineError("--shard-of times one GPU's shard: it needs --bench, --tp 1 and the gpu device");
   if (o.collective != "rocenante" && o.collective != "nccl")
     throw EngineError("--collective must be rocenante or nccl, not " + o.collective);
   if (o.device != "auto" && o.device != "cpu" && o.device != "gpu")

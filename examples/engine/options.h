@@ -32,6 +32,7 @@ struct EngineOptions {
   std::string jsonPath;         // bench results as JSON
   bool quiet = false;
   bool profile = false;          // bench: per-operation times of eager decode steps
+  int shardOf = 1;               // bench --shard-of N: rank 0's shard of a TP=N split alone, all-reduces skipped
   // Set by the launcher in each child process.
   int rank = -1;
   std::string uniqueIdHex;
