@@ -2,7 +2,8 @@
 # Builds rcn_engine from source, runs its GPU tests, then benchmarks decode
 # with rocenante against NCCL: llama3-1b and llama3-8b shapes (random bf16
 # weights), batch 1 and 8, TP=1 and TP=2 (with and without --fused-allreduce,
-# which only changes batch 1: it fuses 1-2 tokens). Writes $OUT/engine.log and
+# which only changes batch 1: it fuses 1-2 tokens), and rank 0's half of TP=2 alone
+# (--shard-of 2, one GPU: a TP=2 step's compute). Writes $OUT/engine.log and
 # $OUT/engine.jsonl, and prints a short table last. About 5 minutes on 2x H200.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . "$(dirname "$0")/common.sh" engine "${ENGINE_BUILD_DIR:-/tmp/build-engine}"
@@ -70,6 +71,7 @@ bench() {  # shape tp collective [more engine options]
 }
 for shape in $SHAPES; do
   bench "$shape" 1 rocenante
+  bench "$shape" 1 rocenante --shard-of 2  # rank 0's half alone, all-reduces skipped: a TP=2 step's compute
   if [ "$GPUS" -ge 2 ]; then
     bench "$shape" 2 rocenante
     bench "$shape" 2 nccl
@@ -102,22 +104,27 @@ say "done $(date -u +%H:%M:%S)"
 python3 - "$JSON" <<'PY' | tee -a "$LOG"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-def step(shape, batch, tp, coll, fused=False):
+def step(shape, batch, tp, coll, fused=False, shard=False):
     for r in rows:
         if (r["shape"] == shape and r["batch"] == batch and r["tp"] == tp and (tp == 1 or r["collective"] == coll)
-                and r.get("fused_allreduce", False) == fused):
+                and r.get("fused_allreduce", False) == fused and r.get("shard_only", False) == shard):
             return r
     return None
-print("\ndecode step (us) and tokens/s; ar = all-reduce share of a TP=2 step (step - compute-only step)")
-print("%-10s %5s %9s %7s %14s %14s %16s %9s %9s %10s %10s" % ("shape", "batch", "tp1 us", "tp1 hbm%",
-      "tp2 rcn us(ar)", "tp2 nccl us(ar)", "tp2 fused us(ar)", "rcn/nccl", "tp2/tp1", "rcn tok/s", "nccl tok/s"))
+print("\ndecode step (us) and tokens/s; ar = all-reduce share of a TP=2 step (step - compute-only step);")
+print("half = rank 0's shard of TP=2 alone on one GPU (--shard-of 2), tp1/half = TP=2 over TP=1 with free all-reduces")
+print("%-10s %5s %9s %7s %9s %9s %14s %14s %16s %9s %9s %10s %10s" % ("shape", "batch", "tp1 us", "tp1 hbm%",
+      "half us", "tp1/half", "tp2 rcn us(ar)", "tp2 nccl us(ar)", "tp2 fused us(ar)", "rcn/nccl", "tp2/tp1",
+      "rcn tok/s", "nccl tok/s"))
 for shape in sorted({r["shape"] for r in rows}):
     for batch in sorted({r["batch"] for r in rows}):
         one, rcn, nccl = step(shape, batch, 1, None), step(shape, batch, 2, "rocenante"), step(shape, batch, 2, "nccl")
         fused = step(shape, batch, 2, "rocenante", True)
+        half = step(shape, batch, 2, "skipped", shard=True)
         f = lambda r: "%.1f(%.1f)" % (r["decode_step_us"], r["allreduce_us"]) if r else "-"
-        print("%-10s %5d %9s %7s %14s %14s %16s %9s %9s %10s %10s" % (shape, batch,
+        print("%-10s %5d %9s %7s %9s %9s %14s %14s %16s %9s %9s %10s %10s" % (shape, batch,
               "%.1f" % one["decode_step_us"] if one else "-", "%.0f" % one["hbm_roofline_pct"] if one else "-",
+              "%.1f" % half["decode_step_us"] if half else "-",
+              "%.2fx" % (one["decode_step_us"] / half["decode_step_us"]) if one and half else "-",
               f(rcn), f(nccl), f(fused),
               "%.3fx" % (nccl["decode_step_us"] / rcn["decode_step_us"]) if rcn and nccl else "-",
               "%.2fx" % (one["decode_step_us"] / rcn["decode_step_us"]) if one and rcn else "-",
