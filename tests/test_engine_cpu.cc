@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -169,7 +170,7 @@ TEST_CASE("the ranks-as-threads all-reduce sums in rank order and never waits un
       threads.emplace_back([&, r] {
         group.rank(r).sum(data[r].data(), 2);
         const uint64_t mine = 10 + (r == 1 ? 100 : r);
-        group.combine(r, &mine, [&](const std::vector<const void*>& all) {
+        group.combine(r, &mine, sizeof mine, [&](const std::vector<const void*>& all) {
           for (const void* p : all) best[r] = std::max(best[r], *static_cast<const uint64_t*>(p));
         });
       });
@@ -180,26 +181,50 @@ TEST_CASE("the ranks-as-threads all-reduce sums in rank order and never waits un
       CHECK(best[r] == 110);
     }
   }
-  SECTION("a rank that abandons makes the others throw") {
-    LocalAllReduce group(3);
-    int thrown = 0;
-    std::mutex mutex;
+  SECTION("a rank that abandons makes the waiting ones throw at once") {
+    LocalAllReduce group(3, std::chrono::seconds(20));
+    std::atomic<int> thrown{0}, started{0};
     std::vector<std::thread> threads;
     for (int r = 0; r < 2; ++r)
       threads.emplace_back([&, r] {
         float v = 1;
+        ++started;
         try {
           group.rank(r).sum(&v, 1);
         } catch (const EngineError& e) {
-          std::lock_guard<std::mutex> lock(mutex);
           thrown += std::string(e.what()).find("left the all-reduce") != std::string::npos;
         }
       });
+    while (started < 2) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // both are waiting by now
+    const auto start = std::chrono::steady_clock::now();
     group.abandon();
     for (auto& t : threads) t.join();
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // woken, not timed out
     CHECK(thrown == 2);
     float v = 1;
     CHECK_THROWS_AS(group.rank(2).sum(&v, 1), EngineError);  // late, and the group is gone
+  }
+  SECTION("a rank whose reduction throws makes the others throw at once") {
+    LocalAllReduce group(2, std::chrono::seconds(20));
+    std::atomic<int> leftMessages{0};
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        const int mine = r;
+        try {
+          group.combine(r, &mine, sizeof mine, [&](const std::vector<const void*>&) {
+            if (r == 1) throw EngineError("reduction failed");
+          });
+        } catch (const EngineError& e) {
+          leftMessages += std::string(e.what()).find(r == 1 ? "reduction failed" : "left the all-reduce") !=
+                          std::string::npos;
+        }
+      });
+    for (auto& t : threads) t.join();
+    CHECK(leftMessages == 2);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
   }
   SECTION("a rank that stays away makes the others throw after the patience") {
     LocalAllReduce group(2, std::chrono::milliseconds(200));
@@ -329,8 +354,6 @@ TEST_CASE("loader and shape errors are clear", "[engine]") {
   CHECK_THROWS_WITH(model.forward(1, 512), Catch::Matchers::ContainsSubstring("beyond seq_len"));
 }
 
-// The vocab-parallel argmax (argmax_key.h, used by the GPU path): the largest
-// key over the ranks' slices must name the global argmax, lowest index on ties.
 TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[engine]") {
   auto parse = [](std::vector<std::string> args) {
     args.insert(args.begin(), "rcn_engine");
@@ -349,10 +372,14 @@ TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[
   CHECK_THROWS_WITH(parse(with({"--shard-of", "2"})), refused);  // not a bench
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "2", "--tp", "2"})), refused);
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "2", "--device", "cpu"})), refused);
+  CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "2", "--fused-allreduce"})),
+                    Catch::Matchers::ContainsSubstring("skips the all-reduces"));
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "0"})), Catch::Matchers::ContainsSubstring("at least 1"));
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "two"})), Catch::Matchers::ContainsSubstring("not an integer"));
 }
 
+// The vocab-parallel argmax (argmax_key.h, used by the GPU path): the largest
+// key over the ranks' slices must name the global argmax, lowest index on ties.
 TEST_CASE("argmax keys order by value, then by the lower index", "[engine]") {
   const float values[] = {-INFINITY, -3.5f, -1e-30f, -0.0f, 0.0f, 1e-30f, 1.0f, 2.5f, 1e30f, INFINITY};
   for (float a : values)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -172,7 +173,7 @@ class ThreadRankAllReduce : public GpuAllReduce {
   void maxKeys(uint64_t* keys, size_t count, cudaStream_t stream) override {
     std::vector<uint64_t> mine(count), best(count, 0);
     copy(mine.data(), keys, count * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
-    group_.combine(rank_, mine.data(), [&](const std::vector<const void*>& all) {
+    group_.combine(rank_, mine.data(), count * sizeof(uint64_t), [&](const std::vector<const void*>& all) {
       for (const void* p : all)
         for (size_t i = 0; i < count; ++i) best[i] = std::max(best[i], static_cast<const uint64_t*>(p)[i]);
     });
@@ -192,9 +193,10 @@ class ThreadRankAllReduce : public GpuAllReduce {
 // Runs body(rank, allReduce) for every rank of `size` on threads of this
 // process, all on GPU 0; returns the number of ranks that failed. A failing
 // rank leaves the group, so that the others stop at their next all-reduce
-// instead of waiting for it.
+// instead of waiting for it; one that stops without failing is given up on
+// after 30 s, well inside the forked rank's 120 s.
 int runTpThreads(int size, const std::function<int(int, GpuAllReduce*)>& body) {
-  LocalAllReduce group(size);
+  LocalAllReduce group(size, std::chrono::seconds(30));
   std::vector<int> results(size, 1);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r)
@@ -204,6 +206,8 @@ int runTpThreads(int size, const std::function<int(int, GpuAllReduce*)>& body) {
         results[r] = body(r, &allReduce);
       } catch (const std::exception& e) {
         std::printf("rank %d of %d: %s\n", r, size, e.what());
+      } catch (...) {
+        std::printf("rank %d of %d: an exception that is not a std::exception\n", r, size);
       }
       if (results[r] != 0) group.abandon();
     });

@@ -18,7 +18,7 @@ class LocalAllReduce::Handle : public AllReduceHook {
 };
 
 LocalAllReduce::LocalAllReduce(int ranks, std::chrono::milliseconds patience)
-    : ranks_(ranks), patience_(patience), published_(ranks, nullptr) {
+    : ranks_(ranks), patience_(patience), published_(ranks), views_(ranks, nullptr) {
   for (int r = 0; r < ranks; ++r) handles_.push_back(std::make_unique<Handle>(this, r));
 }
 
@@ -47,21 +47,30 @@ void LocalAllReduce::barrier() {
                                  std::to_string(patience_.count()) + " ms");
 }
 
-void LocalAllReduce::combine(int rank, const void* mine,
+void LocalAllReduce::combine(int rank, const void* mine, size_t bytes,
                              const std::function<void(const std::vector<const void*>&)>& with) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    published_[rank] = mine;
+    // Refused before the copy: after an abandon another rank may still read the slot.
+    if (abandoned_) throw EngineError("a tensor-parallel rank left the all-reduce");
+    const char* from = static_cast<const char*>(mine);
+    published_[rank].assign(from, from + bytes);
+    views_[rank] = published_[rank].data();
   }
-  barrier();  // every rank's buffer is published
-  with(published_);
+  barrier();  // every rank's copy is published
+  try {
+    with(views_);
+  } catch (...) {
+    abandon();  // the others stop at the next barrier instead of waiting out the patience
+    throw;
+  }
   barrier();  // nobody reads them any more
 }
 
 void LocalAllReduce::sum(int rank, float* data, size_t count) {
   if (ranks_ == 1) return;
   std::vector<float> total(count, 0.0f);
-  combine(rank, data, [&](const std::vector<const void*>& partials) {
+  combine(rank, data, count * sizeof(float), [&](const std::vector<const void*>& partials) {
     for (const void* p : partials)
       for (size_t i = 0; i < count; ++i) total[i] += static_cast<const float*>(p)[i];
   });

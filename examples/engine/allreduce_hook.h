@@ -37,10 +37,12 @@ class LocalAllReduce {
   explicit LocalAllReduce(int ranks, std::chrono::milliseconds patience = std::chrono::minutes(2));
   AllReduceHook& rank(int r) { return *handles_[r]; }
 
-  // Publishes `mine`, waits for every rank's, calls `with` on all of them in
-  // rank order, then waits until every rank has, so that no rank reuses its
-  // buffer while another still reads it. Every rank calls it in step.
-  void combine(int rank, const void* mine, const std::function<void(const std::vector<const void*>&)>& with);
+  // Publishes a copy of `bytes` bytes at `mine`, waits for every rank's, calls
+  // `with` on all of them in rank order, then waits until every rank has.
+  // The copies belong to the group, so a rank that leaves early (an error)
+  // frees nothing another rank still reads. Every rank calls it in step.
+  void combine(int rank, const void* mine, size_t bytes,
+               const std::function<void(const std::vector<const void*>&)>& with);
   // This rank stops taking part (it failed): every call waiting now or later throws.
   void abandon();
 
@@ -51,7 +53,8 @@ class LocalAllReduce {
 
   int ranks_;
   std::chrono::milliseconds patience_;
-  std::vector<const void*> published_;
+  std::vector<std::vector<char>> published_;  // each rank's copy for the call in progress
+  std::vector<const void*> views_;             // published_[r].data(), what `with` gets
   std::vector<std::unique_ptr<AllReduceHook>> handles_;  // one Handle per rank
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <mutex>
 
 namespace engine {
 
@@ -155,24 +156,35 @@ const std::vector<float>& CpuTpModel::forward(int token, int pos) {
   if (pos < 0 || pos >= c.seqLen) throw EngineError("position " + std::to_string(pos) + " beyond seq_len");
   if (ranks_.size() == 1) return ranks_[0].forward(token, pos);
   // A rank that throws leaves the all-reduce, so that the others throw too
-  // instead of waiting for it; the first error is rethrown here.
-  std::vector<std::exception_ptr> errors(ranks_.size());
+  // instead of waiting for it. Its error is the one rethrown: it is saved
+  // before the abandon, and the others' errors only follow from it.
+  std::mutex mutex;
+  std::exception_ptr first;
   const std::vector<float>* logits = nullptr;
+  auto fail = [&](std::exception_ptr e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!first) first = e;
+    }
+    allReduce_.abandon();
+  };
   auto runRank = [&](size_t r) {
     try {
       const std::vector<float>& mine = ranks_[r].forward(token, pos);
       if (r == 0) logits = &mine;
     } catch (...) {
-      errors[r] = std::current_exception();
-      allReduce_.abandon();
+      fail(std::current_exception());
     }
   };
   std::vector<std::thread> threads;
-  for (size_t r = 1; r < ranks_.size(); ++r) threads.emplace_back(runRank, r);
-  runRank(0);
+  try {
+    for (size_t r = 1; r < ranks_.size(); ++r) threads.emplace_back(runRank, r);
+    runRank(0);
+  } catch (...) {  // a thread could not start: the started ones stop at their next all-reduce
+    fail(std::current_exception());
+  }
   for (auto& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
+  if (first) std::rethrow_exception(first);
   return *logits;
 }
 

@@ -39,6 +39,8 @@ class CpuModel {
 
 // TP = N on the CPU inside one process: N CpuModels on N threads, joined by
 // a LocalAllReduce. Produces the same logits as TP = 1 up to fp32 rounding.
+// forward rethrows a rank's error; the ranks are then out of step, and every
+// later forward throws (make a new model).
 class CpuTpModel {
  public:
   CpuTpModel(const ModelWeights& full, int tp);

@@ -37,7 +37,7 @@ void printUsage(const char* program) {
       "  --json PATH             bench results as JSON\n"
       "  --quiet                 no streamed text, only the summary\n"
       "  --profile               bench: also time each operation of eager decode steps\n"
-      "  --shard-of N            bench, gpu, --tp 1: time one rank's shard of a TP=N split alone on this GPU,\n"
+      "  --shard-of N            bench, gpu, --tp 1: time rank 0's shard of a TP=N split alone on this GPU,\n"
       "                          its all-reduces skipped: the compute part of a TP=N step, with fewer GPUs\n",
       program);
 }
@@ -115,6 +115,8 @@ EngineOptions parseOptions(int argc, char** argv) {
   if (o.shardOf < 1) throw EngineError("--shard-of must be at least 1");
   if (o.shardOf > 1 && (!o.bench || o.tp != 1 || o.device == "cpu"))
     throw EngineError("--shard-of times one GPU's shard: it needs --bench, --tp 1 and the gpu device");
+  if (o.shardOf > 1 && o.fuseAllReduce)
+    throw EngineError("--shard-of skips the all-reduces: --fused-allreduce has nothing to fuse there");
   if (o.collective != "rocenante" && o.collective != "nccl")
     throw EngineError("--collective must be rocenante or nccl, not " + o.collective);
   if (o.device != "auto" && o.device != "cpu" && o.device != "gpu")

@@ -4,7 +4,7 @@
 # weights), batch 1 and 8, TP=1 and TP=2 (with and without --fused-allreduce,
 # which only changes batch 1: it fuses 1-2 tokens), and rank 0's half of TP=2 alone
 # (--shard-of 2, one GPU: a TP=2 step's compute). Writes $OUT/engine.log and
-# $OUT/engine.jsonl, and prints a short table last. About 5 minutes on 2x H200.
+# $OUT/engine.jsonl, and prints a short table last. About 6 minutes on 2x H200.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . "$(dirname "$0")/common.sh" engine "${ENGINE_BUILD_DIR:-/tmp/build-engine}"
 SHAPES=${ENGINE_SHAPES:-"llama3-1b llama3-8b"}
