@@ -375,7 +375,8 @@ TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "2", "--fused-allreduce"})),
                     Catch::Matchers::ContainsSubstring("skips the all-reduces"));
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "0"})), Catch::Matchers::ContainsSubstring("at least 1"));
-  CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "two"})), Catch::Matchers::ContainsSubstring("not an integer"));
+  CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "two"})),
+                    Catch::Matchers::ContainsSubstring("not an integer"));
 }
 
 // The vocab-parallel argmax (argmax_key.h, used by the GPU path): the largest

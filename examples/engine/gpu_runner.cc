@@ -69,7 +69,8 @@ void setupRank(const EngineOptions& o, Rank& r) {
   cudaCheck(cudaSetDevice(r.device), "cudaSetDevice");
   r.shards = o.tp;
   if (o.shardOf > 1) {
-    if (o.tp > 1) throw EngineError("--shard-of times one shard alone: it needs a single rank, not " + std::to_string(o.tp));
+    if (o.tp > 1)
+      throw EngineError("--shard-of times one shard alone: it needs a single rank, not " + std::to_string(o.tp));
     r.shards = o.shardOf;
     r.skipped = std::make_unique<SkippedAllReduce>();
   }
@@ -297,7 +298,7 @@ int bench(const EngineOptions& o, Rank& r) {
                    "\"decode_step_us\":%.2f,\"decode_tokens_per_s\":%.1f,\"compute_us\":%.2f,\"allreduce_us\":%.2f,"
                    "\"allreduces_per_step\":%d,\"fused_allreduce\":%s,\"weight_bytes_per_rank\":%zu,"
                    "\"hbm_roofline_pct\":%.1f,\"shard_only\":%s}\n",
-                   name.c_str(), dtypeName(mo.dtype), r.shards, lone ? "skipped" : r.size > 1 ? o.collective.c_str() : "none",
+                   name.c_str(), dtypeName(mo.dtype), r.shards, lone || r.size > 1 ? collective : "none",
                    r.path.c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
                    res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, res.computeUs,
                    res.computeUs >= 0 ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
