@@ -232,8 +232,11 @@ TEST_CASE("GEMV with SwiGLU fused: silu(gate . x) * (up . x)", "[engine][gpu]") 
 TEST_CASE("GEMV with the residual add + RMSNorm fused in front", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   // The last two: the widest rows whose staging fits (gemvFits: 34128 at 1 token, 25600 at 2).
+  // 7168 x 4096 with SwiGLU (llama3-8b's gate/up at TP=2) and 7000 x 4096 (a
+  // last block partly idle) have their units cut in two along K on H200 (splitShortens).
   for (Case c : {Case{6144, 4096, 1, false, false, true}, Case{300, 96, 2, false, true, true},
-                 Case{7168, 4096, 2, true, false, true}, Case{64, 34128, 1, false, true, true},
+                 Case{7168, 4096, 2, true, false, true}, Case{7168, 4096, 1, true, false, true},
+                 Case{7000, 4096, 1, true, false, true}, Case{64, 34128, 1, false, true, true},
                  Case{40, 25600, 2, true, false, true}})
     check(c);
 }
@@ -624,8 +627,12 @@ void checkQkv(const QkvCase& c) {
 
 TEST_CASE("GEMV with the QKV epilogue fused: biases, RoPE (both conventions, table), KV cache", "[engine][gpu]") {
   rcn::test::requireGpus(1);
+  // llama3-8b at TP=2 and TP=1, norm in front; at TP=1 (3072 output pairs) the
+  // units are cut in two along K on H200 (splitShortens).
   for (QkvCase c : {QkvCase{1, true, false, false}, QkvCase{2, false, true, true}, QkvCase{2, true, true, false},
-                    QkvCase{2, false, true, true, 16, 4, 128, 4096, true}})  // llama3-8b at TP=2, norm in front
+                    QkvCase{2, false, true, true, 16, 4, 128, 4096, true},
+                    QkvCase{1, false, false, false, 32, 8, 128, 4096, true},
+                    QkvCase{2, true, true, true, 32, 8, 128, 4096, true}})
     checkQkv(c);
 }
 

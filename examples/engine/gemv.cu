@@ -91,6 +91,10 @@ struct Chunk {
 // H100/H200; some is left for the kernel's static arrays).
 constexpr size_t kMaxSharedBytes = 200 * 1024;
 
+// Shared memory of a staged instance of kTokens: its input rows as bf16,
+// and the fused norm's fp32 staging (a multiple of 16 bytes: in % 8 == 0).
+__host__ __device__ inline size_t stagedBytes(int kTokens, int in) { return size_t(kTokens) * in * 2 + size_t(in) * 4; }
+
 // xs[b * vectors + v] = vector v of token b's normed input, as bf16, for the
 // whole block (b < kTokens). A token at a time, its residual + delta kept in
 // shared memory (`staged`, fp32, one row past the inputs) between the sum
@@ -212,6 +216,26 @@ __device__ void sumOverRanks(const GemvParams& p, uint32_t call, int rowBegin, i
   }
 }
 
+// The end of a split block: the units whose parts it ran (all of them: its
+// run starts at a unit's first part and holds whole units), each token's sums
+// added in part order, so the result does not depend on timing.
+template <Epilogue kEpilogue, typename OutT, bool kPlainPairs, int kRows, int kTokens, int kSplit>
+__device__ void finishSplitUnits(const GemvParams& p, int blockFirst, const float* partSums, const QkvShared& qkv) {
+  __syncthreads();  // every warp's parts are in shared memory
+  const int unitBegin = blockFirst / kSplit;
+  const int unitEnd = min(p.units, (blockFirst + kWarps * p.unitsPerWarp) / kSplit);
+  for (int task = threadIdx.x; task < (unitEnd - unitBegin) * kTokens; task += blockDim.x) {
+    const int u = unitBegin + task / kTokens, b = task % kTokens;
+    float sum[kRows] = {};
+    for (int part = 0; part < kSplit; ++part)
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) sum[r] += partSums[((u * kSplit + part - blockFirst) * kTokens + b) * kRows + r];
+    int rows[kRows];
+    unitRows<kEpilogue, kPlainPairs>(p, u, rows);
+    finishUnit<kEpilogue, OutT, false, kPlainPairs, kRows>(p, u, b, rows, sum, qkv, 0);
+  }
+}
+
 // Staged (the fused norm in front): the input rows in shared memory. Plain:
 // each lane loads its share of the input with the chunk's weights (from L2
 // after the first block's reads), so the products start without a staging
@@ -220,22 +244,33 @@ __device__ void sumOverRanks(const GemvParams& p, uint32_t call, int rowBegin, i
 // bf16 out: sumOverRanks); a separate instance, because the exchange's code
 // in the common one slowed every product (llama3-8b TP=1 decode 4060 -> 4247
 // us a step on H200, unused).
-template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange, bool kPlainPairs>
+// kSplit > 1: each unit's chunks are cut into kSplit parts along K, and a
+// warp's work is a run of parts (launchSplit says when); the block adds its
+// units' parts in part order from shared memory at the end.
+template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange, bool kPlainPairs, int kSplit>
 __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
+  static_assert(kSplit == 1 || !kExchange, "the exchange puts whole outputs");
   constexpr int kRows = kUnitRows<kEpilogue, kPlainPairs>;
-  extern __shared__ uint4 xs[];  // staged: [kTokens][vectors] bf16, then the norm's fp32 staging [in]
+  // staged: [kTokens][vectors] bf16, then the norm's fp32 staging [in]; then, split, the parts' sums
+  extern __shared__ uint4 xs[];
   const int lane = threadIdx.x % 32;
-  const int first = (blockIdx.x * kWarps + threadIdx.x / 32) * p.unitsPerWarp;
-  const int units = max(0, min(p.units, first + p.unitsPerWarp) - first);
   const int chunksPerRow = (p.vectors + kChunkVectors - 1) / kChunkVectors;
-  const int items = units * chunksPerRow;
+  const int chunksPerPart = chunksPerRow / kSplit;  // whole: launchSplit
+  // p.unitsPerWarp counts parts; a block's run starts at a unit's first part (kWarps * parts a warp is even).
+  const int blockFirst = blockIdx.x * kWarps * p.unitsPerWarp;
+  const int first = blockFirst + threadIdx.x / 32 * p.unitsPerWarp;
+  const int parts = max(0, min(p.units * kSplit, first + p.unitsPerWarp) - first);
+  const int items = parts * chunksPerPart;
   const uint4* input = static_cast<const uint4*>(p.input.x);  // unstaged only
+  float* partSums = reinterpret_cast<float*>(xs + (kStaged ? stagedBytes(kTokens, p.in) / 16 : 0));
+  // The chunk of W behind item i of this warp.
+  auto chunkOf = [&](int item) { return (first + item / chunksPerPart) % kSplit * chunksPerPart + item % chunksPerPart; };
 
   int rows[kRows], nextRows[kRows];
   Chunk<kRows, kTokens, kStaged> current;
   if (items > 0) {
-    unitRows<kEpilogue, kPlainPairs>(p, first, rows);
-    current.load(p, rows, 0, lane);
+    unitRows<kEpilogue, kPlainPairs>(p, first / kSplit, rows);
+    current.load(p, rows, chunkOf(0), lane);
   }
   __shared__ QkvShared qkv;  // the QKV epilogue's only
   stageRopeFreqs<kEpilogue>(p, qkv);
@@ -245,27 +280,34 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   if constexpr (kStaged) {
     stageInput<kTokens>(p, xs);
   } else {
-    if (items > 0) current.loadInput(input, 0, lane, p.vectors);
+    if (items > 0) current.loadInput(input, chunkOf(0), lane, p.vectors);
   }
 
   float acc[kRows][kTokens] = {};
   for (int item = 0; item < items; ++item) {
-    const int j = first + item / chunksPerRow, chunk = item % chunksPerRow;
+    const int part = first + item / chunksPerPart, chunk = chunkOf(item);
     Chunk<kRows, kTokens, kStaged> next;
     if (item + 1 < items) {
-      unitRows<kEpilogue, kPlainPairs>(p, first + (item + 1) / chunksPerRow, nextRows);
-      next.load(p, nextRows, (item + 1) % chunksPerRow, lane);
-      if constexpr (!kStaged) next.loadInput(input, (item + 1) % chunksPerRow, lane, p.vectors);
+      unitRows<kEpilogue, kPlainPairs>(p, (first + (item + 1) / chunksPerPart) / kSplit, nextRows);
+      next.load(p, nextRows, chunkOf(item + 1), lane);
+      if constexpr (!kStaged) next.loadInput(input, chunkOf(item + 1), lane, p.vectors);
     }
     current.accumulate(acc, xs, chunk, lane, p.vectors);
     current = next;
-    if (chunk == chunksPerRow - 1) {
+    if (item % chunksPerPart == chunksPerPart - 1) {
 #pragma unroll
       for (int b = 0; b < kTokens; ++b) {
         float sum[kRows];
 #pragma unroll
         for (int r = 0; r < kRows; ++r) sum[r] = warpSum(acc[r][b]), acc[r][b] = 0;
-        if (lane == 0) finishUnit<kEpilogue, OutT, kExchange, kPlainPairs, kRows>(p, j, b, rows, sum, qkv, call);
+        if (lane == 0) {
+          if constexpr (kSplit == 1) {
+            finishUnit<kEpilogue, OutT, kExchange, kPlainPairs, kRows>(p, part, b, rows, sum, qkv, call);
+          } else {
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) partSums[((part - blockFirst) * kTokens + b) * kRows + r] = sum[r];
+          }
+        }
       }
     }
     if (item + 1 < items) {
@@ -273,38 +315,63 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
       for (int r = 0; r < kRows; ++r) rows[r] = nextRows[r];
     }
   }
+  if constexpr (kSplit > 1) finishSplitUnits<kEpilogue, OutT, kPlainPairs, kRows, kTokens, kSplit>(p, blockFirst, partSums, qkv);
   if constexpr (kExchange) {
     if (p.reduce) {
       __syncwarp();  // lane 0 put the outputs
-      sumOverRanks(p, call, first * kRows, min((first + units) * kRows, p.out), lane);
+      sumOverRanks(p, call, first * kRows, min((first + parts) * kRows, p.out), lane);  // unsplit: parts are units
       __syncthreads();  // the block's last gather is done
       rcn_device::rcnDeviceEndCall(p.exchange, call);
     }
   }
 }
 
-// Shared memory of a staged instance of kTokens: its input rows as bf16,
-// and the fused norm's fp32 staging.
-size_t stagedBytes(int kTokens, int in) { return size_t(kTokens) * in * 2 + size_t(in) * 4; }
 
 // Launches the instance for (tokens, epilogue, output type) with a grid of
 // the blocks that fit at once, every warp taking the same number of units
 // (no tail of half-idle SMs). Only a normed input is staged.
 template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange = false,
-          bool kPlainPairs = false>
+          bool kPlainPairs = false, int kSplit = 1>
 cudaError_t launchInstance(GemvParams p, Launch on) {
-  constexpr auto kernel = gemvKernel<kTokens, kEpilogue, OutT, kStaged, kExchange, kPlainPairs>;
-  const size_t smem = kStaged ? stagedBytes(kTokens, p.in) : 0;
+  constexpr auto kernel = gemvKernel<kTokens, kEpilogue, OutT, kStaged, kExchange, kPlainPairs, kSplit>;
+  const size_t staged = kStaged ? stagedBytes(kTokens, p.in) : 0;
   int blocks = 0;
-  cudaError_t e = gemvBlocksFor<kernel>(kThreads, smem, &blocks);
+  cudaError_t e = gemvBlocksFor<kernel>(kThreads, staged, &blocks);
   if (e != cudaSuccess) return e;
   const int warps = blocks * kWarps;
   p.units = unitsOf<kPlainPairs>(p);
-  p.unitsPerWarp = (p.units + warps - 1) / warps;
-  const int busyWarps = (p.units + p.unitsPerWarp - 1) / p.unitsPerWarp;
+  const int parts = p.units * kSplit;
+  p.unitsPerWarp = (parts + warps - 1) / warps;
+  const int busyWarps = (parts + p.unitsPerWarp - 1) / p.unitsPerWarp;
   const int grid = (busyWarps + kWarps - 1) / kWarps;
   if (kExchange && grid > p.exchange.maxBlocks) return cudaErrorInvalidConfiguration;
+  // A split block keeps its parts' sums (a few hundred bytes) past the staging.
+  const size_t smem = staged + (kSplit > 1 ? size_t(kWarps) * p.unitsPerWarp * kTokens * kUnitRows<kEpilogue, kPlainPairs> * 4 : 0);
+  if (smem != staged && (e = gemvBlocksFor<kernel>(kThreads, smem, &blocks)) != cudaSuccess) return e;
   return launch(kernel, dim3(grid), dim3(kThreads), smem, on, p);
+}
+
+// Whether cutting each unit of a staged paired product (QKV, gate/up) into
+// two parts along K gives the busiest warp a chain of chunks shorter by two
+// or more: where the units are a little more than the warps can take evenly,
+// more of the warps share the work. The block's final pass over its units
+// costs about one chunk (H200, 2026-12-01, one call, two rounds: llama3-8b's
+// gate/up at TP=2, 7168 units for 2112 warps, 16 chunks for the busiest warp,
+// 14 split, and its QKV at TP=1, 8 chunks, 6 split: TP=1 3952.6 -> 3890.2 us
+// a step at batch 1, the half of TP=2 (--shard-of 2) 2226.4 -> 2171.5;
+// llama3-1b's QKV at TP=2, 2 chunks, 1 split: 516.2 -> 520.4, so not there).
+template <int kTokens, Epilogue kEpilogue, typename OutT>
+bool splitShortens(const GemvParams& p) {
+  const int chunksPerRow = (p.vectors + kChunkVectors - 1) / kChunkVectors;
+  if (chunksPerRow % 2 != 0) return false;
+  const size_t smem = stagedBytes(kTokens, p.in);
+  int whole = 0, split = 0;
+  if (gemvBlocksFor<gemvKernel<kTokens, kEpilogue, OutT, true, false, false, 1>>(kThreads, smem, &whole) != cudaSuccess ||
+      gemvBlocksFor<gemvKernel<kTokens, kEpilogue, OutT, true, false, false, 2>>(kThreads, smem, &split) != cudaSuccess)
+    return false;
+  const int64_t wholeChain = (int64_t(p.out) + whole * kWarps - 1) / (whole * kWarps) * chunksPerRow;
+  const int64_t splitChain = (2 * int64_t(p.out) + split * kWarps - 1) / (split * kWarps) * (chunksPerRow / 2);
+  return splitChain + 1 < wholeChain;
 }
 
 // The warps of an unstaged instance kKernel that fit on the GPU at once (0
@@ -326,7 +393,7 @@ int64_t residentWarps() {
 // the registers would cost a block an SM.
 template <typename OutT, bool kExchange>
 bool pairsFill(const GemvParams& p) {
-  const int64_t warps = residentWarps<gemvKernel<1, Epilogue::Plain, OutT, false, kExchange, true>>();
+  const int64_t warps = residentWarps<gemvKernel<1, Epilogue::Plain, OutT, false, kExchange, true, 1>>();
   return warps > 0 && 4 * int64_t(unitsOf<true>(p)) >= 3 * warps;
 }
 
@@ -352,7 +419,7 @@ bool unevenOnCudaCores(int units) {
 
 template <int kTokens, typename OutT, bool kExchange, bool kPlainPairs>
 cudaError_t launchPlainInstance(const GemvParams& p, Launch on) {
-  constexpr auto kernel = gemvKernel<kTokens, Epilogue::Plain, OutT, false, kExchange, kPlainPairs>;
+  constexpr auto kernel = gemvKernel<kTokens, Epilogue::Plain, OutT, false, kExchange, kPlainPairs, 1>;
   if (!kExchange && unevenOnCudaCores<kernel>(unitsOf<kPlainPairs>(p)))
     return launchGemvMma<Epilogue::Plain, OutT>(p, on);
   return launchInstance<kTokens, Epilogue::Plain, OutT, false, kExchange, kPlainPairs>(p, on);
@@ -376,6 +443,12 @@ cudaError_t launchCudaCore(const GemvParams& p, Launch on) {
     if constexpr (std::is_same_v<OutT, __nv_bfloat16>) return launchPlain<OutT, true>(p, on);
   }
   if (p.reduce) return cudaErrorInvalidValue;
+  if constexpr (kStaged && kEpilogue != Epilogue::Plain) {
+    if (p.tokens == 1 && splitShortens<1, kEpilogue, OutT>(p))
+      return launchInstance<1, kEpilogue, OutT, kStaged, false, false, 2>(p, on);
+    if (p.tokens == 2 && splitShortens<2, kEpilogue, OutT>(p))
+      return launchInstance<2, kEpilogue, OutT, kStaged, false, false, 2>(p, on);
+  }
   return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, kStaged>(p, on)
                        : launchInstance<2, kEpilogue, OutT, kStaged>(p, on);
 }
