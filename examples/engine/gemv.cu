@@ -2,7 +2,8 @@
 // CUDA-core kernel for 1-2 tokens (3-8 tokens run on tensor cores,
 // gemv_mma.cu). A block stages a normed input (the fused norm) in shared
 // memory, a plain one each lane reads beside its weights; each warp streams
-// whole rows of W: its rows' 16-byte chunks form one
+// whole rows of W (or, for some normed products, halves of them along K,
+// which the block adds at the end): its rows' 16-byte chunks form one
 // sequence, and the next chunk is loaded while the current one is
 // multiplied, so loads stay in flight across row ends. The first chunk is
 // loaded before waiting for the previous kernel (weights never depend on

@@ -26,7 +26,7 @@ struct GemvParams {
   int out, in, vectors;
   int pairRows;       // SwiGlu: the distance from a gate row to its up row
   QkvEpilogue qkv;    // Qkv only
-  int units, unitsPerWarp;  // CUDA-core kernel: units of rows (gemv.cu) in all and per warp
+  int units, unitsPerWarp;  // CUDA-core kernel: units of rows (gemv.cu) in all; per warp (parts of units when split)
   int tokens;         // n, 1..8 (both kernels)
   // The tensor-core kernel's:
   int tiles;          // 16-row tiles of W (16 outputs for Plain, 8 for the pairs)
