@@ -94,7 +94,9 @@ constexpr size_t kMaxSharedBytes = 200 * 1024;
 
 // Shared memory of a staged instance of kTokens: its input rows as bf16,
 // and the fused norm's fp32 staging (a multiple of 16 bytes: in % 8 == 0).
-__host__ __device__ inline size_t stagedBytes(int kTokens, int in) { return size_t(kTokens) * in * 2 + size_t(in) * 4; }
+__host__ __device__ inline size_t stagedBytes(int kTokens, int in) {
+  return size_t(kTokens) * in * 2 + size_t(in) * 4;
+}
 
 // xs[b * vectors + v] = vector v of token b's normed input, as bf16, for the
 // whole block (b < kTokens). A token at a time, its residual + delta kept in
@@ -230,7 +232,8 @@ __device__ void finishSplitUnits(const GemvParams& p, int blockFirst, const floa
     float sum[kRows] = {};
     for (int part = 0; part < kSplit; ++part)
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) sum[r] += partSums[((u * kSplit + part - blockFirst) * kTokens + b) * kRows + r];
+      for (int r = 0; r < kRows; ++r)
+        sum[r] += partSums[((u * kSplit + part - blockFirst) * kTokens + b) * kRows + r];
     int rows[kRows];
     unitRows<kEpilogue, kPlainPairs>(p, u, rows);
     finishUnit<kEpilogue, OutT, false, kPlainPairs, kRows>(p, u, b, rows, sum, qkv, 0);
@@ -246,7 +249,7 @@ __device__ void finishSplitUnits(const GemvParams& p, int blockFirst, const floa
 // in the common one slowed every product (llama3-8b TP=1 decode 4060 -> 4247
 // us a step on H200, unused).
 // kSplit > 1: each unit's chunks are cut into kSplit parts along K, and a
-// warp's work is a run of parts (launchSplit says when); the block adds its
+// warp's work is a run of parts (splitShortens says when); the block adds its
 // units' parts in part order from shared memory at the end.
 template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged, bool kExchange, bool kPlainPairs, int kSplit>
 __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
@@ -256,7 +259,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   extern __shared__ uint4 xs[];
   const int lane = threadIdx.x % 32;
   const int chunksPerRow = (p.vectors + kChunkVectors - 1) / kChunkVectors;
-  const int chunksPerPart = chunksPerRow / kSplit;  // whole: launchSplit
+  const int chunksPerPart = chunksPerRow / kSplit;  // whole: splitShortens
   // p.unitsPerWarp counts parts; a block's run starts at a unit's first part (kWarps * parts a warp is even).
   const int blockFirst = blockIdx.x * kWarps * p.unitsPerWarp;
   const int first = blockFirst + threadIdx.x / 32 * p.unitsPerWarp;
@@ -265,7 +268,9 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   const uint4* input = static_cast<const uint4*>(p.input.x);  // unstaged only
   float* partSums = reinterpret_cast<float*>(xs + (kStaged ? stagedBytes(kTokens, p.in) / 16 : 0));
   // The chunk of W behind item i of this warp.
-  auto chunkOf = [&](int item) { return (first + item / chunksPerPart) % kSplit * chunksPerPart + item % chunksPerPart; };
+  auto chunkOf = [&](int item) {
+    return (first + item / chunksPerPart) % kSplit * chunksPerPart + item % chunksPerPart;
+  };
 
   int rows[kRows], nextRows[kRows];
   Chunk<kRows, kTokens, kStaged> current;
@@ -316,7 +321,8 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
       for (int r = 0; r < kRows; ++r) rows[r] = nextRows[r];
     }
   }
-  if constexpr (kSplit > 1) finishSplitUnits<kEpilogue, OutT, kPlainPairs, kRows, kTokens, kSplit>(p, blockFirst, partSums, qkv);
+  if constexpr (kSplit > 1)
+    finishSplitUnits<kEpilogue, OutT, kPlainPairs, kRows, kTokens, kSplit>(p, blockFirst, partSums, qkv);
   if constexpr (kExchange) {
     if (p.reduce) {
       __syncwarp();  // lane 0 put the outputs
@@ -326,7 +332,6 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
     }
   }
 }
-
 
 // Launches the instance for (tokens, epilogue, output type) with a grid of
 // the blocks that fit at once, every warp taking the same number of units
@@ -347,7 +352,9 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   const int grid = (busyWarps + kWarps - 1) / kWarps;
   if (kExchange && grid > p.exchange.maxBlocks) return cudaErrorInvalidConfiguration;
   // A split block keeps its parts' sums (a few hundred bytes) past the staging.
-  const size_t smem = staged + (kSplit > 1 ? size_t(kWarps) * p.unitsPerWarp * kTokens * kUnitRows<kEpilogue, kPlainPairs> * 4 : 0);
+  constexpr int kRows = kUnitRows<kEpilogue, kPlainPairs>;
+  const size_t sums = kSplit > 1 ? size_t(kWarps) * p.unitsPerWarp * kTokens * kRows * sizeof(float) : 0;
+  const size_t smem = staged + sums;
   if (smem != staged && (e = gemvBlocksFor<kernel>(kThreads, smem, &blocks)) != cudaSuccess) return e;
   return launch(kernel, dim3(grid), dim3(kThreads), smem, on, p);
 }
@@ -367,8 +374,10 @@ bool splitShortens(const GemvParams& p) {
   if (chunksPerRow % 2 != 0) return false;
   const size_t smem = stagedBytes(kTokens, p.in);
   int whole = 0, split = 0;
-  if (gemvBlocksFor<gemvKernel<kTokens, kEpilogue, OutT, true, false, false, 1>>(kThreads, smem, &whole) != cudaSuccess ||
-      gemvBlocksFor<gemvKernel<kTokens, kEpilogue, OutT, true, false, false, 2>>(kThreads, smem, &split) != cudaSuccess)
+  constexpr auto kWhole = gemvKernel<kTokens, kEpilogue, OutT, true, false, false, 1>;
+  constexpr auto kSplitK = gemvKernel<kTokens, kEpilogue, OutT, true, false, false, 2>;
+  if (gemvBlocksFor<kWhole>(kThreads, smem, &whole) != cudaSuccess ||
+      gemvBlocksFor<kSplitK>(kThreads, smem, &split) != cudaSuccess)
     return false;
   const int64_t wholeChain = (int64_t(p.out) + whole * kWarps - 1) / (whole * kWarps) * chunksPerRow;
   const int64_t splitChain = (2 * int64_t(p.out) + split * kWarps - 1) / (split * kWarps) * (chunksPerRow / 2);
