@@ -432,7 +432,8 @@ TEST_CASE("GEMV summing its outputs over the ranks (device API), one rank of sev
   // but this rank's own value mostly rounds away against +-2^24: the 2-rank
   // cases check that it is added); and the peers that never arrive.
   for (SumCase c : {SumCase{4096, 2048, 1}, SumCase{4096, 7168, 2}, SumCase{2048, 1024, 1}, SumCase{300, 160, 1},
-                    SumCase{1000, 2056, 2}, SumCase{4200, 1024, 1}, SumCase{5000, 1024, 1}, SumCase{4096, 2048, 1, 3, 1}, SumCase{1000, 2056, 2, 3, 1},
+                    SumCase{1000, 2056, 2}, SumCase{4200, 1024, 1}, SumCase{5000, 1024, 1},
+                    SumCase{4096, 2048, 1, 3, 1}, SumCase{1000, 2056, 2, 3, 1},
                     SumCase{4096, 2048, 1, 2, 1, false}, SumCase{300, 160, 2, 3, 2, false}}) {
     std::ostringstream what;
     what << "out " << c.out << " in " << c.in << " tokens " << c.tokens << " rank " << c.rank << " of " << c.nranks

@@ -26,6 +26,11 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kLoads = 4;                // 16-byte loads per lane per chunk
 constexpr int kChunkVectors = 32 * kLoads;  // 16-byte vectors of a row per chunk
 
+// Chunks a row of W takes (the last one may be partial).
+__host__ __device__ inline int chunksPerRowOf(const GemvParams& p) {
+  return (p.vectors + kChunkVectors - 1) / kChunkVectors;
+}
+
 __device__ inline float dot8(const uint4& w, const uint4& x) {
   const __nv_bfloat162* wh = reinterpret_cast<const __nv_bfloat162*>(&w);
   const __nv_bfloat162* xh = reinterpret_cast<const __nv_bfloat162*>(&x);
@@ -258,7 +263,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   // staged: [kTokens][vectors] bf16, then the norm's fp32 staging [in]; then, split, the parts' sums
   extern __shared__ uint4 xs[];
   const int lane = threadIdx.x % 32;
-  const int chunksPerRow = (p.vectors + kChunkVectors - 1) / kChunkVectors;
+  const int chunksPerRow = chunksPerRowOf(p);
   const int chunksPerPart = chunksPerRow / kSplit;  // whole: splitShortens
   // p.unitsPerWarp counts parts; a block's run starts at a unit's first part (kWarps * parts a warp is even).
   const int blockFirst = blockIdx.x * kWarps * p.unitsPerWarp;
@@ -355,7 +360,7 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
   constexpr int kRows = kUnitRows<kEpilogue, kPlainPairs>;
   const size_t sums = kSplit > 1 ? size_t(kWarps) * p.unitsPerWarp * kTokens * kRows * sizeof(float) : 0;
   const size_t smem = staged + sums;
-  if (smem != staged && (e = gemvBlocksFor<kernel>(kThreads, smem, &blocks)) != cudaSuccess) return e;
+  if (smem != staged && (e = allowKernelShared<kernel>(smem)) != cudaSuccess) return e;
   return launch(kernel, dim3(grid), dim3(kThreads), smem, on, p);
 }
 
@@ -370,7 +375,7 @@ cudaError_t launchInstance(GemvParams p, Launch on) {
 // llama3-1b's QKV at TP=2, 2 chunks, 1 split: 516.2 -> 520.4, so not there).
 template <int kTokens, Epilogue kEpilogue, typename OutT>
 bool splitShortens(const GemvParams& p) {
-  const int chunksPerRow = (p.vectors + kChunkVectors - 1) / kChunkVectors;
+  const int chunksPerRow = chunksPerRowOf(p);
   if (chunksPerRow % 2 != 0) return false;
   const size_t smem = stagedBytes(kTokens, p.in);
   int whole = 0, split = 0;
@@ -379,9 +384,12 @@ bool splitShortens(const GemvParams& p) {
   if (gemvBlocksFor<kWhole>(kThreads, smem, &whole) != cudaSuccess ||
       gemvBlocksFor<kSplitK>(kThreads, smem, &split) != cudaSuccess)
     return false;
-  const int64_t wholeChain = (int64_t(p.out) + whole * kWarps - 1) / (whole * kWarps) * chunksPerRow;
-  const int64_t splitChain = (2 * int64_t(p.out) + split * kWarps - 1) / (split * kWarps) * (chunksPerRow / 2);
-  return splitChain + 1 < wholeChain;
+  // The busiest warp's chunks when each unit is cut into `parts` over `blocks` resident blocks.
+  auto chain = [&](int parts, int blocks) {
+    const int64_t warps = int64_t(blocks) * kWarps;
+    return (parts * int64_t(p.out) + warps - 1) / warps * (chunksPerRow / parts);
+  };
+  return chain(2, split) + 1 < chain(1, whole);
 }
 
 // The warps of an unstaged instance kKernel that fit on the GPU at once (0
