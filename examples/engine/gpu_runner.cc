@@ -280,7 +280,7 @@ int bench(const EngineOptions& o, Rank& r) {
   for (const BenchResult& res : results) {
     char ar[32] = "-", rest[32] = "-";
     if (res.computeUs >= 0) {
-      std::snprintf(ar, sizeof ar, "%.1f", res.stepUs - res.computeUs);
+      if (!lone) std::snprintf(ar, sizeof ar, "%.1f", res.stepUs - res.computeUs);  // a lone shard skipped them
       std::snprintf(rest, sizeof rest, "%.1f", res.computeUs);
     }
     std::printf("%-10s %-4s %-3d %-10s %-5d %12.0f %10.1f %12.1f %10s %10s %9.1f\n", name.c_str(),
@@ -301,7 +301,7 @@ int bench(const EngineOptions& o, Rank& r) {
                    name.c_str(), dtypeName(mo.dtype), r.shards, lone || r.size > 1 ? collective : "none",
                    r.path.c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
                    res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, res.computeUs,
-                   res.computeUs >= 0 ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
+                   res.computeUs >= 0 && !lone ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
                    r.size > 1 && o.fuseAllReduce ? "true" : "false", model->weightBytes(), res.rooflinePct,
                    lone ? "true" : "false");
     std::fclose(f);
