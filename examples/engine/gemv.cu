@@ -103,13 +103,31 @@ __host__ __device__ inline size_t stagedBytes(int kTokens, int in) {
   return size_t(kTokens) * in * 2 + size_t(in) * 4;
 }
 
+constexpr int kStageBatch = 4;  // groups of 4 values a thread of stageInput loads at once
+
+// The norm weight of a thread's first batch of groups (stageInput), loaded
+// before the wait like the products' weights: one round trip fewer after it.
+struct NormWeightAhead {
+  uint2 w[kStageBatch];
+};
+
+__device__ NormWeightAhead loadNormWeightAhead(const GemvParams& p) {
+  NormWeightAhead ahead;
+  const auto* weight = static_cast<const uint2*>(p.input.normWeight);
+#pragma unroll
+  for (int k = 0; k < kStageBatch; ++k) {
+    const int g = threadIdx.x + k * blockDim.x;
+    if (g < p.in / 4) ahead.w[k] = weight[g];
+  }
+  return ahead;
+}
+
 // xs[b * vectors + v] = vector v of token b's normed input, as bf16, for the
 // whole block (b < kTokens). A token at a time, its residual + delta kept in
 // shared memory (`staged`, fp32, one row past the inputs) between the sum
 // of squares and the scaling.
 template <int kTokens>
-__device__ void stageInput(const GemvParams& p, uint4* xs) {
-  constexpr int kStageBatch = 4;  // groups of 4 values a thread loads at once
+__device__ void stageInput(const GemvParams& p, uint4* xs, const NormWeightAhead& ahead) {
   const GemvInput& in = p.input;
   float4* staged = reinterpret_cast<float4*>(xs + kTokens * p.vectors);
   const int groups = p.in / 4;
@@ -145,11 +163,11 @@ __device__ void stageInput(const GemvParams& p, uint4* xs) {
     }
     const float scale = rsqrtf(blockSum(squares) / p.in + in.eps);  // its barriers publish `staged`
     for (int first = threadIdx.x; first < groups; first += kStageBatch * blockDim.x) {
-      uint2 w[kStageBatch];  // the norm weight's loads, issued together
+      uint2 w[kStageBatch];  // the norm weight's loads, issued together (the first batch's before the wait)
 #pragma unroll
       for (int k = 0; k < kStageBatch; ++k) {
         const int g = first + k * blockDim.x;
-        if (g < groups) w[k] = weight[g];
+        if (g < groups) w[k] = first == int(threadIdx.x) ? ahead.w[k] : weight[g];
       }
 #pragma unroll
       for (int k = 0; k < kStageBatch; ++k) {
@@ -285,14 +303,17 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   }
   __shared__ QkvShared qkv;  // the QKV epilogue's only
   stageRopeFreqs<kEpilogue>(p, qkv);
+  NormWeightAhead ahead;
+  if constexpr (kStaged) ahead = loadNormWeightAhead(p);
   waitForPrevious();  // the input is the previous kernel's output
-  stageQkvTokens<kEpilogue>(p, qkv);
+  const QkvToken token = loadQkvToken<kEpilogue>(p);
   const uint32_t call = kExchange ? exchangeCall(p) : 0;
   if constexpr (kStaged) {
-    stageInput<kTokens>(p, xs);
+    stageInput<kTokens>(p, xs, ahead);
   } else {
     if (items > 0) current.loadInput(input, chunkOf(0), lane, p.vectors);
   }
+  storeQkvTokens<kEpilogue>(p, token, qkv);
 
   float acc[kRows][kTokens] = {};
   for (int item = 0; item < items; ++item) {

@@ -92,7 +92,7 @@ __device__ inline void rowsOf(const GemvParams& p, int j, int (&rows)[2]) {
 // warp would wait on it: the RoPE inverse frequencies, filled before the
 // wait since they are fixed when the model is made, and each token's
 // position and sequence, after it (the previous step's last kernel advances
-// them). One barrier, stageQkvTokens', publishes both.
+// them). One barrier, storeQkvTokens', publishes both.
 struct QkvShared {
   float freqs[kAttentionMaxHeadDim / 2];
   int pos[kGemvMaxTokens], seq[kGemvMaxTokens];
@@ -106,15 +106,27 @@ __device__ void stageRopeFreqs(const GemvParams& p, QkvShared& q) {
   }
 }
 
-// After the wait: the tokens' positions and sequences, then the barrier
-// (uniform over the block).
+// Token threadIdx.x's position and sequence, in the registers of the
+// threads below p.tokens. Loaded right after the wait and stored by
+// storeQkvTokens once the kernel has issued its input loads, so that the
+// two round trips overlap (a store of a loaded value waits for the load).
+struct QkvToken {
+  int pos = 0, seq = 0;
+};
+
 template <Epilogue kEpilogue>
-__device__ void stageQkvTokens(const GemvParams& p, QkvShared& q) {
+__device__ QkvToken loadQkvToken(const GemvParams& p) {
+  QkvToken token;
+  if (kEpilogue == Epilogue::Qkv && threadIdx.x < p.tokens)
+    token.pos = p.qkv.place.pos[threadIdx.x], token.seq = p.qkv.place.seq[threadIdx.x];
+  return token;
+}
+
+// Then the barrier (uniform over the block).
+template <Epilogue kEpilogue>
+__device__ void storeQkvTokens(const GemvParams& p, const QkvToken& token, QkvShared& q) {
   if constexpr (kEpilogue == Epilogue::Qkv) {
-    if (threadIdx.x < p.tokens) {
-      q.pos[threadIdx.x] = p.qkv.place.pos[threadIdx.x];
-      q.seq[threadIdx.x] = p.qkv.place.seq[threadIdx.x];
-    }
+    if (threadIdx.x < p.tokens) q.pos[threadIdx.x] = token.pos, q.seq[threadIdx.x] = token.seq;
     __syncthreads();
   }
 }

@@ -172,7 +172,9 @@ __global__ void __launch_bounds__(kThreads, 1) gemvMmaKernel(GemvParams p) {
   __shared__ QkvShared qkv;  // the QKV epilogue's only
   stageRopeFreqs<kEpilogue>(p, qkv);
   waitForPrevious();
-  stageQkvTokens<kEpilogue>(p, qkv);
+  // The tokens before the input loads: the other order made batch-8 decode
+  // 0.3 % slower (H200, llama3-8b TP=1 4371 -> 4382 us a step).
+  storeQkvTokens<kEpilogue>(p, loadQkvToken<kEpilogue>(p), qkv);
   const int column = min(g, p.tokens - 1);  // column g of B: token g (any token past the last)
   const uint4* x = static_cast<const uint4*>(p.input.x) + size_t(column) * p.vectors;
   if (rounds > 0 && chunks > 0) current.loadInput(x, firstChunk, t, p.vectors);
