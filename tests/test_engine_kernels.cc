@@ -213,9 +213,10 @@ TEST_CASE("GEMV: bf16 and fp32 outputs, 1 and 2 tokens, against a double-precisi
   // in = 2056: 257 16-byte vectors, one past two chunks of 32 lanes x 4 loads;
   // 8401 rows: more than the resident warps (2112 on H200), so each warp
   // takes several (at 1 token in pairs of rows, the last one alone), 99 % of
-  // the warps busy; 20001: pairs, bf16 out. 9001 rows keep only 71 % (1
-  // token, pairs) and 85 % (2 tokens) of the warps busy on H200, so they run
-  // on tensor cores (gemv.cu, kMinBusyShare).
+  // the warps busy; 20001: pairs, bf16 out. 9001 rows keep only 71 % of the
+  // warps busy at 1 token (pairs) on H200, so they run on tensor cores
+  // (gemv.cu, kMinBusyShare), as every plain product of 2 tokens does
+  // (launchPlain; the CUDA-core one of 2 tokens is the all-reduce's, below).
   for (Case c : {Case{96, 160, 1, false, false}, Case{8401, 2056, 1, false, true}, Case{8401, 2056, 2, false, false},
                  Case{9001, 2056, 1, false, true}, Case{9001, 2056, 2, false, false},
                  Case{300, 4096, 2, false, true}, Case{4096, 14336, 1, false, false},

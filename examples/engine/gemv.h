@@ -2,8 +2,8 @@
 // bf16 weights. Bound by reading W once, so each kernel streams W with many
 // loads in flight. 1-2 tokens run on CUDA cores (gemv.cu), 3-8 on tensor
 // cores (gemv_mma.cu: mma.sync with the tokens as the 8 columns), and so do
-// plain products of 1-2 tokens whose rows would leave many CUDA-core warps
-// idle (gemv.cu, kMinBusyShare). The input is either a bf16 vector or,
+// plain products of 2 tokens, and of one whose rows would leave many
+// CUDA-core warps idle (gemv.cu, launchPlain, kMinBusyShare). The input is either a bf16 vector or,
 // for 1-2 tokens, the residual stream normalised on the fly (the add +
 // RMSNorm that precedes the QKV and gate/up products, fused in).
 // A GEMV loads its first weights (and a QKV product its RoPE table) before

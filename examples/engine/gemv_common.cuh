@@ -58,8 +58,9 @@ cudaError_t gemvBlocksFor(int threads, size_t smem, int* blocks) {
   return e == cudaSuccess ? gemvResidentBlocks(reinterpret_cast<const void*>(kKernel), threads, smem, blocks) : e;
 }
 
-// The tensor-core kernel (gemv_mma.cu) for p.tokens = 3..8 and a plain
-// input (the callers' dispatch guarantees both); fills the launch fields of
+// The tensor-core kernel (gemv_mma.cu) for p.tokens = 3..8, and the plain
+// products of 1-2 that gemv.cu hands on, a plain input always (the callers'
+// dispatch guarantees both); fills the launch fields of
 // p (tiles, splits). Instantiated for Plain (fp32 and bf16 out), SwiGlu and Qkv (bf16).
 template <Epilogue kEpilogue, typename OutT>
 cudaError_t launchGemvMma(GemvParams p, Launch on);
