@@ -442,10 +442,10 @@ bool pairsFill(const GemvParams& p) {
 // the busiest one): the tensor-core kernel splits rows along K across warps
 // and spreads even shares over the SMs (H200, TP=1 decode step, 2026-12-01:
 // qwen3-32b's 5120-row O and down products, 2 pairs a warp for 61 % of the
-// warps at one token, 3 rows a warp for 81 % at two, took the step from
-// 18618 to 16732 us at batch 1 and 19291 to 17726 at batch 2; llama3's
-// products, 95-99 % busy, were 0.3-1.6 % slower on tensor cores). Never with
-// the all-reduce, which the tensor-core kernel does not do.
+// warps at one token, took the step from 18618 to 16732 us at batch 1;
+// llama3's one-token products, 95-99 % busy, were slower on tensor cores).
+// Never with the all-reduce, which the tensor-core kernel does not do. (Two
+// tokens always take the tensor-core kernel: launchPlain.)
 constexpr double kMinBusyShare = 0.9;
 
 template <auto kKernel>

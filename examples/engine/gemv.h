@@ -3,13 +3,15 @@
 // loads in flight. 1-2 tokens run on CUDA cores (gemv.cu), 3-8 on tensor
 // cores (gemv_mma.cu: mma.sync with the tokens as the 8 columns), and so do
 // plain products of 2 tokens, and of one whose rows would leave many
-// CUDA-core warps idle (gemv.cu, launchPlain, kMinBusyShare). The input is either a bf16 vector or,
-// for 1-2 tokens, the residual stream normalised on the fly (the add +
-// RMSNorm that precedes the QKV and gate/up products, fused in).
-// A GEMV loads its first weights (and a QKV product its RoPE table) before
-// it waits for the previous kernel (programmatic dependent launch), so they
-// must not be written by a kernel still running in front of it: load them
-// with plain launches and synchronize, as GpuModel does.
+// CUDA-core warps idle (gemv.cu, launchPlain, kMinBusyShare). The input is
+// either a bf16 vector or, for 1-2 tokens, the residual stream normalised
+// on the fly (the add + RMSNorm that precedes the QKV and gate/up products,
+// fused in).
+// A GEMV loads its first weights (a normed one the start of its norm
+// weight, a QKV product its RoPE table) before it waits for the previous
+// kernel (programmatic dependent launch), so they must not be written by a
+// kernel still running in front of it: load them with plain launches and
+// synchronize, as GpuModel does.
 #pragma once
 
 #include "gpu_kernels.h"

@@ -108,9 +108,10 @@ __device__ void stageRopeFreqs(const GemvParams& p, QkvShared& q) {
 }
 
 // Token threadIdx.x's position and sequence, in the registers of the
-// threads below p.tokens. Loaded right after the wait and stored by
-// storeQkvTokens once the kernel has issued its input loads, so that the
-// two round trips overlap (a store of a loaded value waits for the load).
+// threads below p.tokens, loaded right after the wait. The CUDA-core kernel
+// stores them (storeQkvTokens) once it has issued its input loads, so that
+// the two round trips overlap (a store of a loaded value waits for the
+// load); the tensor-core kernel stores them first (gemv_mma.cu says why).
 struct QkvToken {
   int pos = 0, seq = 0;
 };
