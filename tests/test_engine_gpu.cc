@@ -1,7 +1,8 @@
 // The engine's GPU path against its CPU reference: stories260K (interleaved
 // RoPE, grouped-query attention) and a random Qwen3-style model (q/k norm,
 // rotate-half RoPE), batched prefill, CUDA-graph decode, bf16 decode of 1-2
-// sequences (CUDA-core GEMV) and 3-8 (tensor-core GEMV), TP = 2 over the
+// sequences (CUDA-core GEMV; the plain products of 2 on tensor cores) and
+// 3-8 (tensor-core GEMV), TP = 2 over the
 // rcn API (rocenante, then NCCL through ROCENANTE_DISABLE=1) against TP = 1,
 // and TP = 3-8 with the ranks as threads sharing one GPU. Every case runs in
 // forked ranks so that the parent never touches CUDA.
@@ -460,7 +461,8 @@ ModelWeights headsLlama(int heads, int kvHeads, uint64_t seed) {
 // the shard plan (KV heads split at 3, replicated at 4 and 8), the
 // vocab-parallel head and its argmax over uneven slices, and the gathered
 // logits, in fp32 (cuBLAS) and bf16 (the GEMV kernels: 1-2 tokens on CUDA
-// cores, 3 on tensor cores), against the CPU reference at TP = 1.
+// cores but the plain products of 2, 3 on tensor cores), against the CPU
+// reference at TP = 1.
 TEST_CASE("GPU TP=3 to TP=8 as threads on one GPU matches TP=1", "[engine][gpu]") {
   rcn::test::requireGpus(1);
   ModelWeights qwen3 = randomWeights(shapeConfig("tiny-qwen3"), 21);

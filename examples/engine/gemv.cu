@@ -456,16 +456,17 @@ bool unevenOnCudaCores(int units) {
   return perWarp > 1 && units < kMinBusyShare * double(perWarp * warps);
 }
 
-template <int kTokens, typename OutT, bool kExchange, bool kPlainPairs>
-cudaError_t launchPlainInstance(const GemvParams& p, Launch on) {
-  constexpr auto kernel = gemvKernel<kTokens, Epilogue::Plain, OutT, false, kExchange, kPlainPairs, 1>;
+// One token: the CUDA-core instance, or the tensor-core kernel where unevenOnCudaCores says so.
+template <typename OutT, bool kExchange, bool kPlainPairs>
+cudaError_t launchOneTokenPlain(const GemvParams& p, Launch on) {
+  constexpr auto kernel = gemvKernel<1, Epilogue::Plain, OutT, false, kExchange, kPlainPairs, 1>;
   if (!kExchange && unevenOnCudaCores<kernel>(unitsOf<kPlainPairs>(p)))
     return launchGemvMma<Epilogue::Plain, OutT>(p, on);
-  return launchInstance<kTokens, Epilogue::Plain, OutT, false, kExchange, kPlainPairs>(p, on);
+  return launchInstance<1, Epilogue::Plain, OutT, false, kExchange, kPlainPairs>(p, on);
 }
 
 // A plain product of one token: on CUDA cores, in pairs of rows where
-// pairsFill says so, unless launchPlainInstance hands it on. Of two tokens:
+// pairsFill says so, unless launchOneTokenPlain hands it on. Of two tokens:
 // on tensor cores, where the input is read once for every 16 rows (the
 // CUDA-core instance, one row a warp, read twice the weights' bytes of input
 // from L2; H200, 2026-12-01, one call, two rounds within 0.2 %: llama3-8b
@@ -478,8 +479,20 @@ cudaError_t launchPlain(const GemvParams& p, Launch on) {
     if constexpr (kExchange) return launchInstance<2, Epilogue::Plain, OutT, false, true>(p, on);
     else return launchGemvMma<Epilogue::Plain, OutT>(p, on);
   }
-  if (pairsFill<OutT, kExchange>(p)) return launchPlainInstance<1, OutT, kExchange, true>(p, on);
-  return launchPlainInstance<1, OutT, kExchange, false>(p, on);
+  if (pairsFill<OutT, kExchange>(p)) return launchOneTokenPlain<OutT, kExchange, true>(p, on);
+  return launchOneTokenPlain<OutT, kExchange, false>(p, on);
+}
+
+// A product of kTokens tokens that launchPlain does not take: the instance
+// with each unit cut in two along K where splitShortens says so (normed
+// paired products only), else the whole-unit one.
+template <int kTokens, Epilogue kEpilogue, typename OutT, bool kStaged>
+cudaError_t launchTokens(const GemvParams& p, Launch on) {
+  if constexpr (kStaged && kEpilogue != Epilogue::Plain) {
+    if (splitShortens<kTokens, kEpilogue, OutT>(p))
+      return launchInstance<kTokens, kEpilogue, OutT, kStaged, false, false, 2>(p, on);
+  }
+  return launchInstance<kTokens, kEpilogue, OutT, kStaged>(p, on);
 }
 
 // The CUDA-core instance for p.tokens (1-2) tokens; the all-reduce's
@@ -491,14 +504,8 @@ cudaError_t launchCudaCore(const GemvParams& p, Launch on) {
     if constexpr (std::is_same_v<OutT, __nv_bfloat16>) return launchPlain<OutT, true>(p, on);
   }
   if (p.reduce) return cudaErrorInvalidValue;
-  if constexpr (kStaged && kEpilogue != Epilogue::Plain) {
-    if (p.tokens == 1 && splitShortens<1, kEpilogue, OutT>(p))
-      return launchInstance<1, kEpilogue, OutT, kStaged, false, false, 2>(p, on);
-    if (p.tokens == 2 && splitShortens<2, kEpilogue, OutT>(p))
-      return launchInstance<2, kEpilogue, OutT, kStaged, false, false, 2>(p, on);
-  }
-  return p.tokens == 1 ? launchInstance<1, kEpilogue, OutT, kStaged>(p, on)
-                       : launchInstance<2, kEpilogue, OutT, kStaged>(p, on);
+  return p.tokens == 1 ? launchTokens<1, kEpilogue, OutT, kStaged>(p, on)
+                       : launchTokens<2, kEpilogue, OutT, kStaged>(p, on);
 }
 
 // The kernel for p.tokens tokens: CUDA cores for 1-2, tensor cores for more
