@@ -8,12 +8,15 @@
 // timings on rank 0 -> print the tables, write JSON/CSV/policy.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <string>
@@ -55,10 +58,70 @@ std::string commandLine(int argc, char** argv) {
   return text;
 }
 
-bool writeFile(const std::string& path, const std::string& text) {
+// Writes text to path; false with why (the system's reason) when it cannot.
+bool writeFile(const std::string& path, const std::string& text, std::string* why) {
+  errno = 0;
   std::ofstream out(path);
   out << text;
-  return static_cast<bool>(out);
+  out.close();
+  if (out) return true;
+  *why = "cannot write " + path + (errno ? std::string(": ") + std::strerror(errno) : std::string());
+  return false;
+}
+
+// Whether an output file looks writable: not a directory, and the file (or
+// its folder) writable. Checked before the ranks start, so that a typo in a
+// path costs no sweep; the write itself can still fail (a full disk).
+bool outputWritable(const std::string& path, std::string* why) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      *why = "cannot write " + path + ": it is a directory";
+      return false;
+    }
+    if (access(path.c_str(), W_OK) == 0) return true;
+    *why = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  const size_t slash = path.rfind('/');
+  const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (access(folder.c_str(), W_OK | X_OK) == 0) return true;
+  *why = "cannot write " + path + ": " + folder + ": " + std::strerror(errno);
+  return false;
+}
+
+// The host's MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
+size_t availableHostMemory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  while (meminfo >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return 0;
+}
+
+// On the host backend each of the local ranks holds a send and a receive
+// pool of the largest size in host memory: refuse a sweep that cannot fit
+// rather than have the kernel kill it midway.
+bool hostPoolsFit(size_t largestBytes, int localRanks, std::string* why) {
+  const size_t available = availableHostMemory();
+  const double needed = 2.0 * double(largestBytes) * localRanks;
+  if (available == 0 || needed <= 0.8 * double(available)) return true;
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "the host backend's buffers need %.1f GB (2 x %s per rank x %d ranks), more than 80%% of the "
+                "%.1f GB this machine has available: lower --max-bytes or --gpus",
+                needed / 1e9, formatBytes(largestBytes).c_str(), localRanks, double(available) / 1e9);
+  *why = text;
+  return false;
+}
+
+bool outputsWritable(const SweepOptions& o, std::string* why) {
+  for (const std::string* path : {&o.jsonPath, &o.csvPath, &o.policyPath})
+    if (!path->empty() && !outputWritable(*path, why)) return false;
+  return true;
 }
 
 // Shows which point runs now: one rewritten line on a terminal, else one line per size.
@@ -206,21 +269,30 @@ rcnResult_t sweep(const Setup& s, World* world, Pools* pools, MethodSet* methods
   return rcnSuccess;
 }
 
-void writeOutputs(const Setup& s, const World& world, const SweepResults& results) {
+// Prints the tables and writes the files asked for; false if a file could not be written.
+bool writeOutputs(const Setup& s, const World& world, const SweepResults& results) {
   std::printf("%s", formatTables(results).c_str());
   std::fflush(stdout);
-  if (!s.opts.jsonPath.empty() && !writeFile(s.opts.jsonPath, toJson(results)))
-    fail(&world, "cannot write " + s.opts.jsonPath);
-  if (!s.opts.csvPath.empty() && !writeFile(s.opts.csvPath, toCsv(results)))
-    fail(&world, "cannot write " + s.opts.csvPath);
-  if (!s.opts.policyPath.empty()) {
-    std::string topoClass = world.nnodes == 1 ? "single_host" : "default";
-    if (!writeFile(s.opts.policyPath, policyYaml(results, choosePolicy(results), topoClass)))
-      fail(&world, "cannot write " + s.opts.policyPath);
-    else
-      std::printf("# policy written to %s (use it with ROCENANTE_POLICY=%s)\n", s.opts.policyPath.c_str(),
-                  s.opts.policyPath.c_str());
-  }
+  bool written = true;
+  std::string why;
+  auto write = [&](const std::string& path, const std::string& text) {
+    if (path.empty()) return false;
+    if (writeFile(path, text, &why)) return true;
+    fail(&world, why);
+    return written = false;
+  };
+  write(s.opts.jsonPath, toJson(results));
+  write(s.opts.csvPath, toCsv(results));
+  std::string topoClass = world.nnodes == 1 ? "single_host" : "default";
+  if (!s.opts.policyPath.empty() &&
+      write(s.opts.policyPath, policyYaml(results, choosePolicy(results), topoClass)))
+    std::printf("# policy written to %s (use it with ROCENANTE_POLICY=%s)\n", s.opts.policyPath.c_str(),
+                s.opts.policyPath.c_str());
+  return written;
+}
+
+bool anyMeasured(const SweepResults& results) {
+  return std::any_of(results.points.begin(), results.points.end(), [](const auto& p) { return p.measured; });
 }
 
 // Picks this rank's GPU, or the host backend when there is none. A launcher
@@ -252,6 +324,7 @@ int runSweep(int argc, char** argv) {
   }
   LaunchInfo launch;
   if (!parseLaunchEnv(processEnv(), &launch, &why)) return fail(nullptr, why);
+  if (!outputsWritable(s.opts, &why)) return fail(nullptr, why);
 
   // Counting GPUs initialises CUDA here; the ranks started below exec a
   // fresh copy of this program, so that is safe.
@@ -267,6 +340,9 @@ int runSweep(int argc, char** argv) {
   if (launch.kind == LaunchKind::Standalone && nprocs == 1)
     std::fprintf(stderr, "allreduce_sweep: one rank only: all-reduce is a copy, rocenante's fast path "
                          "needs 2 or more ranks\n");
+
+  if (!s.gpu && launch.kind == LaunchKind::Standalone && !hostPoolsFit(s.opts.maxBytes, nprocs, &why))
+    return fail(nullptr, why);
 
   World world;
   if (joinWorld(launch, nprocs, argv, &world, &why) != rcnSuccess) return fail(nullptr, why);
@@ -297,10 +373,12 @@ int runSweep(int argc, char** argv) {
   destroyMethods(&methods);
   freePools(&pools);
   if (res != rcnSuccess) return fail(&world, why);
-  if (world.rank == 0) writeOutputs(s, world, results);
+  const bool written = world.rank != 0 || writeOutputs(s, world, results);
   if (world.bootstrap->barrier() != rcnSuccess) return fail(&world, "final barrier failed");
   if (!world.children.empty() && !reapChildren(&world, 60.0)) return 1;
-  return 0;
+  if (world.rank == 0 && !anyMeasured(results))
+    return fail(&world, "no method measured any size (the '# <method>:' lines above say why)");
+  return written ? 0 : 1;
 }
 
 }  // namespace

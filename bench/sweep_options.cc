@@ -1,9 +1,11 @@
 #include "sweep_options.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/dtype.h"
 #include "core/params.h"
 #include "sweep_methods_list.h"
 
@@ -29,6 +31,15 @@ bool parsePositiveInt(const std::string& text, int* out, std::string* why) {
     return false;
   }
   *out = static_cast<int>(value);
+  return true;
+}
+
+bool parsePath(const std::string& text, std::string* out, std::string* why) {
+  if (text.empty()) {
+    *why = "needs a file name";
+    return false;
+  }
+  *out = text;
   return true;
 }
 
@@ -81,6 +92,7 @@ bool applyValued(const std::string& name, const std::string& value, SweepOptions
     if (!ok) reason = "must be graph, eager or both";
   } else if (name == "--methods") {
     o->methods = splitComma(value);
+    if (o->methods.empty()) ok = false, reason = "names no method (known: " + methodNamesText() + ")";
     for (const std::string& m : o->methods) {
       if (methodIndex(m) < 0) {
         reason = "unknown method '" + m + "' (known: " + methodNamesText() + ")";
@@ -92,9 +104,9 @@ bool applyValued(const std::string& name, const std::string& value, SweepOptions
   else if (name == "--graph-ops") ok = parsePositiveInt(value, &o->opsPerGraph, &reason);
   else if (name == "--rotate-bytes") ok = parseSize(value, &o->rotateBytes, &reason);
   else if (name == "--oneshot-max-bytes") ok = parseSize(value, &o->oneShotMaxBytes, &reason);
-  else if (name == "--json") o->jsonPath = value;
-  else if (name == "--csv") o->csvPath = value;
-  else if (name == "--write-policy") o->policyPath = value;
+  else if (name == "--json") ok = parsePath(value, &o->jsonPath, &reason);
+  else if (name == "--csv") ok = parsePath(value, &o->csvPath, &reason);
+  else if (name == "--write-policy") ok = parsePath(value, &o->policyPath, &reason);
   else if (name == "--note") o->note = value;
   else {
     *why = "unknown option " + name;
@@ -114,6 +126,27 @@ bool takesValue(const std::string& name) {
   return false;
 }
 
+// The range holds at least one element and at most kMaxSweepSizes sizes
+// (a factor just above 1 would otherwise take ages to list, then to run).
+bool checkSizeRange(const SweepOptions& o, std::string* why) {
+  const size_t element = dtypeSize(o.dtype);
+  if (o.maxBytes < element) {
+    *why = "--max-bytes " + std::to_string(o.maxBytes) + " is less than one " + dtypeShortName(o.dtype) +
+           " element (" + std::to_string(element) + " bytes)";
+    return false;
+  }
+  const double steps = std::log(double(o.maxBytes) / double(o.minBytes)) / std::log(o.factor);
+  if (steps + 1 > kMaxSweepSizes) {
+    char factor[32];
+    snprintf(factor, sizeof factor, "%.15g", o.factor);
+    *why = "--factor " + std::string(factor) + " from " + formatBytes(o.minBytes) + " to " +
+           formatBytes(o.maxBytes) + " gives about " + std::to_string(int64_t(steps + 1)) +
+           " sizes; at most " + std::to_string(kMaxSweepSizes) + " (raise --factor or narrow the range)";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::string* why) {
@@ -127,6 +160,11 @@ bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::s
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
       hasInlineValue = true;
+    }
+    const bool isSwitch = arg == "-h" || arg == "--help" || arg == "--no-verify" || arg == "--no-progress";
+    if (isSwitch && hasInlineValue) {
+      *why = arg + " takes no value";
+      return false;
     }
     if (arg == "-h" || arg == "--help") { o.help = true; continue; }
     if (arg == "--no-verify") { o.verify = false; continue; }
@@ -149,8 +187,7 @@ bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::s
            std::to_string(o.maxBytes) + ")";
     return false;
   }
-  *out = o;
-  return true;
+  return checkSizeRange(o, why) && (*out = o, true);
 }
 
 std::string sweepUsage(const char* program) {

@@ -34,6 +34,9 @@ struct SweepOptions {
   bool help = false;
 };
 
+// The most message sizes one sweep lists (parseSweepArgs refuses more).
+constexpr int kMaxSweepSizes = 256;
+
 // Parses argv. Returns false with a one-line reason naming the bad option.
 // Sizes accept K/M/G suffixes (powers of 1024), like ROCENANTE_* integers.
 bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::string* why);

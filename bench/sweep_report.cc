@@ -201,7 +201,7 @@ std::string formatTables(const SweepResults& r) {
                                r.nranks, r.backend.c_str(), dtypeShortName(r.dtype), opName(r.op));
   for (int m = 0; m < kNumMethods; ++m)
     if (!r.methodUnavailable[m].empty())
-      out += printfText("# %s: unavailable: %s\n", kMethods[m].name, r.methodUnavailable[m].c_str());
+      out += printfText("# %s: %s\n", kMethods[m].name, r.methodUnavailable[m].c_str());
   for (Mode mode : {Mode::Graph, Mode::Eager}) {
     if (!modePresent(r, mode)) continue;
     for (int m = 0; m < kNumMethods; ++m)

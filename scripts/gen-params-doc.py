@@ -14,7 +14,7 @@ lines = [
     "",
     "Every tunable is an environment variable read through one table, `src/core/params.def`.",
     "This page is generated from it by `scripts/gen-params-doc.py`.",
-    "Integers accept K, M and G suffixes (powers of 1024); booleans accept 0/1, true/false, yes/no, on/off.",
+    "Integers are decimal (hexadecimal after 0x) with an optional K, M or G suffix (powers of 1024); booleans accept 0/1, true/false, yes/no, on/off.",
     "A malformed value is an error at communicator creation that names the variable; an unknown",
     "`ROCENANTE_*` name is logged as a warning (a likely typo).",
     "",

@@ -75,6 +75,20 @@ TEST_CASE("sweep options: bad input names the option") {
   CHECK(why.find("--frobnicate") != std::string::npos);
   CHECK_FALSE(parse({"--max-bytes", "-5"}, &o, &why));
   CHECK_FALSE(parse({"--trials", "0"}, &o, &why));
+  // A factor just above 1 would list (and run) millions of sizes.
+  CHECK_FALSE(parse({"--factor", "1.000000000001", "--max-bytes", "64K"}, &o, &why));
+  CHECK(why.find("--factor") != std::string::npos);
+  CHECK(parse({"--factor", "1.1", "--max-bytes", "64K"}, &o, &why));
+  CHECK(sweepSizes(o.minBytes, o.maxBytes, o.factor, 2).size() <= size_t(kMaxSweepSizes));
+  CHECK_FALSE(parse({"--min-bytes", "1", "--max-bytes", "1"}, &o, &why));
+  CHECK(why.find("one bf16 element") != std::string::npos);
+  CHECK(parse({"--min-bytes", "1", "--max-bytes", "2"}, &o, &why));
+  CHECK_FALSE(parse({"--no-verify=0"}, &o, &why));
+  CHECK(why.find("takes no value") != std::string::npos);
+  CHECK_FALSE(parse({"--json", ""}, &o, &why));
+  CHECK(why.find("--json") != std::string::npos);
+  CHECK_FALSE(parse({"--methods", ",,"}, &o, &why));
+  CHECK(why.find("no method") != std::string::npos);
 }
 
 TEST_CASE("sweep sizes: geometric, whole elements, strictly increasing") {

@@ -14,9 +14,11 @@ using namespace rcn::test;
 
 namespace {
 
-int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
+int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire, bool forced) {
   setenv("ROCENANTE_BACKEND", "host", 1);
   setenv("ROCENANTE_WIRE", wire, 1);
+  // Forced, the self-test's largest size is its own cap, not the host path's unbounded one.
+  if (forced) setenv("ROCENANTE_FORCE", "rocenante", 1);
   rcnComm_t comm = nullptr;
   if (rcnCommInitRank(&comm, nranks, id, rank) != rcnSuccess) return 70;
   rcnCommInfo info{};
@@ -27,6 +29,7 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
                  info.transport, info.reason);
     return 72;
   }
+  if (forced && info.selfTestPassed != 1) return 75;
   rcnDeviceComm dev{};  // the device API is the p2p path's only
   if (rcnCommGetDeviceComm(comm, &dev) != rcnInvalidUsage) return 74;
   int failures = 0;
@@ -47,13 +50,14 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire) {
   return failures;
 }
 
-void runAll(int nranks, const char* wire) {
+void runAll(int nranks, const char* wire, bool forced = false) {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire); }, 90));
+  checkRanks(runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire, forced); }, 90));
 }
 
 }  // namespace
 
 TEST_CASE("public API on the host backend over shm", "[host][api]") { runAll(2, "shm"); }
 TEST_CASE("public API on the host backend over tcp", "[host][api]") { runAll(3, "tcp"); }
+TEST_CASE("public API on the host backend, forced", "[host][api]") { runAll(2, "shm", true); }

@@ -27,6 +27,12 @@ TEST_CASE("integers parse with suffixes and reject garbage") {
   CHECK(v == 16);
   CHECK(rcn::parseIntText("-1", &v, &why));
   CHECK(v == -1);
+  CHECK(rcn::parseIntText("010", &v, &why));  // decimal, not octal
+  CHECK(v == 10);
+  CHECK(rcn::parseIntText("08", &v, &why));
+  CHECK(v == 8);
+  CHECK_FALSE(rcn::parseIntText("99999999999999999999", &v, &why));
+  CHECK(why.find("out of range") != std::string::npos);
   CHECK_FALSE(rcn::parseIntText("", &v, &why));
   CHECK_FALSE(rcn::parseIntText("12abc", &v, &why));
   CHECK(why.find("12abc") != std::string::npos);

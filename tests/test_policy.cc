@@ -250,6 +250,14 @@ TEST_CASE("policyLoad fails at a bad or missing file, naming it") {
     CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
     CHECK(std::string(lastErrorText()).find("/nonexistent/policy.yaml") != std::string::npos);
   }
+  // A directory or a device is refused by name, not read as empty or without end.
+  for (const char* path : {"/tmp", "/dev/zero"}) {
+    ScopedEnv file("ROCENANTE_POLICY", path);
+    PolicyConfig c;
+    clearLastError();
+    CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
+    CHECK(std::string(lastErrorText()).find(std::string(path) + ": not a regular file") != std::string::npos);
+  }
 }
 
 #else

@@ -212,8 +212,8 @@ const char* rcnGetErrorString(rcnResult_t result) {
     case rcnUnhandledCudaError: return "unhandled cuda error (run with ROCENANTE_DEBUG=INFO for details)";
     case rcnSystemError: return "unhandled system error (run with ROCENANTE_DEBUG=INFO for details)";
     case rcnInternalError: return "internal error - please report this issue";
-    case rcnInvalidArgument: return "invalid argument (run with ROCENANTE_DEBUG=WARN for details)";
-    case rcnInvalidUsage: return "invalid usage (run with ROCENANTE_DEBUG=WARN for details)";
+    case rcnInvalidArgument: return "invalid argument (the WARN line before this says which; ROCENANTE_DEBUG=NONE hides it)";
+    case rcnInvalidUsage: return "invalid usage (the WARN line before this says why; ROCENANTE_DEBUG=NONE hides it)";
     case rcnRemoteError: return "remote process exited or there was a network error";
     case rcnInProgress: return "operation in progress";
     default: return "unknown result code";

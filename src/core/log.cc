@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/params.h"
 
@@ -31,12 +33,13 @@ LogState& state() {
 
 thread_local std::string tlsLastError;
 
+// The level named by text (any case, as NCCL reads NCCL_DEBUG); -1 for none.
 int parseLevel(const std::string& text) {
-  if (text == "NONE") return kLogNone;
-  if (text == "VERSION") return kLogVersion;
-  if (text == "INFO") return kLogInfo;
-  if (text == "TRACE") return kLogTrace;
-  return kLogWarn;
+  static const struct { const char* name; int level; } names[] = {
+      {"NONE", kLogNone}, {"VERSION", kLogVersion}, {"WARN", kLogWarn}, {"INFO", kLogInfo}, {"TRACE", kLogTrace}};
+  for (const auto& n : names)
+    if (strcasecmp(n.name, text.c_str()) == 0) return n.level;
+  return -1;
 }
 
 uint32_t subsysBit(const std::string& name) {
@@ -50,14 +53,18 @@ uint32_t subsysBit(const std::string& name) {
 }
 
 // "INIT,COLL" selects those; "^INIT" selects all but those, as NCCL does.
-uint32_t parseSubsys(const std::string& text) {
+// Names it does not know go to `unknown` (comma-separated).
+uint32_t parseSubsys(const std::string& text, std::string* unknown) {
   bool invert = !text.empty() && text[0] == '^';
   uint32_t mask = 0;
   size_t start = invert ? 1 : 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
     if (comma == std::string::npos) comma = text.size();
-    mask |= subsysBit(text.substr(start, comma - start));
+    const std::string name = text.substr(start, comma - start);
+    const uint32_t bit = subsysBit(name);
+    if (bit == 0 && !name.empty()) *unknown += (unknown->empty() ? "" : ",") + name;
+    mask |= bit;
     start = comma + 1;
   }
   return invert ? ~mask : mask;
@@ -78,26 +85,6 @@ std::string expandFileName(const std::string& pattern, const char* host) {
   return out;
 }
 
-void configure(LogState& s) {
-  s.level = parseLevel(paramStr(ParamId::Debug));
-  s.subsys = parseSubsys(paramStr(ParamId::DebugSubsys));
-  gethostname(s.host, sizeof s.host - 1);
-  char* dot = strchr(s.host, '.');
-  if (dot) *dot = '\0';
-  std::string file = paramStr(ParamId::DebugFile);
-  if (s.out != stderr) fclose(s.out);
-  s.out = stderr;
-  if (!file.empty()) {
-    FILE* f = fopen(expandFileName(file, s.host).c_str(), "a");
-    if (f) s.out = f;
-  }
-}
-
-void ensureConfigured() {
-  LogState& s = state();
-  std::call_once(s.once, [&] { configure(s); });
-}
-
 const char* levelName(LogLevel level) {
   switch (level) {
     case kLogWarn: return "WARN";
@@ -107,13 +94,55 @@ const char* levelName(LogLevel level) {
   }
 }
 
+void writeLine(LogState& s, LogLevel level, const char* text) {
+  fprintf(s.out, "%s:%d:%ld ROCENANTE %s %s\n", s.host, getpid(), long(syscall(SYS_gettid)), levelName(level), text);
+  fflush(s.out);
+}
+
+// Reads the three logging parameters. What it cannot use is warned about
+// here, directly: logMessage would wait for this very configuration.
+void configure(LogState& s) {
+  std::vector<std::string> problems;
+  const std::string levelText = paramStr(ParamId::Debug);
+  const int level = parseLevel(levelText);
+  if (level < 0)
+    problems.push_back("ROCENANTE_DEBUG=" + levelText + " is not a level (NONE, VERSION, WARN, INFO, TRACE); using WARN");
+  s.level = level < 0 ? kLogWarn : level;
+  std::string unknown;
+  s.subsys = parseSubsys(paramStr(ParamId::DebugSubsys), &unknown);
+  if (!unknown.empty())
+    problems.push_back("ROCENANTE_DEBUG_SUBSYS: unknown subsystem(s) " + unknown +
+                       " ignored (known: INIT,COLL,BOOTSTRAP,TRANSPORT,TOPO,TUNE,SHIM,PROXY,ENV,ALL)");
+  gethostname(s.host, sizeof s.host - 1);
+  char* dot = strchr(s.host, '.');
+  if (dot) *dot = '\0';
+  std::string file = paramStr(ParamId::DebugFile);
+  if (s.out != stderr) fclose(s.out);
+  s.out = stderr;
+  if (!file.empty()) {
+    const std::string path = expandFileName(file, s.host);
+    FILE* f = fopen(path.c_str(), "a");
+    if (f) s.out = f;
+    else problems.push_back("ROCENANTE_DEBUG_FILE: cannot open " + path + ": " + strerror(errno) + "; logging to stderr");
+  }
+  if (s.level >= kLogWarn)
+    for (const std::string& p : problems) writeLine(s, kLogWarn, p.c_str());
+}
+
+void ensureConfigured() {
+  LogState& s = state();
+  std::call_once(s.once, [&] { configure(s); });
+}
+
 }  // namespace
 
+// Warnings print whatever ROCENANTE_DEBUG_SUBSYS says: it narrows the
+// detail (INFO, TRACE), and a typo in it must not hide why a call failed.
 bool logEnabled(LogLevel level, uint32_t subsys) {
   ensureConfigured();
   LogState& s = state();
   return level <= s.level.load(std::memory_order_relaxed) &&
-         (subsys & s.subsys.load(std::memory_order_relaxed)) != 0;
+         (level <= kLogWarn || (subsys & s.subsys.load(std::memory_order_relaxed)) != 0);
 }
 
 void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {
@@ -125,16 +154,15 @@ void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, con
   if (level == kLogWarn) tlsLastError = text;
   if (!logEnabled(level, subsys)) return;
   LogState& s = state();
-  long tid = syscall(SYS_gettid);
   std::lock_guard<std::mutex> lock(s.mutex);
   if (level == kLogTrace) {
     const char* base = strrchr(file, '/');
-    fprintf(s.out, "%s:%d:%ld ROCENANTE TRACE %s:%d %s\n", s.host, getpid(), tid,
+    fprintf(s.out, "%s:%d:%ld ROCENANTE TRACE %s:%d %s\n", s.host, getpid(), long(syscall(SYS_gettid)),
             base ? base + 1 : file, line, text);
+    fflush(s.out);
   } else {
-    fprintf(s.out, "%s:%d:%ld ROCENANTE %s %s\n", s.host, getpid(), tid, levelName(level), text);
+    writeLine(s, level, text);
   }
-  fflush(s.out);
 }
 
 const char* lastErrorText() { return tlsLastError.c_str(); }

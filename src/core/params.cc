@@ -30,8 +30,8 @@ void warnOnce(ParamId id, const std::string& why) {
   static std::set<int> warned;
   std::lock_guard<std::mutex> lock(mutex);
   if (!warned.insert(static_cast<int>(id)).second) return;
-  RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s: %s; using the default '%s'", info(id).name, why.c_str(),
-           info(id).defaultText);
+  RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s: %s (communicator creation refuses it; read as the default '%s' until then)",
+           info(id).name, why.c_str(), info(id).defaultText);
 }
 
 std::string trim(const std::string& text) {
@@ -69,11 +69,18 @@ bool parseIntText(const std::string& raw, int64_t* value, std::string* why) {
     *why = "empty value, expected an integer";
     return false;
   }
+  // Decimal, or hexadecimal after 0x: never octal, so "010" is ten.
+  const size_t digits = text[0] == '-' || text[0] == '+' ? 1 : 0;
+  const bool hex = text.compare(digits, 2, "0x") == 0 || text.compare(digits, 2, "0X") == 0;
   errno = 0;
   char* end = nullptr;
-  long long v = strtoll(text.c_str(), &end, 0);
-  if (errno != 0 || end == text.c_str()) {
+  long long v = strtoll(text.c_str(), &end, hex ? 16 : 10);
+  if (end == text.c_str()) {
     *why = "'" + raw + "' is not an integer";
+    return false;
+  }
+  if (errno == ERANGE) {
+    *why = "'" + raw + "' is out of range";
     return false;
   }
   int64_t scale = 1;

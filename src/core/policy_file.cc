@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/config_file.h"
 #include "core/log.h"
 #include "core/params.h"
 
@@ -22,15 +23,13 @@ void policyApplyOverrides(const PolicyOverrides& o, PolicyConfig* config) {
 }
 
 rcnResult_t policyFileLoad(const std::string& path, PolicyFile* out, std::string* error) {
-  std::ifstream in(path);
-  if (!in) {
-    *error = path + ": cannot open the policy file (ROCENANTE_POLICY)";
+  std::string text, why;
+  if (!readConfigFile(path, &text, &why)) {
+    *error = "cannot read the policy file (ROCENANTE_POLICY) " + why;
     RCN_WARN(RCN_LOG_INIT, "%s", error->c_str());
     return rcnInvalidArgument;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return policyFileParse(text.str(), path, out, error);
+  return policyFileParse(text, path, out, error);
 }
 
 #ifndef ROCENANTE_HAVE_YAML

@@ -67,9 +67,12 @@ float expectedValue(int nranks, size_t i) {
 }
 
 // The sizes checked and timed, ascending: a few up to the largest the policy
-// routes here.
+// routes here, at most kSelfTestMaxBytes (a forced host path has no limit of
+// its own: SIZE_MAX).
+constexpr size_t kSelfTestMaxBytes = size_t(64) << 20;
+
 std::vector<size_t> testSizes(const rcnComm* comm) {
-  size_t limit = comm->fast->maxBytes();
+  size_t limit = std::min(comm->fast->maxBytes(), kSelfTestMaxBytes);
   if (comm->policy.force <= 0)
     limit = std::min(limit, std::max(comm->policy.oneShotMaxBytes, comm->policy.oneShotMaxBytesGraph));
   std::vector<size_t> sizes;

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "core/check.h"
-#include "topology/sysfs.h"
+#include "core/config_file.h"
 #include "topology/topology.h"
 
 #ifdef ROCENANTE_HAVE_YAML
@@ -353,8 +353,8 @@ rcnResult_t topoParseText(const std::string&, const std::string& fileName, std::
 #endif
 
 rcnResult_t topoLoadFile(const std::string& path, std::vector<RankTopo>* ranks) {
-  std::string text;
-  RCN_ARG_CHECK(readWholeFile(path, &text), "cannot read topology file %s: %s", path.c_str(), strerror(errno));
+  std::string text, why;
+  RCN_ARG_CHECK(readConfigFile(path, &text, &why), "cannot read topology file %s", why.c_str());
   return topoParseText(text, path, ranks);
 }
 

@@ -76,12 +76,17 @@ rcnResult_t topoBuild(Bootstrap& bootstrap, int cudaDev, CommTopo* out) {
   RCN_CHECK(topoClassify(&topo));
   RCN_INFO(RCN_LOG_TOPO | RCN_LOG_INIT, "topology: %s, %d node%s: %s", topoClassName(topo.cls), topo.nnodes,
            topo.nnodes == 1 ? "" : "s", topo.reason.c_str());
-  std::string dump = paramStr(ParamId::TopoDumpFile);
-  // A dump that cannot be written is logged, not fatal: rank 0 alone would fail.
-  if (!dump.empty() && bootstrap.rank() == 0 && topoWriteFile(dump, topo) != rcnSuccess)
-    RCN_WARN(RCN_LOG_TOPO, "could not write ROCENANTE_TOPO_DUMP_FILE %s; continuing", dump.c_str());
+  if (bootstrap.rank() == 0) topoDumpIfAsked(topo);
   *out = std::move(topo);
   return rcnSuccess;
+}
+
+// A dump that cannot be written is not fatal (rank 0 alone would fail):
+// topoWriteFile has warned with the reason.
+void topoDumpIfAsked(const CommTopo& topo) {
+  std::string dump = paramStr(ParamId::TopoDumpFile);
+  if (!dump.empty() && topoWriteFile(dump, topo) != rcnSuccess)
+    RCN_INFO(RCN_LOG_TOPO, "ROCENANTE_TOPO_DUMP_FILE %s not written; continuing", dump.c_str());
 }
 
 }  // namespace rcn

@@ -153,6 +153,9 @@ const GpuInfo* gpuByIndex(const RankTopo& t, int index);
 // The GPU rank t runs on (its cudaDev); null if none.
 inline const GpuInfo* ownGpu(const RankTopo& t) { return gpuByIndex(t, t.cudaDev); }
 
+// Writes ROCENANTE_TOPO_DUMP_FILE when it is set; a write that fails is a warning.
+void topoDumpIfAsked(const CommTopo& topo);
+
 // Discover, gather, classify; rank 0 writes ROCENANTE_TOPO_DUMP_FILE when set.
 // What comm creation calls.
 rcnResult_t topoBuild(Bootstrap& bootstrap, int cudaDev, CommTopo* out);

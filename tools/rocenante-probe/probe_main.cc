@@ -15,7 +15,6 @@
 #include "core/bootstrap_env.h"
 #include "core/check.h"
 #include "core/launch_env.h"
-#include "core/params.h"
 #include "probe_comm.h"
 #include "probe_verdict.h"
 #include "topology/topology.h"
@@ -128,8 +127,7 @@ int runAlone(const Options& opt, const rcn::bench::LaunchInfo& launch) {
   if (discover(opt, 0, pickGpu(opt, launch), &topo.ranks[0]) != rcnSuccess) return 1;
   if (rcn::topoClassify(&topo) != rcnSuccess) return 1;
   rcn::probe::Verdict v = rcn::probe::verdictFor(topo);
-  std::string dump = rcn::paramStr(rcn::ParamId::TopoDumpFile);
-  if (!dump.empty() && rcn::topoWriteFile(dump, topo) != rcnSuccess) return 1;
+  rcn::topoDumpIfAsked(topo);
   if (opt.json) {
     fputs(rcn::topoToJson(topo, verdictJson(v)).c_str(), stdout);
     return 0;
@@ -157,8 +155,7 @@ int runRanks(const Options& opt, const rcn::bench::LaunchInfo& launch) {
     return 1;
   }
   rcn::probe::Verdict v = rcn::probe::verdictFor(topo);
-  std::string dump = rcn::paramStr(rcn::ParamId::TopoDumpFile);
-  if (launch.rank == 0 && !dump.empty() && rcn::topoWriteFile(dump, topo) != rcnSuccess) return 1;
+  if (launch.rank == 0) rcn::topoDumpIfAsked(topo);
   if (launch.rank == 0 && opt.json) {
     fputs(rcn::topoToJson(topo, verdictJson(v)).c_str(), stdout);
   } else if (launch.rank == 0) {
