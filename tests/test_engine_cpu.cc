@@ -335,6 +335,38 @@ TEST_CASE("seeded sampling", "[engine]") {
   CHECK(greedySampler.sample(logits.data(), 5) == 1);
 }
 
+// A llama2.c tokenizer file of the given pieces (score 0 each).
+std::string writeTokenizer(const std::vector<std::string>& pieces) {
+  std::string path = "/tmp/engine_tokenizer_" + std::to_string(getpid()) + ".bin";
+  std::ofstream out(path, std::ios::binary);
+  const int32_t maxLength = 8;
+  out.write(reinterpret_cast<const char*>(&maxLength), sizeof maxLength);
+  for (const std::string& p : pieces) {
+    const float score = 0;
+    const int32_t length = int32_t(p.size());
+    out.write(reinterpret_cast<const char*>(&score), sizeof score);
+    out.write(reinterpret_cast<const char*>(&length), sizeof length);
+    out.write(p.data(), p.size());
+  }
+  return path;
+}
+
+TEST_CASE("llama2.c tokenizer errors are clear", "[engine]") {
+  // A tokenizer with more tokens than the model: another model's.
+  CHECK_THROWS_WITH(Llama2cTokenizer(requireSharedModel("tok512.bin"), 100),
+                    Catch::Matchers::ContainsSubstring("more than the model's 100 tokens"));
+  // A vocabulary too small for the byte tokens: a character it lacks is an error, not a read past its end.
+  const std::string path = writeTokenizer({"<unk>", "<s>", "</s>", "a", " "});
+  const Llama2cTokenizer tiny(path, 5);
+  CHECK(tiny.encode("a a", false) == std::vector<int>{4, 3, 4, 3});
+  CHECK_THROWS_WITH(tiny.encode("ab", false), Catch::Matchers::ContainsSubstring("byte 0x62 has no token"));
+  std::remove(path.c_str());
+  // Long prompts tokenize in O(n log n): 100 KB of text.
+  std::string text;
+  while (text.size() < 100000) text += "Once upon a time there was a dog. ";
+  CHECK(tok512().decodeAll(tok512().encode(text, true)) == text);
+}
+
 TEST_CASE("loader and shape errors are clear", "[engine]") {
   CHECK_THROWS_WITH(loadLlama2c("/nonexistent/model.bin"), Catch::Matchers::ContainsSubstring("cannot open"));
 

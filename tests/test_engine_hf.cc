@@ -223,6 +223,24 @@ TEST_CASE("Llama 3.1 rope_scaling is parsed, reported, and turned into frequenci
   // i = 16: wavelength 2*pi*sqrt(500000) = 4442.9 lies between 8192/4 and 8192,
   // smooth = (8192/4442.9 - 1)/3, blended from f/32 and f.
   CHECK(std::fabs(f[16] - 0.00042955679655936815) < 1e-12);
+
+  // Without one of its fields (transformers would raise), and with values the forward pass cannot use.
+  const std::string full = readText(dir.path + "/config.json");
+  auto errorWith = [&](const std::string& from, const std::string& to) {
+    std::string edited = full;
+    REQUIRE(edited.find(from) != std::string::npos);
+    edited.replace(edited.find(from), from.size(), to);
+    writeText(dir.path + "/config.json", edited);
+    try {
+      hf::readHfConfig(dir.path, 0);
+    } catch (const EngineError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK_THAT(errorWith("\"low_freq_factor\": 1.0, ", ""), ContainsSubstring("low_freq_factor"));
+  CHECK_THAT(errorWith("\"rms_norm_eps\": ", "\"rms_norm_eps\": -"), ContainsSubstring("norm epsilon"));
+  writeText(dir.path + "/config.json", full);
 }
 
 TEST_CASE("shard loads equal shardWeights of the full load") {

@@ -283,38 +283,43 @@ TEST_CASE("rcn_engine streams text from a Hugging Face directory with tokenizer.
   config["bos_token_id"] = kBegin;
   config["eos_token_id"] = kEndOfText;
   std::ofstream(dir.path + "/config.json") << config.dump(2);
-  const std::string tokenizerPath = writeJson(dir.path, tokenizerJson(Style::Llama3));
   const std::string prompt = "hello world";
   const std::string model = " --device cpu --model " + dir.path + " --prompt '" + prompt + "' --steps 12";
 
 #ifndef ENGINE_HF_HAVE_PCRE2
+  writeJson(dir.path, tokenizerJson(Style::Llama3));
   const EngineRun run = runEngine(model, dir.path);
   CHECK(run.status == 1);
   CHECK_THAT(run.err, ContainsSubstring("built without PCRE2"));
 #else
-  // What the CLI must print: the prompt, then the greedy tokens' bytes up to <|endoftext|>.
-  hf::BpeTokenizer tok(tokenizerPath);
-  const Ids ids = tok.encode(prompt, true);
-  REQUIRE(ids.front() == kBegin);
-  CpuTpModel reference(weights, 1);
-  std::string want;
-  int generated = 0;
-  int token = ids[0];
-  for (int pos = 0; generated < 12; ++pos) {
-    const std::vector<float>& logits = reference.forward(token, pos);
-    const bool inPrompt = pos + 1 < int(ids.size());
-    const int next = inPrompt ? ids[pos + 1] : argmax(logits.data(), c.vocab);
-    if (!inPrompt && (++generated, next == kEndOfText)) break;
-    want += tok.decodeToken(next);
-    token = next;
-  }
-  REQUIRE(want.rfind(prompt, 0) == 0);
-  INFO("expected: " << want);
-  for (const std::string& extra : std::vector<std::string>{"", " --tp 2", " --tokenizer " + tokenizerPath}) {
-    const EngineRun run = runEngine(model + extra, dir.path);
-    INFO("rcn_engine" << model << extra << "\n" << run.err);
-    CHECK(run.status == 0);
-    CHECK(run.out == want + "\n");
+  // A tokenizer that puts <|begin|> in front (Llama 3), and one that adds nothing (GPT-2, Qwen).
+  for (Style style : {Style::Llama3, Style::Gpt2}) {
+    const std::string tokenizerPath = writeJson(dir.path, tokenizerJson(style));
+    // What the CLI must print: the prompt, then the greedy tokens' bytes up to <|endoftext|>.
+    hf::BpeTokenizer tok(tokenizerPath);
+    const Ids ids = tok.encode(prompt, true);
+    const bool begins = ids.front() == kBegin;
+    REQUIRE(begins == (style == Style::Llama3));
+    CpuTpModel reference(weights, 1);
+    std::string want = begins ? "" : tok.decodeToken(ids[0]);
+    int generated = 0;
+    int token = ids[0];
+    for (int pos = 0; generated < 12; ++pos) {
+      const std::vector<float>& logits = reference.forward(token, pos);
+      const bool inPrompt = pos + 1 < int(ids.size());
+      const int next = inPrompt ? ids[pos + 1] : argmax(logits.data(), c.vocab);
+      if (!inPrompt && (++generated, next == kEndOfText)) break;
+      want += tok.decodeToken(next);
+      token = next;
+    }
+    REQUIRE(want.rfind(prompt, 0) == 0);
+    INFO("expected: " << want);
+    for (const std::string& extra : std::vector<std::string>{"", " --tp 2", " --tokenizer " + tokenizerPath}) {
+      const EngineRun run = runEngine(model + extra, dir.path);
+      INFO("rcn_engine" << model << extra << "\n" << run.err);
+      CHECK(run.status == 0);
+      CHECK(run.out == want + "\n");
+    }
   }
   std::ofstream(dir.path + "/other.json") << "{\"model\": {\"type\": \"WordPiece\"}}";
   const EngineRun bad = runEngine(model + " --tokenizer " + dir.path + "/other.json", dir.path);

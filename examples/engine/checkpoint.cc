@@ -19,6 +19,11 @@ bool isDirectory(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
+
+[[noreturn]] [[maybe_unused]] void throwNoHf(const std::string& path) {
+  throw EngineError(path + " is a directory (a Hugging Face checkpoint?), but this build has no rcn_engine_hf "
+                    "(it needs nlohmann-json)");
+}
 }  // namespace
 
 ModelWeights loadCheckpointShard(const std::string& path, int size, int rank) {
@@ -29,14 +34,26 @@ ModelWeights loadCheckpointShard(const std::string& path, int size, int rank) {
     hf::requireEngineSupport(m.hf);
     return std::move(m.weights);
 #else
-    throw EngineError(path + " is a directory (a Hugging Face checkpoint?), but this build has no rcn_engine_hf "
-                      "(it needs nlohmann-json)");
+    throwNoHf(path);
 #endif
   }
   ModelWeights full = loadLlama2c(path);
   full.config.seqLen = std::min(full.config.seqLen, kMaxContext);
   if (size == 1) return full;
   return shardWeights(full, planShard(full.config, size, rank));
+}
+
+ModelConfig checkpointConfig(const std::string& path) {
+  if (isDirectory(path)) {
+#ifdef ENGINE_HAVE_HF
+    return hf::readHfConfig(path, kMaxContext).config;
+#else
+    throwNoHf(path);
+#endif
+  }
+  ModelConfig config = readLlama2cConfig(path);
+  config.seqLen = std::min(config.seqLen, kMaxContext);
+  return config;
 }
 
 }  // namespace engine

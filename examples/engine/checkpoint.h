@@ -12,4 +12,8 @@ namespace engine {
 // The context is capped at 4096 positions. Throws EngineError with the reason.
 ModelWeights loadCheckpointShard(const std::string& path, int size, int rank);
 
+// The config loadCheckpointShard's weights would have (context capped the
+// same way), read without the weights.
+ModelConfig checkpointConfig(const std::string& path);
+
 }  // namespace engine

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -63,21 +64,24 @@ int generate(const EngineOptions& o, CpuRank& r) {
 
   std::unique_ptr<TextCodec> codec = openTextCodec(o.modelPath, o.tokenizerPath, config.vocab);
   const std::vector<int> prompt = codec->encode(o.prompt);
+  requirePromptFits(prompt, config.seqLen);
   Sampler sampler(o.sampler);
   int token = prompt[0];
-  const int total = std::min(config.seqLen, int(prompt.size()) + o.steps);
+  const int total = int(std::min<int64_t>(config.seqLen, int64_t(prompt.size()) + o.steps));
   auto start = std::chrono::steady_clock::now();
   int generated = 0;
+  if (printer) std::fputs(codec->promptText(prompt).c_str(), stdout);
   for (int pos = 0; pos + 1 < total; ++pos) {
     const std::vector<float>& logits = model.forward(token, pos);
-    int next = pos + 1 < int(prompt.size()) ? prompt[pos + 1] : sampler.sample(logits.data(), config.vocab);
-    if (pos + 1 >= int(prompt.size())) {
+    const bool inPrompt = pos + 1 < int(prompt.size());
+    int next = inPrompt ? prompt[pos + 1] : sampler.sample(logits.data(), config.vocab);
+    if (!inPrompt) {
       ++generated;
       if (codec->isStop(next)) break;
-    }
-    if (printer) {
-      std::fputs(codec->decode(token, next).c_str(), stdout);
-      std::fflush(stdout);
+      if (printer) {
+        std::fputs(codec->decode(token, next).c_str(), stdout);
+        std::fflush(stdout);
+      }
     }
     token = next;
   }
@@ -104,7 +108,7 @@ int runCpu(const EngineOptions& o, int argc, char** argv) {
     if (o.rank < 0) {
       rcnUniqueId id;
       rcnCheck(rcnGetUniqueId(&id), "rcnGetUniqueId");
-      return launchRanks(o.tp, argc, argv, toHex(&id, sizeof id));
+      return launchRanks(o, argc, argv, toHex(&id, sizeof id));
     }
   }
   CpuRank r;

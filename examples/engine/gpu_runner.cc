@@ -138,9 +138,9 @@ int generate(const EngineOptions& o, Rank& r) {
   std::unique_ptr<GpuModel> model = buildModel(o, r, mo, &c);
   std::unique_ptr<TextCodec> codec = openTextCodec(o.modelPath, o.tokenizerPath, c.vocab);
   std::vector<int> prompt = codec->encode(o.prompt);
+  requirePromptFits(prompt, model->maxContext());
   const bool printer = r.rank == 0 && !o.quiet;
-  if (printer)  // the prompt as the CPU path streams it (BOS not printed)
-    for (size_t i = 1; i < prompt.size(); ++i) std::fputs(codec->decode(prompt[i - 1], prompt[i]).c_str(), stdout);
+  if (printer) std::fputs(codec->promptText(prompt).c_str(), stdout);
 
   Sampler sampler(o.sampler);
   auto start = std::chrono::steady_clock::now();
@@ -322,7 +322,7 @@ int runGpu(const EngineOptions& o, int argc, char** argv) {
     if (o.collective == "nccl") setenv("ROCENANTE_DISABLE", "1", 1);
     rcnUniqueId id;
     rcnCheck(rcnGetUniqueId(&id), "rcnGetUniqueId");
-    return launchRanks(o.tp, argc, argv, toHex(&id, sizeof id));
+    return launchRanks(o, argc, argv, toHex(&id, sizeof id));
   }
   if (o.collective == "nccl") setenv("ROCENANTE_DISABLE", "1", 1);
   Rank r;

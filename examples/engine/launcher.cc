@@ -9,8 +9,11 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint.h"
 #include "model.h"
 #include "rcn_result.h"
+#include "shapes.h"
+#include "shard.h"
 
 namespace engine {
 
@@ -64,7 +67,16 @@ void fromHex(const std::string& hex, void* data, size_t bytes) {
     static_cast<unsigned char*>(data)[i] = static_cast<unsigned char>(nibble(hex[2 * i]) * 16 + nibble(hex[2 * i + 1]));
 }
 
-int launchRanks(int ranks, int argc, char** argv, const std::string& uniqueIdHex) {
+// The model splits over the ranks (planShard), checked before any is
+// started, so that a --tp it cannot take fails at once, not in every rank.
+void requireSplits(const EngineOptions& o) {
+  const ModelConfig config = o.randomWeights ? shapeConfig(o.shape) : checkpointConfig(o.modelPath);
+  planShard(config, o.tp, 0);
+}
+
+int launchRanks(const EngineOptions& o, int argc, char** argv, const std::string& uniqueIdHex) {
+  requireSplits(o);
+  const int ranks = o.tp;
   std::vector<pid_t> children;
   for (int r = 0; r < ranks; ++r) {
     std::vector<std::string> args(argv, argv + argc);

@@ -26,8 +26,10 @@ void adoptExternalLaunch(EngineOptions& o);
 // launcher passed. On the GPU path the device must be set first.
 rcnComm_t joinComm(const EngineOptions& o, int rank);
 
-// Returns 0 when every rank exited 0, else the first failing rank's status (or 1).
-int launchRanks(int ranks, int argc, char** argv, const std::string& uniqueIdHex);
+// Starts o.tp ranks once the model is known to split over them (throws
+// EngineError if not). Returns 0 when every rank exited 0, else the first
+// failing rank's status (or 1).
+int launchRanks(const EngineOptions& o, int argc, char** argv, const std::string& uniqueIdHex);
 
 std::string toHex(const void* data, size_t bytes);
 // Throws EngineError unless hex is exactly 2 * bytes hex digits.

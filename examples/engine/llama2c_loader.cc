@@ -21,17 +21,12 @@ std::vector<float> readFloats(FILE* f, size_t count, const std::string& path, co
   return v;
 }
 
-}  // namespace
-
-ModelWeights loadLlama2c(const std::string& path) {
-  File f(std::fopen(path.c_str(), "rb"));
-  if (!f) throw EngineError(path + ": cannot open llama2.c checkpoint");
+// The config in the 28-byte header of the open file f.
+ModelConfig readHeader(FILE* f, const std::string& path) {
   int32_t header[7];
-  if (std::fread(header, sizeof(int32_t), 7, f.get()) != 7)
+  if (std::fread(header, sizeof(int32_t), 7, f) != 7)
     throw EngineError(path + ": shorter than the 28-byte llama2.c header");
-
-  ModelWeights m;
-  ModelConfig& c = m.config;
+  ModelConfig c;
   c.arch = "llama";
   c.dim = header[0];
   c.hidden = header[1];
@@ -49,20 +44,52 @@ ModelWeights loadLlama2c(const std::string& path) {
     throw EngineError(path + ": header dim " + std::to_string(c.dim) + " / heads " +
                       std::to_string(c.heads) + " is not a whole head size");
   validateConfig(c);
+  return c;
+}
+
+// The bytes a checkpoint of config c takes, in double: a header of absurd
+// sizes must not wrap around 64 bits into a small number (exact below 2^53).
+double checkpointBytes(const ModelConfig& c) {
+  const double d = c.dim, h = c.hidden, L = c.layers, q = double(c.heads) * c.headDim,
+               kv = double(c.kvHeads) * c.headDim, vocab = c.vocab;
+  double floats = vocab * d + L * (2 * d + q * d + 2 * kv * d + d * q + 3 * h * d) + d +
+                  double(c.seqLen) * c.headDim;  // two half-size RoPE tables
+  if (!c.tiedClassifier) floats += vocab * d;
+  return 28 + floats * sizeof(float);
+}
+
+File openCheckpoint(const std::string& path) {
+  File f(std::fopen(path.c_str(), "rb"));
+  if (!f) throw EngineError(path + ": cannot open llama2.c checkpoint");
+  return f;
+}
+
+}  // namespace
+
+ModelConfig readLlama2cConfig(const std::string& path) {
+  File f = openCheckpoint(path);
+  return readHeader(f.get(), path);
+}
+
+ModelWeights loadLlama2c(const std::string& path) {
+  File f = openCheckpoint(path);
+  ModelWeights m;
+  m.config = readHeader(f.get(), path);
+  const ModelConfig& c = m.config;
 
   // Check the size before reading so a wrong file fails with one clear line.
-  const size_t d = c.dim, h = c.hidden, L = c.layers, q = size_t(c.heads) * c.headDim,
-               kv = size_t(c.kvHeads) * c.headDim;
-  size_t floats = c.vocab * d + L * (2 * d + q * d + 2 * kv * d + d * q + 3 * h * d) + d +
-                  size_t(c.seqLen) * c.headDim;  // two half-size RoPE tables
-  if (!c.tiedClassifier) floats += c.vocab * d;
   std::fseek(f.get(), 0, SEEK_END);
   const long bytes = std::ftell(f.get());
-  const size_t expected = 28 + floats * sizeof(float);
-  if (bytes < 0 || size_t(bytes) < expected)
-    throw EngineError(path + ": " + std::to_string(bytes) + " bytes, but the header (" +
-                      describeConfig(c) + ") needs " + std::to_string(expected));
+  const double expected = checkpointBytes(c);
+  if (bytes < 0 || double(bytes) < expected) {
+    char needed[32];
+    std::snprintf(needed, sizeof needed, "%.0f", expected);
+    throw EngineError(path + ": " + std::to_string(bytes) + " bytes, but the header (" + describeConfig(c) +
+                      ") needs " + needed);
+  }
   std::fseek(f.get(), 28, SEEK_SET);
+  const size_t d = c.dim, h = c.hidden, L = c.layers, q = size_t(c.heads) * c.headDim,
+               kv = size_t(c.kvHeads) * c.headDim;
 
   // The file stores each kind of tensor for all layers together.
   m.embedding = readFloats(f.get(), c.vocab * d, path, "token_embedding");

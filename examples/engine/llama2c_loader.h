@@ -12,4 +12,7 @@ namespace engine {
 // missing, truncated, or has an impossible header.
 ModelWeights loadLlama2c(const std::string& path);
 
+// The checkpoint's config from its header alone (no weights read).
+ModelConfig readLlama2cConfig(const std::string& path);
+
 }  // namespace engine

@@ -14,6 +14,10 @@ void validateConfig(const ModelConfig& c) {
     fail("heads " + std::to_string(c.heads) + " is not a multiple of kv heads " +
          std::to_string(c.kvHeads));
   if (c.headDim % 2 != 0) fail("head size " + std::to_string(c.headDim) + " is odd; RoPE needs pairs");
+  if (!(c.normEps > 0) || !std::isfinite(c.normEps))
+    fail("norm epsilon " + std::to_string(c.normEps) + " must be a positive number");
+  if (!(c.ropeTheta > 0) || !std::isfinite(c.ropeTheta))
+    fail("RoPE theta " + std::to_string(c.ropeTheta) + " must be a positive number");
   if (!c.ropeFreqs.empty() && int(c.ropeFreqs.size()) != c.headDim / 2)
     fail("RoPE frequency table holds " + std::to_string(c.ropeFreqs.size()) + " values, head size " +
          std::to_string(c.headDim) + " needs " + std::to_string(c.headDim / 2));

@@ -1,5 +1,10 @@
 #include "options.h"
 
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -44,17 +49,34 @@ void printUsage(const char* program) {
 
 namespace {
 
+// Whole text as a number: no leading blanks (strto* would skip them), nothing after.
+bool wholeNumber(const std::string& value, const char* end) {
+  return !value.empty() && !std::isspace(static_cast<unsigned char>(value[0])) && *end == '\0';
+}
+
 int toInt(const std::string& flag, const std::string& value) {
   char* end = nullptr;
-  long v = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0') throw EngineError(flag + ": '" + value + "' is not an integer");
+  errno = 0;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (!wholeNumber(value, end)) throw EngineError(flag + ": '" + value + "' is not an integer");
+  if (errno == ERANGE || v < INT_MIN || v > INT_MAX) throw EngineError(flag + ": " + value + " is out of range");
   return int(v);
 }
 
 float toFloat(const std::string& flag, const std::string& value) {
   char* end = nullptr;
-  float v = std::strtof(value.c_str(), &end);
-  if (value.empty() || *end != '\0') throw EngineError(flag + ": '" + value + "' is not a number");
+  const float v = std::strtof(value.c_str(), &end);
+  if (!wholeNumber(value, end)) throw EngineError(flag + ": '" + value + "' is not a number");
+  if (!std::isfinite(v)) throw EngineError(flag + ": " + value + " is not a finite number");
+  return v;
+}
+
+uint64_t toSeed(const std::string& flag, const std::string& value) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(value.c_str(), &end, 10);
+  if (!wholeNumber(value, end) || value[0] == '-' || errno == ERANGE)
+    throw EngineError(flag + ": '" + value + "' is not a number from 0 to 2^64 - 1");
   return v;
 }
 
@@ -89,7 +111,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     else if (flag == "--temperature") o.sampler.temperature = toFloat(flag, value());
     else if (flag == "--top-k") o.sampler.topK = toInt(flag, value());
     else if (flag == "--top-p") o.sampler.topP = toFloat(flag, value());
-    else if (flag == "--seed") o.sampler.seed = uint64_t(std::strtoull(value().c_str(), nullptr, 10));
+    else if (flag == "--seed") o.sampler.seed = toSeed(flag, value());
     else if (flag == "--device") o.device = value();
     else if (flag == "--tp") o.tp = toInt(flag, value()), o.tpGiven = true;
     else if (flag == "--collective") o.collective = value();

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "model.h"
 #include "tokenizer.h"
@@ -14,6 +15,12 @@
 namespace engine {
 
 bool TextCodec::isStop(int token) const { return std::find(stops_.begin(), stops_.end(), token) != stops_.end(); }
+
+std::string TextCodec::promptText(const std::vector<int>& prompt) const {
+  std::string text;
+  for (size_t i = addedInFront(prompt); i < prompt.size(); ++i) text += decode(i ? prompt[i - 1] : -1, prompt[i]);
+  return text;
+}
 
 namespace {
 
@@ -38,6 +45,9 @@ class TokenIdCodec : public TextCodec {
   std::vector<int> encode(const std::string&) const override { return {bos_}; }
   std::string decode(int, int token) const override { return std::to_string(token) + " "; }
 
+ protected:
+  size_t addedInFront(const std::vector<int>& prompt) const override { return prompt.size(); }
+
  private:
   int bos_;
 };
@@ -49,6 +59,9 @@ class Llama2cCodec : public TextCodec {
   }
   std::vector<int> encode(const std::string& text) const override { return tokenizer_.encode(text, true); }
   std::string decode(int previous, int token) const override { return tokenizer_.decode(previous, token); }
+
+ protected:
+  size_t addedInFront(const std::vector<int>&) const override { return 1; }  // encode's BOS
 
  private:
   Llama2cTokenizer tokenizer_;
@@ -81,6 +94,16 @@ class TokenizerJsonCodec : public TextCodec {
     return tokenizer_.decodeToken(token);
   }
 
+ protected:
+  // The post-processor's tokens in front (a BOS; GPT-2 and Qwen add none), or
+  // the BOS alone that encode falls back to for a prompt of no tokens.
+  size_t addedInFront(const std::vector<int>& prompt) const override {
+    const std::vector<int>& prefix = tokenizer_.prefix();
+    if (prefix.empty()) return prompt.size() == 1 && prompt[0] == bos_ ? 1 : 0;
+    const bool led = prompt.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), prompt.begin());
+    return led ? prefix.size() : 0;
+  }
+
  private:
   hf::BpeTokenizer tokenizer_;
   std::string path_;
@@ -89,6 +112,12 @@ class TokenizerJsonCodec : public TextCodec {
 #endif
 
 }  // namespace
+
+void requirePromptFits(const std::vector<int>& prompt, int context) {
+  if (int64_t(prompt.size()) < context) return;
+  throw EngineError("the prompt is " + std::to_string(prompt.size()) + " tokens; the model's context holds " +
+                    std::to_string(context) + " positions, the prompt's and the generated tokens' together");
+}
 
 std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab) {
   const bool hfDirectory = isDirectory(modelPath);

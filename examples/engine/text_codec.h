@@ -20,10 +20,19 @@ class TextCodec {
   virtual std::string decode(int previous, int token) const = 0;
   // Generation ends at this token (it is not printed).
   bool isStop(int token) const;
+  // The prompt as the runners echo it: all but the tokens encode put in front (BOS).
+  std::string promptText(const std::vector<int>& prompt) const;
 
  protected:
+  // How many of the prompt's first tokens encode added (and so are not echoed).
+  virtual size_t addedInFront(const std::vector<int>& prompt) const = 0;
+
   std::vector<int> stops_;
 };
+
+// Throws EngineError unless the prompt leaves room in a context of `context`
+// positions for at least one generated token.
+void requirePromptFits(const std::vector<int>& prompt, int context);
 
 // The codec for --model `modelPath` and --tokenizer `tokenizerPath` (may be
 // empty). A tokenizer path ending in .json, or none with a Hugging Face model

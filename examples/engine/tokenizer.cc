@@ -1,9 +1,14 @@
 #include "tokenizer.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <optional>
+#include <utility>
 
+#include "bpe_merge.h"
 #include "model.h"
 
 namespace engine {
@@ -13,7 +18,8 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int vocabSize) {
   if (!f) throw EngineError(path + ": cannot open llama2.c tokenizer");
   int32_t maxTokenLength = 0;
   if (std::fread(&maxTokenLength, sizeof maxTokenLength, 1, f.get()) != 1)
-    throw EngineError(path + ": empty tokenizer file");
+    throw EngineError(path + (std::ferror(f.get()) ? std::string(": cannot read (") + std::strerror(errno) + ")"
+                                                   : std::string(": empty tokenizer file")));
   pieces_.resize(vocabSize);
   scores_.resize(vocabSize);
   for (int i = 0; i < vocabSize; ++i) {
@@ -27,6 +33,10 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int vocabSize) {
       throw EngineError(path + ": truncated at token " + std::to_string(i));
     ids_.emplace(pieces_[i], i);  // first id wins for duplicate pieces
   }
+  // The file holds exactly the model's vocabulary: more means a tokenizer of another model.
+  if (std::fgetc(f.get()) != EOF)
+    throw EngineError(path + ": has more than the model's " + std::to_string(vocabSize) +
+                      " tokens (a tokenizer of another model?)");
 }
 
 int Llama2cTokenizer::lookup(const std::string& piece) const {
@@ -53,30 +63,35 @@ std::vector<int> Llama2cTokenizer::encode(const std::string& text, bool addBos) 
     if (id >= 0) {
       tokens.push_back(id);
     } else {
-      for (char byte : character) tokens.push_back(int(uint8_t(byte)) + 3);
+      for (char byte : character) tokens.push_back(byteToken(uint8_t(byte)));
     }
     i += len;
   }
 
-  // Merge the best-scoring adjacent pair until no pair is in the vocabulary.
-  for (;;) {
-    float bestScore = -1e10f;
-    int bestId = -1;
-    size_t bestAt = 0;
-    for (size_t i = 0; i + 1 < tokens.size(); ++i) {
-      if (addBos && i == 0) continue;  // BOS never merges
-      int id = lookup(pieces_[tokens[i]] + pieces_[tokens[i + 1]]);
-      if (id >= 0 && scores_[id] > bestScore) {
-        bestScore = scores_[id];
-        bestId = id;
-        bestAt = i;
-      }
-    }
-    if (bestId < 0) break;
-    tokens[bestAt] = bestId;
-    tokens.erase(tokens.begin() + bestAt + 1);
-  }
+  // Merge the best-scoring adjacent pair until no pair is in the vocabulary
+  // (a score of -1e10 or less, as in llama2.c, never merges); BOS never merges.
+  const size_t first = addBos ? 1 : 0;
+  std::vector<int> merged = mergePairs(std::vector<int>(tokens.begin() + first, tokens.end()),
+                                       [&](int left, int right) -> std::optional<std::pair<float, int>> {
+                                         const int id = lookup(pieces_[left] + pieces_[right]);
+                                         if (id < 0 || !(scores_[id] > -1e10f)) return std::nullopt;
+                                         return std::make_pair(-scores_[id], id);
+                                       });
+  tokens.resize(first);
+  tokens.insert(tokens.end(), merged.begin(), merged.end());
   return tokens;
+}
+
+// llama2.c's byte fallback: byte b is token b + 3 (<0x00> .. <0xFF>).
+int Llama2cTokenizer::byteToken(uint8_t byte) const {
+  const int id = int(byte) + 3;
+  if (id >= vocabSize()) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", byte);
+    throw EngineError(std::string("prompt: byte ") + hex + " has no token of its own and no byte token (the " +
+                      std::to_string(vocabSize()) + "-token vocabulary ends before llama2.c's byte tokens 3-258 do)");
+  }
+  return id;
 }
 
 std::string Llama2cTokenizer::decode(int previous, int token) const {

@@ -4,6 +4,7 @@
 // merges the adjacent pair whose merged string has the highest score.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,6 +32,7 @@ class Llama2cTokenizer {
 
  private:
   int lookup(const std::string& piece) const;
+  int byteToken(uint8_t byte) const;
 
   std::vector<std::string> pieces_;
   std::vector<float> scores_;

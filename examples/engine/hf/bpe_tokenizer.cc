@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <optional>
+#include <utility>
 
+#include "bpe_merge.h"
 #include "byte_unicode.h"
 #include "json_util.h"
 #include "model.h"
@@ -80,6 +83,10 @@ void readPostProcessor(const Json& p, std::vector<int>& prefix, std::vector<int>
 
 }  // namespace
 
+// Ids index arrays as large as the largest: no real vocabulary comes near
+// 2^24 (262144 is among the largest), so a larger id is a broken file.
+constexpr long long kMaxTokenId = 1 << 24;
+
 // A field of an unexpected JSON type surfaces from nlohmann-json as its own
 // exception; the function-try-block turns it into an EngineError naming the file.
 BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
@@ -94,8 +101,9 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
   if (type != "BPE") throw EngineError(what + ": model type " + type + " is not supported (BPE is)");
   if (!model.contains("vocab") || !model["vocab"].is_object()) throw EngineError(what + ": model.vocab is missing");
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
-    if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() > INT_MAX / 2)
-      throw EngineError(what + ": model.vocab[" + it.key() + "] is not a valid id");
+    if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() >= kMaxTokenId)
+      throw EngineError(what + ": model.vocab[" + it.key() + "] is not an id from 0 to " +
+                        std::to_string(kMaxTokenId - 1));
     const int id = it->get<int>();
     if (id >= int(pieces_.size())) pieces_.resize(id + 1);
     pieces_[id] = it.key();
@@ -116,7 +124,9 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
       a.content = requireString(t, "content", what + ": added_tokens");
       a.id = requireInt(t, "id", what + ": added_tokens");
       a.special = t.value("special", false);
-      if (a.content.empty() || a.id < 0) throw EngineError(what + ": added token " + t.dump() + " is invalid");
+      if (a.content.empty() || a.id < 0 || a.id >= kMaxTokenId)
+        throw EngineError(what + ": added token " + t.dump() + " is invalid (an id from 0 to " +
+                          std::to_string(kMaxTokenId - 1) + " and some content)");
       if (a.id >= int(pieces_.size())) pieces_.resize(a.id + 1);
       pieces_[a.id] = a.content;
       ids_[a.content] = a.id;
@@ -187,18 +197,13 @@ void BpeTokenizer::encodePiece(const std::string& piece, std::vector<int>& out) 
     const int id = tokenId(spelled);
     if (id >= 0) return out.push_back(id);
   }
-  std::vector<std::string> symbols = characters(spelled);
-  while (symbols.size() > 1) {
-    int best = INT_MAX;
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const int rank = mergeRank(symbols[i], symbols[i + 1]);
-      if (rank < best) best = rank, at = i;
-    }
-    if (best == INT_MAX) break;
-    symbols[at] += symbols[at + 1];
-    symbols.erase(symbols.begin() + at + 1);
-  }
+  const std::vector<std::string> symbols =
+      mergePairs(characters(spelled),
+                 [&](const std::string& left, const std::string& right) -> std::optional<std::pair<int, std::string>> {
+                   const int rank = mergeRank(left, right);
+                   if (rank == INT_MAX) return std::nullopt;
+                   return std::make_pair(rank, left + right);
+                 });
   for (const std::string& s : symbols) {
     const int id = tokenId(s);
     if (id < 0) throw EngineError(path_ + ": the vocabulary has no token for \"" + s + "\"");

@@ -40,6 +40,8 @@ class BpeTokenizer {
   // The id of a vocabulary or added token, -1 when absent.
   int tokenId(const std::string& content) const;
   int vocabSize() const { return int(pieces_.size()); }
+  // The post-processor's tokens that encode(..., true) puts in front of the text.
+  const std::vector<int>& prefix() const { return prefix_; }
 
  private:
   void encodeText(const std::string& text, std::vector<int>& out) const;

@@ -43,10 +43,15 @@ RopeScaling parseRopeScaling(const Json& j, const std::string& what) {
   const std::string where = what + ": rope_scaling";
   r.type = it->value("rope_type", it->value("type", std::string()));
   if (r.type == "default") r.type.clear();
-  r.factor = numberOr(*it, "factor", 1.0, where);
-  r.lowFreqFactor = numberOr(*it, "low_freq_factor", 1.0, where);
-  r.highFreqFactor = numberOr(*it, "high_freq_factor", 4.0, where);
-  r.originalContext = intOr(*it, "original_max_position_embeddings", 8192, where);
+  // The types the forward pass applies need their fields, as transformers
+  // does; the others are refused later (requireEngineSupport) by their name.
+  if (r.type != "linear" && r.type != "llama3") return r;
+  r.factor = requireNumber(*it, "factor", where);
+  if (r.type == "llama3") {
+    r.lowFreqFactor = requireNumber(*it, "low_freq_factor", where);
+    r.highFreqFactor = requireNumber(*it, "high_freq_factor", where);
+    r.originalContext = requireInt(*it, "original_max_position_embeddings", where);
+  }
   return r;
 }
 
