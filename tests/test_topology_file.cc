@@ -115,6 +115,14 @@ TEST_CASE("topology file: bad files name the file, the line and the key") {
   CHECK(contains(parseError("version: 1\nranks:\n  - 5\n"), "bad.yaml:3: key 'ranks[0]': expected a mapping"));
   CHECK(contains(parseError("version: 1\nranks: 7\n"), "bad.yaml:2: key 'ranks': expected a list"));
   CHECK(contains(parseError(""), "top level: expected a mapping"));
+  // Values that parse but cannot be right.
+  CHECK(contains(parseError("version: 1\nranks:\n  - rank: 0\n    host: ''\n"), "key 'ranks[0].host': must not be empty"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "    cuda_dev: 7\n"),
+                 "key 'ranks[0].cuda_dev': GPU 7 is not in this rank's gpus"));
+  const std::string nic = std::string(kGoodRank) + "    nics:\n      - name: mlx5_0\n        ports:\n";
+  CHECK(contains(parseError(nic + "          - {port: 1, mtu: -5}\n"), "key 'ranks[0].nics[0].ports[0].mtu': must not be negative"));
+  CHECK(contains(parseError(nic + "          - {port: 1, gids: [{index: 0, gid: garbage}]}\n"),
+                 "key 'ranks[0].nics[0].ports[0].gids[0].gid': expected an IPv6 address"));
 }
 
 TEST_CASE("topology file: a missing file is a clear error") {

@@ -2,6 +2,8 @@
 // also YAML), read with yaml-cpp, so one reader takes both the dumps and
 // hand-written YAML. Reading is strict: an unknown key, a wrong type or a
 // missing required key is an error naming the file, the line and the key.
+#include <arpa/inet.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -172,6 +174,12 @@ class Fields {
             ": " + what;
   }
 
+  // A value that parsed but cannot be right: the error names the key and why.
+  void check(bool ok, const char* key, const std::string& what) {
+    if (ok || !err_->empty() || !node_.IsMap()) return;
+    fail(node_[key] ? node_[key] : node_, sub(key), what);
+  }
+
   // The dotted name of a key of this mapping, for messages.
   std::string sub(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
@@ -201,6 +209,12 @@ void parseIpv4Field(Fields& f, const YAML::Node& node, const char* key, Ipv4Net*
   f.get(key, &text, required);
   if (text.empty()) return;
   if (!parseIpv4Net(text, out)) f.fail(node[key], f.sub(key), "expected a.b.c.d/prefix, got '" + text + "'");
+}
+
+// A GID is an IPv6 address: sysfs's full form (fe80:0000:...) or a short one (::ffff:10.0.1.1).
+bool isGidText(const std::string& text) {
+  in6_addr address;
+  return inet_pton(AF_INET6, text.c_str(), &address) == 1;
 }
 
 std::string item(const std::string& path, const char* list, size_t i) {
@@ -248,6 +262,7 @@ PortInfo parsePort(const YAML::Node& node, const std::string& file, const std::s
   f.get("state", &p.state);
   f.get("link_layer", &p.linkLayer);
   f.get("mtu", &p.mtu);
+  f.check(p.mtu >= 0, "mtu", "must not be negative, got " + std::to_string(p.mtu));
   f.get("netdev", &p.netdev);
   YAML::Node gids = f.list("gids");
   for (size_t i = 0; i < gids.size() && err->empty(); i++) {
@@ -256,6 +271,7 @@ PortInfo parsePort(const YAML::Node& node, const std::string& file, const std::s
     gf.allow({"index", "gid", "type", "netdev", "ipv4"});
     gf.get("index", &g.index);
     gf.get("gid", &g.gid);
+    gf.check(g.gid.empty() || isGidText(g.gid), "gid", "expected an IPv6 address (fe80:0000:... or ::ffff:a.b.c.d), got '" + g.gid + "'");
     gf.get("type", &g.type);
     gf.get("netdev", &g.netdev);
     parseIpv4Field(gf, gids[i], "ipv4", &g.ipv4, false);
@@ -283,12 +299,16 @@ RankTopo parseRank(const YAML::Node& node, const std::string& file, const std::s
   f.allow({"rank", "host", "boot_id", "cuda_dev", "peermem", "gpus", "nics", "netifs"});
   f.get("rank", &t.rank, true);
   f.get("host", &t.host, true);
+  f.check(!t.host.empty(), "host", "must not be empty (ranks on one host share its name)");
   f.get("boot_id", &t.bootId);
   f.get("cuda_dev", &t.cudaDev);
   f.get("peermem", &t.peerMemModule);
   YAML::Node gpus = f.list("gpus");
   for (size_t i = 0; i < gpus.size() && err->empty(); i++)
     t.gpus.push_back(parseGpu(gpus[i], file, item(path, "gpus", i), err));
+  // The rank's own GPU is one of those it lists (a probe lists every GPU it sees).
+  f.check(t.cudaDev == -1 || gpuByIndex(t, t.cudaDev), "cuda_dev",
+          "GPU " + std::to_string(t.cudaDev) + " is not in this rank's gpus (-1 for none)");
   YAML::Node nics = f.list("nics");
   for (size_t i = 0; i < nics.size() && err->empty(); i++)
     t.nics.push_back(parseNic(nics[i], file, item(path, "nics", i), err));
