@@ -24,6 +24,7 @@
 
 #include "core/dtype.h"
 #include "core/launch_env.h"
+#include "core/user_file.h"
 #include "sweep_check.h"
 #include "sweep_methods.h"
 #include "sweep_options.h"
@@ -36,8 +37,10 @@
 namespace rcn::bench {
 namespace {
 
-// The host backend moves bytes through the CPU: a smaller default sweep.
+// The host backend moves bytes through the CPU: a smaller default sweep,
+// and no more local ranks than a large host has cores.
 constexpr size_t kHostDefaultMaxBytes = 1u << 20;
+constexpr int kMaxHostRanks = 64;
 
 int fail(const World* world, const std::string& what) {
   std::fprintf(stderr, "allreduce_sweep%s: %s\n",
@@ -58,17 +61,6 @@ std::string commandLine(int argc, char** argv) {
   return text;
 }
 
-// Writes text to path; false with why (the system's reason) when it cannot.
-bool writeFile(const std::string& path, const std::string& text, std::string* why) {
-  errno = 0;
-  std::ofstream out(path);
-  out << text;
-  out.close();
-  if (out) return true;
-  *why = "cannot write " + path + (errno ? std::string(": ") + std::strerror(errno) : std::string());
-  return false;
-}
-
 // Whether an output file looks writable: not a directory, and the file (or
 // its folder) writable. Checked before the ranks start, so that a typo in a
 // path costs no sweep; the write itself can still fail (a full disk).
@@ -77,6 +69,10 @@ bool outputWritable(const std::string& path, std::string* why) {
   if (stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       *why = "cannot write " + path + ": it is a directory";
+      return false;
+    }
+    if (S_ISFIFO(st.st_mode)) {
+      *why = "cannot write " + path + ": it is a FIFO (the files are written after the sweep: name a regular file)";
       return false;
     }
     if (access(path.c_str(), W_OK) == 0) return true;
@@ -102,18 +98,29 @@ size_t availableHostMemory() {
   return 0;
 }
 
-// On the host backend each of the local ranks holds a send and a receive
-// pool of the largest size in host memory: refuse a sweep that cannot fit
-// rather than have the kernel kill it midway.
-bool hostPoolsFit(size_t largestBytes, int localRanks, std::string* why) {
+// Host memory one rank of a host-backend sweep holds at its largest size B,
+// in bytes: the send and receive pools and the backend's staging (4 B), and
+// for the check every rank's input (nranks B), the expected bits (B) and the
+// reference's value and tolerance (two doubles an element). A sweep at 32 MB
+// and 128 MB (bf16, 2 ranks) peaked at 12.5 B and, unchecked, 4 B a rank.
+double hostBytesPerRank(const SweepOptions& o, int nranks) {
+  const double largest = double(o.maxBytes);
+  const double checking = o.verify ? nranks + 1 + 16.0 / dtypeSize(o.dtype) : 0;
+  return largest * (4 + checking);
+}
+
+// Refuses a host-backend sweep whose local ranks would not fit in 80 % of
+// the memory available, rather than have the kernel kill it midway.
+bool hostMemoryFits(const SweepOptions& o, int localRanks, std::string* why) {
   const size_t available = availableHostMemory();
-  const double needed = 2.0 * double(largestBytes) * localRanks;
+  const double needed = hostBytesPerRank(o, localRanks) * localRanks;
   if (available == 0 || needed <= 0.8 * double(available)) return true;
-  char text[200];
+  char text[240];
   std::snprintf(text, sizeof text,
-                "the host backend's buffers need %.1f GB (2 x %s per rank x %d ranks), more than 80%% of the "
-                "%.1f GB this machine has available: lower --max-bytes or --gpus",
-                needed / 1e9, formatBytes(largestBytes).c_str(), localRanks, double(available) / 1e9);
+                "the host backend's buffers would need about %.1f GB (%d ranks at --max-bytes %s, the check "
+                "included), more than 80%% of the %.1f GB this machine has available: lower --max-bytes or --gpus%s",
+                needed / 1e9, localRanks, formatBytes(o.maxBytes).c_str(), double(available) / 1e9,
+                o.verify ? ", or add --no-verify" : "");
   *why = text;
   return false;
 }
@@ -269,16 +276,14 @@ rcnResult_t sweep(const Setup& s, World* world, Pools* pools, MethodSet* methods
   return rcnSuccess;
 }
 
-// Prints the tables and writes the files asked for; false if a file could not be written.
+// Writes the files asked for; false if one could not be written.
 bool writeOutputs(const Setup& s, const World& world, const SweepResults& results) {
-  std::printf("%s", formatTables(results).c_str());
-  std::fflush(stdout);
   bool written = true;
   std::string why;
   auto write = [&](const std::string& path, const std::string& text) {
     if (path.empty()) return false;
-    if (writeFile(path, text, &why)) return true;
-    fail(&world, why);
+    if (writeOutputFile(path, text, &why)) return true;
+    fail(&world, "cannot write " + why);
     return written = false;
   };
   write(s.opts.jsonPath, toJson(results));
@@ -341,7 +346,10 @@ int runSweep(int argc, char** argv) {
     std::fprintf(stderr, "allreduce_sweep: one rank only: all-reduce is a copy, rocenante's fast path "
                          "needs 2 or more ranks\n");
 
-  if (!s.gpu && launch.kind == LaunchKind::Standalone && !hostPoolsFit(s.opts.maxBytes, nprocs, &why))
+  if (!s.gpu && launch.kind == LaunchKind::Standalone && nprocs > kMaxHostRanks)
+    return fail(nullptr, "--gpus " + std::to_string(nprocs) + ": the host backend starts at most " +
+                             std::to_string(kMaxHostRanks) + " local ranks");
+  if (!s.gpu && launch.kind == LaunchKind::Standalone && !hostMemoryFits(s.opts, nprocs, &why))
     return fail(nullptr, why);
 
   World world;
@@ -373,11 +381,14 @@ int runSweep(int argc, char** argv) {
   destroyMethods(&methods);
   freePools(&pools);
   if (res != rcnSuccess) return fail(&world, why);
-  const bool written = world.rank != 0 || writeOutputs(s, world, results);
+  if (world.rank == 0) std::printf("%s", formatTables(results).c_str()), std::fflush(stdout);
+  // A sweep that measured nothing leaves earlier result files as they were.
+  const bool measured = anyMeasured(results);
+  const bool written = world.rank != 0 || !measured || writeOutputs(s, world, results);
   if (world.bootstrap->barrier() != rcnSuccess) return fail(&world, "final barrier failed");
   if (!world.children.empty() && !reapChildren(&world, 60.0)) return 1;
-  if (world.rank == 0 && !anyMeasured(results))
-    return fail(&world, "no method measured any size (the '# <method>:' lines above say why)");
+  if (world.rank == 0 && !measured)
+    return fail(&world, "no method measured any size (the '# <method>:' lines above say why); no file written");
   return written ? 0 : 1;
 }
 

@@ -126,25 +126,28 @@ bool takesValue(const std::string& name) {
   return false;
 }
 
-// The range holds at least one element and at most kMaxSweepSizes sizes
-// (a factor just above 1 would otherwise take ages to list, then to run).
+// The range holds a whole number of elements and at most kMaxSweepSizes
+// sizes (a factor just above 1 would otherwise take ages to list, then to
+// run; a range far past the limit is refused from its estimate, unlisted).
 bool checkSizeRange(const SweepOptions& o, std::string* why) {
   const size_t element = dtypeSize(o.dtype);
-  if (o.maxBytes < element) {
-    *why = "--max-bytes " + std::to_string(o.maxBytes) + " is less than one " + dtypeShortName(o.dtype) +
-           " element (" + std::to_string(element) + " bytes)";
+  if ((o.minBytes + element - 1) / element * element > o.maxBytes) {
+    *why = "no whole number of " + std::string(dtypeShortName(o.dtype)) + " elements (" + std::to_string(element) +
+           " bytes each) lies between --min-bytes " + std::to_string(o.minBytes) + " and --max-bytes " +
+           std::to_string(o.maxBytes);
     return false;
   }
-  const double steps = std::log(double(o.maxBytes) / double(o.minBytes)) / std::log(o.factor);
-  if (steps + 1 > kMaxSweepSizes) {
-    char factor[32];
-    snprintf(factor, sizeof factor, "%.15g", o.factor);
-    *why = "--factor " + std::string(factor) + " from " + formatBytes(o.minBytes) + " to " +
-           formatBytes(o.maxBytes) + " gives about " + std::to_string(int64_t(steps + 1)) +
-           " sizes; at most " + std::to_string(kMaxSweepSizes) + " (raise --factor or narrow the range)";
-    return false;
-  }
-  return true;
+  const double estimate = std::log(double(o.maxBytes) / double(o.minBytes)) / std::log(o.factor) + 1;
+  const double sizes = estimate > 4.0 * kMaxSweepSizes
+                           ? estimate
+                           : double(sweepSizes(o.minBytes, o.maxBytes, o.factor, element).size());
+  if (sizes <= kMaxSweepSizes) return true;
+  char factor[32];
+  snprintf(factor, sizeof factor, "%.15g", o.factor);
+  *why = "--factor " + std::string(factor) + " from " + formatBytes(o.minBytes) + " to " + formatBytes(o.maxBytes) +
+         " gives " + (estimate > 4.0 * kMaxSweepSizes ? "about " : "") + std::to_string(int64_t(sizes)) +
+         " sizes; at most " + std::to_string(kMaxSweepSizes) + " (raise --factor or narrow the range)";
+  return false;
 }
 
 }  // namespace
@@ -223,8 +226,8 @@ std::vector<size_t> sweepSizes(size_t minBytes, size_t maxBytes, double factor, 
     size_t bytes = static_cast<size_t>(std::llround(exact));
     if (bytes > maxBytes) bytes = maxBytes;
     bytes = bytes / elemSize * elemSize;
-    if (bytes < elemSize) bytes = elemSize;
-    if (sizes.empty() || bytes > sizes.back()) sizes.push_back(bytes);
+    if (bytes < minBytes) bytes = (minBytes + elemSize - 1) / elemSize * elemSize;  // never below the minimum
+    if (bytes <= maxBytes && (sizes.empty() || bytes > sizes.back())) sizes.push_back(bytes);
     exact *= factor;
   }
   return sizes;

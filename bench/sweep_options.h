@@ -46,7 +46,8 @@ std::string sweepUsage(const char* program);
 
 // Message sizes from minBytes to maxBytes, each `factor` times the previous
 // (rounded to whole bytes, strictly increasing), rounded down to a whole number
-// of elements of elemSize and at least one element; none beyond maxBytes.
+// of elements of elemSize, up where that would fall below minBytes; none
+// beyond maxBytes.
 std::vector<size_t> sweepSizes(size_t minBytes, size_t maxBytes, double factor, size_t elemSize);
 
 // "bf16", "fp16", "fp32" (and NCCL's spellings) to a data type.

@@ -1,5 +1,6 @@
 rcn_add_test(test_params SOURCES test_params.cc LABELS cpu)
 rcn_add_test(test_log SOURCES test_log.cc LABELS cpu)
+rcn_add_test(test_user_file SOURCES test_user_file.cc LABELS cpu TIMEOUT 30)
 target_compile_definitions(test_params PRIVATE RCN_PARAMS_DOC="${CMAKE_SOURCE_DIR}/docs/PARAMS.md")
 rcn_add_test(test_api SOURCES test_api.cc LABELS cpu)
 

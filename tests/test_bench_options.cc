@@ -81,7 +81,9 @@ TEST_CASE("sweep options: bad input names the option") {
   CHECK(parse({"--factor", "1.1", "--max-bytes", "64K"}, &o, &why));
   CHECK(sweepSizes(o.minBytes, o.maxBytes, o.factor, 2).size() <= size_t(kMaxSweepSizes));
   CHECK_FALSE(parse({"--min-bytes", "1", "--max-bytes", "1"}, &o, &why));
-  CHECK(why.find("one bf16 element") != std::string::npos);
+  CHECK(why.find("no whole number of bf16 elements") != std::string::npos);
+  CHECK_FALSE(parse({"--min-bytes", "6", "--max-bytes", "7", "--dtype", "fp32"}, &o, &why));
+  CHECK(parse({"--min-bytes", "6", "--max-bytes", "8", "--dtype", "fp32"}, &o, &why));
   CHECK(parse({"--min-bytes", "1", "--max-bytes", "2"}, &o, &why));
   CHECK_FALSE(parse({"--no-verify=0"}, &o, &why));
   CHECK(why.find("takes no value") != std::string::npos);
@@ -101,6 +103,7 @@ TEST_CASE("sweep sizes: geometric, whole elements, strictly increasing") {
   CHECK(full.back() == 256u << 20);
   // Sizes round down to whole fp32 elements and never drop below one element.
   CHECK(sweepSizes(2, 10, 2, 4) == std::vector<size_t>{4, 8});
+  CHECK(sweepSizes(6, 8, 4, 4) == std::vector<size_t>{8});  // 6 is not whole elements: up, not down to 4
   // A small factor never repeats a size.
   std::vector<size_t> fine = sweepSizes(8, 64, 1.1, 2);
   for (size_t i = 1; i < fine.size(); ++i) CHECK(fine[i] > fine[i - 1]);

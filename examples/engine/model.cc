@@ -1,9 +1,18 @@
 #include "model.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 namespace engine {
+
+namespace {
+std::string shortNumber(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+}  // namespace
 
 void validateConfig(const ModelConfig& c) {
   auto fail = [](const std::string& what) { throw EngineError("model shape: " + what); };
@@ -15,9 +24,13 @@ void validateConfig(const ModelConfig& c) {
          std::to_string(c.kvHeads));
   if (c.headDim % 2 != 0) fail("head size " + std::to_string(c.headDim) + " is odd; RoPE needs pairs");
   if (!(c.normEps > 0) || !std::isfinite(c.normEps))
-    fail("norm epsilon " + std::to_string(c.normEps) + " must be a positive number");
+    fail("norm epsilon " + shortNumber(c.normEps) + " must be a positive number");
   if (!(c.ropeTheta > 0) || !std::isfinite(c.ropeTheta))
-    fail("RoPE theta " + std::to_string(c.ropeTheta) + " must be a positive number");
+    fail("RoPE theta " + shortNumber(c.ropeTheta) + " must be a positive number");
+  for (float f : c.ropeFreqs)  // angles are position x frequency: finite over the whole context
+    if (!(f > 0) || !std::isfinite(f * float(c.seqLen)))
+      fail("RoPE frequency " + shortNumber(f) + " is out of range (positive, with angles finite over " +
+           std::to_string(c.seqLen) + " positions): check rope_scaling's factor");
   if (!c.ropeFreqs.empty() && int(c.ropeFreqs.size()) != c.headDim / 2)
     fail("RoPE frequency table holds " + std::to_string(c.ropeFreqs.size()) + " values, head size " +
          std::to_string(c.headDim) + " needs " + std::to_string(c.headDim / 2));

@@ -16,10 +16,10 @@ namespace engine {
 
 bool TextCodec::isStop(int token) const { return std::find(stops_.begin(), stops_.end(), token) != stops_.end(); }
 
-std::string TextCodec::promptText(const std::vector<int>& prompt) const {
-  std::string text;
-  for (size_t i = addedInFront(prompt); i < prompt.size(); ++i) text += decode(i ? prompt[i - 1] : -1, prompt[i]);
-  return text;
+std::string TextCodec::promptText(const std::string& text, const std::vector<int>& tokens) const {
+  std::string echo;
+  for (size_t i = addedInFront(text, tokens); i < tokens.size(); ++i) echo += decode(i ? tokens[i - 1] : -1, tokens[i]);
+  return echo;
 }
 
 namespace {
@@ -46,7 +46,7 @@ class TokenIdCodec : public TextCodec {
   std::string decode(int, int token) const override { return std::to_string(token) + " "; }
 
  protected:
-  size_t addedInFront(const std::vector<int>& prompt) const override { return prompt.size(); }
+  size_t addedInFront(const std::string&, const std::vector<int>& tokens) const override { return tokens.size(); }
 
  private:
   int bos_;
@@ -61,7 +61,7 @@ class Llama2cCodec : public TextCodec {
   std::string decode(int previous, int token) const override { return tokenizer_.decode(previous, token); }
 
  protected:
-  size_t addedInFront(const std::vector<int>&) const override { return 1; }  // encode's BOS
+  size_t addedInFront(const std::string&, const std::vector<int>&) const override { return 1; }  // encode's BOS
 
  private:
   Llama2cTokenizer tokenizer_;
@@ -96,11 +96,12 @@ class TokenizerJsonCodec : public TextCodec {
 
  protected:
   // The post-processor's tokens in front (a BOS; GPT-2 and Qwen add none), or
-  // the BOS alone that encode falls back to for a prompt of no tokens.
-  size_t addedInFront(const std::vector<int>& prompt) const override {
+  // the BOS that encode falls back to for an empty text (byte-level BPE gives
+  // any other text a token a byte at least).
+  size_t addedInFront(const std::string& text, const std::vector<int>& tokens) const override {
     const std::vector<int>& prefix = tokenizer_.prefix();
-    if (prefix.empty()) return prompt.size() == 1 && prompt[0] == bos_ ? 1 : 0;
-    const bool led = prompt.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), prompt.begin());
+    if (prefix.empty()) return text.empty() ? tokens.size() : 0;
+    const bool led = tokens.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), tokens.begin());
     return led ? prefix.size() : 0;
   }
 

@@ -20,12 +20,13 @@ class TextCodec {
   virtual std::string decode(int previous, int token) const = 0;
   // Generation ends at this token (it is not printed).
   bool isStop(int token) const;
-  // The prompt as the runners echo it: all but the tokens encode put in front (BOS).
-  std::string promptText(const std::vector<int>& prompt) const;
+  // The prompt `tokens` = encode(text) as the runners echo it: all but the
+  // tokens encode put in front (BOS).
+  std::string promptText(const std::string& text, const std::vector<int>& tokens) const;
 
  protected:
-  // How many of the prompt's first tokens encode added (and so are not echoed).
-  virtual size_t addedInFront(const std::vector<int>& prompt) const = 0;
+  // How many of the first tokens of tokens = encode(text) encode added (and so are not echoed).
+  virtual size_t addedInFront(const std::string& text, const std::vector<int>& tokens) const = 0;
 
   std::vector<int> stops_;
 };

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "core/params.h"
+#include "core/user_file.h"
 
 namespace rcn {
 namespace {
@@ -120,10 +120,10 @@ void configure(LogState& s) {
   if (s.out != stderr) fclose(s.out);
   s.out = stderr;
   if (!file.empty()) {
-    const std::string path = expandFileName(file, s.host);
-    FILE* f = fopen(path.c_str(), "a");
+    std::string why;
+    FILE* f = openOutputFile(expandFileName(file, s.host), true, &why);
     if (f) s.out = f;
-    else problems.push_back("ROCENANTE_DEBUG_FILE: cannot open " + path + ": " + strerror(errno) + "; logging to stderr");
+    else problems.push_back("ROCENANTE_DEBUG_FILE: cannot open " + why + "; logging to stderr");
   }
   if (s.level >= kLogWarn)
     for (const std::string& p : problems) writeLine(s, kLogWarn, p.c_str());

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/config_file.h"
+#include "core/user_file.h"
 #include "core/log.h"
 #include "core/params.h"
 

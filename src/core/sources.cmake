@@ -15,7 +15,7 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_env.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_local.cc)
 target_sources(rocenante_internal PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/config_file.cc
+  ${CMAKE_CURRENT_LIST_DIR}/user_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/policy_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/selftest.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_nccl.cc)

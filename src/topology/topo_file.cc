@@ -4,14 +4,12 @@
 // missing required key is an error naming the file, the line and the key.
 #include <arpa/inet.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "core/check.h"
-#include "core/config_file.h"
+#include "core/user_file.h"
 #include "topology/topology.h"
 
 #ifdef ROCENANTE_HAVE_YAML
@@ -109,11 +107,8 @@ std::string topoToJson(const CommTopo& topo, const std::string& extra) {
 }
 
 rcnResult_t topoWriteFile(const std::string& path, const CommTopo& topo) {
-  std::ofstream out(path);
-  RCN_ARG_CHECK(out.good(), "cannot write topology file %s: %s", path.c_str(), strerror(errno));
-  out << topoToJson(topo);
-  out.close();
-  RCN_ARG_CHECK(!out.fail(), "writing topology file %s failed: %s", path.c_str(), strerror(errno));
+  std::string why;
+  RCN_ARG_CHECK(writeOutputFile(path, topoToJson(topo), &why), "cannot write topology file %s", why.c_str());
   return rcnSuccess;
 }
 

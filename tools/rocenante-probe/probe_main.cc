@@ -4,6 +4,8 @@
 // MASTER_ADDR and MASTER_PORT), it gathers every rank's view and prints the
 // communicator's class and whether rocenante would be used, and why; with
 // --comm it then builds a real communicator to show what creation decided.
+#include <sys/stat.h>
+
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -50,15 +52,24 @@ bool parseArgs(int argc, char** argv, Options* opt) {
       opt->json = true;
     } else if (a == "--comm") {
       opt->comm = true;
-    } else if ((a == "--root" || a == "--gpu") && i + 1 < argc) {
+    } else if (a == "--root" || a == "--gpu") {
+      if (i + 1 >= argc) {
+        fprintf(stderr, "rocenante-probe: %s needs a value\n%s", a.c_str(), kUsage);
+        return false;
+      }
       std::string v = argv[++i];
       if (a == "--root") {
+        struct stat st;
+        if (stat(v.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+          fprintf(stderr, "rocenante-probe: --root '%s' is not a directory\n", v.c_str());
+          return false;
+        }
         opt->root = v;
       } else {
         char* end = nullptr;
         long g = strtol(v.c_str(), &end, 10);
-        if (v.empty() || *end || g < -1 || g > 1024) {
-          fprintf(stderr, "rocenante-probe: --gpu '%s' is not a GPU index\n", v.c_str());
+        if (v.empty() || *end || g < 0 || g > 1024) {
+          fprintf(stderr, "rocenante-probe: --gpu '%s' is not a GPU index (0 or more)\n", v.c_str());
           return false;
         }
         opt->gpu = static_cast<int>(g);
