@@ -8,18 +8,16 @@
 // timings on rank 0 -> print the tables, write JSON/CSV/policy.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
-#include <fstream>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -30,6 +28,7 @@
 #include "sweep_options.h"
 #include "sweep_plan.h"
 #include "sweep_policy.h"
+#include "sweep_preflight.h"
 #include "sweep_report.h"
 #include "sweep_runner.h"
 #include "sweep_world.h"
@@ -59,76 +58,6 @@ std::string commandLine(int argc, char** argv) {
   std::string text;
   for (int i = 0; i < argc; ++i) text += (i ? " " : "") + std::string(argv[i]);
   return text;
-}
-
-// Whether an output file looks writable: not a directory, and the file (or
-// its folder) writable. Checked before the ranks start, so that a typo in a
-// path costs no sweep; the write itself can still fail (a full disk).
-bool outputWritable(const std::string& path, std::string* why) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) {
-      *why = "cannot write " + path + ": it is a directory";
-      return false;
-    }
-    if (S_ISFIFO(st.st_mode)) {
-      *why = "cannot write " + path + ": it is a FIFO (the files are written after the sweep: name a regular file)";
-      return false;
-    }
-    if (access(path.c_str(), W_OK) == 0) return true;
-    *why = "cannot write " + path + ": " + std::strerror(errno);
-    return false;
-  }
-  const size_t slash = path.rfind('/');
-  const std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  if (access(folder.c_str(), W_OK | X_OK) == 0) return true;
-  *why = "cannot write " + path + ": " + folder + ": " + std::strerror(errno);
-  return false;
-}
-
-// The host's MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
-size_t availableHostMemory() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  size_t kb = 0;
-  while (meminfo >> key >> kb) {
-    if (key == "MemAvailable:") return kb * 1024;
-    meminfo.ignore(256, '\n');
-  }
-  return 0;
-}
-
-// Host memory one rank of a host-backend sweep holds at its largest size B,
-// in bytes: the send and receive pools and the backend's staging (4 B), and
-// for the check every rank's input (nranks B), the expected bits (B) and the
-// reference's value and tolerance (two doubles an element). A sweep at 32 MB
-// and 128 MB (bf16, 2 ranks) peaked at 12.5 B and, unchecked, 4 B a rank.
-double hostBytesPerRank(const SweepOptions& o, int nranks) {
-  const double largest = double(o.maxBytes);
-  const double checking = o.verify ? nranks + 1 + 16.0 / dtypeSize(o.dtype) : 0;
-  return largest * (4 + checking);
-}
-
-// Refuses a host-backend sweep whose local ranks would not fit in 80 % of
-// the memory available, rather than have the kernel kill it midway.
-bool hostMemoryFits(const SweepOptions& o, int localRanks, std::string* why) {
-  const size_t available = availableHostMemory();
-  const double needed = hostBytesPerRank(o, localRanks) * localRanks;
-  if (available == 0 || needed <= 0.8 * double(available)) return true;
-  char text[240];
-  std::snprintf(text, sizeof text,
-                "the host backend's buffers would need about %.1f GB (%d ranks at --max-bytes %s, the check "
-                "included), more than 80%% of the %.1f GB this machine has available: lower --max-bytes or --gpus%s",
-                needed / 1e9, localRanks, formatBytes(o.maxBytes).c_str(), double(available) / 1e9,
-                o.verify ? ", or add --no-verify" : "");
-  *why = text;
-  return false;
-}
-
-bool outputsWritable(const SweepOptions& o, std::string* why) {
-  for (const std::string* path : {&o.jsonPath, &o.csvPath, &o.policyPath})
-    if (!path->empty() && !outputWritable(*path, why)) return false;
-  return true;
 }
 
 // Shows which point runs now: one rewritten line on a terminal, else one line per size.
@@ -278,22 +207,27 @@ rcnResult_t sweep(const Setup& s, World* world, Pools* pools, MethodSet* methods
 
 // Writes the files asked for; false if one could not be written.
 bool writeOutputs(const Setup& s, const World& world, const SweepResults& results) {
+  const std::string topoClass = world.nnodes == 1 ? "single_host" : "default";
+  const std::pair<const std::string*, std::function<std::string()>> outputs[] = {
+      {&s.opts.jsonPath, [&] { return toJson(results); }},
+      {&s.opts.csvPath, [&] { return toCsv(results); }},
+      {&s.opts.policyPath, [&] { return policyYaml(results, choosePolicy(results), topoClass); }}};
   bool written = true;
-  std::string why;
-  auto write = [&](const std::string& path, const std::string& text) {
-    if (path.empty()) return false;
-    if (writeOutputFile(path, text, &why)) return true;
-    fail(&world, "cannot write " + why);
-    return written = false;
-  };
-  write(s.opts.jsonPath, toJson(results));
-  write(s.opts.csvPath, toCsv(results));
-  std::string topoClass = world.nnodes == 1 ? "single_host" : "default";
-  if (!s.opts.policyPath.empty() &&
-      write(s.opts.policyPath, policyYaml(results, choosePolicy(results), topoClass)))
-    std::printf("# policy written to %s (use it with ROCENANTE_POLICY=%s)\n", s.opts.policyPath.c_str(),
-                s.opts.policyPath.c_str());
+  for (const auto& [path, text] : outputs) {
+    std::string why;
+    if (path->empty()) continue;
+    if (!writeOutputFile(*path, text(), &why)) {
+      fail(&world, "cannot write " + why);
+      written = false;
+    } else if (path == &s.opts.policyPath) {
+      std::printf("# policy written to %s (use it with ROCENANTE_POLICY=%s)\n", path->c_str(), path->c_str());
+    }
+  }
   return written;
+}
+
+bool outputsAsked(const SweepOptions& o) {
+  return !o.jsonPath.empty() || !o.csvPath.empty() || !o.policyPath.empty();
 }
 
 bool anyMeasured(const SweepResults& results) {
@@ -329,7 +263,7 @@ int runSweep(int argc, char** argv) {
   }
   LaunchInfo launch;
   if (!parseLaunchEnv(processEnv(), &launch, &why)) return fail(nullptr, why);
-  if (!outputsWritable(s.opts, &why)) return fail(nullptr, why);
+  if (launch.rank == 0 && !outputsWritable(s.opts, &why)) return fail(nullptr, why);  // only rank 0 writes them
 
   // Counting GPUs initialises CUDA here; the ranks started below exec a
   // fresh copy of this program, so that is safe.
@@ -338,6 +272,10 @@ int runSweep(int argc, char** argv) {
   s.gpu = s.gpus > 0 && !(backend && std::string(backend) == "host");
   if (!s.gpu && !backend) setenv("ROCENANTE_BACKEND", "host", 1);
   if (!s.gpu && !s.opts.maxBytesGiven) s.opts.maxBytes = std::max(s.opts.minBytes, kHostDefaultMaxBytes);
+  if (!listSweepSizes(s.opts, &s.sizes, &why)) {
+    std::fprintf(stderr, "allreduce_sweep: %s\n", why.c_str());
+    return 2;
+  }
   int nprocs = s.opts.nprocs ? s.opts.nprocs : (s.gpu ? s.gpus : 2);
   if (launch.kind == LaunchKind::Standalone && s.gpu && nprocs > s.gpus)
     return fail(nullptr, "--gpus " + std::to_string(nprocs) + " but only " + std::to_string(s.gpus) +
@@ -355,7 +293,6 @@ int runSweep(int argc, char** argv) {
   World world;
   if (joinWorld(launch, nprocs, argv, &world, &why) != rcnSuccess) return fail(nullptr, why);
   if (!chooseDevice(&s, world, &why)) return fail(&world, why);
-  s.sizes = sweepSizes(s.opts.minBytes, s.opts.maxBytes, s.opts.factor, dtypeSize(s.opts.dtype));
   if (s.sizes.empty()) return fail(&world, "no message sizes between --min-bytes and --max-bytes");
   if (world.rank == 0)
     std::fprintf(stderr, "allreduce_sweep: %d ranks on %d host(s) (%s), %s backend, %zu sizes %s..%s\n",
@@ -381,14 +318,18 @@ int runSweep(int argc, char** argv) {
   destroyMethods(&methods);
   freePools(&pools);
   if (res != rcnSuccess) return fail(&world, why);
-  if (world.rank == 0) std::printf("%s", formatTables(results).c_str()), std::fflush(stdout);
+  if (world.rank == 0) {
+    std::printf("%s", formatTables(results).c_str());
+    std::fflush(stdout);
+  }
   // A sweep that measured nothing leaves earlier result files as they were.
   const bool measured = anyMeasured(results);
   const bool written = world.rank != 0 || !measured || writeOutputs(s, world, results);
   if (world.bootstrap->barrier() != rcnSuccess) return fail(&world, "final barrier failed");
   if (!world.children.empty() && !reapChildren(&world, 60.0)) return 1;
   if (world.rank == 0 && !measured)
-    return fail(&world, "no method measured any size (the '# <method>:' lines above say why); no file written");
+    return fail(&world, std::string("no method measured any size (the '# <method>:' lines above say why)") +
+                            (outputsAsked(s.opts) ? "; no file written" : ""));
   return written ? 0 : 1;
 }
 

@@ -92,7 +92,10 @@ bool applyValued(const std::string& name, const std::string& value, SweepOptions
     if (!ok) reason = "must be graph, eager or both";
   } else if (name == "--methods") {
     o->methods = splitComma(value);
-    if (o->methods.empty()) ok = false, reason = "names no method (known: " + methodNamesText() + ")";
+    if (o->methods.empty()) {
+      ok = false;
+      reason = "names no method (known: " + methodNamesText() + ")";
+    }
     for (const std::string& m : o->methods) {
       if (methodIndex(m) < 0) {
         reason = "unknown method '" + m + "' (known: " + methodNamesText() + ")";
@@ -126,27 +129,17 @@ bool takesValue(const std::string& name) {
   return false;
 }
 
-// The range holds a whole number of elements and at most kMaxSweepSizes
-// sizes (a factor just above 1 would otherwise take ages to list, then to
-// run; a range far past the limit is refused from its estimate, unlisted).
+// The smallest multiple of element that is at least bytes.
+size_t roundUpTo(size_t bytes, size_t element) { return (bytes + element - 1) / element * element; }
+
+// The range holds a whole number of elements (how many sizes it holds is
+// checked once --max-bytes is final: listSweepSizes).
 bool checkSizeRange(const SweepOptions& o, std::string* why) {
   const size_t element = dtypeSize(o.dtype);
-  if ((o.minBytes + element - 1) / element * element > o.maxBytes) {
-    *why = "no whole number of " + std::string(dtypeShortName(o.dtype)) + " elements (" + std::to_string(element) +
-           " bytes each) lies between --min-bytes " + std::to_string(o.minBytes) + " and --max-bytes " +
-           std::to_string(o.maxBytes);
-    return false;
-  }
-  const double estimate = std::log(double(o.maxBytes) / double(o.minBytes)) / std::log(o.factor) + 1;
-  const double sizes = estimate > 4.0 * kMaxSweepSizes
-                           ? estimate
-                           : double(sweepSizes(o.minBytes, o.maxBytes, o.factor, element).size());
-  if (sizes <= kMaxSweepSizes) return true;
-  char factor[32];
-  snprintf(factor, sizeof factor, "%.15g", o.factor);
-  *why = "--factor " + std::string(factor) + " from " + formatBytes(o.minBytes) + " to " + formatBytes(o.maxBytes) +
-         " gives " + (estimate > 4.0 * kMaxSweepSizes ? "about " : "") + std::to_string(int64_t(sizes)) +
-         " sizes; at most " + std::to_string(kMaxSweepSizes) + " (raise --factor or narrow the range)";
+  if (roundUpTo(o.minBytes, element) <= o.maxBytes) return true;
+  *why = "no whole number of " + std::string(dtypeShortName(o.dtype)) + " elements (" + std::to_string(element) +
+         " bytes each) lies between --min-bytes " + std::to_string(o.minBytes) + " and --max-bytes " +
+         std::to_string(o.maxBytes);
   return false;
 }
 
@@ -190,7 +183,19 @@ bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::s
            std::to_string(o.maxBytes) + ")";
     return false;
   }
-  return checkSizeRange(o, why) && (*out = o, true);
+  if (!checkSizeRange(o, why)) return false;
+  *out = o;
+  return true;
+}
+
+bool listSweepSizes(const SweepOptions& o, std::vector<size_t>* sizes, std::string* why) {
+  *sizes = sweepSizes(o.minBytes, o.maxBytes, o.factor, dtypeSize(o.dtype), kMaxSweepSizes + 1);
+  if (sizes->size() <= size_t(kMaxSweepSizes)) return true;
+  char factor[32];
+  snprintf(factor, sizeof factor, "%.15g", o.factor);
+  *why = "--factor " + std::string(factor) + " from " + formatBytes(o.minBytes) + " to " + formatBytes(o.maxBytes) +
+         " gives more than " + std::to_string(kMaxSweepSizes) + " sizes (raise --factor or narrow the range)";
+  return false;
 }
 
 std::string sweepUsage(const char* program) {
@@ -218,17 +223,22 @@ std::string sweepUsage(const char* program) {
     "  --note TEXT            free text stored in the JSON (commit, machine)\n";
 }
 
-std::vector<size_t> sweepSizes(size_t minBytes, size_t maxBytes, double factor, size_t elemSize) {
+std::vector<size_t> sweepSizes(size_t minBytes, size_t maxBytes, double factor, size_t elemSize, size_t limit) {
   std::vector<size_t> sizes;
   if (elemSize == 0 || factor <= 1.0 || minBytes > maxBytes) return sizes;
-  double exact = static_cast<double>(minBytes);
-  while (exact <= static_cast<double>(maxBytes) * (1.0 + 1e-9)) {
+  const double logFactor = std::log(factor);
+  for (double step = 0; sizes.size() <= limit;) {
+    const double exact = double(minBytes) * std::pow(factor, step);
+    if (exact > double(maxBytes) * (1.0 + 1e-9)) break;
     size_t bytes = static_cast<size_t>(std::llround(exact));
     if (bytes > maxBytes) bytes = maxBytes;
     bytes = bytes / elemSize * elemSize;
-    if (bytes < minBytes) bytes = (minBytes + elemSize - 1) / elemSize * elemSize;  // never below the minimum
+    if (bytes < minBytes) bytes = roundUpTo(minBytes, elemSize);  // never below the minimum
     if (bytes <= maxBytes && (sizes.empty() || bytes > sizes.back())) sizes.push_back(bytes);
-    exact *= factor;
+    // The next step whose size can differ from the last one: a factor just
+    // above 1 jumps there instead of crawling through equal sizes.
+    const double next = sizes.empty() ? 0 : std::ceil(std::log((sizes.back() + elemSize - 0.5) / minBytes) / logFactor);
+    step = std::max(step + 1, next);
   }
   return sizes;
 }

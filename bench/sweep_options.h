@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ struct SweepOptions {
   bool help = false;
 };
 
-// The most message sizes one sweep lists (parseSweepArgs refuses more).
+// The most message sizes one sweep lists (listSweepSizes refuses more).
 constexpr int kMaxSweepSizes = 256;
 
 // Parses argv. Returns false with a one-line reason naming the bad option.
@@ -47,8 +48,14 @@ std::string sweepUsage(const char* program);
 // Message sizes from minBytes to maxBytes, each `factor` times the previous
 // (rounded to whole bytes, strictly increasing), rounded down to a whole number
 // of elements of elemSize, up where that would fall below minBytes; none
-// beyond maxBytes.
-std::vector<size_t> sweepSizes(size_t minBytes, size_t maxBytes, double factor, size_t elemSize);
+// beyond maxBytes. With a limit, stops after limit + 1 sizes (enough to tell
+// that there are more than limit).
+std::vector<size_t> sweepSizes(size_t minBytes, size_t maxBytes, double factor, size_t elemSize,
+                               size_t limit = SIZE_MAX);
+
+// The sizes of o (sweepSizes, with --max-bytes final), or false with why
+// when there are more than kMaxSweepSizes.
+bool listSweepSizes(const SweepOptions& o, std::vector<size_t>* sizes, std::string* why);
 
 // "bf16", "fp16", "fp32" (and NCCL's spellings) to a data type.
 bool parseDtype(const std::string& text, rcnDataType_t* out);

@@ -75,11 +75,18 @@ TEST_CASE("sweep options: bad input names the option") {
   CHECK(why.find("--frobnicate") != std::string::npos);
   CHECK_FALSE(parse({"--max-bytes", "-5"}, &o, &why));
   CHECK_FALSE(parse({"--trials", "0"}, &o, &why));
-  // A factor just above 1 would list (and run) millions of sizes.
-  CHECK_FALSE(parse({"--factor", "1.000000000001", "--max-bytes", "64K"}, &o, &why));
-  CHECK(why.find("--factor") != std::string::npos);
-  CHECK(parse({"--factor", "1.1", "--max-bytes", "64K"}, &o, &why));
-  CHECK(sweepSizes(o.minBytes, o.maxBytes, o.factor, 2).size() <= size_t(kMaxSweepSizes));
+  // A factor just above 1 would list (and run) millions of sizes: listed up to the limit, then refused.
+  std::vector<size_t> sizes;
+  REQUIRE(parse({"--factor", "1.000000000001", "--max-bytes", "64K"}, &o, &why));
+  CHECK_FALSE(listSweepSizes(o, &sizes, &why));
+  CHECK(why.find("--factor 1.000000000001 from 8 to 64K gives more than 256 sizes") != std::string::npos);
+  REQUIRE(parse({"--factor", "1.1", "--max-bytes", "64K"}, &o, &why));
+  CHECK(listSweepSizes(o, &sizes, &why));
+  CHECK(sizes == sweepSizes(8, 64 << 10, 1.1, 2));
+  // Sizes that collapse into few whole elements are counted as listed, not as estimated.
+  REQUIRE(parse({"--min-bytes", "4", "--max-bytes", "16", "--dtype", "fp32", "--factor", "1.0001"}, &o, &why));
+  CHECK(listSweepSizes(o, &sizes, &why));
+  CHECK(sizes == std::vector<size_t>{4, 8, 12, 16});
   CHECK_FALSE(parse({"--min-bytes", "1", "--max-bytes", "1"}, &o, &why));
   CHECK(why.find("no whole number of bf16 elements") != std::string::npos);
   CHECK_FALSE(parse({"--min-bytes", "6", "--max-bytes", "7", "--dtype", "fp32"}, &o, &why));

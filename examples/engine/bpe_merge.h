@@ -8,8 +8,10 @@
 // order: a merged symbol keeps its left one's).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <queue>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -20,7 +22,7 @@ namespace engine {
 // does not merge.
 template <typename Symbol, typename RankOf>
 std::vector<Symbol> mergePairs(std::vector<Symbol> symbols, RankOf rankOf) {
-  using Rank = typename decltype(rankOf(symbols[0], symbols[0]))::value_type::first_type;
+  using Rank = typename std::invoke_result_t<RankOf&, const Symbol&, const Symbol&>::value_type::first_type;
   struct Node {
     int prev, next;
     unsigned version;  // bumped when the symbol changes or the node is merged away

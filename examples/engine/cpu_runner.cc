@@ -70,7 +70,10 @@ int generate(const EngineOptions& o, CpuRank& r) {
   const int total = int(std::min<int64_t>(config.seqLen, int64_t(prompt.size()) + o.steps));
   auto start = std::chrono::steady_clock::now();
   int generated = 0;
-  if (printer) std::fputs(codec->promptText(o.prompt, prompt).c_str(), stdout), std::fflush(stdout);
+  if (printer) {
+    std::fputs(codec->promptText(o.prompt, prompt).c_str(), stdout);
+    std::fflush(stdout);
+  }
   for (int pos = 0; pos + 1 < total; ++pos) {
     const std::vector<float>& logits = model.forward(token, pos);
     const bool inPrompt = pos + 1 < int(prompt.size());

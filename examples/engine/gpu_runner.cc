@@ -140,7 +140,10 @@ int generate(const EngineOptions& o, Rank& r) {
   std::vector<int> prompt = codec->encode(o.prompt);
   requirePromptFits(prompt, model->maxContext());
   const bool printer = r.rank == 0 && !o.quiet;
-  if (printer) std::fputs(codec->promptText(o.prompt, prompt).c_str(), stdout), std::fflush(stdout);
+  if (printer) {
+    std::fputs(codec->promptText(o.prompt, prompt).c_str(), stdout);
+    std::fflush(stdout);
+  }
 
   Sampler sampler(o.sampler);
   auto start = std::chrono::steady_clock::now();

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "core/check.h"
@@ -12,19 +11,16 @@
 
 namespace rcn {
 
-// 1 ms up to 11.6 days; a value outside (0 or negative timed out at once)
-// is warned about once and the default stands in.
+// Up to 10^9 ms (11.6 days, so deadlines stay within 64 bits); 0 or below
+// (which timed out at once) is warned about once and the default stands in.
 int64_t bootstrapTimeoutMs() {
-  constexpr int64_t kMaxMs = 1000000000;
   const int64_t ms = paramInt(ParamId::BootstrapTimeoutMs);
-  if (ms >= 1 && ms <= kMaxMs) return ms;
-  int64_t fallback = 0;
-  std::string why;
-  parseIntText(paramTable()[static_cast<size_t>(ParamId::BootstrapTimeoutMs)].defaultText, &fallback, &why);
+  if (ms >= 1) return std::min<int64_t>(ms, 1000000000);
+  const int64_t fallback = paramDefaultInt(ParamId::BootstrapTimeoutMs);
   static std::once_flag warned;
   std::call_once(warned, [&] {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "ROCENANTE_BOOTSTRAP_TIMEOUT_MS=%lld is outside 1..%lld; using the default %lld",
-             static_cast<long long>(ms), static_cast<long long>(kMaxMs), static_cast<long long>(fallback));
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "ROCENANTE_BOOTSTRAP_TIMEOUT_MS=%lld is not positive; using the default %lld",
+             static_cast<long long>(ms), static_cast<long long>(fallback));
   });
   return fallback;
 }

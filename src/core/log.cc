@@ -94,8 +94,10 @@ const char* levelName(LogLevel level) {
   }
 }
 
-void writeLine(LogState& s, LogLevel level, const char* text) {
-  fprintf(s.out, "%s:%d:%ld ROCENANTE %s %s\n", s.host, getpid(), long(syscall(SYS_gettid)), levelName(level), text);
+// One log line: host:pid:tid, the level, where (TRACE: "file:line ", else ""), the text.
+void writeLine(LogState& s, LogLevel level, const char* text, const std::string& where = "") {
+  fprintf(s.out, "%s:%d:%ld ROCENANTE %s %s%s\n", s.host, getpid(), long(syscall(SYS_gettid)), levelName(level),
+          where.c_str(), text);
   fflush(s.out);
 }
 
@@ -155,14 +157,9 @@ void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, con
   if (!logEnabled(level, subsys)) return;
   LogState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (level == kLogTrace) {
-    const char* base = strrchr(file, '/');
-    fprintf(s.out, "%s:%d:%ld ROCENANTE TRACE %s:%d %s\n", s.host, getpid(), long(syscall(SYS_gettid)),
-            base ? base + 1 : file, line, text);
-    fflush(s.out);
-  } else {
-    writeLine(s, level, text);
-  }
+  const char* base = strrchr(file, '/');
+  const std::string where = level == kLogTrace ? std::string(base ? base + 1 : file) + ":" + std::to_string(line) + " " : "";
+  writeLine(s, level, text, where);
 }
 
 const char* lastErrorText() { return tlsLastError.c_str(); }

@@ -110,13 +110,19 @@ bool parseBoolText(const std::string& raw, bool* value, std::string* why) {
   return false;
 }
 
+int64_t paramDefaultInt(ParamId id) {
+  int64_t value = 0;
+  std::string why;
+  parseIntText(info(id).defaultText, &value, &why);
+  return value;
+}
+
 int64_t paramInt(ParamId id) {
   int64_t value = 0;
   std::string why;
   if (parseIntText(rawText(id), &value, &why)) return value;
   warnOnce(id, why);
-  parseIntText(info(id).defaultText, &value, &why);
-  return value;
+  return paramDefaultInt(id);
 }
 
 bool paramBool(ParamId id) {

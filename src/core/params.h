@@ -33,6 +33,8 @@ const std::vector<ParamInfo>& paramTable();
 // A malformed value is logged once and the default is used; paramValidate()
 // reports malformed values as errors at communicator creation.
 int64_t paramInt(ParamId id);
+// The table's default of an INT parameter.
+int64_t paramDefaultInt(ParamId id);
 bool paramBool(ParamId id);
 std::string paramStr(ParamId id);
 

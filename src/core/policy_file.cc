@@ -1,8 +1,6 @@
 #include "core/policy_file.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "core/user_file.h"
 #include "core/log.h"

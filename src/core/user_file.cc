@@ -6,48 +6,73 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace rcn {
+namespace {
+
+// "path: reason" for the errno of the call that just failed (read first: a
+// string built around it could allocate and change errno).
+std::string failure(const std::string& path, int err) { return path + ": " + std::strerror(err); }
+
+// Why the open descriptor fd of path is no configuration file to read; "" if it is one.
+std::string unusable(int fd, const std::string& path) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return failure(path, errno);
+  if (!S_ISREG(st.st_mode)) return path + ": not a regular file";
+  if (size_t(st.st_size) > kMaxConfigFileBytes)
+    return path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+           std::to_string(kMaxConfigFileBytes >> 20) + " MB a configuration file may have";
+  return "";
+}
+
+// Reads fd to its end into contents; "" or why it failed (a file that grows
+// past the limit while read fails too).
+std::string readAll(int fd, const std::string& path, std::string* contents) {
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n == 0) return "";
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return failure(path, errno);
+    contents->append(buffer, size_t(n));
+    if (contents->size() > kMaxConfigFileBytes) return path + ": grew past the size limit while being read";
+  }
+}
+
+}  // namespace
 
 bool readConfigFile(const std::string& path, std::string* text, std::string* why) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    *why = path + ": " + std::strerror(errno);
+  // Non-blocking, so that opening a FIFO cannot wait; what kind of file it
+  // is comes from the descriptor itself, not from a path that could change.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *why = failure(path, errno);
     return false;
   }
-  if (!S_ISREG(st.st_mode)) {
-    *why = path + ": not a regular file";
-    return false;
-  }
-  if (size_t(st.st_size) > kMaxConfigFileBytes) {
-    *why = path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
-           std::to_string(kMaxConfigFileBytes >> 20) + " MB a configuration file may have";
-    return false;
-  }
-  std::ifstream in(path);
-  if (!in) {
-    *why = path + ": " + std::strerror(errno);
-    return false;
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  *text = contents.str();
+  std::string contents;
+  *why = unusable(fd, path);
+  if (why->empty()) *why = readAll(fd, path, &contents);
+  close(fd);
+  if (!why->empty()) return false;
+  *text = std::move(contents);
   return true;
 }
 
 FILE* openOutputFile(const std::string& path, bool append, std::string* why) {
-  // O_NONBLOCK only for the open itself: it fails with ENXIO on a FIFO no one reads.
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | (append ? O_APPEND : O_TRUNC), 0644);
+  // O_NONBLOCK only for the open itself: it fails with ENXIO on a FIFO no
+  // one reads. 0666: the umask decides, as with fopen. O_CLOEXEC: ranks a
+  // program starts do not inherit its log file.
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
   if (fd < 0) {
-    *why = path + ": " + (errno == ENXIO ? std::string("a FIFO with no reader") : std::strerror(errno));
+    const int err = errno;
+    *why = err == ENXIO ? path + ": a FIFO with no reader" : failure(path, err);
     return nullptr;
   }
   const int flags = fcntl(fd, F_GETFL);
   FILE* f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, append ? "a" : "w") : nullptr;
   if (!f) {
-    *why = path + ": " + std::strerror(errno);
+    *why = failure(path, errno);
     close(fd);
   }
   return f;
@@ -59,8 +84,9 @@ bool writeOutputFile(const std::string& path, const std::string& text, std::stri
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   const int writeErrno = errno;
   const bool closed = std::fclose(f) == 0;  // a full disk may show only here
+  const int closeErrno = errno;
   if (written && closed) return true;
-  *why = path + ": " + std::strerror(written ? errno : writeErrno);
+  *why = failure(path, written ? closeErrno : writeErrno);
   return false;
 }
 

@@ -41,7 +41,7 @@ const char* kUsage =
     "  --comm     under a launcher: then build a communicator (rcnCommInitRank), run\n"
     "             one checked all-reduce and print what rcnCommQuery reports on every\n"
     "             rank (path, transport, self-test, reason), or why creation failed\n"
-    "  --gpu N    this rank's GPU (default: local rank modulo the GPU count)\n"
+    "  --gpu N    this rank's GPU, -1 for none (default: local rank modulo the GPU count)\n"
     "  --root DIR read sysfs/procfs under DIR instead of / (no CUDA; for tests)\n"
     "  Environment: ROCENANTE_TOPO_FILE, ROCENANTE_TOPO_DUMP_FILE (docs/TOPOLOGY.md).\n";
 
@@ -68,8 +68,8 @@ bool parseArgs(int argc, char** argv, Options* opt) {
       } else {
         char* end = nullptr;
         long g = strtol(v.c_str(), &end, 10);
-        if (v.empty() || *end || g < 0 || g > 1024) {
-          fprintf(stderr, "rocenante-probe: --gpu '%s' is not a GPU index (0 or more)\n", v.c_str());
+        if (v.empty() || *end || g < -1 || g > 1024) {
+          fprintf(stderr, "rocenante-probe: --gpu '%s' is not a GPU index (0 or more, or -1 for none)\n", v.c_str());
           return false;
         }
         opt->gpu = static_cast<int>(g);
