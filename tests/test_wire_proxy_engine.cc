@@ -196,8 +196,12 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, i
   if (victim >= 0) return 56;  // a survivor should not have finished
   if (engine.drain(kCalls, 3000) != rcnSuccess) return 57;
   engine.stop();
+  const bool clean = engine.error(&why) == rcnSuccess;
+  // No rank exits before every engine has stopped: a peer that left early
+  // is what the wire reports as a failure (CI saw it once under load).
+  if (bs->barrier() != rcnSuccess) return 61;
   wire->close();
-  return engine.error(&why) == rcnSuccess ? 0 : 58;
+  return clean ? 0 : 58;
 }
 
 void runAll(int nranks, const char* wire, int victim = -1, Fault fault = Fault::None) {
