@@ -76,7 +76,11 @@ class TokenizerJsonCodec : public TextCodec {
   }
 
   std::vector<int> encode(const std::string& text) const override {
-    std::vector<int> ids = tokenizer_.encode(text, true);  // the post-processor's BOS, if it has one
+    // The post-processor's tokens in front (a BOS, if it has one), never those
+    // it puts after the text: generation continues the text, and an EOS there would end it.
+    std::vector<int> ids = tokenizer_.prefix();
+    const std::vector<int> body = tokenizer_.encode(text, false);
+    ids.insert(ids.end(), body.begin(), body.end());
     if (ids.empty() && bos_ >= 0) ids = {bos_};
     if (ids.empty())
       throw EngineError(path_ + ": the prompt encodes to no tokens and config.json names no bos_token_id");
