@@ -39,12 +39,16 @@ TEST_CASE("init rejects bad ranks and null handles") {
   CHECK(rcnCommInitRank(&comm, 2, id, 2) == rcnInvalidArgument);
   CHECK(lastError().find("rank=2") != std::string::npos);
   CHECK(rcnCommInitRank(&comm, 2, id, -1) == rcnInvalidArgument);
+  CHECK(rcnCommInitRank(&comm, 100000000, id, 0) == rcnInvalidArgument);  // would size tables by it
+  CHECK(lastError().find("nranks=100000000 is not in 1..1048576") != std::string::npos);
   CHECK(rcnGetUniqueId(nullptr) == rcnInvalidArgument);
   rcnComm_t comms[2];
   int dup[2] = {0, 0};
   CHECK(rcnCommInitAll(comms, 2, dup) == rcnInvalidArgument);
   CHECK(lastError().find("listed twice") != std::string::npos);
   CHECK(rcnCommInitAll(comms, 0, nullptr) == rcnInvalidArgument);
+  CHECK(rcnCommInitAll(comms, 5000, nullptr) == rcnInvalidArgument);  // a thread each
+  CHECK(lastError().find("ndev=5000") != std::string::npos);
 }
 
 TEST_CASE("calls on null, foreign or destroyed communicators are refused") {
@@ -83,6 +87,9 @@ TEST_CASE("bad types, ops and buffers are named") {
   CHECK(rcnAllReduce(nullptr, nullptr, 0, rcnFloat32, rcnSum, &comm, nullptr) == rcnSuccess);
   CHECK(rcnAllReduce(&x, &x, SIZE_MAX / 2, rcnFloat64, rcnSum, &comm, nullptr) == rcnInvalidArgument);
   CHECK(lastError().find("overflows") != std::string::npos);
+  float many[8] = {};
+  CHECK(rcnAllReduce(many, many + 1, 4, rcnFloat32, rcnSum, &comm, nullptr) == rcnInvalidArgument);
+  CHECK(lastError().find("overlap partly") != std::string::npos);
   rcnCommInfo info;
   CHECK(rcnCommQuery(&comm, nullptr) == rcnInvalidArgument);
   CHECK(rcnCommQuery(&comm, &info) == rcnSuccess);

@@ -98,6 +98,15 @@ TEST_CASE("launch env: inconsistent variables are clear errors") {
   CHECK(why.find("MASTER_PORT") != std::string::npos);
   CHECK_FALSE(parseLaunchEnv(envOf({{kEnvRank, "1"}, {kEnvNranks, "2"}}), &info, &why));
   CHECK(why.find(kEnvId) != std::string::npos);
+  CHECK_FALSE(parseLaunchEnv(envOf({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "5"}}), &info, &why));
+  CHECK(why.find("LOCAL_RANK=5 is not below WORLD_SIZE=1") != std::string::npos);
+  CHECK_FALSE(parseLaunchEnv(envOf({{"RANK", "0"}, {"WORLD_SIZE", "100000000"}, {"MASTER_ADDR", "h"}}), &info, &why));
+  CHECK(why.find("more than the 1048576 ranks") != std::string::npos);
+  // A rank variable alone is no launcher, and the hint says what is missing (not for a Slurm batch script).
+  REQUIRE(parseLaunchEnv(envOf({{"RANK", "1"}}), &info, &why));
+  CHECK(info.kind == LaunchKind::Standalone);
+  CHECK(partialLauncherVars(envOf({{"RANK", "1"}})) == " (RANK is set without WORLD_SIZE)");
+  CHECK(partialLauncherVars(envOf({{"SLURM_PROCID", "0"}})).empty());
 }
 
 TEST_CASE("launch env: a rank started by the sweep itself") {

@@ -3,7 +3,10 @@
 // (any size: no NCCL behind it), rcnCommQuery, rcnCommGetDeviceComm (refused), rcnCommDestroy.
 #include <catch2/catch_test_macros.hpp>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
@@ -32,6 +35,8 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire, bool 
   if (forced && info.selfTestPassed != 1) return 75;
   rcnDeviceComm dev{};  // the device API is the p2p path's only
   if (rcnCommGetDeviceComm(comm, &dev) != rcnInvalidUsage) return 74;
+  // Refused quietly (INFO), yet rcnGetLastError says why, not an older error.
+  if (std::string(rcnGetLastError(comm)).find("rcnCommGetDeviceComm") == std::string::npos) return 76;
   int failures = 0;
   uint64_t seed = 100;
   // Larger than ROCENANTE_MAX_BYTES (256 KB by default): chunked, no NCCL.
@@ -50,6 +55,38 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire, bool 
   return failures;
 }
 
+// Rank 0 has a call waiting for rank 1 (which never calls) on one thread
+// while other threads tear the comm down: destroy waits for the call (it
+// times out), and destroy and abort racing each other free it once.
+int runTeardownRace(const rcnUniqueId& id, int rank, bool withAbort) {
+  setenv("ROCENANTE_BACKEND", "host", 1);
+  setenv("ROCENANTE_TIMEOUT_MS", "1000", 1);
+  rcnComm_t comm = nullptr;
+  if (rcnCommInitRank(&comm, 2, id, rank) != rcnSuccess) return 70;
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    rcnCommDestroy(comm);  // its peer is gone by now: any result, no crash
+    return 0;
+  }
+  std::vector<float> in(1000, 1.0f), out(1000);
+  rcnResult_t callResult = rcnSuccess;
+  std::thread caller([&] { callResult = rcnAllReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, comm, nullptr); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  rcnResult_t abortResult = rcnSuccess, destroyResult = rcnSuccess;
+  std::thread aborter([&] {
+    if (withAbort) abortResult = rcnCommAbort(comm);
+  });
+  destroyResult = rcnCommDestroy(comm);
+  aborter.join();
+  caller.join();
+  if (callResult == rcnSuccess) return 71;  // its peer never called
+  if (abortResult != rcnSuccess) return 72;
+  // Alone, destroy frees the comm; beside an abort, whichever came second finds it gone.
+  if (!withAbort && destroyResult != rcnSuccess) return 73;
+  if (rcnCommDestroy(comm) == rcnSuccess) return 74;  // a dead comm is refused, not freed twice
+  return 0;
+}
+
 void runAll(int nranks, const char* wire, bool forced = false) {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
@@ -61,3 +98,11 @@ void runAll(int nranks, const char* wire, bool forced = false) {
 TEST_CASE("public API on the host backend over shm", "[host][api]") { runAll(2, "shm"); }
 TEST_CASE("public API on the host backend over tcp", "[host][api]") { runAll(3, "tcp"); }
 TEST_CASE("public API on the host backend, forced", "[host][api]") { runAll(2, "shm", true); }
+
+TEST_CASE("destroy and abort from other threads while a call waits", "[host][api]") {
+  for (bool withAbort : {false, true}) {
+    rcnUniqueId id;
+    REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+    checkRanks(runRanks(2, [&](int rank) { return runTeardownRace(id, rank, withAbort); }, 60));
+  }
+}

@@ -122,6 +122,38 @@ TEST_CASE("host backend: a rank that never calls makes the others time out namin
   checkRanks(outcomes);
 }
 
+TEST_CASE("host backend: ranks that make different calls all get an error naming both", "[host][fault]") {
+  // Count (within one slot and past it: chunked), type and op: each differs on rank 2 only.
+  struct Call {
+    size_t count;
+    rcnDataType_t dtype;
+    rcnRedOp_t op;
+  };
+  const Call same{1000, rcnFloat32, rcnSum};
+  for (const Call odd : {Call{1001, rcnFloat32, rcnSum}, Call{100000, rcnFloat32, rcnSum},
+                         Call{1000, rcnInt32, rcnSum}, Call{1000, rcnFloat32, rcnMax}}) {
+    rcnUniqueId id;
+    REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+    const int nranks = 3;
+    auto outcomes = runRanks(nranks, [&](int rank) {
+      auto bs = joinBootstrap(id, rank, nranks);
+      if (!bs) return 30;
+      auto path = buildPath(bs.get(), "shm");
+      if (!path) return 31;
+      const Call c = rank == 2 ? odd : same;
+      std::vector<float> in(c.count, 1.0f), out(c.count, -1.0f);
+      if (path->allReduce(in.data(), out.data(), c.count, c.dtype, c.op, nullptr) != rcnInvalidUsage) return 40;
+      std::string why;
+      path->asyncError(&why);
+      if (why.find("every rank must make the same call") == std::string::npos) return 41;
+      // Rank 2 sees both others differ; each other rank at least rank 2.
+      if (rank != 2 && why.find("rank 2 with") == std::string::npos) return 42;
+      return out[0] == -1.0f ? 0 : 43;  // nothing reduced into the output
+    }, 60);
+    checkRanks(outcomes);
+  }
+}
+
 TEST_CASE("host backend: a rank that never joins fails the others' setup in bounded time", "[host][fault]") {
   const ScopedEnv shortTimeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "2000");
   rcnUniqueId id;

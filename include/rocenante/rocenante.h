@@ -129,7 +129,11 @@ rcnResult_t rcnGetLaunchInfo(rcnLaunchInfo* info);
  * ROCENANTE_BACKEND=host. Errors as rcnGetLaunchInfo, then as rcnCommInitRank. */
 rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm);
 
-/* Waits for the communicator's outstanding work, then frees it. */
+/* Waits for the communicator's outstanding work, a call another thread is
+ * still in included (bounded: that call's own waits end within
+ * ROCENANTE_TIMEOUT_MS), then frees it. Destroy and abort may race each other
+ * from different threads: the first frees the communicator, the other finds
+ * it gone (rcnInvalidUsage for a destroy, nothing for an abort). */
 rcnResult_t rcnCommDestroy(rcnComm_t comm);
 
 /* Stops every pending wait of this communicator and frees it. Always returns:
@@ -142,7 +146,10 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
 
 /* Like ncclAllReduce. Calls on one communicator must be ordered: issue them on
  * one stream, or order the streams with events (as NCCL requires). sendbuff
- * may be any device pointer of any alignment; sendbuff == recvbuff is in-place.
+ * may be any device pointer of any alignment; sendbuff == recvbuff is in-place,
+ * and buffers that overlap otherwise are refused. Every rank must make the
+ * same call (count, type, op): the host backend checks that and fails every
+ * rank of a call that differs, naming both; the GPU paths, like NCCL, do not.
  * On the host backend (no GPU) the buffers are host memory and the call
  * returns when the result is in recvbuff. */
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,

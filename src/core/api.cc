@@ -33,6 +33,10 @@ static_assert(RCN_UNIQUE_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "unique id size must 
 
 namespace {
 
+// rcnCommInitAll starts a thread a device: far more than any host's GPUs,
+// few enough that thread creation does not fail for it.
+constexpr int kMaxInitAllDevices = 1024;
+
 rcnResult_t initRank(rcnComm_t* comm, int nranks, const rcnUniqueId& id, int rank) {
   std::unique_ptr<rcn::Bootstrap> bootstrap;
   RCN_CHECK(rcn::bootstrapInitTcp(id, rank, nranks, &bootstrap));
@@ -90,7 +94,8 @@ rcnResult_t rcnGetUniqueId(rcnUniqueId* uniqueId) {
 rcnResult_t rcnCommInitRank(rcnComm_t* comm, int nranks, rcnUniqueId commId, int rank) {
   RCN_ARG_CHECK(comm != nullptr, "rcnCommInitRank: comm is NULL");
   *comm = nullptr;
-  RCN_ARG_CHECK(nranks >= 1, "rcnCommInitRank: nranks=%d must be at least 1", nranks);
+  RCN_ARG_CHECK(nranks >= 1 && nranks <= rcn::kMaxCommRanks, "rcnCommInitRank: nranks=%d is not in 1..%d", nranks,
+                rcn::kMaxCommRanks);
   RCN_ARG_CHECK(rank >= 0 && rank < nranks, "rcnCommInitRank: rank=%d is not in 0..%d", rank,
                 nranks - 1);
   return initRank(comm, nranks, commId, rank);
@@ -98,7 +103,9 @@ rcnResult_t rcnCommInitRank(rcnComm_t* comm, int nranks, rcnUniqueId commId, int
 
 rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist) {
   RCN_ARG_CHECK(comm != nullptr, "rcnCommInitAll: comm is NULL");
-  RCN_ARG_CHECK(ndev >= 1, "rcnCommInitAll: ndev=%d must be at least 1", ndev);
+  // One thread a device, in this process.
+  RCN_ARG_CHECK(ndev >= 1 && ndev <= kMaxInitAllDevices, "rcnCommInitAll: ndev=%d is not in 1..%d", ndev,
+                kMaxInitAllDevices);
   for (int i = 0; i < ndev; ++i) comm[i] = nullptr;
   if (devlist) {
     for (int i = 0; i < ndev; ++i) {
@@ -135,6 +142,13 @@ rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcn
   RCN_ARG_CHECK(recvbuff != nullptr, "rcnAllReduce: recvbuff is NULL with count=%zu", count);
   RCN_ARG_CHECK(rcn::byteCountFits(count, datatype),
                 "rcnAllReduce: count=%zu of %s overflows a byte count", count, rcn::dtypeName(datatype));
+  // In place is the same pointer; buffers that overlap otherwise would be
+  // read after being written, chunk by chunk.
+  const uintptr_t send = reinterpret_cast<uintptr_t>(sendbuff), recv = reinterpret_cast<uintptr_t>(recvbuff);
+  const size_t bytes = count * rcn::dtypeSize(datatype);
+  RCN_ARG_CHECK(send == recv || send + bytes <= recv || recv + bytes <= send,
+                "rcnAllReduce: sendbuff %p and recvbuff %p overlap partly (%zu bytes each); pass the same "
+                "pointer for an in-place call", sendbuff, recvbuff, bytes);
   return rcn::commAllReduce(comm, sendbuff, recvbuff, count, datatype, op,
                             reinterpret_cast<cudaStream_t>(stream));
 }
@@ -174,7 +188,9 @@ rcnResult_t rcnCommGetDeviceComm(rcnComm_t comm, rcnDeviceComm* dev) {
   if (!comm->aborted && comm->fast && comm->fast->deviceComm(dev, &why)) return rcnSuccess;
   if (comm->aborted) why = "the communicator was aborted";
   // A query (callers fall back to rcnAllReduce), so not a warning.
-  RCN_INFO(RCN_LOG_INIT, "rcnCommGetDeviceComm: rank %d: %s", comm->rank, why.c_str());
+  const std::string text = "rcnCommGetDeviceComm: rank " + std::to_string(comm->rank) + ": " + why;
+  RCN_INFO(RCN_LOG_INIT, "%s", text.c_str());
+  rcn::setLastError(text);
   return rcnInvalidUsage;
 }
 
@@ -212,8 +228,8 @@ const char* rcnGetErrorString(rcnResult_t result) {
     case rcnUnhandledCudaError: return "unhandled cuda error (run with ROCENANTE_DEBUG=INFO for details)";
     case rcnSystemError: return "unhandled system error (run with ROCENANTE_DEBUG=INFO for details)";
     case rcnInternalError: return "internal error - please report this issue";
-    case rcnInvalidArgument: return "invalid argument (the WARN line before this says which; ROCENANTE_DEBUG=NONE hides it)";
-    case rcnInvalidUsage: return "invalid usage (the WARN line before this says why; ROCENANTE_DEBUG=NONE hides it)";
+    case rcnInvalidArgument: return "invalid argument (rcnGetLastError() names it)";
+    case rcnInvalidUsage: return "invalid usage (rcnGetLastError() says why)";
     case rcnRemoteError: return "remote process exited or there was a network error";
     case rcnInProgress: return "operation in progress";
     default: return "unknown result code";

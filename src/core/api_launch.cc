@@ -28,11 +28,14 @@ rcnResult_t readLaunch(const char* caller, bool noneIsError, rcn::bench::LaunchI
   // RCNBENCH_* is the sweep's private protocol: its children join with the id it passes.
   const std::string none = launch->kind == rcn::bench::LaunchKind::LocalChild
                                ? std::string(rcn::bench::kEnvRank) + " is set: started by allreduce_sweep, not a launcher"
-                               : "no launcher variables are set; expected " + rcn::bench::launcherVarsHint();
-  if (noneIsError)
+                               : "no launcher variables are set; expected " + rcn::bench::launcherVarsHint() +
+                                     rcn::bench::partialLauncherVars(rcn::bench::processEnv());
+  if (noneIsError) {
     RCN_WARN(RCN_LOG_INIT, "%s: %s", caller, none.c_str());
-  else
+  } else {
     RCN_INFO(RCN_LOG_INIT, "%s: %s", caller, none.c_str());
+    rcn::setLastError(std::string(caller) + ": " + none);
+  }
   return rcnInvalidUsage;
 }
 

@@ -12,6 +12,11 @@
 
 namespace rcn {
 
+// The most ranks a communicator may have: far above any cluster, and small
+// enough that per-rank tables (the bootstrap root's, a policy's max_ranks)
+// cannot be made to fill memory by a bad argument or a stray message.
+constexpr int kMaxCommRanks = 1 << 20;
+
 class Bootstrap {
  public:
   virtual ~Bootstrap() = default;

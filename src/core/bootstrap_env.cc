@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -70,6 +71,8 @@ rcnResult_t listenOnPort(int port, int* fd) {
   return rcnSuccess;
 }
 
+constexpr int64_t kJoinRequestMs = 2000;
+
 rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadline) {
   int lfd = -1;
   RCN_CHECK(listenOnPort(port, &lfd));
@@ -84,7 +87,11 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadli
                joined, nranks);
       break;
     }
-    if (socketRecvAll(fd, &join, sizeof join, deadline, &why) != rcnSuccess || join.magic != kEnvMagic) {
+    // A rank sends its request as soon as it connects; a connection that
+    // stays silent (a probe, a health check) must not hold up the ranks
+    // queued behind it, so it gets a short wait of its own.
+    const Deadline joinDeadline = std::min(deadline, deadlineAfterMs(kJoinRequestMs));
+    if (socketRecvAll(fd, &join, sizeof join, joinDeadline, &why) != rcnSuccess || join.magic != kEnvMagic) {
       // Not one of ours (a port scanner, another job): ignore it, keep waiting.
       RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: ignored a stray connection on port %d", port);
       socketClose(&fd);

@@ -194,14 +194,22 @@ void Root::admit(int fd, const JoinRequest& request) {
     socketClose(&fd);
     return;
   }
-  if (nranks_ < 0 && request.nranks >= 1) {
+  // A size past kMaxCommRanks (a stray or broken message) allocates nothing.
+  const bool sizeOk = request.nranks >= 1 && request.nranks <= kMaxCommRanks;
+  if (nranks_ < 0 && sizeOk) {
     nranks_ = request.nranks;
     joined_.assign(static_cast<size_t>(nranks_), 0);
   }
   joiners_.push_back(Joiner{fd, request});
   verdict_.nranks = nranks_;
   verdict_.timeoutMs = timeoutMs_;
-  if (request.nranks != nranks_ || request.rank < 0 || request.rank >= nranks_) {
+  if (!sizeOk) {
+    verdict_.verdict = kVerdictSizeMismatch;
+    verdict_.culprit = request.rank;
+    verdict_.culpritSize = request.nranks;
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: rank %d says the communicator has %d ranks; it may have 1 to %d",
+             request.rank, request.nranks, kMaxCommRanks);
+  } else if (request.nranks != nranks_ || request.rank < 0 || request.rank >= nranks_) {
     verdict_.verdict = kVerdictSizeMismatch;
     verdict_.culprit = request.rank;
     verdict_.culpritSize = request.nranks;

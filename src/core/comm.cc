@@ -243,8 +243,28 @@ rcnResult_t commCheck(const rcnComm* comm, const char* caller) {
   return rcnSuccess;
 }
 
+// The bound on the waits of destroy and abort: a call's own waits end
+// within ROCENANTE_TIMEOUT_MS.
+int64_t teardownLimitMs() { return std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs); }
+
 rcnResult_t commDestroy(rcnComm* comm) {
+  // Waited for outside the lock, so that an abort can still stop the call.
+  const int64_t limitMs = teardownLimitMs();
+  const bool callsDone = commWaitForCalls(comm, deadlineAfterMs(limitMs + 1000));
+  std::lock_guard<std::mutex> lock(comm->teardown);
+  if (comm->magic != rcnComm::kLiveMagic) {
+    RCN_WARN(RCN_LOG_ALL, "rcnCommDestroy: comm %p was destroyed or aborted by another thread meanwhile",
+             (void*)comm);
+    return rcnInvalidUsage;
+  }
   rcnResult_t result = rcnSuccess;
+  if (!callsDone) {
+    // A call that did not return cannot have its path freed under it.
+    RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p still has a call running after %lld ms; its fast path is leaked",
+             (void*)comm, (long long)limitMs);
+    (void)comm->fast.release();
+    result = rcnInvalidUsage;
+  }
   if (comm->cudaDev >= 0) {
     // Our kernels run on the user's streams; let them finish before their
     // exchange regions go away. Every kernel wait is bounded, so this is too.
@@ -274,19 +294,28 @@ void commStop(rcnComm* comm) {
 }
 
 void commAbort(rcnComm* comm) {
-  commStop(comm);
-  if (comm->bootstrap) comm->bootstrap->abort();
-  if (comm->nccl && comm->ownsNccl) {
-    const NcclApi* nccl = nullptr;
-    if (ncclApi(&nccl) == rcnSuccess) nccl->commAbort(comm->nccl);
+  {
+    std::lock_guard<std::mutex> lock(comm->teardown);
+    if (comm->magic != rcnComm::kLiveMagic) return;  // another thread destroyed or aborted it
+    commStop(comm);
+    if (comm->bootstrap) comm->bootstrap->abort();
+    if (comm->nccl && comm->ownsNccl) {
+      const NcclApi* nccl = nullptr;
+      if (ncclApi(&nccl) == rcnSuccess) nccl->commAbort(comm->nccl);
+    }
+    comm->nccl = nullptr;
   }
-  comm->nccl = nullptr;
   // Our kernels saw the abort flag and exit promptly; one that is not ours
   // may never finish, so the wait is bounded like every wait for a peer.
-  // One bound (ROCENANTE_TIMEOUT_MS) for both of abort's waits.
-  const int64_t limitMs = std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs);
+  // One bound (ROCENANTE_TIMEOUT_MS) for both of abort's waits, outside the
+  // lock like destroy's.
+  const int64_t limitMs = teardownLimitMs();
   const Deadline deadline = deadlineAfterMs(limitMs);
-  if (comm->cudaDev >= 0 && !drainDevice(comm->cudaDev, limitMs)) {
+  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs);
+  const bool callsDone = commWaitForCalls(comm, deadline);
+  std::lock_guard<std::mutex> lock(comm->teardown);
+  if (comm->magic != rcnComm::kLiveMagic) return;
+  if (!deviceDrained) {
     // Freeing device memory would wait for the device too, and a kernel of
     // ours may still be running: keep the memory.
     RCN_WARN(RCN_LOG_COLL, "rcnCommAbort: comm %p: device %d still runs kernels after %lld ms "
@@ -295,7 +324,7 @@ void commAbort(rcnComm* comm) {
     (void)comm->fast.release();
     (void)comm->bootstrap.release();
   }
-  if (!commWaitForCalls(comm, deadline)) {
+  if (!callsDone) {
     // A call that did not return cannot have its path freed under it.
     RCN_WARN(RCN_LOG_COLL, "rcnCommAbort: comm %p still has a call running; its fast path is leaked",
              (void*)comm);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/bootstrap.h"
@@ -19,7 +20,7 @@ struct rcnComm {
   static constexpr uint64_t kLiveMagic = 0x726f63656e616e74ull;  // "rocenant"
   static constexpr uint64_t kDeadMagic = 0xdeaddeaddeaddeadull;
 
-  uint64_t magic = kLiveMagic;
+  std::atomic<uint64_t> magic{kLiveMagic};  // read by every API call, set dead under teardown
   int rank = 0;
   int nranks = 0;
   int cudaDev = -1;  // -1 on the host backend
@@ -38,6 +39,10 @@ struct rcnComm {
   // Calls inside the fast path now: abort, which may come from another
   // thread to unblock one, must not free the path under it.
   std::atomic<int> callsInFlight{0};
+  // Held while destroy or abort stops or frees the comm's parts: either may
+  // race the other, or itself, from another thread. The first to free them
+  // marks the comm dead; the others find it so and free nothing.
+  std::mutex teardown;
 };
 
 namespace rcn {
@@ -72,7 +77,10 @@ rcnResult_t commCreate(CommInitArgs args, rcnComm** out);
 // multi-process communicator, its bootstrap already connected.
 rcnResult_t commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> bootstrap, rcnComm** out);
 
-// Waits for outstanding work, frees everything. Safe on a partly built comm.
+// Waits for outstanding work (a call another thread is still in, bounded
+// by ROCENANTE_TIMEOUT_MS; an abort may cut it short), frees everything.
+// Safe on a partly built comm; rcnInvalidUsage if another thread destroyed
+// or aborted it meanwhile.
 rcnResult_t commDestroy(rcnComm* comm);
 
 // Marks comm aborted (later calls fail) and makes the fast path's waits,

@@ -1,5 +1,7 @@
 #include "core/launch_env.h"
 
+#include "core/bootstrap.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
@@ -46,6 +48,11 @@ bool readInt(const EnvLookup& env, const char* name, int* out, std::string* why)
 bool readRankAndSize(const EnvLookup& env, const char* rankVar, const char* sizeVar, LaunchInfo* info,
                      std::string* why) {
   if (!readInt(env, rankVar, &info->rank, why) || !readInt(env, sizeVar, &info->nranks, why)) return false;
+  if (info->nranks > kMaxCommRanks) {
+    *why = std::string(sizeVar) + "=" + std::to_string(info->nranks) + " is more than the " +
+           std::to_string(kMaxCommRanks) + " ranks a communicator may have";
+    return false;
+  }
   if (info->nranks < 1 || info->rank >= info->nranks) {
     *why = std::string(rankVar) + "=" + std::to_string(info->rank) + " is not a rank of " + sizeVar + "=" +
            std::to_string(info->nranks);
@@ -60,6 +67,11 @@ bool parseExternal(const EnvLookup& env, const LauncherVars& vars, LaunchInfo* i
   if (!readRankAndSize(env, vars.rank, vars.size, info, why)) return false;
   for (const char* name : {vars.localRank, vars.localRankAlt}) {
     if (name && env(name) && !readInt(env, name, &info->localRank, why)) return false;
+    if (info->localRank >= 0 && info->localRank >= info->nranks) {
+      *why = std::string(name) + "=" + std::to_string(info->localRank) + " is not below " + vars.size + "=" +
+             std::to_string(info->nranks) + " (a host cannot run more ranks than the world has)";
+      return false;
+    }
     if (info->localRank >= 0) break;
   }
   const char* addr = env("MASTER_ADDR");
@@ -118,6 +130,14 @@ bool parseLaunchEnv(const EnvLookup& env, LaunchInfo* out, std::string* why) {
   info.source = "standalone";
   *out = info;
   return true;
+}
+
+std::string partialLauncherVars(const EnvLookup& env) {
+  std::string note;
+  for (const LauncherVars& vars : kLaunchers)
+    if (env(vars.rank) && !env(vars.size) && std::string(vars.source) != "Slurm")  // a batch script has SLURM_PROCID alone
+      note += std::string(" (") + vars.rank + " is set without " + vars.size + ")";
+  return note;
 }
 
 std::string launcherVarsHint() {

@@ -48,6 +48,10 @@ bool parseLaunchEnv(const EnvLookup& env, LaunchInfo* out, std::string* why);
 // "RANK and WORLD_SIZE (torchrun), ..., or SLURM_PROCID and ... (Slurm)".
 std::string launcherVarsHint();
 
+// " (RANK is set without WORLD_SIZE)" for each launcher whose rank variable is
+// set alone, to say why no launcher was found; "" when none is.
+std::string partialLauncherVars(const EnvLookup& env);
+
 // The process environment as an EnvLookup.
 EnvLookup processEnv();
 

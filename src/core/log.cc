@@ -164,6 +164,7 @@ void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, con
 
 const char* lastErrorText() { return tlsLastError.c_str(); }
 void clearLastError() { tlsLastError.clear(); }
+void setLastError(const std::string& text) { tlsLastError = text; }
 
 void logReinit() {
   ensureConfigured();

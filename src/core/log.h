@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace rcn {
 
@@ -30,6 +31,9 @@ void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, con
 // The last WARN logged by this thread, for rcnGetLastError.
 const char* lastErrorText();
 void clearLastError();
+// Makes text what rcnGetLastError returns on this thread, for a refusal that
+// is logged at INFO (a query's answer) rather than as a warning.
+void setLastError(const std::string& text);
 
 // Re-reads ROCENANTE_DEBUG* (tests change them between cases).
 void logReinit();

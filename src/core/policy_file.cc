@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/user_file.h"
+#include "core/bootstrap.h"
 #include "core/log.h"
 #include "core/params.h"
 
@@ -149,7 +150,7 @@ PolicyOverrides overridesOf(const YAML::Node& node, const std::string& key) {
     if (name == "one_shot_max_bytes") o.oneShotMaxBytes = bytesOf(value, full);
     else if (name == "one_shot_max_bytes_graph") o.oneShotMaxBytesGraph = bytesOf(value, full);
     else if (name == "two_shot_max_bytes") o.twoShotMaxBytes = bytesOf(value, full);
-    else if (name == "max_ranks") o.maxRanks = intOf(value, full, 0, 1 << 20);
+    else if (name == "max_ranks") o.maxRanks = intOf(value, full, 0, kMaxCommRanks);
     else if (name == "nccl") o.ncclPrefs = preferencesOf(value, full);
     else
       fail(item.first, full,

@@ -374,12 +374,15 @@ std::string describeVotes(const std::vector<Vote>& votes, bool* keep) {
 }
 
 // Falls back to NCCL on every rank, or fails creation where there is no NCCL
-// (the host backend): then the fast path is the only path.
-rcnResult_t turnOff(rcnComm* comm, const std::string& why, std::string* reason) {
+// (the host backend): then the fast path is the only path. noFallback is
+// what that failure returns: rcnInvalidUsage when the ranks' settings
+// differ (theirs to mend), rcnInternalError when the self-test failed.
+rcnResult_t turnOff(rcnComm* comm, const std::string& why, std::string* reason,
+                    rcnResult_t noFallback = rcnInternalError) {
   if (!comm->nccl) {
     RCN_WARN(RCN_LOG_INIT, "rank %d/%d: %s, and there is no NCCL to fall back to", comm->rank,
              comm->nranks, why.c_str());
-    return rcnInternalError;
+    return noFallback;
   }
   comm->fast.reset();
   *reason = "fast path off: " + why;
@@ -421,7 +424,7 @@ rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
   bool agree = false;
   std::string why;
   RCN_CHECK(compareConfig(comm, &agree, &why));
-  if (!agree) return turnOff(comm, why, reason);
+  if (!agree) return turnOff(comm, why, reason, rcnInvalidUsage);
   if (!paramBool(ParamId::SelfTest)) {
     *reason += "; self-test skipped (ROCENANTE_SELFTEST=0)";
     return rcnSuccess;

@@ -4,6 +4,8 @@
 // put it to every peer followed by the flag, wait (bounded) for every peer's
 // flag, reduce the slots in rank order. Messages larger than a slot go through
 // in chunks, one protocol call each, since there is no NCCL to fall back to.
+// Each slot starts with the call's header (count, type, op), so ranks that
+// make different calls get an error naming both, not each other's bytes.
 #include <sched.h>
 #include <time.h>
 
@@ -13,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/check.h"
@@ -27,6 +30,21 @@
 namespace rcn {
 
 namespace {
+
+// What a rank puts in front of its data: the whole call, so that every chunk
+// of it can be checked against every peer's. 16 bytes keep the data aligned.
+struct CallHeader {
+  uint64_t count;
+  int32_t dtype;
+  int32_t op;
+  bool operator==(const CallHeader& o) const { return count == o.count && dtype == o.dtype && op == o.op; }
+};
+static_assert(sizeof(CallHeader) == 16, "the data after the header stays 16-byte aligned");
+
+std::string describe(const CallHeader& h) {
+  return std::to_string(h.count) + " x " + dtypeName(static_cast<rcnDataType_t>(h.dtype)) + " " +
+         opName(static_cast<rcnRedOp_t>(h.op));
+}
 
 class HostPath final : public FastPath {
  public:
@@ -50,11 +68,12 @@ class HostPath final : public FastPath {
                         rcnRedOp_t op, cudaStream_t) override {
     if (failed_.load(std::memory_order_acquire)) return rcnRemoteError;
     size_t elemSize = dtypeSize(dtype);
-    size_t chunkElems = layout_.slotBytes() / elemSize;
+    size_t chunkElems = (layout_.slotBytes() - sizeof(CallHeader)) / elemSize;
+    const CallHeader call{count, static_cast<int32_t>(dtype), static_cast<int32_t>(op)};
     for (size_t done = 0; done < count; done += chunkElems) {
       size_t n = std::min(chunkElems, count - done);
-      RCN_CHECK(oneCall(static_cast<const uint8_t*>(send) + done * elemSize,
-                        static_cast<uint8_t*>(recv) + done * elemSize, n, dtype, op));
+      RCN_CHECK(oneCall(call, static_cast<const uint8_t*>(send) + done * elemSize,
+                        static_cast<uint8_t*>(recv) + done * elemSize, n));
     }
     return rcnSuccess;
   }
@@ -72,8 +91,9 @@ class HostPath final : public FastPath {
   }
 
  private:
-  rcnResult_t oneCall(const uint8_t* send, uint8_t* recv, size_t n, rcnDataType_t dtype, rcnRedOp_t op);
+  rcnResult_t oneCall(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t n);
   rcnResult_t waitForPeers(uint32_t epoch, int phase);
+  rcnResult_t checkPeersCall(const CallHeader& call, int phase);
   rcnResult_t fail(rcnResult_t code, const std::string& text);
   void pause(Clock::time_point waitStart);
 
@@ -107,14 +127,15 @@ rcnResult_t HostPath::fail(rcnResult_t code, const std::string& text) {
   return code;
 }
 
-rcnResult_t HostPath::oneCall(const uint8_t* send, uint8_t* recv, size_t n, rcnDataType_t dtype,
-                              rcnRedOp_t op) {
+rcnResult_t HostPath::oneCall(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t n) {
+  const rcnDataType_t dtype = static_cast<rcnDataType_t>(call.dtype);
   uint32_t epoch = ++epoch_;
   int phase = int(epoch % ExchangeLayout::kPhases);
-  size_t bytes = n * dtypeSize(dtype);
+  size_t bytes = sizeof(CallHeader) + n * dtypeSize(dtype);
   size_t own = layout_.slotOffset(phase, rank_);
   uint8_t* region = wire_->region();
-  std::memcpy(region + own, send, bytes);
+  std::memcpy(region + own, &call, sizeof call);
+  std::memcpy(region + own + sizeof call, send, bytes - sizeof call);
   // Start with the next rank so that not every rank writes to rank 0 first.
   for (int i = 1; i < nranks_; ++i) {
     int peer = (rank_ + i) % nranks_;
@@ -127,6 +148,7 @@ rcnResult_t HostPath::oneCall(const uint8_t* send, uint8_t* recv, size_t n, rcnD
     }
   }
   RCN_CHECK(waitForPeers(epoch, phase));
+  RCN_CHECK(checkPeersCall(call, phase));
   const void* inputs[64];
   std::vector<const void*> many;
   const void** in = inputs;
@@ -134,8 +156,23 @@ rcnResult_t HostPath::oneCall(const uint8_t* send, uint8_t* recv, size_t n, rcnD
     many.resize(nranks_);
     in = many.data();
   }
-  for (int r = 0; r < nranks_; ++r) in[r] = region + layout_.slotOffset(phase, r);
-  hostReduce(in, nranks_, recv, n, dtype, op);
+  for (int r = 0; r < nranks_; ++r) in[r] = region + layout_.slotOffset(phase, r) + sizeof(CallHeader);
+  hostReduce(in, nranks_, recv, n, dtype, static_cast<rcnRedOp_t>(call.op));
+  return rcnSuccess;
+}
+
+// Every peer made this call: the same count, type and op (the first that did
+// not is named; the peer finds this rank's header different in turn).
+rcnResult_t HostPath::checkPeersCall(const CallHeader& call, int phase) {
+  const uint8_t* region = wire_->region();
+  for (int r = 0; r < nranks_; ++r) {
+    CallHeader theirs;
+    std::memcpy(&theirs, region + layout_.slotOffset(phase, r), sizeof theirs);
+    if (theirs == call) continue;
+    return fail(rcnInvalidUsage, "host backend: rank " + std::to_string(rank_) + " called rcnAllReduce with " +
+                                     describe(call) + ", rank " + std::to_string(r) + " with " + describe(theirs) +
+                                     ": every rank must make the same call");
+  }
   return rcnSuccess;
 }
 
@@ -190,7 +227,8 @@ rcnResult_t createHostPath(const FastPathContext& ctx, std::unique_ptr<FastPath>
   RCN_ARG_CHECK(ctx.maxBytes >= 64, "host backend: slot size %zu is too small", ctx.maxBytes);
   WireKind kind;
   RCN_CHECK(wireKindFromParams(&kind));
-  ExchangeLayout layout = ExchangeLayout::make(ctx.nranks, ctx.maxBytes, /*blocks=*/1);
+  // Each slot holds a call's header, then up to maxBytes of its data.
+  ExchangeLayout layout = ExchangeLayout::make(ctx.nranks, ctx.maxBytes + sizeof(CallHeader), /*blocks=*/1);
   std::unique_ptr<Wire> wire;
   RCN_CHECK(createWire(ctx, kind, layout.wireLayout(), &wire, why));
   if (!wire) return rcnSuccess;  // the wire does not fit; why says so

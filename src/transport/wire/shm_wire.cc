@@ -185,6 +185,7 @@ rcnResult_t ShmWire::setup(const FastPathContext& ctx, const WireLayout& layout,
   layout_ = layout;
   mapped_.assign(nranks_, nullptr);
   std::vector<ShmBlob> blobs(nranks_);
+  std::memset(static_cast<void*>(blobs.data()), 0, blobs.size() * sizeof(ShmBlob));  // padding too: it travels
   blobs[rank_].commId = randomId64();
   blobs[rank_].identity = localPeerIdentity();
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(ShmBlob)));

@@ -377,6 +377,8 @@ rcnResult_t createTcpWire(const FastPathContext& ctx, const WireLayout& layout,
   auto wire = std::make_unique<TcpWire>();
   rcnResult_t res = wire->setup(ctx, layout, why);
   if (res != rcnSuccess) {
+    // Steps that fail inside the bootstrap leave why empty; their warning is the reason.
+    if (why->empty()) *why = "tcp wire: rank " + std::to_string(ctx.rank) + ": setup failed: " + lastErrorText();
     RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
     return res;
   }
