@@ -90,6 +90,9 @@ TEST_CASE("bad types, ops and buffers are named") {
   float many[8] = {};
   CHECK(rcnAllReduce(many, many + 1, 4, rcnFloat32, rcnSum, &comm, nullptr) == rcnInvalidArgument);
   CHECK(lastError().find("overlap partly") != std::string::npos);
+  // Adjacent buffers pass the checks (this comm has no path, so the call fails after them).
+  CHECK(rcnAllReduce(many, many + 4, 4, rcnFloat32, rcnSum, &comm, nullptr) != rcnSuccess);
+  CHECK(lastError().find("overlap") == std::string::npos);
   rcnCommInfo info;
   CHECK(rcnCommQuery(&comm, nullptr) == rcnInvalidArgument);
   CHECK(rcnCommQuery(&comm, &info) == rcnSuccess);

@@ -130,6 +130,7 @@ TEST_CASE("host backend: ranks that make different calls all get an error naming
     rcnRedOp_t op;
   };
   const Call same{1000, rcnFloat32, rcnSum};
+  for (const char* wire : {"shm", "tcp"})
   for (const Call odd : {Call{1001, rcnFloat32, rcnSum}, Call{100000, rcnFloat32, rcnSum},
                          Call{1000, rcnInt32, rcnSum}, Call{1000, rcnFloat32, rcnMax}}) {
     rcnUniqueId id;
@@ -138,7 +139,7 @@ TEST_CASE("host backend: ranks that make different calls all get an error naming
     auto outcomes = runRanks(nranks, [&](int rank) {
       auto bs = joinBootstrap(id, rank, nranks);
       if (!bs) return 30;
-      auto path = buildPath(bs.get(), "shm");
+      auto path = buildPath(bs.get(), wire);
       if (!path) return 31;
       const Call c = rank == 2 ? odd : same;
       std::vector<float> in(c.count, 1.0f), out(c.count, -1.0f);
@@ -148,7 +149,9 @@ TEST_CASE("host backend: ranks that make different calls all get an error naming
       if (why.find("every rank must make the same call") == std::string::npos) return 41;
       // Rank 2 sees both others differ; each other rank at least rank 2.
       if (rank != 2 && why.find("rank 2 with") == std::string::npos) return 42;
-      return out[0] == -1.0f ? 0 : 43;  // nothing reduced into the output
+      if (out[0] != -1.0f) return 43;  // nothing reduced into the output
+      // No rank exits (a lost peer, to the others' wires) before every rank has seen the mismatch.
+      return bs->barrier() == rcnSuccess ? 0 : 44;
     }, 60);
     checkRanks(outcomes);
   }

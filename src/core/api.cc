@@ -146,7 +146,8 @@ rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcn
   // read after being written, chunk by chunk.
   const uintptr_t send = reinterpret_cast<uintptr_t>(sendbuff), recv = reinterpret_cast<uintptr_t>(recvbuff);
   const size_t bytes = count * rcn::dtypeSize(datatype);
-  RCN_ARG_CHECK(send == recv || send + bytes <= recv || recv + bytes <= send,
+  const uintptr_t apart = send < recv ? recv - send : send - recv;  // no sum: it could wrap
+  RCN_ARG_CHECK(apart == 0 || apart >= bytes,
                 "rcnAllReduce: sendbuff %p and recvbuff %p overlap partly (%zu bytes each); pass the same "
                 "pointer for an in-place call", sendbuff, recvbuff, bytes);
   return rcn::commAllReduce(comm, sendbuff, recvbuff, count, datatype, op,
@@ -157,9 +158,9 @@ rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError) {
   RCN_CHECK(rcn::commCheck(comm, "rcnCommGetAsyncError"));
   RCN_ARG_CHECK(asyncError != nullptr, "rcnCommGetAsyncError: asyncError is NULL");
   *asyncError = rcnSuccess;
-  rcn::CommCallScope inCall(comm);  // an abort from another thread waits before freeing the path
-  if (comm->aborted) {
-    RCN_WARN(RCN_LOG_COLL, "rcnCommGetAsyncError: comm %p was aborted", (void*)comm);
+  rcn::CommCallScope inCall(comm);  // a destroy or abort from another thread waits before freeing the path
+  if (!rcn::commUsable(comm)) {
+    RCN_WARN(RCN_LOG_COLL, "rcnCommGetAsyncError: comm %p was aborted or is being destroyed", (void*)comm);
     return rcnInvalidUsage;
   }
   if (comm->fast) {
@@ -185,8 +186,9 @@ rcnResult_t rcnCommGetDeviceComm(rcnComm_t comm, rcnDeviceComm* dev) {
   RCN_ARG_CHECK(dev != nullptr, "rcnCommGetDeviceComm: dev is NULL");
   *dev = rcnDeviceComm{};
   std::string why = "the fast path is off (every call goes to NCCL)";
-  if (!comm->aborted && comm->fast && comm->fast->deviceComm(dev, &why)) return rcnSuccess;
-  if (comm->aborted) why = "the communicator was aborted";
+  rcn::CommCallScope inCall(comm);  // comm->fast stays while we read it
+  if (rcn::commUsable(comm) && comm->fast && comm->fast->deviceComm(dev, &why)) return rcnSuccess;
+  if (!rcn::commUsable(comm)) why = "the communicator was aborted or is being destroyed";
   // A query (callers fall back to rcnAllReduce), so not a warning.
   const std::string text = "rcnCommGetDeviceComm: rank " + std::to_string(comm->rank) + ": " + why;
   RCN_INFO(RCN_LOG_INIT, "%s", text.c_str());

@@ -236,10 +236,10 @@ rcnResult_t commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> boot
 
 rcnResult_t commCheck(const rcnComm* comm, const char* caller) {
   RCN_ARG_CHECK(comm != nullptr, "%s: comm is NULL", caller);
-  RCN_ARG_CHECK(comm->magic != rcnComm::kDeadMagic, "%s: comm %p was already destroyed", caller,
+  const uint64_t magic = comm->magic;  // once: a destroy may change it between two reads
+  RCN_ARG_CHECK(magic != rcnComm::kDeadMagic, "%s: comm %p was already destroyed", caller, (const void*)comm);
+  RCN_ARG_CHECK(magic == rcnComm::kLiveMagic, "%s: %p is not a rocenante communicator", caller,
                 (const void*)comm);
-  RCN_ARG_CHECK(comm->magic == rcnComm::kLiveMagic, "%s: %p is not a rocenante communicator",
-                caller, (const void*)comm);
   return rcnSuccess;
 }
 
@@ -248,28 +248,34 @@ rcnResult_t commCheck(const rcnComm* comm, const char* caller) {
 int64_t teardownLimitMs() { return std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs); }
 
 rcnResult_t commDestroy(rcnComm* comm) {
-  // Waited for outside the lock, so that an abort can still stop the call.
+  {
+    std::lock_guard<std::mutex> lock(comm->teardown);
+    if (comm->magic != rcnComm::kLiveMagic || comm->closing) {
+      RCN_WARN(RCN_LOG_ALL, "rcnCommDestroy: comm %p is being (or was) destroyed or aborted by another thread",
+               (void*)comm);
+      return rcnInvalidUsage;
+    }
+    comm->closing = true;  // later calls are refused; this thread frees the comm
+  }
+  // Waited for outside the lock, so that an abort can still stop what is waited for.
   const int64_t limitMs = teardownLimitMs();
   const bool callsDone = commWaitForCalls(comm, deadlineAfterMs(limitMs + 1000));
-  std::lock_guard<std::mutex> lock(comm->teardown);
-  if (comm->magic != rcnComm::kLiveMagic) {
-    RCN_WARN(RCN_LOG_ALL, "rcnCommDestroy: comm %p was destroyed or aborted by another thread meanwhile",
-             (void*)comm);
-    return rcnInvalidUsage;
-  }
   rcnResult_t result = rcnSuccess;
-  if (!callsDone) {
-    // A call that did not return cannot have its path freed under it.
-    RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p still has a call running after %lld ms; its fast path is leaked",
-             (void*)comm, (long long)limitMs);
-    (void)comm->fast.release();
-    result = rcnInvalidUsage;
-  }
   if (comm->cudaDev >= 0) {
     // Our kernels run on the user's streams; let them finish before their
-    // exchange regions go away. Every kernel wait is bounded, so this is too.
+    // exchange regions go away. Ours are bounded; an NCCL kernel stuck on a
+    // dead peer is released by an abort from another thread.
     DeviceScope device(comm->cudaDev);
     if (cudaDeviceSynchronize() != cudaSuccess) result = rcnUnhandledCudaError;
+  }
+  std::lock_guard<std::mutex> lock(comm->teardown);
+  if (!callsDone) {
+    // A call that did not return may be inside the fast path or NCCL: free neither under it.
+    RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p still has a call running after %lld ms; its fast path "
+             "and NCCL communicator are leaked", (void*)comm, (long long)limitMs);
+    (void)comm->fast.release();
+    comm->nccl = nullptr;
+    result = rcnInvalidUsage;
   }
   comm->fast.reset();
   if (comm->nccl && comm->ownsNccl) {
@@ -277,6 +283,7 @@ rcnResult_t commDestroy(rcnComm* comm) {
     if (ncclApi(&nccl) == rcnSuccess && nccl->commDestroy(comm->nccl) != ncclSuccess)
       result = rcnInternalError;
   }
+  comm->nccl = nullptr;
   comm->bootstrap.reset();
   comm->magic = rcnComm::kDeadMagic;
   // The husk stays allocated so a later call on the handle is caught by
@@ -288,22 +295,34 @@ bool commWaitForCalls(rcnComm* comm, Deadline deadline) {
   return pollUntil(deadline, std::chrono::microseconds(200), [comm] { return comm->callsInFlight.load() == 0; });
 }
 
-void commStop(rcnComm* comm) {
+namespace {
+// commStop with comm->teardown held.
+void stopLocked(rcnComm* comm) {
   comm->aborted = true;
   if (comm->fast) comm->fast->abort();
+}
+}  // namespace
+
+void commStop(rcnComm* comm) {
+  std::lock_guard<std::mutex> lock(comm->teardown);
+  if (comm->magic == rcnComm::kLiveMagic) stopLocked(comm);
 }
 
 void commAbort(rcnComm* comm) {
   {
+    // Stop everything even when a destroy is under way (it may be waiting
+    // for what this releases); free only if no one else is going to.
     std::lock_guard<std::mutex> lock(comm->teardown);
-    if (comm->magic != rcnComm::kLiveMagic) return;  // another thread destroyed or aborted it
-    commStop(comm);
+    if (comm->magic != rcnComm::kLiveMagic) return;  // already freed by another thread
+    stopLocked(comm);
     if (comm->bootstrap) comm->bootstrap->abort();
     if (comm->nccl && comm->ownsNccl) {
       const NcclApi* nccl = nullptr;
       if (ncclApi(&nccl) == rcnSuccess) nccl->commAbort(comm->nccl);
     }
     comm->nccl = nullptr;
+    if (comm->closing) return;  // the destroy or abort that got here first frees it
+    comm->closing = true;
   }
   // Our kernels saw the abort flag and exit promptly; one that is not ours
   // may never finish, so the wait is bounded like every wait for a peer.
@@ -314,7 +333,6 @@ void commAbort(rcnComm* comm) {
   const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs);
   const bool callsDone = commWaitForCalls(comm, deadline);
   std::lock_guard<std::mutex> lock(comm->teardown);
-  if (comm->magic != rcnComm::kLiveMagic) return;
   if (!deviceDrained) {
     // Freeing device memory would wait for the device too, and a kernel of
     // ours may still be running: keep the memory.
@@ -337,9 +355,10 @@ void commAbort(rcnComm* comm) {
 
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
                           rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
-  CommCallScope inCall(comm);  // before the check: an abort either is seen or waits for us
-  if (comm->aborted) {
-    RCN_WARN(RCN_LOG_COLL, "rcnAllReduce: comm %p was aborted (or, under the shim, its NCCL communicator revoked)",
+  CommCallScope inCall(comm);  // before the check: a destroy or abort either is seen or waits for us
+  if (!commUsable(comm)) {
+    RCN_WARN(RCN_LOG_COLL, "rcnAllReduce: comm %p was aborted or is being destroyed (or, under the shim, its NCCL "
+             "communicator revoked)",
              (void*)comm);
     return rcnInvalidUsage;
   }

@@ -39,9 +39,13 @@ struct rcnComm {
   // Calls inside the fast path now: abort, which may come from another
   // thread to unblock one, must not free the path under it.
   std::atomic<int> callsInFlight{0};
-  // Held while destroy or abort stops or frees the comm's parts: either may
-  // race the other, or itself, from another thread. The first to free them
-  // marks the comm dead; the others find it so and free nothing.
+  // Set by the first destroy or abort (under `teardown`): that one frees the
+  // comm; calls that start after it are refused (checked after their
+  // CommCallScope, so the teardown's wait for calls sees them or they see it).
+  std::atomic<bool> closing{false};
+  // Held while destroy or abort stops or frees the comm's parts, never while
+  // they wait: either may race the other, or itself, from another thread, and
+  // an abort must still be able to stop what a destroy waits for.
   std::mutex teardown;
 };
 
@@ -84,8 +88,13 @@ rcnResult_t commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> boot
 rcnResult_t commDestroy(rcnComm* comm);
 
 // Marks comm aborted (later calls fail) and makes the fast path's waits,
-// host and kernel, give up. Frees nothing; any thread may call it.
+// host and kernel, give up. Frees nothing; any thread may call it (a comm
+// already freed by destroy or abort is left alone).
 void commStop(rcnComm* comm);
+
+// Whether a call that has entered its CommCallScope may use comm's parts:
+// not aborted, and no destroy or abort under way.
+inline bool commUsable(const rcnComm* comm) { return !comm->aborted && !comm->closing; }
 
 // Waits, until `deadline`, for no other thread to be inside a call on comm
 // (CommCallScope). After commStop such a call gives up, so this returns

@@ -94,7 +94,7 @@ class HostPath final : public FastPath {
   rcnResult_t oneCall(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t n);
   rcnResult_t waitForPeers(uint32_t epoch, int phase);
   rcnResult_t checkPeersCall(const CallHeader& call, int phase);
-  rcnResult_t fail(rcnResult_t code, const std::string& text);
+  rcnResult_t fail(rcnResult_t code, const std::string& text, bool tellPeers = true);
   void pause(Clock::time_point waitStart);
 
   int rank_, nranks_;
@@ -111,7 +111,9 @@ class HostPath final : public FastPath {
   std::string errorText_;
 };
 
-rcnResult_t HostPath::fail(rcnResult_t code, const std::string& text) {
+// tellPeers false: every peer fails the same way by itself (a mismatched
+// call), and closing the wire would turn their error into a lost peer.
+rcnResult_t HostPath::fail(rcnResult_t code, const std::string& text, bool tellPeers) {
   {
     std::lock_guard<std::mutex> lock(errorMutex_);
     if (!failed_.load()) {
@@ -123,7 +125,7 @@ rcnResult_t HostPath::fail(rcnResult_t code, const std::string& text) {
   }
   // Closing the wire tells peers (tcp: connections drop) instead of letting
   // them wait for their own timeout.
-  wire_->abort();
+  if (tellPeers) wire_->abort();
   return code;
 }
 
@@ -171,7 +173,8 @@ rcnResult_t HostPath::checkPeersCall(const CallHeader& call, int phase) {
     if (theirs == call) continue;
     return fail(rcnInvalidUsage, "host backend: rank " + std::to_string(rank_) + " called rcnAllReduce with " +
                                      describe(call) + ", rank " + std::to_string(r) + " with " + describe(theirs) +
-                                     ": every rank must make the same call");
+                                     ": every rank must make the same call",
+                /*tellPeers=*/false);
   }
   return rcnSuccess;
 }
