@@ -112,8 +112,6 @@ thread_local std::vector<Pending> tlsPending;
 
 ncclResult_t toNccl(rcnResult_t r) { return static_cast<ncclResult_t>(r); }
 
-// How long ncclCommAbort waits for calls already on their way into NCCL.
-constexpr int64_t kCallsIntoNcclMs = 100;
 
 
 std::string ownLibraryPath() {
@@ -388,7 +386,7 @@ ncclResult_t shim_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncErro
   auto entry = findEntry(comm);
   if (!entry || !entry->rc) return res;
   CommCallScope call(entry->rc);  // an abort on another thread waits for us
-  if (entry->rc->aborted || !entry->rc->fast) return res;
+  if (!commUsable(entry->rc) || !entry->rc->fast) return res;
   std::string why;
   rcnResult_t ours = entry->rc->fast->asyncError(&why);
   if (ours == rcnSuccess) return res;
@@ -412,7 +410,7 @@ ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t cou
   auto dtype = static_cast<rcnDataType_t>(datatype);
   auto rop = static_cast<rcnRedOp_t>(op);
   CommCallScope call(entry->rc);  // an abort on another thread waits for us
-  if (!entry->rc->aborted) logFirstRoute(*entry, count * dtypeSize(dtype), dtype, rop, stream);
+  if (commUsable(entry->rc)) logFirstRoute(*entry, count * dtypeSize(dtype), dtype, rop, stream);
   return toNccl(commAllReduce(entry->rc, sendbuff, recvbuff, count, dtype, rop, stream));
 }
 

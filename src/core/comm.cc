@@ -309,6 +309,7 @@ void commStop(rcnComm* comm) {
 }
 
 void commAbort(rcnComm* comm) {
+  bool frees = false;
   {
     // Stop everything even when a destroy is under way (it may be waiting
     // for what this releases); free only if no one else is going to.
@@ -316,14 +317,22 @@ void commAbort(rcnComm* comm) {
     if (comm->magic != rcnComm::kLiveMagic) return;  // already freed by another thread
     stopLocked(comm);
     if (comm->bootstrap) comm->bootstrap->abort();
+    frees = !comm->closing;
+    comm->closing = true;
+  }
+  // A call that passed its check just before may be on its way into NCCL,
+  // which is about to free its communicator: wait, but briefly.
+  commWaitForCalls(comm, deadlineAfterMs(kCallsIntoNcclMs));
+  {
+    std::lock_guard<std::mutex> lock(comm->teardown);
+    if (comm->magic != rcnComm::kLiveMagic) return;
     if (comm->nccl && comm->ownsNccl) {
       const NcclApi* nccl = nullptr;
       if (ncclApi(&nccl) == rcnSuccess) nccl->commAbort(comm->nccl);
     }
     comm->nccl = nullptr;
-    if (comm->closing) return;  // the destroy or abort that got here first frees it
-    comm->closing = true;
   }
+  if (!frees) return;  // the destroy or abort that got here first frees it
   // Our kernels saw the abort flag and exit promptly; one that is not ours
   // may never finish, so the wait is bounded like every wait for a peer.
   // One bound (ROCENANTE_TIMEOUT_MS) for both of abort's waits, outside the

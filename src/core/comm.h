@@ -92,6 +92,11 @@ rcnResult_t commDestroy(rcnComm* comm);
 // already freed by destroy or abort is left alone).
 void commStop(rcnComm* comm);
 
+// How long an abort waits for calls already on their way into NCCL before
+// aborting NCCL under them: they are back within microseconds unless NCCL
+// blocks them, and then only NCCL's abort releases them.
+constexpr int64_t kCallsIntoNcclMs = 100;
+
 // Whether a call that has entered its CommCallScope may use comm's parts:
 // not aborted, and no destroy or abort under way.
 inline bool commUsable(const rcnComm* comm) { return !comm->aborted && !comm->closing; }

@@ -55,8 +55,8 @@ class HostPath final : public FastPath {
   }
 
   ~HostPath() override {
-    if (failed_.load()) wire_->abort();
-    else wire_->close();
+    if (wireBroken_.load()) wire_->abort();
+    else wire_->close();  // after a mismatched call too: peers still waiting must not see a lost rank
   }
 
   rcnPath_t path() const override { return rcnPathHost; }
@@ -106,6 +106,7 @@ class HostPath final : public FastPath {
   char name_[32];
   std::atomic<bool> aborted_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> wireBroken_{false};  // failed with the peers told (the wire aborted)
   std::mutex errorMutex_;
   rcnResult_t errorCode_ = rcnSuccess;
   std::string errorText_;
@@ -125,7 +126,10 @@ rcnResult_t HostPath::fail(rcnResult_t code, const std::string& text, bool tellP
   }
   // Closing the wire tells peers (tcp: connections drop) instead of letting
   // them wait for their own timeout.
-  if (tellPeers) wire_->abort();
+  if (tellPeers) {
+    wireBroken_.store(true);
+    wire_->abort();
+  }
   return code;
 }
 
