@@ -36,10 +36,8 @@
 namespace rcn::bench {
 namespace {
 
-// The host backend moves bytes through the CPU: a smaller default sweep,
-// and no more local ranks than a large host has cores.
+// The host backend moves bytes through the CPU: a smaller default sweep.
 constexpr size_t kHostDefaultMaxBytes = 1u << 20;
-constexpr int kMaxHostRanks = 64;
 
 int fail(const World* world, const std::string& what) {
   std::fprintf(stderr, "allreduce_sweep%s: %s\n",
@@ -284,10 +282,7 @@ int runSweep(int argc, char** argv) {
     std::fprintf(stderr, "allreduce_sweep: one rank only: all-reduce is a copy, rocenante's fast path "
                          "needs 2 or more ranks\n");
 
-  if (!s.gpu && launch.kind == LaunchKind::Standalone && nprocs > kMaxHostRanks)
-    return fail(nullptr, "--gpus " + std::to_string(nprocs) + ": the host backend starts at most " +
-                             std::to_string(kMaxHostRanks) + " local ranks");
-  if (!s.gpu && launch.kind == LaunchKind::Standalone && !hostMemoryFits(s.opts, nprocs, &why))
+  if (!s.gpu && launch.kind == LaunchKind::Standalone && !hostRanksFit(s.opts, nprocs, &why))
     return fail(nullptr, why);
 
   World world;

@@ -64,7 +64,12 @@ bool outputsWritable(const SweepOptions& o, std::string* why) {
   return true;
 }
 
-bool hostMemoryFits(const SweepOptions& o, int localRanks, std::string* why) {
+bool hostRanksFit(const SweepOptions& o, int localRanks, std::string* why) {
+  if (localRanks > kMaxHostRanks) {
+    *why = "--gpus " + std::to_string(localRanks) + ": the host backend starts at most " +
+           std::to_string(kMaxHostRanks) + " local ranks";
+    return false;
+  }
   const size_t available = availableHostMemory();
   const double needed = hostBytesPerRank(o, localRanks) * localRanks;
   if (available == 0 || needed <= 0.8 * double(available)) return true;

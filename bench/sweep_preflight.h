@@ -14,9 +14,11 @@ namespace rcn::bench {
 // still fail later (a full disk, a FIFO no one reads).
 bool outputsWritable(const SweepOptions& o, std::string* why);
 
-// Whether localRanks ranks of a host-backend sweep fit in 80 % of the
-// memory this machine has available (MemAvailable; a cgroup limit below it
-// is not seen); false with why when not.
-bool hostMemoryFits(const SweepOptions& o, int localRanks, std::string* why);
+// Whether this machine can run localRanks ranks of a host-backend sweep: at
+// most kMaxHostRanks, and their buffers within 80 % of the memory it has
+// available (MemAvailable; a cgroup limit below it is not seen); false with
+// why when not.
+constexpr int kMaxHostRanks = 64;  // more local ranks than a large host has cores
+bool hostRanksFit(const SweepOptions& o, int localRanks, std::string* why);
 
 }  // namespace rcn::bench

@@ -243,9 +243,11 @@ rcnResult_t commCheck(const rcnComm* comm, const char* caller) {
   return rcnSuccess;
 }
 
+namespace {
 // The bound on the waits of destroy and abort: a call's own waits end
 // within ROCENANTE_TIMEOUT_MS.
 int64_t teardownLimitMs() { return std::clamp<int64_t>(paramInt(ParamId::TimeoutMs), 1, kMaxTimeoutMs); }
+}  // namespace
 
 rcnResult_t commDestroy(rcnComm* comm) {
   {

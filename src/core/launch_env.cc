@@ -1,22 +1,25 @@
 #include "core/launch_env.h"
 
-#include "core/bootstrap.h"
-
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
 #include <iterator>
 
+#include "core/bootstrap.h"
+
 namespace rcn::bench {
 namespace {
 
-// One launcher's variable names; nullptr where it has none.
+// One launcher's variable names; nullptr where it has none. rankAlone: its
+// rank variable may be set without its size outside a launch (a Slurm batch
+// script), so that says nothing.
 struct LauncherVars {
   const char* source;
   const char* rank;
   const char* size;
   const char* localRank;
   const char* localRankAlt;
+  bool rankAlone = false;
 };
 
 // Checked in this order: the first whose rank and size variables are both set wins.
@@ -26,7 +29,7 @@ const LauncherVars kLaunchers[] = {
     {"PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"},
     // Only inside an srun step: a batch script's own environment also has
     // SLURM_PROCID and SLURM_NTASKS, but it is one process.
-    {"Slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", nullptr},
+    {"Slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", nullptr, true},
 };
 
 bool parseInt(const char* text, int* out) {
@@ -135,7 +138,7 @@ bool parseLaunchEnv(const EnvLookup& env, LaunchInfo* out, std::string* why) {
 std::string partialLauncherVars(const EnvLookup& env) {
   std::string note;
   for (const LauncherVars& vars : kLaunchers)
-    if (env(vars.rank) && !env(vars.size) && std::string(vars.source) != "Slurm")  // a batch script has SLURM_PROCID alone
+    if (env(vars.rank) && !env(vars.size) && !vars.rankAlone)
       note += std::string(" (") + vars.rank + " is set without " + vars.size + ")";
   return note;
 }

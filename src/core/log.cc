@@ -42,14 +42,26 @@ int parseLevel(const std::string& text) {
   return -1;
 }
 
+struct SubsysName {
+  const char* name;
+  uint32_t bit;
+};
+const SubsysName kSubsystems[] = {
+    {"INIT", RCN_LOG_INIT}, {"COLL", RCN_LOG_COLL}, {"BOOTSTRAP", RCN_LOG_BOOTSTRAP},
+    {"TRANSPORT", RCN_LOG_TRANSPORT}, {"TOPO", RCN_LOG_TOPO}, {"TUNE", RCN_LOG_TUNE},
+    {"SHIM", RCN_LOG_SHIM}, {"PROXY", RCN_LOG_PROXY}, {"ENV", RCN_LOG_ENV}, {"ALL", RCN_LOG_ALL}};
+
 uint32_t subsysBit(const std::string& name) {
-  static const struct { const char* name; uint32_t bit; } names[] = {
-      {"INIT", RCN_LOG_INIT}, {"COLL", RCN_LOG_COLL}, {"BOOTSTRAP", RCN_LOG_BOOTSTRAP},
-      {"TRANSPORT", RCN_LOG_TRANSPORT}, {"TOPO", RCN_LOG_TOPO}, {"TUNE", RCN_LOG_TUNE},
-      {"SHIM", RCN_LOG_SHIM}, {"PROXY", RCN_LOG_PROXY}, {"ENV", RCN_LOG_ENV}, {"ALL", RCN_LOG_ALL}};
-  for (const auto& n : names)
+  for (const SubsysName& n : kSubsystems)
     if (strcasecmp(n.name, name.c_str()) == 0) return n.bit;
   return 0;
+}
+
+// "INIT,COLL,...,ALL": the names subsysBit knows, for messages.
+std::string subsysNames() {
+  std::string names;
+  for (const SubsysName& n : kSubsystems) names += std::string(names.empty() ? "" : ",") + n.name;
+  return names;
 }
 
 // "INIT,COLL" selects those; "^INIT" selects all but those, as NCCL does.
@@ -114,7 +126,7 @@ void configure(LogState& s) {
   s.subsys = parseSubsys(paramStr(ParamId::DebugSubsys), &unknown);
   if (!unknown.empty())
     problems.push_back("ROCENANTE_DEBUG_SUBSYS: unknown subsystem(s) " + unknown +
-                       " ignored (known: INIT,COLL,BOOTSTRAP,TRANSPORT,TOPO,TUNE,SHIM,PROXY,ENV,ALL)");
+                       " ignored (known: " + subsysNames() + ")");
   gethostname(s.host, sizeof s.host - 1);
   char* dot = strchr(s.host, '.');
   if (dot) *dot = '\0';
