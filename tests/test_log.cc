@@ -2,6 +2,9 @@
 // ROCENANTE_DEBUG_FILE select, and the warnings for values it cannot use.
 #include <catch2/catch_test_macros.hpp>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -56,4 +59,27 @@ TEST_CASE("an unknown level or subsystem is warned about") {
   log = logOf("LOUD", "ALL", [] { RCN_INFO(RCN_LOG_INIT, "not at WARN"); });
   CHECK(log.find("ROCENANTE_DEBUG=LOUD is not a level") != std::string::npos);
   CHECK(log.find("not at WARN") == std::string::npos);
+}
+
+TEST_CASE("a log FIFO whose reader leaves is dropped for stderr, not a SIGPIPE") {
+  const std::string fifo = "/tmp/rcn_test_log_fifo_" + std::to_string(getpid());
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  REQUIRE(reader >= 0);
+  {
+    ScopedEnv file("ROCENANTE_DEBUG_FILE", fifo.c_str());
+    ScopedEnv debug("ROCENANTE_DEBUG", "WARN");
+    rcn::logReinit();
+    RCN_WARN(RCN_LOG_INIT, "read by the reader");
+    char buffer[256];
+    CHECK(read(reader, buffer, sizeof buffer) > 0);
+    close(reader);
+    RCN_WARN(RCN_LOG_INIT, "after the reader left");  // default SIGPIPE action: the test would die here
+    RCN_WARN(RCN_LOG_INIT, "and once more, on stderr");
+  }
+  rcn::logReinit();
+  std::remove(fifo.c_str());
+  sigset_t pending;
+  REQUIRE(sigpending(&pending) == 0);
+  CHECK(sigismember(&pending, SIGPIPE) == 0);
 }

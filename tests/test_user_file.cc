@@ -1,10 +1,14 @@
 // Files the user names (core/user_file.h): read whole only when regular and
-// small, written without blocking on a FIFO that no one reads.
+// small, written without blocking on a FIFO that no one reads, nor dying of
+// SIGPIPE when its reader leaves.
 #include <catch2/catch_test_macros.hpp>
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -50,4 +54,23 @@ TEST_CASE("output files: a FIFO with no reader is refused at once, a full disk i
   in >> back;
   CHECK(back == "{}");
   std::remove(path.c_str());
+}
+
+TEST_CASE("a write to a pipe whose reader left fails with EPIPE instead of killing the program") {
+  int ends[2];
+  REQUIRE(pipe(ends) == 0);
+  close(ends[0]);
+  {
+    rcn::SigpipeBlocked noSigpipe;
+    errno = 0;
+    CHECK(write(ends[1], "x", 1) == -1);
+    CHECK(errno == EPIPE);
+  }
+  close(ends[1]);
+  // Nothing is left pending for later, and the thread's mask is as before.
+  sigset_t pending, mask;
+  REQUIRE(sigpending(&pending) == 0);
+  CHECK(sigismember(&pending, SIGPIPE) == 0);
+  REQUIRE(pthread_sigmask(SIG_BLOCK, nullptr, &mask) == 0);
+  CHECK(sigismember(&mask, SIGPIPE) == 0);
 }

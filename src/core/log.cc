@@ -106,11 +106,25 @@ const char* levelName(LogLevel level) {
   }
 }
 
-// One log line: host:pid:tid, the level, where (TRACE: "file:line ", else ""), the text.
+// host:pid:tid, the level, where (TRACE: "file:line ", else ""), the text;
+// false if the line did not reach the file.
+bool printLine(FILE* out, const char* host, const char* level, const char* where, const char* text) {
+  fprintf(out, "%s:%d:%ld ROCENANTE %s %s%s\n", host, getpid(), long(syscall(SYS_gettid)), level, where, text);
+  return fflush(out) == 0;
+}
+
+// One log line. A log file that fails (a FIFO whose reader left, a full
+// disk) is dropped for stderr, with a line saying why, rather than losing
+// every later line; a FIFO's reader leaving must not kill the program.
 void writeLine(LogState& s, LogLevel level, const char* text, const std::string& where = "") {
-  fprintf(s.out, "%s:%d:%ld ROCENANTE %s %s%s\n", s.host, getpid(), long(syscall(SYS_gettid)), levelName(level),
-          where.c_str(), text);
-  fflush(s.out);
+  SigpipeBlocked noSigpipe;
+  if (printLine(s.out, s.host, levelName(level), where.c_str(), text) || s.out == stderr) return;
+  const int err = errno;
+  const std::string why = std::string("ROCENANTE_DEBUG_FILE: write failed (") + strerror(err) + "); logging to stderr";
+  fclose(s.out);
+  s.out = stderr;
+  printLine(s.out, s.host, levelName(kLogWarn), "", why.c_str());
+  printLine(s.out, s.host, levelName(level), where.c_str(), text);
 }
 
 // Reads the three logging parameters. What it cannot use is warned about

@@ -1,6 +1,7 @@
 #include "core/user_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,6 +82,7 @@ FILE* openOutputFile(const std::string& path, bool append, std::string* why) {
 bool writeOutputFile(const std::string& path, const std::string& text, std::string* why) {
   FILE* f = openOutputFile(path, false, why);
   if (!f) return false;
+  SigpipeBlocked noSigpipe;  // a FIFO's reader may leave before the end
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   const int writeErrno = errno;
   const bool closed = std::fclose(f) == 0;  // a full disk may show only here
@@ -88,6 +90,38 @@ bool writeOutputFile(const std::string& path, const std::string& text, std::stri
   if (written && closed) return true;
   *why = failure(path, written ? closeErrno : writeErrno);
   return false;
+}
+
+namespace {
+
+bool sigpipePending() {
+  sigset_t pending;
+  return sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+}
+
+}  // namespace
+
+SigpipeBlocked::SigpipeBlocked() {
+  sigset_t pipeOnly;
+  sigemptyset(&pipeOnly);
+  sigaddset(&pipeOnly, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipeOnly, &oldMask_);
+  wasPending_ = sigpipePending();
+}
+
+SigpipeBlocked::~SigpipeBlocked() {
+  if (!wasPending_ && sigpipePending()) {
+    sigset_t pipeOnly;
+    sigemptyset(&pipeOnly);
+    sigaddset(&pipeOnly, SIGPIPE);
+    const timespec now{0, 0};
+    // Takes the one our write raised (blocked, so still pending); errno is kept for the caller.
+    const int savedErrno = errno;
+    while (sigtimedwait(&pipeOnly, nullptr, &now) < 0 && errno == EINTR) {
+    }
+    errno = savedErrno;
+  }
+  pthread_sigmask(SIG_SETMASK, &oldMask_, nullptr);
 }
 
 }  // namespace rcn

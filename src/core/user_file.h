@@ -3,6 +3,8 @@
 // the sweep's results to write), opened so that none can hang or fill memory.
 #pragma once
 
+#include <signal.h>
+
 #include <cstddef>
 #include <cstdio>
 #include <string>
@@ -26,5 +28,22 @@ FILE* openOutputFile(const std::string& path, bool append, std::string* why);
 // Writes text to path whole (openOutputFile, truncating); false with why
 // (the path and the system's reason) when it cannot.
 bool writeOutputFile(const std::string& path, const std::string& text, std::string* why);
+
+// While alive, a write by this thread to a pipe or FIFO whose reader has
+// gone fails with EPIPE instead of raising SIGPIPE, whose default action
+// would kill the program rocenante lives in. The signal such a write leaves
+// pending is taken back at the end, unless it was pending before; the
+// thread's signal mask is restored.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked();
+  ~SigpipeBlocked();
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t oldMask_;
+  bool wasPending_;
+};
 
 }  // namespace rcn
