@@ -3,8 +3,13 @@
 // (any size: no NCCL behind it), rcnCommQuery, rcnCommGetDeviceComm (refused), rcnCommDestroy.
 #include <catch2/catch_test_macros.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -88,6 +93,23 @@ int runTeardownRace(const rcnUniqueId& id, int rank, bool withAbort) {
   return 0;
 }
 
+#ifdef ROCENANTE_HAVE_YAML
+// A policy file's `disable: true` leaves the host backend no path, as
+// ROCENANTE_DISABLE=1 does: creation fails on every rank, naming the policy.
+int runDisabledByPolicy(const rcnUniqueId& id, int rank, const std::string& policy) {
+  setenv("ROCENANTE_BACKEND", "host", 1);
+  setenv("ROCENANTE_POLICY", policy.c_str(), 1);
+  rcnComm_t comm = nullptr;
+  if (rcnCommInitRank(&comm, 2, id, rank) != rcnInvalidUsage) return 70;
+  const std::string why = rcnGetLastError(nullptr);
+  if (why.find("disabled by the policy") == std::string::npos || why.find(policy) == std::string::npos) {
+    std::fprintf(stderr, "rank %d: last error '%s'\n", rank, why.c_str());
+    return 71;
+  }
+  return 0;
+}
+#endif
+
 void runAll(int nranks, const char* wire, bool forced = false) {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
@@ -107,3 +129,14 @@ TEST_CASE("destroy and abort from other threads while a call waits", "[host][api
     checkRanks(runRanks(2, [&](int rank) { return runTeardownRace(id, rank, withAbort); }, 60));
   }
 }
+
+#ifdef ROCENANTE_HAVE_YAML  // policy files need yaml-cpp
+TEST_CASE("a policy file's disable leaves the host backend no path", "[host][api]") {
+  const std::string policy = "/tmp/rcn_test_host_policy_" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(policy) << "version: 1\ndisable: true\n";
+  rcnUniqueId id;
+  REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+  checkRanks(runRanks(2, [&](int rank) { return runDisabledByPolicy(id, rank, policy); }, 60));
+  std::remove(policy.c_str());
+}
+#endif

@@ -117,6 +117,14 @@ rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why)
   if (kind == TransportKind::Auto) kind = autoTransport(comm, topo, why);
   RCN_CHECK(policyLoad(topo.cls, pathOf(kind), comm->nranks, &comm->policy));
   if (kind == TransportKind::Auto) return rcnSuccess;  // no fast path fits this topology
+  // On a GPU a disabled policy routes every call to NCCL (policyRoute), the
+  // fast path still built so that the startup vote can catch ranks whose
+  // policies differ. The host backend has no NCCL: there it means no path,
+  // and creation fails as it does for ROCENANTE_DISABLE.
+  if (comm->policy.disabled && comm->cudaDev < 0) {
+    *why = "disabled by the policy (" + comm->policy.source + ")";
+    return rcnSuccess;
+  }
   FastPathContext ctx;
   ctx.rank = comm->rank;
   ctx.nranks = comm->nranks;
