@@ -67,7 +67,7 @@ bool buildP2pPathsInProcess(int nranks, const P2pOptions& options,
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       std::unique_ptr<Bootstrap> bootstrap = bootstrapInitLocal(group, r);
-      ok[r] = buildOne(bootstrap.get(), r, nranks, r, options, &(*out)[r], &whys[r]);
+      ok[r] = buildOne(bootstrap.get(), r, nranks, options.oneGpu ? 0 : r, options, &(*out)[r], &whys[r]);
     });
   }
   for (auto& t : threads) t.join();

@@ -20,6 +20,7 @@ struct P2pOptions {
   const char* llMaxBytes = nullptr;  // ROCENANTE_LL_MAX_BYTES for this path, if set
   const char* ipc = nullptr;         // ROCENANTE_P2P_IPC for this path, if set
   const char* pdl = nullptr;         // ROCENANTE_PDL for this path, if set
+  bool oneGpu = false;               // every rank on device 0 (ranks may share a GPU)
 };
 
 // Builds one path for `rank` over an existing bootstrap (collective).
@@ -28,7 +29,8 @@ bool buildP2pPath(Bootstrap* bootstrap, int rank, int nranks, int device, const 
                   std::unique_ptr<FastPath>* out, std::string* why);
 
 // Builds one path per rank, ranks 0..nranks-1 on devices 0..nranks-1 of
-// this process, one thread per rank over an in-process bootstrap.
+// this process (all on device 0 with oneGpu), one thread per rank over an
+// in-process bootstrap.
 bool buildP2pPathsInProcess(int nranks, const P2pOptions& options,
                             std::vector<std::unique_ptr<FastPath>>* out, std::string* why);
 

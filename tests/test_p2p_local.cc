@@ -93,3 +93,72 @@ TEST_CASE("p2p in one process: CUDA graph replay with changing inputs", "[p2p][g
   if (!runner.run(calls, 5, true, 3, &why)) FAIL(why);
   if (!runInBatches(runner, everyTypeAndOp(12, kMaxBytes, 3), 200, true, &why)) FAIL(why);
 }
+
+namespace {
+
+struct RankCall {
+  size_t count;
+  rcnDataType_t dtype;
+  rcnRedOp_t op;
+};
+
+// Both ranks of fresh paths (on one GPU, two streams) make their own call;
+// returns each rank's asyncError and its text.
+void runPair(const RankCall (&calls)[2], const char* llMaxBytes, rcnResult_t (&results)[2],
+             std::string (&whys)[2]) {
+  P2pOptions options;
+  options.oneGpu = true;
+  options.llMaxBytes = llMaxBytes;
+  options.timeoutMs = 20000;  // far longer than the test: a mismatch must not wait for it
+  std::vector<std::unique_ptr<FastPath>> paths;
+  std::string why;
+  if (!buildP2pPathsInProcess(2, options, &paths, &why)) FAIL(why);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  void* buffers[2] = {};
+  cudaStream_t streams[2] = {};
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(cudaMalloc(&buffers[r], 64 * 1024) == cudaSuccess);
+    REQUIRE(cudaMemset(buffers[r], 0, 64 * 1024) == cudaSuccess);
+    REQUIRE(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking) == cudaSuccess);
+  }
+  for (int r = 0; r < 2; ++r)
+    REQUIRE(paths[r]->allReduce(buffers[r], buffers[r], calls[r].count, calls[r].dtype, calls[r].op, streams[r]) ==
+            rcnSuccess);
+  for (int r = 0; r < 2; ++r) REQUIRE(cudaStreamSynchronize(streams[r]) == cudaSuccess);
+  for (int r = 0; r < 2; ++r) {
+    results[r] = paths[r]->asyncError(&whys[r]);
+    cudaStreamDestroy(streams[r]);
+    cudaFree(buffers[r]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("p2p: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[p2p][gpu]") {
+  requireGpus(1);  // both ranks on GPU 0: the kernels are small enough to run side by side
+  struct Case {
+    const char* what;
+    RankCall calls[2];
+  };
+  const Case cases[] = {
+      {"same call", {{1000, rcnFloat32, rcnSum}, {1000, rcnFloat32, rcnSum}}},
+      {"count", {{1000, rcnFloat32, rcnSum}, {1004, rcnFloat32, rcnSum}}},
+      {"type of the same size", {{1000, rcnBfloat16, rcnSum}, {1000, rcnFloat16, rcnSum}}},
+      {"op", {{1000, rcnFloat32, rcnSum}, {1000, rcnFloat32, rcnMax}}},
+  };
+  for (const char* llMaxBytes : {"262144", "0"}) {  // LL lines, then separate flags
+    for (const Case& c : cases) {
+      INFO(c.what << ", ROCENANTE_LL_MAX_BYTES=" << llMaxBytes);
+      rcnResult_t results[2];
+      std::string whys[2];
+      runPair(c.calls, llMaxBytes, results, whys);
+      const bool same = std::string(c.what) == "same call";
+      for (int r = 0; r < 2; ++r) {
+        INFO("rank " << r << ": " << whys[r]);
+        CHECK(results[r] == (same ? rcnSuccess : rcnInvalidUsage));
+        if (!same) CHECK(whys[r].find("peer " + std::to_string(1 - r) + " made a different all-reduce") !=
+                         std::string::npos);
+      }
+    }
+  }
+}

@@ -149,14 +149,20 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
  * may be any device pointer of any alignment; sendbuff == recvbuff is in-place,
  * and buffers that overlap otherwise are refused. Every rank must make the
  * same call (count, type, op): the host backend checks that and fails every
- * rank of a call that differs, naming both; the GPU paths, like NCCL, do not.
+ * rank of a call that differs, naming both. The p2p path's kernel checks it
+ * too (its flags carry the call's signature): a rank that finds a peer's call
+ * different records rcnInvalidUsage (rcnCommGetAsyncError names the peer) and
+ * the communicator stops. Calls NCCL takes, and the proxy (RDMA) path, like
+ * NCCL, do not check; a size that sends one rank to NCCL and its peer to the
+ * fast path ends in the fast path's timeout.
  * On the host backend (no GPU) the buffers are host memory and the call
  * returns when the result is in recvbuff. */
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,
                          rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);
 
 /* rcnSuccess, or the error a kernel or proxy recorded (rcnRemoteError for a
- * missing peer); rcnGetLastError then names the peer. */
+ * missing peer, rcnInvalidUsage for a peer whose call differed);
+ * rcnGetLastError then names the peer. */
 rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError);
 
 rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info);
@@ -174,11 +180,18 @@ rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device);
 #define RCN_DEVICE_MAX_RANKS 16
 /* What a failed wait leaves for the host (host-mapped memory); every kernel
  * of a communicator, rocenante's and the device API's, writes the one record. */
-typedef enum { rcnWaitOk = 0, rcnWaitTimeout = 1, rcnWaitAborted = 2, rcnWaitBadUse = 3 } rcnWaitResult_t;
+typedef enum {
+  rcnWaitOk = 0,
+  rcnWaitTimeout = 1,
+  rcnWaitAborted = 2,
+  rcnWaitBadUse = 3,
+  rcnWaitMismatch = 4
+} rcnWaitResult_t;
 typedef struct {
   uint32_t code;  /* rcnWaitResult_t, written last, after the fields below; rcnWaitBadUse: a device-API
-                   * call broke its rules (a block past maxBlocks, an index past maxValues or odd) */
-  uint32_t peer;  /* the peer that did not arrive */
+                   * call broke its rules (a block past maxBlocks, an index past maxValues or odd);
+                   * rcnWaitMismatch: the peer's rcnAllReduce had another count, type or op */
+  uint32_t peer;  /* the peer that did not arrive (or made the other call) */
   uint32_t block;
   uint32_t call;
 } rcnDeviceError;

@@ -73,33 +73,38 @@ using rcn_device::detail::WaitBudget;
 // keeps its `failed` flag elsewhere and reads the host abort flag at its own
 // rate); both waits return kOneShotOk or the reason it gave.
 
-// Spins until *flag holds `call` (acquire, system scope).
+// Spins until *flag holds `expected` (acquire, system scope). Where the
+// flag holds only 0 or this call's value (othersMismatch: the p2p kernel's
+// tags), any other value is a peer's different call: kOneShotMismatch.
 template <typename GiveUp>
-__device__ inline uint32_t waitForFlag(const uint32_t* flag, uint32_t call, GiveUp giveUp) {
+__device__ inline uint32_t waitForFlag(const uint32_t* flag, uint32_t expected, bool othersMismatch, GiveUp giveUp) {
   WaitBudget budget;
-  while (loadAcquireSys(flag) != call) {
+  for (uint32_t v = loadAcquireSys(flag); v != expected; v = loadAcquireSys(flag)) {
+    if (othersMismatch && v != 0) return kOneShotMismatch;
     const uint32_t why = giveUp(budget);
     if (why != kOneShotOk) return why;
   }
   return kOneShotOk;
 }
 
-// Waits for *flag to hold `call`, then clears it: a flag is either 0 or the
-// current call, so a stale value never matches. The caller records a failure.
+// Waits for *flag to hold `expected`, then clears it: a flag is either 0 or
+// the current call's, so a stale value never matches. The caller records a failure.
 template <typename GiveUp>
-__device__ inline uint32_t takeFlag(uint32_t* flag, uint32_t call, GiveUp giveUp) {
-  const uint32_t why = waitForFlag(flag, call, giveUp);
+__device__ inline uint32_t takeFlag(uint32_t* flag, uint32_t expected, bool othersMismatch, GiveUp giveUp) {
+  const uint32_t why = waitForFlag(flag, expected, othersMismatch, giveUp);
   if (why == kOneShotOk) *reinterpret_cast<volatile uint32_t*>(flag) = 0;
   return why;
 }
 
-// Polls an LL line until both its halves carry `call`; *data gets its two
-// data words.
+// Polls an LL line until both its halves carry `tag`; *data gets its two
+// data words. A line holds 0 or this call's tag in each half (its reader
+// clears it), so any other tag is a peer's different call: kOneShotMismatch.
 template <typename GiveUp>
-__device__ inline uint32_t waitForLine(const uint4* line, uint32_t call, uint2* data, GiveUp giveUp) {
+__device__ inline uint32_t waitForLine(const uint4* line, uint32_t tag, uint2* data, GiveUp giveUp) {
   uint4 v = loadLine(line);
   WaitBudget budget;
-  while (v.y != call || v.w != call) {
+  while (v.y != tag || v.w != tag) {
+    if ((v.y != 0 && v.y != tag) || (v.w != 0 && v.w != tag)) return kOneShotMismatch;
     const uint32_t why = giveUp(budget);
     if (why != kOneShotOk) return why;
     v = loadLine(line);

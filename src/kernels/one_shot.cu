@@ -59,6 +59,13 @@ __device__ inline uint4* linesOf(const OneShotArgs& a, int owner, int phase, int
   return reinterpret_cast<uint4*>(a.region[owner] + a.layout.llSlotOffset(phase, from, a.nranks));
 }
 
+// What this call writes into flags and lines (one_shot.h): odd, so never
+// the 0 of a cleared one; calls 2 apart (the same phase) differ, and so do
+// two calls of one number whose signatures differ.
+__device__ inline uint32_t callTag(const OneShotArgs& a, uint32_t call) {
+  return ((call << 1) | 1u) ^ (a.signature << 1);
+}
+
 // ---- protocol: separate flags ----------------------------------------------
 
 template <typename T, typename Op>
@@ -66,6 +73,7 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
   using Acc = typename ElemTraits<T>::Acc;
   constexpr int E = 16 / sizeof(T);
   const int me = a.rank, n = a.nranks, phase = call & 1;
+  const uint32_t tag = callTag(a, call);
   const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 16>(a);
 
   // This block's slice, in 16-byte chunks; the same on every rank.
@@ -87,12 +95,13 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
   // 2. Raise flag[phase][me][block] on every peer, after the data: the
   // barrier orders the block's stores before this thread's release.
   const int peer = threadIdx.x;
-  if (peer < n && peer != me) storeReleaseSys(flagOf(a, peer, phase, me), call);
+  if (peer < n && peer != me) storeReleaseSys(flagOf(a, peer, phase, me), tag);
 
   // 3. Take every peer's flag for this block.
   int failed = 0;
   if (peer < n && peer != me) {
-    const uint32_t why = takeFlag(flagOf(a, me, phase, peer), call, [&](WaitBudget& b) { return waitCheck(b, a); });
+    const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a); };
+    const uint32_t why = takeFlag(flagOf(a, me, phase, peer), tag, /*othersMismatch=*/true, giveUp);
     if (why != kOneShotOk) {
       recordError(a, why, peer, call);
       failed = 1;
@@ -119,6 +128,7 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
   using Acc = typename ElemTraits<T>::Acc;
   constexpr int E = 8 / sizeof(T);
   const int me = a.rank, n = a.nranks, phase = call & 1;
+  const uint32_t tag = callTag(a, call);
   const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 8>(a);
 
   // Thread t of the grid owns 8-byte units t, t + stride, ...
@@ -126,16 +136,16 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 
-  // 1. Each unit, tagged twice with the call number, into every peer's lines.
+  // 1. Each unit, tagged twice, into every peer's lines.
   uint2 firstUnit = make_uint2(0, 0);  // kept for step 2: most threads own one unit
   for (size_t u = first; u < units; u += stride) {
     const uint2 d = loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
     if (u == first) firstUnit = d;
-    const uint4 line = make_uint4(d.x, call, d.y, call);
+    const uint4 line = make_uint4(d.x, tag, d.y, tag);
     for (int i = 1; i < n; ++i) storeLine(linesOf(a, (me + i) % n, phase, me) + u, line);
   }
 
-  // 2. Poll each peer's line until it carries this call; reduce in rank order.
+  // 2. Poll each peer's line until it carries this call's tag; reduce in rank order.
   int failed = 0;
   for (size_t u = first; u < units; u += stride) {
     Acc acc[E];
@@ -145,7 +155,7 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
         d = u == first ? firstUnit : loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
       } else {
         const uint4* src = linesOf(a, me, phase, r) + u;
-        const uint32_t why = waitForLine(src, call, &d, [&](WaitBudget& b) { return waitCheck(b, a); });
+        const uint32_t why = waitForLine(src, tag, &d, [&](WaitBudget& b) { return waitCheck(b, a); });
         if (why != kOneShotOk) {
           recordError(a, why, r, call);
           failed = 1;
@@ -194,6 +204,15 @@ RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llM
   L.windowValues = roundUp(windowValues, 2);  // gathers read units in pairs
   L.totalBytes = roundUp(L.windowOffset + perPhase * L.windowValues * sizeof(uint64_t), 256);
   return L;
+}
+
+uint32_t callSignature(size_t count, rcnDataType_t dtype, rcnRedOp_t op) {
+  // splitmix64's finalizer: every input bit moves about half the output bits.
+  uint64_t x = static_cast<uint64_t>(count) ^ (static_cast<uint64_t>(dtype) << 52) ^ (static_cast<uint64_t>(op) << 58);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return static_cast<uint32_t>(x) & 0x7fffffffu;
 }
 
 OneShotGrid oneShotGrid(size_t bytes, size_t llMaxBytes, int maxBlocks, int threads) {

@@ -4,11 +4,14 @@
 //
 // Two protocols share one exchange region layout (see regionLayout):
 //  - flags: block b writes its slice into slot[phase][me] of every peer, then
-//    raises flag[phase][me][b] = call on every peer (release, system scope)
+//    raises flag[phase][me][b] = tag on every peer (release, system scope)
 //    and waits for every peer's flag; the data moves with 16-byte stores.
 //  - ll (low latency): every 16-byte store carries 8 bytes of data and two
-//    copies of the call number, so the reader polls the data itself and no
+//    copies of the tag, so the reader polls the data itself and no
 //    fence or separate flag is needed; half the bandwidth, one NVLink trip.
+// The tag is the call number and the call's signature (callSignature) in
+// one odd word; a reader clears what it took, so a flag or line holds 0 or
+// this call's tag, and any other value is a peer's different call.
 // The call number (epoch) lives in device memory and the kernel advances it,
 // so CUDA graph replays stay in step on every rank. Hence one communicator's
 // calls must be stream-ordered (one stream, or streams ordered by events).
@@ -38,7 +41,13 @@ constexpr size_t oneShotStateWords(int maxBlocks) { return 1 + static_cast<size_
 // record and codes the device API (rocenante.h) shares.
 using OneShotError = rcnDeviceError;
 constexpr uint32_t kOneShotOk = rcnWaitOk, kOneShotTimeout = rcnWaitTimeout, kOneShotAborted = rcnWaitAborted,
-                   kOneShotBadUse = rcnWaitBadUse;
+                   kOneShotBadUse = rcnWaitBadUse, kOneShotMismatch = rcnWaitMismatch;
+
+// A call's signature: its count, type and op hashed to 31 bits. Every rank
+// tags its flags and lines with it beside the call number, so a peer that
+// made another call (count, type or op) is an error, not a sum of unlike
+// buffers. Two different calls share a signature with odds of 2^-31.
+uint32_t callSignature(size_t count, rcnDataType_t dtype, rcnRedOp_t op);
 
 // Byte offsets inside each rank's exchange region; identical on every rank.
 struct RegionLayout {
@@ -84,6 +93,7 @@ struct AllReduceCallArgs {
 };
 
 struct OneShotArgs : AllReduceCallArgs {
+  uint32_t signature;                // callSignature of this call
   char* region[kOneShotMaxRanks];  // every rank's exchange region, mapped here
   RegionLayout layout;
   uint32_t* state;                   // device memory, oneShotStateWords(maxBlocks) words

@@ -29,6 +29,7 @@ rcnResult_t P2pPath::allReduce(const void* send, void* recv, size_t count, rcnDa
   args.send = send;
   args.recv = recv;
   args.count = count;
+  args.signature = callSignature(count, dtype, op);
   const OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, maxBlocks_, threads_);
   DeviceScope guard(cudaDev_);
   RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
@@ -44,6 +45,12 @@ rcnResult_t P2pPath::asyncError(std::string* why) {
     *why = "rank " + std::to_string(rank_) + ": peer " + std::to_string(peer) + " did not arrive within " +
            std::to_string(timeoutMs_) + " ms (call " + std::to_string(call) + ", block " +
            std::to_string(block) + ")";
+  } else if (code == kOneShotMismatch) {
+    // Every rank finds it by itself (each sees the other's tag), as on the host path.
+    *why = "rank " + std::to_string(rank_) + ": peer " + std::to_string(peer) +
+           " made a different all-reduce (count, type or op) in call " + std::to_string(call) +
+           "; every rank must make the same calls in the same order";
+    return rcnInvalidUsage;
   } else if (code == kOneShotBadUse) {
     *why = "rank " + std::to_string(rank_) + ": a device-API call broke its rules (block " + std::to_string(block) +
            " past maxBlocks, or an index past maxValues or odd; docs/DEVICE_API.md)";

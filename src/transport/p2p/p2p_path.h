@@ -50,7 +50,7 @@ class P2pPath final : public FastPath {
   uint64_t timeoutMs_ = 0;
   OneShotLaunchOptions launch_;
 
-  OneShotArgs args_{};  // every field but the call's own (send, recv, count)
+  OneShotArgs args_{};  // every field but the call's own (send, recv, count, signature)
   DeviceMapping own_;
   std::vector<DeviceMapping> peers_;  // peers_[rank_] stays empty
   uint32_t* state_ = nullptr;         // device memory: oneShotStateWords, then kDeviceCallSlots

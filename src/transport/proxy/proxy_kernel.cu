@@ -79,7 +79,9 @@ __device__ bool runFlags(const ProxyKernelArgs& a, uint32_t call) {
   if (peer < n && peer != me) {
     uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
                      RegionLayout::flagIndex(phase, peer, blockIdx.x, n, a.maxBlocks);
-    const uint32_t why = takeFlag(flag, call, [&](WaitBudget& b) { return waitCheck(b, a, false); });
+    // The proxy raises flags with the bare call number (no signature): no mismatch check here.
+    const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a, false); };
+    const uint32_t why = takeFlag(flag, call, /*othersMismatch=*/false, giveUp);
     if (why != kOneShotOk) {
       recordError(a, why, peer, call);
       failed = 1;
