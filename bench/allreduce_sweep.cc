@@ -206,19 +206,26 @@ rcnResult_t sweep(const Setup& s, World* world, Pools* pools, MethodSet* methods
 // Writes the files asked for; false if one could not be written.
 bool writeOutputs(const Setup& s, const World& world, const SweepResults& results) {
   const std::string topoClass = world.nnodes == 1 ? "single_host" : "default";
-  const std::pair<const std::string*, std::function<std::string()>> outputs[] = {
-      {&s.opts.jsonPath, [&] { return toJson(results); }},
-      {&s.opts.csvPath, [&] { return toCsv(results); }},
-      {&s.opts.policyPath, [&] { return policyYaml(results, choosePolicy(results), topoClass); }}};
+  const std::string& policy = s.opts.policyPath;
+  struct Output {
+    const std::string& path;
+    std::function<std::string()> text;
+    std::string noteOnceWritten;  // printed to stdout after a successful write
+  };
+  const Output outputs[] = {
+      {s.opts.jsonPath, [&] { return toJson(results); }, ""},
+      {s.opts.csvPath, [&] { return toCsv(results); }, ""},
+      {policy, [&] { return policyYaml(results, choosePolicy(results), topoClass); },
+       "# policy written to " + policy + " (use it with ROCENANTE_POLICY=" + policy + ")\n"}};
   bool written = true;
-  for (const auto& [path, text] : outputs) {
+  for (const Output& out : outputs) {
     std::string why;
-    if (path->empty()) continue;
-    if (!writeOutputFile(*path, text(), &why)) {
+    if (out.path.empty()) continue;
+    if (!writeOutputFile(out.path, out.text(), &why)) {
       fail(&world, "cannot write " + why);
       written = false;
-    } else if (path == &s.opts.policyPath) {
-      std::printf("# policy written to %s (use it with ROCENANTE_POLICY=%s)\n", path->c_str(), path->c_str());
+    } else {
+      std::fputs(out.noteOnceWritten.c_str(), stdout);
     }
   }
   return written;
