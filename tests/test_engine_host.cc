@@ -3,19 +3,27 @@
 // stories260K, TP=2 greedy tokens equal TP=1 and the logits agree within 1e-4
 // at every position; every rank sees the same logits. Then `rcn_engine
 // --device cpu --tp 2` (the launcher) prints the same story as TP=1, and so
-// do two rcn_engine processes started with torchrun's variables.
+// do two rcn_engine processes started with torchrun's variables. Without model
+// files: the launcher prints an error every rank hits once, and each rank's
+// own; on tiny-llama's random weights, a run that fills the context before
+// --steps notes it once and succeeds.
 #include <catch2/catch_test_macros.hpp>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "cpu_model.h"
 #include "host_allreduce.h"
+#include "launcher.h"
 #include "llama2c_loader.h"
 #include "sampler.h"
 #include "shard.h"
@@ -23,6 +31,7 @@
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
 #include "support/shared_model.h"
+#include "support/temp_file.h"
 #include "test_engine_naive.h"
 #include "tokenizer.h"
 
@@ -104,6 +113,72 @@ TEST_CASE("stories260K TP=2 over the host backend equals TP=1", "[engine][host]"
       rcn::test::runRanks(2, [&](int rank) { return runRank(full, prompt, want, id, rank, 2); }, 60));
 }
 
+namespace {
+
+// A rank process that hands `message` to the launcher as the engine's ranks do
+// (reportError) and exits 1.
+RankProcess failingRank(const std::string& message) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    reportError(message, fds[1]);
+    _exit(1);
+  }
+  close(fds[1]);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  return {pid, fds[0]};
+}
+
+struct Supervised {
+  int result = -1;
+  std::string err;  // what superviseRanks printed
+};
+
+Supervised supervise(const std::vector<RankProcess>& ranks) {
+  const rcn::test::TempFile file("", "rcn_supervise_stderr");
+  std::fflush(stderr);
+  const int saved = dup(2), capture = open(file.path().c_str(), O_WRONLY);
+  REQUIRE((saved >= 0 && capture >= 0));
+  dup2(capture, 2);
+  close(capture);
+  Supervised s;
+  s.result = superviseRanks(ranks);
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  for (const RankProcess& rank : ranks) close(rank.errorFd);
+  std::ifstream in(file.path());
+  s.err.assign(std::istreambuf_iterator<char>(in), {});
+  return s;
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++count;
+  return count;
+}
+
+}  // namespace
+
+// An error every rank hits shows once; one rank's own error still shows, and so
+// does a message longer than a pipe holds (read as it comes, or its rank would block).
+TEST_CASE("the launcher prints each distinct error of its ranks once", "[engine][host]") {
+  const std::string shared = "the prompt is 600 tokens; the model's context holds 512 positions";
+  const std::string own = "local rank 2 has no GPU of its own";
+  const std::string longOne(200000, 'x');
+  const Supervised s =
+      supervise({failingRank(shared), failingRank(shared), failingRank(own), failingRank(longOne)});
+  INFO(s.err.substr(0, 2000));
+  CHECK(s.result == 1);
+  CHECK(occurrences(s.err, "rcn_engine: error: " + shared + "\n") == 1);
+  CHECK(occurrences(s.err, "rcn_engine: error: " + own + "\n") == 1);
+  CHECK(occurrences(s.err, "rcn_engine: error: " + longOne + "\n") == 1);
+  CHECK(occurrences(s.err, " exited with 1\n") == 1);
+}
+
 #ifdef RCN_ENGINE_BIN
 namespace {
 
@@ -153,5 +228,63 @@ TEST_CASE("rcn_engine under torchrun-style variables prints the TP=1 story on ra
   CHECK(one.rfind("Once upon a time, there was a little girl named Lily.", 0) == 0);
   CHECK(out0 == one);
   CHECK(out1.empty());
+}
+
+namespace {
+
+struct EngineRun {
+  int status = -1;  // exit code; -1 when a signal ended it
+  std::string out, err;
+};
+
+// Runs rcn_engine with `args`, its stderr kept apart from its stdout.
+EngineRun runEngine(const std::string& args) {
+  const rcn::test::TempFile err("", "rcn_engine_stderr");
+  FILE* pipe = popen((std::string(RCN_ENGINE_BIN) + " " + args + " 2>" + err.path()).c_str(), "r");
+  REQUIRE(pipe);
+  EngineRun run;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.out.append(buffer, n);
+  const int raw = pclose(pipe);
+  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream in(err.path());
+  run.err.assign(std::istreambuf_iterator<char>(in), {});
+  return run;
+}
+
+// tiny-llama (random weights, no model files needed) holds 128 positions.
+const std::string kTiny = "--device cpu --random-weights --shape tiny-llama";
+
+}  // namespace
+
+// The ranks hand their errors to the launcher: one every rank hits shows once, not once per rank.
+TEST_CASE("rcn_engine --tp 2 prints an error every rank hits once", "[engine][host][cli]") {
+  const EngineRun run = runEngine(kTiny + " --tp 2 --tokenizer /nonexistent/tok512.bin");
+  INFO(run.err);
+  CHECK(run.status == 1);
+  CHECK(occurrences(run.err, "rcn_engine: error: /nonexistent/tok512.bin: cannot open llama2.c tokenizer\n") == 1);
+  CHECK(occurrences(run.err, "error:") == 1);
+  CHECK(occurrences(run.err, " exited with 1\n") == 1);
+}
+
+// The prompt is BOS alone, so 127 tokens fill the context: more steps stop there, with a note
+// from rank 0 alone, and the run still succeeds.
+TEST_CASE("rcn_engine notes once that generation stopped at the end of the context", "[engine][host][cli]") {
+  const std::string note =
+      "rcn_engine: note: generation stopped at the end of the context (128 positions, prompt included) after 127 "
+      "of --steps 200 tokens\n";
+  for (const char* tp : {"1", "2"}) {
+    const EngineRun run = runEngine(kTiny + " --steps 200 --tp " + tp);
+    INFO("--tp " << tp << ", stderr:\n" << run.err);
+    CHECK(run.status == 0);
+    CHECK(occurrences(run.out, " ") == 127);  // without a tokenizer each token prints as its id and a blank
+    CHECK(occurrences(run.err, note) == 1);
+  }
+  // Exactly the steps that fit: nothing to note.
+  const EngineRun fits = runEngine(kTiny + " --steps 127");
+  INFO(fits.err);
+  CHECK(fits.status == 0);
+  CHECK(occurrences(fits.out, " ") == 127);
+  CHECK(occurrences(fits.err, "note:") == 0);
 }
 #endif

@@ -70,6 +70,7 @@ int generate(const EngineOptions& o, CpuRank& r) {
   const int total = int(std::min<int64_t>(config.seqLen, int64_t(prompt.size()) + o.steps));
   auto start = std::chrono::steady_clock::now();
   int generated = 0;
+  bool stopped = false;  // at a stop token, not at the end of the context
   if (printer) {
     std::fputs(codec->promptText(o.prompt, prompt).c_str(), stdout);
     std::fflush(stdout);
@@ -80,7 +81,10 @@ int generate(const EngineOptions& o, CpuRank& r) {
     int next = inPrompt ? prompt[pos + 1] : sampler.sample(logits.data(), config.vocab);
     if (!inPrompt) {
       ++generated;
-      if (codec->isStop(next)) break;
+      if (codec->isStop(next)) {
+        stopped = true;
+        break;
+      }
       if (printer) {
         std::fputs(codec->decode(token, next).c_str(), stdout);
         std::fflush(stdout);
@@ -93,9 +97,11 @@ int generate(const EngineOptions& o, CpuRank& r) {
     std::printf("\n");
     std::fflush(stdout);
   }
-  if (r.rank == 0)
+  if (r.rank == 0) {
     std::fprintf(stderr, "cpu: %d tokens generated, %.1f tokens/s overall\n", generated,
                  (total - 1) / std::max(seconds, 1e-9));
+    if (!stopped) noteContextEnd(generated, o.steps, config.seqLen);
+  }
   return 0;
 }
 

@@ -150,6 +150,7 @@ int generate(const EngineOptions& o, Rank& r) {
   model->prefill({prompt});
   if (o.cudaGraph) model->captureDecodeGraph();
   int previous = prompt.back(), generated = 0;
+  bool stopped = false;  // at a stop token, not at the end of the context
   for (int step = 0; step < o.steps && model->position() < model->maxContext(); ++step) {
     int next;
     if (o.sampler.temperature > 0) {
@@ -160,7 +161,10 @@ int generate(const EngineOptions& o, Rank& r) {
       next = model->nextTokens()[0];
     }
     ++generated;
-    if (codec->isStop(next)) break;
+    if (codec->isStop(next)) {
+      stopped = true;
+      break;
+    }
     if (printer) {
       std::fputs(codec->decode(previous, next).c_str(), stdout);
       std::fflush(stdout);
@@ -172,9 +176,11 @@ int generate(const EngineOptions& o, Rank& r) {
   if (r.allReduce) r.allReduce->checkPeers();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (printer) std::printf("\n");
-  if (r.rank == 0)
+  if (r.rank == 0) {
     std::fprintf(stderr, "gpu: %s %s tp=%d: %d tokens, %.1f tokens/s\n", describeConfig(c).c_str(),
                  dtypeName(mo.dtype), r.size, generated, generated / std::max(seconds, 1e-9));
+    if (!stopped) noteContextEnd(generated, o.steps, model->maxContext());
+  }
   return 0;
 }
 

@@ -1,11 +1,15 @@
 #include "launcher.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -74,61 +78,111 @@ void requireSplits(const EngineOptions& o) {
   planShard(config, o.tp, 0);
 }
 
-int launchRanks(const EngineOptions& o, int argc, char** argv, const std::string& uniqueIdHex) {
-  requireSplits(o);
-  const int ranks = o.tp;
-  std::vector<pid_t> children;
-  for (int r = 0; r < ranks; ++r) {
-    std::vector<std::string> args(argv, argv + argc);
-    args.push_back("--rank");
-    args.push_back(std::to_string(r));
-    args.push_back("--unique-id");
-    args.push_back(uniqueIdHex);
-    pid_t pid = fork();
-    if (pid < 0) throw EngineError("fork failed for rank " + std::to_string(r));
-    if (pid == 0) {
-      std::vector<char*> cargs;
-      for (std::string& a : args) cargs.push_back(&a[0]);
-      cargs.push_back(nullptr);
-      execv("/proc/self/exe", cargs.data());
-      std::perror("rcn_engine: execv /proc/self/exe");
-      _exit(127);
-    }
-    children.push_back(pid);
-  }
+namespace {
 
+void printError(const std::string& what) { std::fprintf(stderr, "rcn_engine: error: %s\n", what.c_str()); }
+
+bool writeAll(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+// Appends what is in the pipe now; the read end is non-blocking.
+void drain(int fd, std::string& into) {
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) into.append(buffer, size_t(n));
+}
+
+// Rank r: this program again, with --rank, --unique-id and --error-fd, the
+// write end of a pipe whose read end is returned.
+RankProcess startRank(int argc, char** argv, int r, const std::string& uniqueIdHex) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0)
+    throw EngineError("pipe for rank " + std::to_string(r) + ": " + std::strerror(errno));
+  std::vector<std::string> args(argv, argv + argc);
+  args.insert(args.end(),
+              {"--rank", std::to_string(r), "--unique-id", uniqueIdHex, "--error-fd", std::to_string(fds[1])});
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(&a[0]);
+  cargs.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    throw EngineError("fork failed for rank " + std::to_string(r));
+  }
+  if (pid == 0) {
+    fcntl(fds[1], F_SETFD, 0);  // this one end survives the exec; every other pipe is close-on-exec
+    execv("/proc/self/exe", cargs.data());
+    std::perror("rcn_engine: execv /proc/self/exe");
+    _exit(127);
+  }
+  close(fds[1]);
+  fcntl(fds[0], F_SETFL, O_NONBLOCK);  // superviseRanks polls it
+  return {pid, fds[0]};
+}
+
+}  // namespace
+
+void reportError(const std::string& what, int errorFd) {
+  if (errorFd >= 0) {
+    signal(SIGPIPE, SIG_IGN);  // a launcher that is gone fails the write instead of killing us unheard
+    if (writeAll(errorFd, what)) return;
+  }
+  printError(what);
+}
+
+int superviseRanks(const std::vector<RankProcess>& ranks) {
   const auto grace = std::chrono::seconds(30);
-  std::vector<bool> running(ranks, true);
-  int result = 0, alive = ranks;
+  const int count = int(ranks.size());
+  std::vector<bool> running(count, true);
+  std::vector<std::string> messages(count);
+  std::set<std::string> printed;
+  int result = 0, alive = count;
   std::chrono::steady_clock::time_point firstFailure;
   while (alive > 0) {
-    int status = 0;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (int r = 0; r < ranks; ++r) {
-        if (children[r] != pid) continue;
-        running[r] = false;
-        --alive;
-        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!ok && result == 0) {
-          result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-          firstFailure = std::chrono::steady_clock::now();
-          std::fprintf(stderr, "rcn_engine: rank %d %s %d\n", r, WIFEXITED(status) ? "exited with" : "killed by signal",
-                       WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-        }
+    for (int r = 0; r < count; ++r) {
+      if (!running[r]) continue;
+      drain(ranks[r].errorFd, messages[r]);  // as it comes: a long message must not block its rank
+      int status = 0;
+      if (waitpid(ranks[r].pid, &status, WNOHANG) != ranks[r].pid) continue;
+      running[r] = false;
+      --alive;
+      drain(ranks[r].errorFd, messages[r]);
+      // An error every rank hits (a bad prompt, say) would otherwise show once per rank.
+      if (!messages[r].empty() && printed.insert(messages[r]).second) printError(messages[r]);
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && result == 0) {
+        result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+        firstFailure = std::chrono::steady_clock::now();
+        std::fprintf(stderr, "rcn_engine: rank %d %s %d\n", r, WIFEXITED(status) ? "exited with" : "killed by signal",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
       }
-      continue;
     }
     if (result != 0 && std::chrono::steady_clock::now() - firstFailure > grace) {
-      for (int r = 0; r < ranks; ++r)
+      for (int r = 0; r < count; ++r)
         if (running[r]) {
           std::fprintf(stderr, "rcn_engine: killing rank %d, still running after another rank failed\n", r);
-          kill(children[r], SIGKILL);
+          kill(ranks[r].pid, SIGKILL);
         }
       firstFailure = std::chrono::steady_clock::now();  // reap them next
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return result;
+}
+
+int launchRanks(const EngineOptions& o, int argc, char** argv, const std::string& uniqueIdHex) {
+  requireSplits(o);
+  std::vector<RankProcess> ranks;
+  for (int r = 0; r < o.tp; ++r) ranks.push_back(startRank(argc, argv, r, uniqueIdHex));
+  const int result = superviseRanks(ranks);
+  for (const RankProcess& rank : ranks) close(rank.errorFd);
   return result;
 }
 

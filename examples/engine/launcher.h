@@ -1,13 +1,18 @@
 // --tp N on the GPU path: one process per GPU. The launching process makes
 // the rcn unique id, starts N copies of this program with --rank r and the id,
 // and waits for them. When one rank fails, the others get a grace period and
-// are then killed, so a broken run never hangs.
+// are then killed, so a broken run never hangs. Each rank hands its error
+// message to the launcher through a pipe (--error-fd), and the launcher prints
+// each distinct one once: an error every rank hits shows once, not N times.
 //
 // Or an external launcher (torchrun, mpirun, srun) started the ranks: then
 // adoptExternalLaunch makes this process one of them and nothing is started.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
+#include <vector>
 
 #include "options.h"
 #include "rocenante/rocenante.h"
@@ -27,9 +32,26 @@ void adoptExternalLaunch(EngineOptions& o);
 rcnComm_t joinComm(const EngineOptions& o, int rank);
 
 // Starts o.tp ranks once the model is known to split over them (throws
-// EngineError if not). Returns 0 when every rank exited 0, else the first
-// failing rank's status (or 1).
+// EngineError if not), and supervises them (superviseRanks).
 int launchRanks(const EngineOptions& o, int argc, char** argv, const std::string& uniqueIdHex);
+
+// A rank process launchRanks started, and the read end (non-blocking) of the
+// pipe on which it hands over its error message.
+struct RankProcess {
+  pid_t pid = -1;
+  int errorFd = -1;
+};
+
+// Waits for the ranks: prints each distinct error message they hand over once
+// (as "rcn_engine: error: ..."), the first failure's exit status, and kills
+// those still running 30 s after it. Returns 0 when every rank exited 0, else
+// the first failing rank's status (or 1).
+int superviseRanks(const std::vector<RankProcess>& ranks);
+
+// The program's last word on an error: printed as "rcn_engine: error: what",
+// or, in a rank that launchRanks started (errorFd = its --error-fd), written
+// to the launcher, which prints it (unless another rank's was the same).
+void reportError(const std::string& what, int errorFd);
 
 std::string toHex(const void* data, size_t bytes);
 // Throws EngineError unless hex is exactly 2 * bytes hex digits.

@@ -2,8 +2,6 @@
 //   rcn_engine --model stories260K.bin --tokenizer tok512.bin --prompt "Once upon a time"
 //   rcn_engine --device gpu --tp 2 --random-weights --shape llama3-8b --bench --batch 1,8
 //   torchrun --nproc-per-node 2 --no-python rcn_engine --model stories260K.bin --tokenizer tok512.bin
-#include <cstdio>
-
 #include "cpu_runner.h"
 #include "launcher.h"
 #include "model.h"
@@ -30,8 +28,10 @@ bool wantGpu(const EngineOptions& o) {
 }  // namespace engine
 
 int main(int argc, char** argv) {
+  int errorFd = -1;  // set in a rank the engine's own launcher started
   try {
     engine::EngineOptions options = engine::parseOptions(argc, argv);
+    errorFd = options.errorFd;
     engine::adoptExternalLaunch(options);  // under torchrun / mpirun / srun: this process is one rank
     if (engine::wantGpu(options)) {
 #ifdef ENGINE_HAVE_GPU
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     if (options.bench) throw engine::EngineError("--bench runs on the gpu path only");
     return engine::runCpu(options, argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rcn_engine: error: %s\n", e.what());
+    engine::reportError(e.what(), errorFd);
     return 1;
   }
 }

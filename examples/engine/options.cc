@@ -129,6 +129,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     else if (flag == "--shard-of") o.shardOf = toInt(flag, value());
     else if (flag == "--rank") o.rank = toInt(flag, value());
     else if (flag == "--unique-id") o.uniqueIdHex = value();
+    else if (flag == "--error-fd") o.errorFd = toInt(flag, value());
     else throw EngineError("unknown option " + flag + " (see --help)");
   }
   if (!o.randomWeights && o.modelPath.empty()) throw EngineError("give --model PATH or --random-weights --shape NAME");

@@ -36,6 +36,7 @@ struct EngineOptions {
   // Set by the launcher in each child process.
   int rank = -1;
   std::string uniqueIdHex;
+  int errorFd = -1;             // the pipe for this rank's error message (reportError, launcher.h)
   // Set by adoptExternalLaunch (launcher.h) under torchrun / mpirun / srun:
   // rank and tp come from the launcher, and the communicator from rcnCommInitFromLaunch.
   bool externalLaunch = false;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 #include "model.h"
 #include "tokenizer.h"
@@ -122,6 +123,14 @@ void requirePromptFits(const std::vector<int>& prompt, int context) {
   if (int64_t(prompt.size()) < context) return;
   throw EngineError("the prompt is " + std::to_string(prompt.size()) + " tokens; the model's context holds " +
                     std::to_string(context) + " positions, the prompt's and the generated tokens' together");
+}
+
+void noteContextEnd(int generated, int steps, int context) {
+  if (generated >= steps) return;
+  std::fprintf(stderr,
+               "rcn_engine: note: generation stopped at the end of the context (%d positions, prompt included) "
+               "after %d of --steps %d tokens\n",
+               context, generated, steps);
 }
 
 std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab) {

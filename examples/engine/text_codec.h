@@ -35,6 +35,11 @@ class TextCodec {
 // positions for at least one generated token.
 void requirePromptFits(const std::vector<int>& prompt, int context);
 
+// Once a generation that did not end at a stop token is over: when it made
+// fewer than `steps` tokens, the context of `context` positions filled up
+// first, and a note on stderr says so. Not an error: the run succeeds.
+void noteContextEnd(int generated, int steps, int context);
+
 // The codec for --model `modelPath` and --tokenizer `tokenizerPath` (may be
 // empty). A tokenizer path ending in .json, or none with a Hugging Face model
 // directory holding tokenizer.json, selects tokenizer.json; stops are the
