@@ -122,6 +122,11 @@ struct OneShotGrid {
 // protocol and block count, because block b waits for block b of each peer.
 OneShotGrid oneShotGrid(size_t bytes, size_t llMaxBytes, int maxBlocks, int threads);
 
+// Loads every instance on the current device now (CUDA loads a kernel
+// lazily, at its first launch, and a load waits for the kernels running on
+// the GPU: a peer's one-shot sharing the GPU would wait for this one).
+rcnResult_t preloadOneShotKernels();
+
 // Enqueues one all-reduce. Assumes checked arguments: count * size <= maxBytes,
 // pointers aligned to the element size.
 rcnResult_t launchOneShot(const OneShotArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
