@@ -148,16 +148,19 @@ TEST_CASE("rcnCommAbort from another thread unblocks a running all-reduce withou
     REQUIRE(rcnCommInitAll(comms, 2, nullptr) == rcnSuccess);
     std::vector<float> in(4096, 1.0f), out(4096, 0.0f);
     rcnResult_t callResult = rcnSuccess;
+    std::string callError;
     auto start = std::chrono::steady_clock::now();
     // Rank 1 never joins, so rank 0's call waits until aborted.
     std::thread caller([&] {
       callResult = rcnAllReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, comms[0], nullptr);
+      callError = rcnGetLastError(nullptr);  // this thread's: the comm is gone by now
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     CHECK(rcnCommAbort(comms[0]) == rcnSuccess);
     caller.join();
     double waitedMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    CHECK(callResult != rcnSuccess);
+    CHECK(callResult == rcnRemoteError);  // rocenante.h: the codes have none for an abort
+    CHECK(callError.find("aborted") != std::string::npos);
     CHECK(waitedMs < 5000);
     CHECK(rcnCommAbort(comms[1]) == rcnSuccess);
   }

@@ -141,7 +141,9 @@ rcnResult_t rcnCommDestroy(rcnComm_t comm);
  * communicator takes what ncclCommAbort takes), even while a kernel that is
  * not rocenante's (say an NCCL collective whose peer died) keeps the GPU busy;
  * its device memory is then left allocated rather than freed under a running
- * kernel. */
+ * kernel. A call it interrupts on another thread returns rcnRemoteError (the
+ * result set has no code of its own for an abort, as NCCL's has none), and
+ * rcnGetLastError says the communicator was aborted. */
 rcnResult_t rcnCommAbort(rcnComm_t comm);
 
 /* Like ncclAllReduce. Calls on one communicator must be ordered: issue them on
