@@ -94,17 +94,31 @@ int runTeardownRace(const rcnUniqueId& id, int rank, bool withAbort) {
 }
 
 #ifdef ROCENANTE_HAVE_YAML
-// A policy file's `disable: true` leaves the host backend no path, as
-// ROCENANTE_DISABLE=1 does: creation fails on every rank, naming the policy.
+// A policy file's `disable: true` or `force: nccl` leaves the host backend no
+// path, as ROCENANTE_DISABLE=1 does: creation fails on every rank, naming the
+// policy. Where the ranks' files differ, the startup vote says so instead.
 int runDisabledByPolicy(const rcnUniqueId& id, int rank, const std::string& policy) {
   setenv("ROCENANTE_BACKEND", "host", 1);
   setenv("ROCENANTE_POLICY", policy.c_str(), 1);
   rcnComm_t comm = nullptr;
   if (rcnCommInitRank(&comm, 2, id, rank) != rcnInvalidUsage) return 70;
   const std::string why = rcnGetLastError(nullptr);
-  if (why.find("disabled by the policy") == std::string::npos || why.find(policy) == std::string::npos) {
+  if (why.find("the policy sends every call to NCCL") == std::string::npos || why.find(policy) == std::string::npos) {
     std::fprintf(stderr, "rank %d: last error '%s'\n", rank, why.c_str());
     return 71;
+  }
+  return 0;
+}
+
+// Rank 0 reads `policy`, rank 1 none: creation fails on both with rcnInvalidUsage.
+int runPolicyDiffers(const rcnUniqueId& id, int rank, const std::string& policy) {
+  setenv("ROCENANTE_BACKEND", "host", 1);
+  if (!policy.empty()) setenv("ROCENANTE_POLICY", policy.c_str(), 1);
+  rcnComm_t comm = nullptr;
+  const rcnResult_t result = rcnCommInitRank(&comm, 2, id, rank);
+  if (result != rcnInvalidUsage) {
+    std::fprintf(stderr, "rank %d: %s (%s)\n", rank, rcnGetErrorString(result), rcnGetLastError(nullptr));
+    return 70;
   }
   return 0;
 }
@@ -131,12 +145,27 @@ TEST_CASE("destroy and abort from other threads while a call waits", "[host][api
 }
 
 #ifdef ROCENANTE_HAVE_YAML  // policy files need yaml-cpp
-TEST_CASE("a policy file's disable leaves the host backend no path", "[host][api]") {
-  const std::string policy = "/tmp/rcn_test_host_policy_" + std::to_string(getpid()) + ".yaml";
-  std::ofstream(policy) << "version: 1\ndisable: true\n";
+TEST_CASE("a policy that sends every call to NCCL leaves the host backend no path", "[host][api]") {
+  for (const char* key : {"disable: true", "force: nccl"}) {
+    INFO(key);
+    const std::string policy = "/tmp/rcn_test_host_policy_" + std::to_string(getpid()) + ".yaml";
+    std::ofstream(policy) << "version: 1\n" << key << "\n";
+    rcnUniqueId id;
+    REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+    checkRanks(runRanks(2, [&](int rank) { return runDisabledByPolicy(id, rank, policy); }, 60));
+    std::remove(policy.c_str());
+  }
+}
+
+TEST_CASE("ranks whose policies differ on disable are told so", "[host][api]") {
+  const std::string off = "/tmp/rcn_test_host_policy_off_" + std::to_string(getpid()) + ".yaml";
+  std::ofstream(off) << "version: 1\ndisable: true\n";
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(2, [&](int rank) { return runDisabledByPolicy(id, rank, policy); }, 60));
-  std::remove(policy.c_str());
+  const auto start = std::chrono::steady_clock::now();
+  checkRanks(runRanks(2, [&](int rank) { return runPolicyDiffers(id, rank, rank == 0 ? off : ""); }, 60));
+  // Both know at the vote, not at a bootstrap timeout.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  std::remove(off.c_str());
 }
 #endif

@@ -180,10 +180,26 @@ int superviseRanks(const std::vector<RankProcess>& ranks) {
 int launchRanks(const EngineOptions& o, int argc, char** argv, const std::string& uniqueIdHex) {
   requireSplits(o);
   std::vector<RankProcess> ranks;
-  for (int r = 0; r < o.tp; ++r) ranks.push_back(startRank(argc, argv, r, uniqueIdHex));
+  try {
+    for (int r = 0; r < o.tp; ++r) ranks.push_back(startRank(argc, argv, r, uniqueIdHex));
+  } catch (...) {
+    // The ranks already started would wait for the missing one until their timeouts.
+    for (const RankProcess& rank : ranks) kill(rank.pid, SIGKILL);
+    for (const RankProcess& rank : ranks) {
+      waitpid(rank.pid, nullptr, 0);
+      close(rank.errorFd);
+    }
+    throw;
+  }
   const int result = superviseRanks(ranks);
   for (const RankProcess& rank : ranks) close(rank.errorFd);
   return result;
+}
+
+int claimErrorFd(const EngineOptions& o) {
+  // Kept from any program this rank starts: only the launcher reads it.
+  if (o.errorFd >= 0) fcntl(o.errorFd, F_SETFD, FD_CLOEXEC);
+  return o.errorFd;
 }
 
 }  // namespace engine

@@ -48,6 +48,10 @@ struct RankProcess {
 // the first failing rank's status (or 1).
 int superviseRanks(const std::vector<RankProcess>& ranks);
 
+// This rank's --error-fd (-1 in a process launchRanks did not start), made
+// close-on-exec so that programs the rank starts do not hold it.
+int claimErrorFd(const EngineOptions& o);
+
 // The program's last word on an error: printed as "rcn_engine: error: what",
 // or, in a rank that launchRanks started (errorFd = its --error-fd), written
 // to the launcher, which prints it (unless another rank's was the same).

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   int errorFd = -1;  // set in a rank the engine's own launcher started
   try {
     engine::EngineOptions options = engine::parseOptions(argc, argv);
-    errorFd = options.errorFd;
+    errorFd = engine::claimErrorFd(options);
     engine::adoptExternalLaunch(options);  // under torchrun / mpirun / srun: this process is one rank
     if (engine::wantGpu(options)) {
 #ifdef ENGINE_HAVE_GPU

@@ -154,9 +154,10 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
  * rank of a call that differs, naming both. The p2p path's kernel checks it
  * too (its flags carry the call's signature): a rank that finds a peer's call
  * different records rcnInvalidUsage (rcnCommGetAsyncError names the peer) and
- * the communicator stops. Calls NCCL takes, and the proxy (RDMA) path, like
- * NCCL, do not check; a size that sends one rank to NCCL and its peer to the
- * fast path ends in the fast path's timeout.
+ * the communicator stops. Sizes on two sides of ROCENANTE_LL_MAX_BYTES (the
+ * ranks then use different protocols) or of the threshold that sends one rank
+ * to NCCL end in the fast path's timeout (rcnRemoteError) instead. Calls NCCL
+ * takes, and the proxy (RDMA) path, like NCCL, do not check.
  * On the host backend (no GPU) the buffers are host memory and the call
  * returns when the result is in recvbuff. */
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,

@@ -117,14 +117,6 @@ rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why)
   if (kind == TransportKind::Auto) kind = autoTransport(comm, topo, why);
   RCN_CHECK(policyLoad(topo.cls, pathOf(kind), comm->nranks, &comm->policy));
   if (kind == TransportKind::Auto) return rcnSuccess;  // no fast path fits this topology
-  // On a GPU a disabled policy routes every call to NCCL (policyRoute), the
-  // fast path still built so that the startup vote can catch ranks whose
-  // policies differ. The host backend has no NCCL: there it means no path,
-  // and creation fails as it does for ROCENANTE_DISABLE.
-  if (comm->policy.disabled && comm->cudaDev < 0) {
-    *why = "disabled by the policy (" + comm->policy.source + ")";
-    return rcnSuccess;
-  }
   FastPathContext ctx;
   ctx.rank = comm->rank;
   ctx.nranks = comm->nranks;
@@ -171,11 +163,21 @@ void fillInfo(rcnComm* comm, const std::string& reason) {
 // The host backend has no NCCL behind it: without a fast path no call could
 // run, so creation fails with the reason (the same on every rank) instead of
 // every all-reduce failing later.
+// A policy that sends every call to NCCL (disable, force: nccl) leaves it no
+// path either; checked after the startup vote, so that ranks whose policies
+// differ hear that instead.
 rcnResult_t requireSomePath(const rcnComm* comm, const std::string& reason) {
-  if (comm->fast || comm->nccl) return rcnSuccess;
-  bool topology = reason.rfind("topology: ", 0) == 0;
+  if (comm->nccl) return rcnSuccess;
+  const PolicyConfig& policy = comm->policy;
+  const bool allToNccl = policy.disabled || policy.force < 0;
+  if (comm->fast && !allToNccl) return rcnSuccess;
+  const std::string why =
+      comm->fast ? "the policy sends every call to NCCL (" + std::string(policy.disabled ? "disable" : "force: nccl") +
+                       "; " + policy.source + ")"
+                 : reason;
+  bool topology = why.rfind("topology: ", 0) == 0;
   RCN_WARN(RCN_LOG_INIT, "rank %d/%d: no fast path (%s), and there is no NCCL to fall back to%s",
-           comm->rank, comm->nranks, reason.c_str(),
+           comm->rank, comm->nranks, why.c_str(),
            topology ? "; ROCENANTE_TRANSPORT=host takes the host path anyway"
                     : "");
   return rcnInvalidUsage;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -120,6 +121,10 @@ void writeLine(LogState& s, LogLevel level, const char* text, const std::string&
   SigpipeBlocked noSigpipe;
   if (printLine(s.out, s.host, levelName(level), where.c_str(), text) || s.out == stderr) return;
   const int err = errno;
+  if (err == EINTR || err == EAGAIN) {  // a signal cut the write short: this line only is lost
+    clearerr(s.out);
+    return;
+  }
   const std::string why = std::string("ROCENANTE_DEBUG_FILE: write failed (") + strerror(err) + "); logging to stderr";
   fclose(s.out);
   s.out = stderr;

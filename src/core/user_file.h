@@ -32,8 +32,9 @@ bool writeOutputFile(const std::string& path, const std::string& text, std::stri
 // While alive, a write by this thread to a pipe or FIFO whose reader has
 // gone fails with EPIPE instead of raising SIGPIPE, whose default action
 // would kill the program rocenante lives in. The signal such a write leaves
-// pending is taken back at the end, unless it was pending before; the
-// thread's signal mask is restored.
+// pending is taken back at the end, unless one was pending before; the
+// thread's signal mask is restored. (POSIX shows no thread's own pending
+// set: a SIGPIPE sent to the whole process in that window is taken too.)
 class SigpipeBlocked {
  public:
   SigpipeBlocked();

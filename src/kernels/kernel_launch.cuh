@@ -1,6 +1,6 @@
 // Host side shared by the all-reduce kernels (kernels/one_shot.cu and
-// transport/proxy/proxy_kernel.cu): the (dtype, op) instance table and the
-// launch with or without programmatic dependent launch (PDL).
+// transport/proxy/proxy_kernel.cu): the (dtype, op) instance table, its
+// preload, and the launch with or without programmatic dependent launch (PDL).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -50,6 +50,20 @@ rcnResult_t launchKernel(void (*kernel)(Params...), const OneShotGrid& grid, boo
   config.attrs = &attribute;
   config.numAttrs = 1;
   RCN_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+  return rcnSuccess;
+}
+
+// Loads every instance of a table on the current device now. CUDA loads a
+// kernel lazily, at its first launch, and such a load waits for the kernels
+// running on the GPU: where ranks share a GPU, a peer's kernel, which waits
+// for this one until the timeout.
+template <typename KernelFn>
+rcnResult_t preloadKernels(const KernelFn (&table)[rcnNumTypes][rcnNumOps]) {
+  for (const auto& perOp : table)
+    for (KernelFn kernel : perOp) {
+      cudaFuncAttributes attributes;
+      RCN_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    }
   return rcnSuccess;
 }
 

@@ -228,14 +228,7 @@ OneShotGrid oneShotGrid(size_t bytes, size_t llMaxBytes, int maxBlocks, int thre
   return g;
 }
 
-rcnResult_t preloadOneShotKernels() {
-  for (const auto& perOp : kKernels)
-    for (KernelFn kernel : perOp) {
-      cudaFuncAttributes attributes;
-      RCN_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-    }
-  return rcnSuccess;
-}
+rcnResult_t preloadOneShotKernels() { return preloadKernels(kKernels); }
 
 rcnResult_t launchOneShot(const OneShotArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
                           const OneShotGrid& grid, const OneShotLaunchOptions& options,

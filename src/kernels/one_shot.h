@@ -122,9 +122,8 @@ struct OneShotGrid {
 // protocol and block count, because block b waits for block b of each peer.
 OneShotGrid oneShotGrid(size_t bytes, size_t llMaxBytes, int maxBlocks, int threads);
 
-// Loads every instance on the current device now (CUDA loads a kernel
-// lazily, at its first launch, and a load waits for the kernels running on
-// the GPU: a peer's one-shot sharing the GPU would wait for this one).
+// Loads every instance on the current device now (preloadKernels in
+// kernel_launch.cuh says why).
 rcnResult_t preloadOneShotKernels();
 
 // Enqueues one all-reduce. Assumes checked arguments: count * size <= maxBytes,

@@ -250,10 +250,7 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   args.timeoutNs = ctx.timeoutMs * 1000000ull;
   if (layout.windowValues > 0) describeDeviceComm(args, layout, path->state_ + oneShotStateWords(ctx.maxBlocks),
                                                   &path->device_);
-  // Ranks may share this GPU: their kernels wait for each other, and a
-  // kernel CUDA loads lazily at its first launch would wait for the GPU's
-  // running ones, the peer's among them, until the timeout.
-  RCN_CHECK(preloadOneShotKernels());
+  RCN_CHECK(preloadOneShotKernels());  // ranks may share this GPU
 
   RCN_INFO(RCN_LOG_TRANSPORT | RCN_LOG_INIT, "rank %d: p2p path over %s, region %zu bytes, LL up to %zu bytes",
            me, ipcKindName(path->kind_), layout.totalBytes, path->llMaxBytes_);

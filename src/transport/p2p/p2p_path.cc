@@ -46,7 +46,8 @@ rcnResult_t P2pPath::asyncError(std::string* why) {
            std::to_string(timeoutMs_) + " ms (call " + std::to_string(call) + ", block " +
            std::to_string(block) + ")";
   } else if (code == kOneShotMismatch) {
-    // Every rank finds it by itself (each sees the other's tag), as on the host path.
+    // Each rank of the pair sees the other's tag, so both report it (where both
+    // used the same protocol: else their waits time out, rocenante.h).
     *why = "rank " + std::to_string(rank_) + ": peer " + std::to_string(peer) +
            " made a different all-reduce (count, type or op) in call " + std::to_string(call) +
            "; every rank must make the same calls in the same order";

@@ -227,6 +227,8 @@ const KernelFn kKernels[rcnNumTypes][rcnNumOps] = RCN_KERNEL_TABLE(proxyKernel);
 
 }  // namespace
 
+rcnResult_t preloadProxyKernels() { return preloadKernels(kKernels); }
+
 rcnResult_t launchProxyKernel(const ProxyKernelArgs& args, rcnDataType_t dtype, rcnRedOp_t op,
                               const OneShotGrid& grid, bool staged, bool programmaticLaunch,
                               cudaStream_t stream) {

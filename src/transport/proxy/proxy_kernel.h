@@ -94,6 +94,10 @@ inline int proxyBlocksFor(size_t units, int blocks) {
   return static_cast<int>((units + share - 1) / share);
 }
 
+// Loads every instance on the current device now (preloadKernels in
+// kernels/kernel_launch.cuh says why).
+rcnResult_t preloadProxyKernels();
+
 // Enqueues one all-reduce; grid from oneShotGrid with the proxy's LL limit,
 // then proxyBlocksFor. staged: LL calls use kProxyLLStaged instead of kProxyLL.
 // programmaticLaunch: let it be scheduled while the previous kernel on the

@@ -143,6 +143,7 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   RCN_CUDA_CHECK(cudaHostGetDevicePointer(&p, &host_->abort, 0));
   args_.abortFlag = static_cast<const volatile uint32_t*>(p);
   args_.timeoutNs = timeoutMs_ * 1000000ull;
+  RCN_CHECK(preloadProxyKernels());  // ranks may share this GPU
 
   engine_ = std::make_unique<ProxyEngine>(wire_.get(), layout_, rank_, doorbells_, &host_->abort,
                                           paramInt(ParamId::ProxySpinUs),
