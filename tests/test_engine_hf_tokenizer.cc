@@ -12,16 +12,13 @@
 #include <string>
 #include <vector>
 
-#include <sys/wait.h>
-
-#include <iterator>
-
 #include "bpe_tokenizer.h"
 #include "cpu_model.h"
 #include "sampler.h"
 #include "shapes.h"
 #include "byte_unicode.h"
 #include "model.h"
+#include "support/engine_run.h"
 #include "test_engine_hf_writer.h"
 
 using namespace engine;
@@ -246,26 +243,9 @@ TEST_CASE("malformed or unsupported tokenizer.json files are named") {
 #ifdef RCN_ENGINE_BIN
 namespace {
 
-struct EngineRun {
-  int status = -1;
-  std::string out, err;
-};
-
-// Runs rcn_engine with `args` (stderr through a file in `dir`).
-EngineRun runEngine(const std::string& args, const std::string& dir) {
-  const std::string errPath = dir + "/stderr.txt";
-  const std::string command = std::string(RCN_ENGINE_BIN) + " " + args + " 2>" + errPath;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  EngineRun run;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.out.append(buffer, n);
-  const int raw = pclose(pipe);
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream err(errPath);
-  run.err.assign(std::istreambuf_iterator<char>(err), {});
-  return run;
-}
+// Runs rcn_engine with `args`.
+using rcn::test::EngineRun;
+EngineRun runEngine(const std::string& args) { return rcn::test::runEngine(RCN_ENGINE_BIN, args); }
 
 }  // namespace
 
@@ -288,7 +268,7 @@ TEST_CASE("rcn_engine streams text from a Hugging Face directory with tokenizer.
 
 #ifndef ENGINE_HF_HAVE_PCRE2
   writeJson(dir.path, tokenizerJson(Style::Llama3));
-  const EngineRun run = runEngine(model, dir.path);
+  const EngineRun run = runEngine(model);
   CHECK(run.status == 1);
   CHECK_THAT(run.err, ContainsSubstring("built without PCRE2"));
 #else
@@ -315,14 +295,14 @@ TEST_CASE("rcn_engine streams text from a Hugging Face directory with tokenizer.
     REQUIRE(want.rfind(prompt, 0) == 0);
     INFO("expected: " << want);
     for (const std::string& extra : std::vector<std::string>{"", " --tp 2", " --tokenizer " + tokenizerPath}) {
-      const EngineRun run = runEngine(model + extra, dir.path);
+      const EngineRun run = runEngine(model + extra);
       INFO("rcn_engine" << model << extra << "\n" << run.err);
       CHECK(run.status == 0);
       CHECK(run.out == want + "\n");
     }
   }
   std::ofstream(dir.path + "/other.json") << "{\"model\": {\"type\": \"WordPiece\"}}";
-  const EngineRun bad = runEngine(model + " --tokenizer " + dir.path + "/other.json", dir.path);
+  const EngineRun bad = runEngine(model + " --tokenizer " + dir.path + "/other.json");
   CHECK(bad.status == 1);
   CHECK_THAT(bad.err, ContainsSubstring("other.json: model type WordPiece is not supported"));
 #endif

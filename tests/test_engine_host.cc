@@ -28,6 +28,7 @@
 #include "sampler.h"
 #include "shard.h"
 #include "support/free_port.h"
+#include "support/engine_run.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
 #include "support/shared_model.h"
@@ -232,25 +233,8 @@ TEST_CASE("rcn_engine under torchrun-style variables prints the TP=1 story on ra
 
 namespace {
 
-struct EngineRun {
-  int status = -1;  // exit code; -1 when a signal ended it
-  std::string out, err;
-};
-
-// Runs rcn_engine with `args`, its stderr kept apart from its stdout.
-EngineRun runEngine(const std::string& args) {
-  const rcn::test::TempFile err("", "rcn_engine_stderr");
-  FILE* pipe = popen((std::string(RCN_ENGINE_BIN) + " " + args + " 2>" + err.path()).c_str(), "r");
-  REQUIRE(pipe);
-  EngineRun run;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.out.append(buffer, n);
-  const int raw = pclose(pipe);
-  run.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(err.path());
-  run.err.assign(std::istreambuf_iterator<char>(in), {});
-  return run;
-}
+using rcn::test::EngineRun;
+EngineRun runEngine(const std::string& args) { return rcn::test::runEngine(RCN_ENGINE_BIN, args); }
 
 // tiny-llama (random weights, no model files needed) holds 128 positions.
 const std::string kTiny = "--device cpu --random-weights --shape tiny-llama";
