@@ -18,8 +18,11 @@ const RealNccl& realNccl() {
   static const RealNccl real = [] {
     RealNccl r{};
     const NcclApi* api = nullptr;
-    if (ncclApi(&api) != rcnSuccess) return r;  // nccl_lib.cc logged which paths it tried
+    ncclApi(&api);  // opens the library; nccl_lib.cc logs what it tried, or what it lacks
+    // Each entry point on its own: one that an older NCCL lacks fails only
+    // its own calls (reportMissing), not every forwarder.
     void* handle = ncclLibraryHandle();
+    if (!handle) return r;
 #define X(name) r.name = reinterpret_cast<decltype(r.name)>(dlsym(handle, #name));
 #include "plugin/real_nccl.def"
 #undef X
@@ -34,8 +37,7 @@ void reportMissing(const char* name) {
   std::lock_guard<std::mutex> lock(mutex);
   if (!reported.insert(name).second) return;
   if (!ncclLibraryHandle()) {
-    RCN_WARN(RCN_LOG_SHIM, "%s: no real NCCL library was found to forward to; set "
-             "ROCENANTE_NCCL_LIBRARY to the path of libnccl.so.2", name);
+    RCN_WARN(RCN_LOG_SHIM, "%s: no real NCCL library to forward to (the first warning said why)", name);
   } else {
     RCN_WARN(RCN_LOG_SHIM, "%s: the real NCCL (%s) does not have this entry point (older "
              "version?); returning ncclInvalidUsage", name, ncclLibraryPath());

@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -32,6 +33,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -111,6 +113,14 @@ thread_local int tlsGroupDepth = 0;
 thread_local std::vector<Pending> tlsPending;
 
 ncclResult_t toNccl(rcnResult_t r) { return static_cast<ncclResult_t>(r); }
+
+// A communicator destroyed or aborted inside the group that made it is no
+// longer set up at the group's end.
+void forgetPending(ncclComm_t comm) {
+  if (!comm) return;
+  auto gone = [&](const Pending& p) { return p.early == comm || (p.slot && *p.slot == comm); };
+  tlsPending.erase(std::remove_if(tlsPending.begin(), tlsPending.end(), gone), tlsPending.end());
+}
 
 
 
@@ -196,8 +206,15 @@ rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
   }
   std::vector<rcnResult_t> results(comms.size(), rcnSuccess);
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < comms.size(); ++i)
-    threads.emplace_back([&, i] { results[i] = attach(comms[i]); });
+  try {
+    for (size_t i = 0; i < comms.size(); ++i)
+      threads.emplace_back([&, i] { results[i] = attach(comms[i]); });
+  } catch (const std::system_error& e) {
+    // The ones started wait for the others' exchanges until the bootstrap
+    // timeout; no exception may leave through the C API.
+    RCN_WARN(RCN_LOG_SHIM, "cannot start a setup thread for each of %zu communicators: %s", comms.size(), e.what());
+    for (size_t i = threads.size(); i < comms.size(); ++i) results[i] = rcnSystemError;
+  }
   for (std::thread& t : threads) t.join();
   for (rcnResult_t r : results)
     if (r != rcnSuccess) return r;
@@ -289,7 +306,12 @@ ncclResult_t shim_ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlis
   auto fn = realNccl().ncclCommInitAll;
   if (!fn) return reportMissing("ncclCommInitAll"), ncclInvalidUsage;
   ncclResult_t created = fn(comms, ndev, devlist);
+  clearLastError();
   if (created != ncclSuccess || ndev <= 0) return created;
+  if (tlsGroupDepth > 0) {  // as afterCreate: inside a group the comms are ready at its end
+    for (int i = 0; i < ndev; ++i) tlsPending.push_back({&comms[i], comms[i], true});
+    return created;
+  }
   std::vector<ncclComm_t> list(comms, comms + ndev);
   rcnResult_t r = attachAll(list);
   if (r == rcnSuccess) return ncclSuccess;
@@ -333,6 +355,7 @@ ncclResult_t shim_ncclCommFinalize(ncclComm_t comm) {
 ncclResult_t shim_ncclCommDestroy(ncclComm_t comm) {
   auto fn = realNccl().ncclCommDestroy;
   if (!fn) return reportMissing("ncclCommDestroy"), ncclInvalidUsage;
+  forgetPending(comm);
   ncclResult_t ours = ncclSuccess;
   if (auto entry = takeEntry(comm); entry && entry->rc) {
     DeviceScope keep;
@@ -345,6 +368,7 @@ ncclResult_t shim_ncclCommDestroy(ncclComm_t comm) {
 ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
   auto fn = realNccl().ncclCommAbort;
   if (!fn) return reportMissing("ncclCommAbort"), ncclInvalidUsage;
+  forgetPending(comm);
   auto entry = takeEntry(comm);
   // Stop our kernels' waits first, then NCCL's, and only then tear down:
   // tear-down waits (at most ROCENANTE_TIMEOUT_MS) for the device, which

@@ -36,7 +36,9 @@ struct Shim {
   decltype(&ncclCommInitRank) commInitRank;
   decltype(&ncclCommInitAll) commInitAll;
   decltype(&ncclCommDestroy) commDestroy;
+  decltype(&ncclCommAbort) commAbort;
   decltype(&ncclAllReduce) allReduce;
+  decltype(&ncclGetLastError) getLastError;
   ncclResult_t (*commRevoke)(ncclComm_t, int);  // not in every 2.28 nccl.h
   decltype(&ncclGroupStart) groupStart;
   decltype(&ncclGroupEnd) groupEnd;
@@ -58,7 +60,9 @@ bool openShim(Shim* s) {
   BIND(commInitRank, "ncclCommInitRank");
   BIND(commInitAll, "ncclCommInitAll");
   BIND(commDestroy, "ncclCommDestroy");
+  BIND(commAbort, "ncclCommAbort");
   BIND(allReduce, "ncclAllReduce");
+  BIND(getLastError, "ncclGetLastError");
   BIND(commRevoke, "ncclCommRevoke");
   BIND(groupStart, "ncclGroupStart");
   BIND(groupEnd, "ncclGroupEnd");
@@ -72,7 +76,8 @@ bool openShim(Shim* s) {
   void* fake = dlopen(RCN_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   auto statsFn = fake ? reinterpret_cast<const FakeNcclStats* (*)()>(dlsym(fake, "fakeNcclStats")) : nullptr;
   s->stats = statsFn ? statsFn() : nullptr;
-  return s->getUniqueId && s->commInitRank && s->commInitAll && s->commDestroy && s->allReduce &&
+  return s->getUniqueId && s->commInitRank && s->commInitAll && s->commDestroy && s->commAbort &&
+         s->allReduce && s->getLastError &&
          s->commRevoke && s->groupStart && s->groupEnd && s->query && s->stats;
 }
 
@@ -147,6 +152,60 @@ TEST_CASE("two ncclCommInitRank in a group on one thread: set up at ncclGroupEnd
     for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(comms[i]) == ncclSuccess);
     const FakeNcclStats& st = *s.stats;
     EXPECT(st.commsDestroyed == 2 && st.tunerFinalizes == 2 && st.tunerUnloads == 1);
+    return 0;
+  });
+}
+
+TEST_CASE("ncclCommInitAll in a group is set up at ncclGroupEnd, as NCCL makes the comms there") {
+  inChild([] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);
+    Shim s;
+    EXPECT(openShim(&s));
+    ncclComm_t comms[2] = {nullptr, nullptr};
+    EXPECT(s.groupStart() == ncclSuccess);
+    EXPECT(s.commInitAll(comms, 2, nullptr) == ncclSuccess);  // no setup yet: it would fail over the fake
+    EXPECT(comms[0] != nullptr && comms[1] != nullptr);
+    EXPECT(s.groupEnd() != ncclSuccess);  // the setup, failing over the fake, at the group's end
+    for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(comms[i]) == ncclSuccess);
+    EXPECT(s.stats->commsDestroyed == 2);
+    return 0;
+  });
+}
+
+TEST_CASE("communicators destroyed or aborted inside their group are not set up at its end") {
+  inChild([] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);
+    Shim s;
+    EXPECT(openShim(&s));
+    ncclUniqueId id;
+    EXPECT(s.getUniqueId(&id) == ncclSuccess);
+    ncclComm_t comms[2] = {nullptr, nullptr};
+    EXPECT(s.groupStart() == ncclSuccess);
+    for (int i = 0; i < 2; ++i) EXPECT(s.commInitRank(&comms[i], 2, id, i) == ncclSuccess);
+    EXPECT(s.commDestroy(comms[0]) == ncclSuccess);
+    EXPECT(s.commAbort(comms[1]) == ncclSuccess);
+    EXPECT(s.groupEnd() == ncclSuccess);  // nothing left to set up
+    EXPECT(s.stats->commsDestroyed == 1 && s.stats->commsAborted == 1);
+    for (ncclComm_t gone : comms) {  // the freed handles were never read nor registered
+      rcnCommInfo info;
+      EXPECT(s.query(gone, &info) != rcnSuccess);
+    }
+    return 0;
+  });
+}
+
+TEST_CASE("ncclGetLastError's pointer stays valid when a later warning replaces the text") {
+  inChild([] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);
+    Shim s;
+    EXPECT(openShim(&s));
+    ncclComm_t comms[2] = {nullptr, nullptr};
+    EXPECT(s.commInitAll(comms, 2, nullptr) != ncclSuccess);  // a setup failure: a warning
+    const char* first = s.getLastError(nullptr);
+    EXPECT(first != nullptr && *first != '\0');
+    EXPECT(s.commInitAll(comms, 2, nullptr) != ncclSuccess);  // another one
+    EXPECT(s.getLastError(nullptr) == first);  // one buffer, rewritten, never freed
+    EXPECT(std::strlen(first) > 0);
     return 0;
   });
 }

@@ -32,7 +32,9 @@ LogState& state() {
   return s;
 }
 
-thread_local std::string tlsLastError;
+// A fixed buffer, not a string: rcnGetLastError and ncclGetLastError hand
+// out the pointer, which must stay valid when a later warning replaces the text.
+thread_local char tlsLastError[1024];
 
 // The level named by text (any case, as NCCL reads NCCL_DEBUG); -1 for none.
 int parseLevel(const std::string& text) {
@@ -184,7 +186,7 @@ void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, con
   va_start(args, fmt);
   vsnprintf(text, sizeof text, fmt, args);
   va_end(args);
-  if (level == kLogWarn) tlsLastError = text;
+  if (level == kLogWarn) setLastError(text);
   if (!logEnabled(level, subsys)) return;
   LogState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -193,9 +195,9 @@ void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, con
   writeLine(s, level, text, where);
 }
 
-const char* lastErrorText() { return tlsLastError.c_str(); }
-void clearLastError() { tlsLastError.clear(); }
-void setLastError(const std::string& text) { tlsLastError = text; }
+const char* lastErrorText() { return tlsLastError; }
+void clearLastError() { tlsLastError[0] = '\0'; }
+void setLastError(const std::string& text) { snprintf(tlsLastError, sizeof tlsLastError, "%s", text.c_str()); }
 
 void logReinit() {
   ensureConfigured();

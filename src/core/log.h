@@ -28,7 +28,8 @@ bool logEnabled(LogLevel level, uint32_t subsys);
 void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
-// The last WARN logged by this thread, for rcnGetLastError.
+// The last WARN logged by this thread, for rcnGetLastError: a buffer of the
+// thread's own, valid as long as the thread (a later warning rewrites it).
 const char* lastErrorText();
 void clearLastError();
 // Makes text what rcnGetLastError returns on this thread, for a refusal that

@@ -40,11 +40,20 @@ std::string realPathOf(const std::string& path) {
 // A handle is rocenante's own when it exports our API.
 bool isRocenante(void* handle) { return dlsym(handle, "rcnGetVersion") != nullptr; }
 
+// Opens path unless it is rocenante itself; `tried` gets the path and, when
+// it is not used, why (the loader's reason, or "rocenante itself").
 void* openIfReal(const std::string& path, const std::string& self, std::string* tried) {
-  *tried += " " + path;
+  *tried += "\n  " + path;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) return nullptr;
+  if (!handle) {
+    const char* error = dlerror();
+    std::string why = error ? error : "cannot be loaded";
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // the loader repeats the path
+    *tried += ": " + why;
+    return nullptr;
+  }
   if (isRocenante(handle) || (!self.empty() && realPathOf(path) == self)) {
+    *tried += ": rocenante itself, not NCCL";
     dlclose(handle);
     return nullptr;
   }
@@ -106,8 +115,8 @@ void load(Loaded* loaded) {
   std::string tried;
   loaded->handle = findRealNccl(&loaded->path, &tried);
   if (!loaded->handle) {
-    RCN_WARN(RCN_LOG_INIT, "no real NCCL library found (tried:%s); set ROCENANTE_NCCL_LIBRARY",
-             tried.c_str());
+    RCN_WARN(RCN_LOG_INIT, "no real NCCL library found; set ROCENANTE_NCCL_LIBRARY to the path of "
+             "libnccl.so.2. Tried:%s", tried.c_str());
     return;
   }
   void* h = loaded->handle;
