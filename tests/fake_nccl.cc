@@ -182,10 +182,12 @@ FAKE_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int) {
   return ncclSuccess;
 }
 
+#ifndef FAKE_NCCL_WITHOUT_ASYNC_ERROR  // the build that plays an older NCCL
 FAKE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* error) {
   *error = ncclSuccess;
   return ncclSuccess;
 }
+#endif
 
 FAKE_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   *count = reinterpret_cast<FakeComm*>(comm)->nranks;

@@ -33,7 +33,14 @@ set_target_properties(rcn_fake_nccl PROPERTIES OUTPUT_NAME nccl SOVERSION 2
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_nccl)
 target_include_directories(rcn_fake_nccl PRIVATE ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
 target_link_libraries(rcn_fake_nccl PRIVATE ${CMAKE_DL_LIBS})
+# The same without ncclCommGetAsyncError: an NCCL older than the shim's table.
+add_library(rcn_fake_nccl_old SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fake_nccl.cc)
+set_target_properties(rcn_fake_nccl_old PROPERTIES OUTPUT_NAME nccl SOVERSION 2
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_nccl_old)
+target_compile_definitions(rcn_fake_nccl_old PRIVATE FAKE_NCCL_WITHOUT_ASYNC_ERROR=1)
+target_include_directories(rcn_fake_nccl_old PRIVATE ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+target_link_libraries(rcn_fake_nccl_old PRIVATE ${CMAKE_DL_LIBS})
 rcn_add_test(test_shim_fake_nccl SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_shim_fake_nccl.cc LABELS shim TIMEOUT 60)
-add_dependencies(test_shim_fake_nccl rocenante rcn_fake_nccl)
+add_dependencies(test_shim_fake_nccl rocenante rcn_fake_nccl rcn_fake_nccl_old)
 target_compile_definitions(test_shim_fake_nccl PRIVATE RCN_SHARED_LIB="$<TARGET_FILE:rocenante>"
-  RCN_FAKE_NCCL="$<TARGET_FILE:rcn_fake_nccl>")
+  RCN_FAKE_NCCL="$<TARGET_FILE:rcn_fake_nccl>" RCN_FAKE_NCCL_OLD="$<TARGET_FILE:rcn_fake_nccl_old>")

@@ -210,6 +210,23 @@ TEST_CASE("ncclGetLastError's pointer stays valid when a later warning replaces 
   });
 }
 
+TEST_CASE("a real NCCL lacking one entry point forwards the others") {
+  inChild([] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);
+    setenv("ROCENANTE_NCCL_LIBRARY", RCN_FAKE_NCCL_OLD, 1);
+    void* lib = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+    EXPECT(lib != nullptr);
+    auto getVersion = reinterpret_cast<decltype(&ncclGetVersion)>(dlsym(lib, "ncclGetVersion"));
+    auto asyncError = reinterpret_cast<decltype(&ncclCommGetAsyncError)>(dlsym(lib, "ncclCommGetAsyncError"));
+    EXPECT(getVersion && asyncError);
+    int version = 0;
+    EXPECT(getVersion(&version) == ncclSuccess && version == 22803);
+    ncclResult_t async = ncclSuccess;
+    EXPECT(asyncError(nullptr, &async) == ncclInvalidUsage);  // the one it lacks
+    return 0;
+  });
+}
+
 TEST_CASE("ROCENANTE_DISABLE=1: pure forwarding, no tuner, no setup") {
   inChild([] {
     setenv("ROCENANTE_DISABLE", "1", 1);
