@@ -173,20 +173,10 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* ne
 }
 
 extern "C" RCN_NCCL_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
-  auto fn = rcn::shim::realNccl().ncclGetErrorString;
-  if (!fn) {
-    rcn::shim::reportMissing("ncclGetErrorString");
-    return "(entry point missing in the real NCCL)";
-  }
-  return fn(result);
+  return rcn::shim::shim_ncclGetErrorString(result);
 }
 extern "C" RCN_NCCL_EXPORT const char* pncclGetErrorString(ncclResult_t result) {
-  auto fn = rcn::shim::realNccl().ncclGetErrorString;
-  if (!fn) {
-    rcn::shim::reportMissing("ncclGetErrorString");
-    return "(entry point missing in the real NCCL)";
-  }
-  return fn(result);
+  return rcn::shim::shim_ncclGetErrorString(result);
 }
 
 extern "C" RCN_NCCL_EXPORT const char* ncclGetLastError(ncclComm_t comm) {

@@ -20,7 +20,7 @@ INTERCEPTED = [
     "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",
     "ncclCommInitRankScalable", "ncclCommShrink", "ncclCommDestroy", "ncclCommAbort",
     "ncclCommRevoke", "ncclCommFinalize", "ncclCommGetAsyncError", "ncclAllReduce", "ncclGroupStart",
-    "ncclGroupEnd", "ncclGroupSimulateEnd", "ncclGetLastError",
+    "ncclGroupEnd", "ncclGroupSimulateEnd", "ncclGetLastError", "ncclGetErrorString",
 ]
 
 # Host functions of the device API, exported by libnccl.so.2 but declared in

@@ -40,7 +40,8 @@ void reportMissing(const char* name) {
     RCN_WARN(RCN_LOG_SHIM, "%s: no real NCCL library to forward to (the first warning said why)", name);
   } else {
     RCN_WARN(RCN_LOG_SHIM, "%s: the real NCCL (%s) does not have this entry point (older "
-             "version?); returning ncclInvalidUsage", name, ncclLibraryPath());
+             "version?); the call does nothing and returns its failure value (ncclInvalidUsage "
+             "where it returns a result)", name, ncclLibraryPath());
   }
 }
 

@@ -84,6 +84,7 @@ ncclResult_t shim_ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t shim_ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t * newcomm, ncclConfig_t* config);
 ncclResult_t shim_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
 ncclResult_t shim_ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config);
+const char* shim_ncclGetErrorString(ncclResult_t result);
 const char* shim_ncclGetLastError(ncclComm_t comm);
 ncclResult_t shim_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t * asyncError);
 ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);

@@ -438,6 +438,12 @@ ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t cou
   return toNccl(commAllReduce(entry->rc, sendbuff, recvbuff, count, dtype, rop, stream));
 }
 
+const char* shim_ncclGetErrorString(ncclResult_t result) {
+  // Without a real NCCL, our own table: the codes are NCCL's (rocenante.h).
+  auto fn = realNccl().ncclGetErrorString;
+  return fn ? fn(result) : rcnGetErrorString(static_cast<rcnResult_t>(result));
+}
+
 const char* shim_ncclGetLastError(ncclComm_t comm) {
   // NCCL's own text first; when NCCL has none, ours (this thread's last WARN,
   // e.g. a malformed policy file that failed ncclCommInitRank), so that

@@ -68,6 +68,7 @@ rcn::TopoClass classOf(size_t nNodes) {
 }
 
 ncclResult_t initContext(size_t nRanks, size_t nNodes, void** context) {
+  if (!context) return ncclInvalidArgument;  // NCCL always passes one; a plugin host might not
   auto ctx = std::make_unique<TunerContext>();
   ctx->nRanks = nRanks;
   ctx->nNodes = nNodes;

@@ -227,6 +227,20 @@ TEST_CASE("a real NCCL lacking one entry point forwards the others") {
   });
 }
 
+TEST_CASE("without a real NCCL, ncclGetErrorString still names the codes") {
+  inChild([] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);
+    setenv("ROCENANTE_NCCL_LIBRARY", "/nonexistent/libnccl.so.2", 1);
+    void* lib = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+    EXPECT(lib != nullptr);
+    auto errorString = reinterpret_cast<decltype(&ncclGetErrorString)>(dlsym(lib, "ncclGetErrorString"));
+    EXPECT(errorString != nullptr);
+    EXPECT(std::strcmp(errorString(ncclSuccess), "no error") == 0);
+    EXPECT(std::strstr(errorString(ncclInvalidUsage), "invalid usage") != nullptr);
+    return 0;
+  });
+}
+
 TEST_CASE("ROCENANTE_DISABLE=1: pure forwarding, no tuner, no setup") {
   inChild([] {
     setenv("ROCENANTE_DISABLE", "1", 1);
