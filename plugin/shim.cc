@@ -161,6 +161,7 @@ rcnResult_t attach(ncclComm_t comm) {
     putForwardOnly(comm, true, "disabled by ROCENANTE_DISABLE");
     return rcnSuccess;
   }
+  RCN_CHECK(paramValidate());  // a malformed ROCENANTE_* fails creation, single-rank ones' too (PARAMS.md)
   int nranks = 0, rank = 0, dev = -1;
   if (real.ncclCommCount(comm, &nranks) != ncclSuccess ||
       real.ncclCommUserRank(comm, &rank) != ncclSuccess ||
@@ -221,6 +222,14 @@ rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
   return rcnSuccess;
 }
 
+// Why a setup failed, for the warning that replaces it as the last error:
+// the result's name, and this thread's last warning (the cause, where the
+// setup ran on this thread).
+std::string setupFailure(rcnResult_t r) {
+  const std::string cause = lastErrorText();
+  return std::string(rcnGetErrorString(r)) + (cause.empty() ? "" : ": " + cause);
+}
+
 // After a real creation call: attach now, defer to the group's end, or leave
 // rocenante off for a non-blocking communicator. On failure the new real
 // communicator is aborted and the error returned, so no rank runs with a
@@ -244,7 +253,7 @@ ncclResult_t afterCreate(ncclResult_t created, ncclComm_t* newcomm, bool blockin
   rcnResult_t r = attach(comm);
   if (r == rcnSuccess) return ncclSuccess;
   RCN_WARN(RCN_LOG_SHIM, "%s: rocenante could not set up NCCL comm %p (%s); the communicator is "
-           "aborted. ROCENANTE_DISABLE=1 runs plain NCCL", caller, (void*)comm, rcnGetErrorString(r));
+           "aborted. ROCENANTE_DISABLE=1 runs plain NCCL", caller, (void*)comm, setupFailure(r).c_str());
   takeEntry(comm);
   realNccl().ncclCommAbort(comm);
   *newcomm = nullptr;
@@ -316,7 +325,7 @@ ncclResult_t shim_ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlis
   rcnResult_t r = attachAll(list);
   if (r == rcnSuccess) return ncclSuccess;
   RCN_WARN(RCN_LOG_SHIM, "ncclCommInitAll: rocenante could not set up the %d communicators (%s); "
-           "they are aborted. ROCENANTE_DISABLE=1 runs plain NCCL", ndev, rcnGetErrorString(r));
+           "they are aborted. ROCENANTE_DISABLE=1 runs plain NCCL", ndev, setupFailure(r).c_str());
   for (int i = 0; i < ndev; ++i) {
     if (auto entry = takeEntry(comms[i]); entry && entry->rc) commAbort(entry->rc);
     realNccl().ncclCommAbort(comms[i]);
@@ -490,11 +499,12 @@ ncclResult_t shim_ncclGroupEnd() {
                pending.size() - ready.size());
     return res;
   }
+  clearLastError();  // a failure's cause, below, must come from this setup
   rcnResult_t r = attachAll(ready);
   if (r == rcnSuccess) return ncclSuccess;
   RCN_WARN(RCN_LOG_SHIM, "ncclGroupEnd: rocenante could not set up the %zu communicators created in "
            "the group (%s); abort them. ROCENANTE_DISABLE=1 runs plain NCCL", ready.size(),
-           rcnGetErrorString(r));
+           setupFailure(r).c_str());
   return toNccl(r);
 }
 

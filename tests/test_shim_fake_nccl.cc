@@ -227,6 +227,22 @@ TEST_CASE("a real NCCL lacking one entry point forwards the others") {
   });
 }
 
+TEST_CASE("a malformed ROCENANTE_* variable fails even a single-rank creation, aborting it") {
+  inChild([] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);
+    setenv("ROCENANTE_TIMEOUT_MS", "abc", 1);
+    Shim s;
+    EXPECT(openShim(&s));
+    ncclUniqueId id;
+    EXPECT(s.getUniqueId(&id) == ncclSuccess);
+    ncclComm_t comm = nullptr;
+    EXPECT(s.commInitRank(&comm, 1, id, 0) == ncclInvalidArgument);
+    EXPECT(comm == nullptr && s.stats->commsAborted == 1);
+    EXPECT(std::strstr(s.getLastError(nullptr), "ROCENANTE_TIMEOUT_MS") != nullptr);
+    return 0;
+  });
+}
+
 TEST_CASE("without a real NCCL, ncclGetErrorString still names the codes") {
   inChild([] {
     setenv("ROCENANTE_DEBUG", "NONE", 1);
