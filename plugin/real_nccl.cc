@@ -37,7 +37,7 @@ void reportMissing(const char* name) {
   std::lock_guard<std::mutex> lock(mutex);
   if (!reported.insert(name).second) return;
   if (!ncclLibraryHandle()) {
-    RCN_WARN(RCN_LOG_SHIM, "%s: no real NCCL library to forward to (the first warning said why)", name);
+    RCN_WARN(RCN_LOG_SHIM, "%s: no real NCCL library to forward to (the warnings when it was looked for say why)", name);
   } else {
     RCN_WARN(RCN_LOG_SHIM, "%s: the real NCCL (%s) does not have this entry point (older "
              "version?); the call does nothing and returns its failure value (ncclInvalidUsage "

@@ -44,6 +44,7 @@
 #include "core/device_scope.h"
 #include "core/comm.h"
 #include "core/dtype.h"
+#include "core/nccl_lib.h"
 #include "core/params.h"
 #include "plugin/real_nccl.h"
 
@@ -118,7 +119,9 @@ ncclResult_t toNccl(rcnResult_t r) { return static_cast<ncclResult_t>(r); }
 // longer set up at the group's end.
 void forgetPending(ncclComm_t comm) {
   if (!comm) return;
-  auto gone = [&](const Pending& p) { return p.early == comm || (p.slot && *p.slot == comm); };
+  // NCCL writes an init's handle at once and never again, so its slot may be
+  // gone by now; a split's or shrink's (early null) is written at the group's end.
+  auto gone = [&](const Pending& p) { return (p.early ? p.early : p.slot ? *p.slot : nullptr) == comm; };
   tlsPending.erase(std::remove_if(tlsPending.begin(), tlsPending.end(), gone), tlsPending.end());
 }
 
@@ -162,6 +165,12 @@ rcnResult_t attach(ncclComm_t comm) {
     return rcnSuccess;
   }
   RCN_CHECK(paramValidate());  // a malformed ROCENANTE_* fails creation, single-rank ones' too (PARAMS.md)
+  const NcclApi* core = nullptr;
+  if (ncclApi(&core) != rcnSuccess || !real.ncclCommCount || !real.ncclCommUserRank || !real.ncclCommCuDevice) {
+    RCN_WARN(RCN_LOG_SHIM, "NCCL comm %p: the real NCCL (%s) lacks entry points rocenante needs (a warning "
+             "when it was loaded names them); ROCENANTE_DISABLE=1 runs it plain", (void*)comm, ncclLibraryPath());
+    return rcnSystemError;
+  }
   int nranks = 0, rank = 0, dev = -1;
   if (real.ncclCommCount(comm, &nranks) != ncclSuccess ||
       real.ncclCommUserRank(comm, &rank) != ncclSuccess ||
@@ -206,20 +215,30 @@ rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
     return attach(comms[0]);
   }
   std::vector<rcnResult_t> results(comms.size(), rcnSuccess);
+  std::vector<std::string> causes(comms.size());  // each thread's last warning, where it failed
   std::vector<std::thread> threads;
   try {
+    threads.reserve(comms.size());
     for (size_t i = 0; i < comms.size(); ++i)
-      threads.emplace_back([&, i] { results[i] = attach(comms[i]); });
-  } catch (const std::system_error& e) {
+      threads.emplace_back([&, i] {
+        results[i] = attach(comms[i]);
+        if (results[i] != rcnSuccess) causes[i] = lastErrorText();
+      });
+  } catch (const std::exception& e) {
     // The ones started wait for the others' exchanges until the bootstrap
     // timeout; no exception may leave through the C API.
     RCN_WARN(RCN_LOG_SHIM, "cannot start a setup thread for each of %zu communicators: %s", comms.size(), e.what());
     for (size_t i = threads.size(); i < comms.size(); ++i) results[i] = rcnSystemError;
   }
   for (std::thread& t : threads) t.join();
-  for (rcnResult_t r : results)
-    if (r != rcnSuccess) return r;
-  return rcnSuccess;
+  // The first failure that is not merely a peer giving up (rcnRemoteError)
+  // is the cause; its warning becomes this thread's, for setupFailure.
+  size_t first = comms.size();
+  for (size_t i = 0; i < comms.size(); ++i)
+    if (results[i] != rcnSuccess && (first == comms.size() || results[first] == rcnRemoteError)) first = i;
+  if (first == comms.size()) return rcnSuccess;
+  if (!causes[first].empty()) setLastError(causes[first]);
+  return results[first];
 }
 
 // Why a setup failed, for the warning that replaces it as the last error:
@@ -255,7 +274,7 @@ ncclResult_t afterCreate(ncclResult_t created, ncclComm_t* newcomm, bool blockin
   RCN_WARN(RCN_LOG_SHIM, "%s: rocenante could not set up NCCL comm %p (%s); the communicator is "
            "aborted. ROCENANTE_DISABLE=1 runs plain NCCL", caller, (void*)comm, setupFailure(r).c_str());
   takeEntry(comm);
-  realNccl().ncclCommAbort(comm);
+  if (auto abort = realNccl().ncclCommAbort) abort(comm);
   *newcomm = nullptr;
   return toNccl(r);
 }
@@ -328,7 +347,7 @@ ncclResult_t shim_ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlis
            "they are aborted. ROCENANTE_DISABLE=1 runs plain NCCL", ndev, setupFailure(r).c_str());
   for (int i = 0; i < ndev; ++i) {
     if (auto entry = takeEntry(comms[i]); entry && entry->rc) commAbort(entry->rc);
-    realNccl().ncclCommAbort(comms[i]);
+    if (auto abort = realNccl().ncclCommAbort) abort(comms[i]);
     comms[i] = nullptr;
   }
   return toNccl(r);
@@ -364,20 +383,19 @@ ncclResult_t shim_ncclCommFinalize(ncclComm_t comm) {
 ncclResult_t shim_ncclCommDestroy(ncclComm_t comm) {
   auto fn = realNccl().ncclCommDestroy;
   if (!fn) return reportMissing("ncclCommDestroy"), ncclInvalidUsage;
-  forgetPending(comm);
   ncclResult_t ours = ncclSuccess;
   if (auto entry = takeEntry(comm); entry && entry->rc) {
     DeviceScope keep;
     ours = toNccl(commDestroy(entry->rc));
   }
   ncclResult_t theirs = fn(comm);
+  if (theirs == ncclSuccess) forgetPending(comm);  // a refused destroy leaves it to the group's setup
   return theirs != ncclSuccess ? theirs : ours;
 }
 
 ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
   auto fn = realNccl().ncclCommAbort;
   if (!fn) return reportMissing("ncclCommAbort"), ncclInvalidUsage;
-  forgetPending(comm);
   auto entry = takeEntry(comm);
   // Stop our kernels' waits first, then NCCL's, and only then tear down:
   // tear-down waits (at most ROCENANTE_TIMEOUT_MS) for the device, which
@@ -393,6 +411,7 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
                "under it", (void*)comm, (long long)kCallsIntoNcclMs);
   }
   ncclResult_t theirs = fn(comm);
+  forgetPending(comm);  // an abort frees it whatever NCCL returns
   if (entry && entry->rc) {
     DeviceScope keep;
     commAbort(entry->rc);

@@ -40,24 +40,41 @@ std::string realPathOf(const std::string& path) {
 // A handle is rocenante's own when it exports our API.
 bool isRocenante(void* handle) { return dlsym(handle, "rcnGetVersion") != nullptr; }
 
-// Opens path unless it is rocenante itself; `tried` gets the path and, when
-// it is not used, why (the loader's reason, or "rocenante itself").
-void* openIfReal(const std::string& path, const std::string& self, std::string* tried) {
-  *tried += "\n  " + path;
+// The candidates that were not used: those that do not exist, and the
+// others with why (the loader's reason, or "rocenante itself").
+struct Tried {
+  std::vector<std::string> absent;
+  std::vector<std::string> refused;
+};
+
+// Opens path unless it is rocenante itself; `tried` learns why not.
+void* openIfReal(const std::string& path, const std::string& self, Tried* tried) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* error = dlerror();
     std::string why = error ? error : "cannot be loaded";
     if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // the loader repeats the path
-    *tried += ": " + why;
+    if (why.find("No such file") != std::string::npos) tried->absent.push_back(path);
+    else tried->refused.push_back(path + ": " + why);
     return nullptr;
   }
   if (isRocenante(handle) || (!self.empty() && realPathOf(path) == self)) {
-    *tried += ": rocenante itself, not NCCL";
+    tried->refused.push_back(path + ": rocenante itself, not NCCL");
     dlclose(handle);
     return nullptr;
   }
   return handle;
+}
+
+// One line each, the headline last (it becomes the last error): a list of
+// every path in one line would outgrow a log line.
+void warnNotFound(const Tried& tried) {
+  for (const std::string& line : tried.refused) RCN_WARN(RCN_LOG_INIT, "not NCCL: %s", line.c_str());
+  std::string absent;
+  for (const std::string& path : tried.absent) absent += (absent.empty() ? "" : ", ") + path;
+  if (!absent.empty()) RCN_WARN(RCN_LOG_INIT, "no such file: %s", absent.c_str());
+  RCN_WARN(RCN_LOG_INIT, "no real NCCL library found (%zu not NCCL, %zu absent: the lines above); set "
+           "ROCENANTE_NCCL_LIBRARY to the path of libnccl.so.2", tried.refused.size(), tried.absent.size());
 }
 
 std::vector<std::string> searchDirs() {
@@ -80,7 +97,7 @@ std::vector<std::string> searchDirs() {
   return dirs;
 }
 
-void* findRealNccl(std::string* path, std::string* tried) {
+void* findRealNccl(std::string* path, Tried* tried) {
   std::string self = ownPath();
   std::string forced = paramStr(ParamId::NcclLibrary);
   if (!forced.empty()) {
@@ -112,11 +129,10 @@ bool bind(void* handle, const char* name, Fn* slot, std::string* missing) {
 }
 
 void load(Loaded* loaded) {
-  std::string tried;
+  Tried tried;
   loaded->handle = findRealNccl(&loaded->path, &tried);
   if (!loaded->handle) {
-    RCN_WARN(RCN_LOG_INIT, "no real NCCL library found; set ROCENANTE_NCCL_LIBRARY to the path of "
-             "libnccl.so.2. Tried:%s", tried.c_str());
+    warnNotFound(tried);
     return;
   }
   void* h = loaded->handle;

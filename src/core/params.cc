@@ -148,9 +148,14 @@ rcnResult_t paramValidate() {
     for (const ParamInfo& p : paramTable())
       if (name == p.name) found = &p;
     if (!found) {
-      // Unknown names are likely typos; they change nothing, so warn only.
-      RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s is not a rocenante parameter (see docs/PARAMS.md); ignored",
-               name.c_str());
+      // Unknown names are likely typos; they change nothing, so warn only,
+      // once a process (every communicator's creation validates).
+      static std::mutex mutex;
+      static std::set<std::string> warned;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (warned.insert(name).second)
+        RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s is not a rocenante parameter (see docs/PARAMS.md); ignored",
+                 name.c_str());
       continue;
     }
     std::string why;
