@@ -191,3 +191,89 @@ TEST_CASE("a taken MASTER_PORT or an absent rank 0 fails within the timeout", "[
   CHECK(seconds < 10);
   CHECK(lastError().find("cannot get the id from rank 0") != std::string::npos);
 }
+
+namespace {
+
+// Connects to 127.0.0.1:port (retrying while rank 0 starts listening) and
+// sends what a rank sends to join: magic "RCNENV02", rank, world size.
+int joinAs(int port, int32_t rank, int32_t nranks) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      struct {
+        uint64_t magic;
+        int32_t rank, nranks;
+      } join{0x52434e454e563032ull, rank, nranks};
+      if (send(fd, &join, sizeof join, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof join)) return fd;
+    }
+    close(fd);
+    usleep(50 * 1000);
+  }
+  return -1;
+}
+
+// Rank 0's answer's refusal field (after its 8-byte magic), or -1.
+int32_t refusalOf(int fd) {
+  unsigned char reply[256];
+  size_t got = 0;
+  for (ssize_t n; got < 12 && (n = recv(fd, reply + got, sizeof reply - got, 0)) > 0;) got += size_t(n);
+  int32_t refusal = -1;
+  if (got >= 12) std::memcpy(&refusal, reply + 8, sizeof refusal);
+  return refusal;
+}
+
+}  // namespace
+
+TEST_CASE("MASTER_PORT refuses a join as a rank outside the world", "[host][api][launch]") {
+  NoLauncher clean;
+  const int portNumber = freePort();
+  const std::string port = std::to_string(portNumber);
+  ScopedEnv backend("ROCENANTE_BACKEND", "host");
+  ScopedEnv size("WORLD_SIZE", "2");
+  ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
+  ScopedEnv masterPort("MASTER_PORT", port.c_str());
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "20000");
+  checkRanks(runRanks(2, [&](int rank) {
+    if (rank == 1) {
+      // A stray process claims rank 5 of 2 first: refused, and it does not
+      // count, so the real rank 1 still joins (then the sums are checked).
+      const int stray = joinAs(portNumber, 5, 2);
+      RANK_EXPECT(stray >= 0);
+      RANK_CHECK(refusalOf(stray) == 2, "rank 5 of 2 was not refused as out of range");
+      close(stray);
+    }
+    return runRank(rank, 2);
+  }, 60));
+}
+
+TEST_CASE("MASTER_PORT: a second process joining as a rank that joined is told so", "[host][api][launch]") {
+  NoLauncher clean;
+  const int portNumber = freePort();
+  const std::string port = std::to_string(portNumber);
+  ScopedEnv backend("ROCENANTE_BACKEND", "host");
+  ScopedEnv size("WORLD_SIZE", "3");
+  ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
+  ScopedEnv masterPort("MASTER_PORT", port.c_str());
+  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "3000");
+  checkRanks(runRanks(3, [&](int rank) {
+    rcnComm_t comm = nullptr;
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    if (rank != 1) {  // the first "rank 1" took the id and left: these give up after the timeout
+      if (rank == 2) usleep(1000 * 1000);  // after both rank 1s, while rank 0 still serves the id
+      RANK_EXPECT(rcnCommInitFromLaunch(&comm) != rcnSuccess);
+      return 0;
+    }
+    const int first = joinAs(portNumber, 1, 3);  // another launch's rank 1, say
+    RANK_EXPECT(first >= 0);
+    RANK_CHECK(refusalOf(first) == 0, "the first rank 1 was refused");
+    close(first);
+    RANK_EXPECT(rcnCommInitFromLaunch(&comm) == rcnInvalidUsage);
+    RANK_CHECK(lastError().find("another process joined as that rank first") != std::string::npos,
+               "rank 1's error: %s", lastError().c_str());
+    return 0;
+  }, 60));
+}

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/check.h"
 #include "core/params.h"
@@ -22,7 +23,8 @@ namespace rcn {
 
 namespace {
 
-const uint64_t kEnvMagic = 0x52434e454e563031ull;  // "RCNENV01"
+// "RCNENV02": the reply carries the magic and a refusal's reason (01 did not).
+const uint64_t kEnvMagic = 0x52434e454e563032ull;
 
 struct Join {
   uint64_t magic;
@@ -30,11 +32,22 @@ struct Join {
   int32_t nranks;
 };
 
+// Why rank 0 refused a join (Reply::refusal).
+enum Refusal : int32_t { kAccepted = 0, kOtherSize = 1, kRankOutOfRange = 2, kRankTaken = 3 };
+
 struct Reply {
-  int32_t ok;      // 1: id follows is valid; 0: refused
-  int32_t nranks;  // the size rank 0 runs with
+  uint64_t magic;   // kEnvMagic: the answer comes from a rocenante rank 0
+  int32_t refusal;  // kAccepted: id is valid
+  int32_t nranks;   // the size rank 0 runs with
   rcnUniqueId id;
 };
+
+// Rank 0's answer to a join; `taken` has a 1 for every rank given the id.
+Refusal judge(const Join& join, int nranks, const std::vector<char>& taken) {
+  if (join.nranks != nranks) return kOtherSize;
+  if (join.rank < 1 || join.rank >= nranks) return kRankOutOfRange;
+  return taken[join.rank] ? kRankTaken : kAccepted;
+}
 
 rcnResult_t resolve(const char* host, int port, SocketAddress* out) {
   addrinfo hints{};
@@ -71,12 +84,12 @@ rcnResult_t listenOnPort(int port, int* fd) {
   return rcnSuccess;
 }
 
-constexpr int64_t kJoinRequestMs = 2000;
-
 rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadline) {
   int lfd = -1;
   RCN_CHECK(listenOnPort(port, &lfd));
   rcnResult_t res = rcnSuccess;
+  std::vector<char> taken(static_cast<size_t>(nranks), 0);
+  taken[0] = 1;
   for (int joined = 1; joined < nranks && res == rcnSuccess; joined++) {
     int fd = -1;
     std::string why;
@@ -90,7 +103,7 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadli
     // A rank sends its request as soon as it connects; a connection that
     // stays silent (a probe, a health check) must not hold up the ranks
     // queued behind it, so it gets a short wait of its own.
-    const Deadline joinDeadline = std::min(deadline, deadlineAfterMs(kJoinRequestMs));
+    const Deadline joinDeadline = std::min(deadline, deadlineAfterMs(kHelloWaitMs));
     if (socketRecvAll(fd, &join, sizeof join, joinDeadline, &why) != rcnSuccess || join.magic != kEnvMagic) {
       // Not one of ours (a port scanner, another job): ignore it, keep waiting.
       RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: ignored a stray connection on port %d", port);
@@ -99,15 +112,22 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadli
       continue;
     }
     Reply reply{};
-    reply.ok = join.nranks == nranks;
+    reply.magic = kEnvMagic;
+    reply.refusal = judge(join, nranks, taken);
     reply.nranks = nranks;
-    reply.id = id;
+    if (reply.refusal == kAccepted) {
+      reply.id = id;
+      taken[join.rank] = 1;
+    }
     socketSendAll(fd, &reply, sizeof reply, deadline, &why);
     socketClose(&fd);
-    if (!reply.ok) {
-      // Refused ranks do not count: the right one may still arrive.
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d says the world has %d ranks, rank 0 says %d", join.rank,
-               join.nranks, nranks);
+    if (reply.refusal != kAccepted) {
+      // Refused joins do not count: the right one may still arrive.
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d refused a join as rank %d of %d: %s", port,
+               join.rank, join.nranks,
+               reply.refusal == kOtherSize        ? ("this world has " + std::to_string(nranks) + " ranks").c_str()
+               : reply.refusal == kRankTaken      ? "that rank has joined already"
+                                                  : "no such rank");
       joined--;
     }
   }
@@ -129,10 +149,21 @@ rcnResult_t fetchId(int rank, int nranks, const SocketAddress& root, Deadline de
              root.text().c_str(), why.c_str());
     return res;
   }
-  if (!reply.ok) {
+  if (reply.magic != kEnvMagic) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: what answers at MASTER_ADDR:MASTER_PORT (%s) is not "
+             "rocenante's rank 0 (another service, or another version)", rank, root.text().c_str());
+    return rcnInvalidArgument;
+  }
+  if (reply.refusal == kOtherSize) {
     RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d was launched with %d ranks, rank 0 with %d", rank, nranks,
              reply.nranks);
     return rcnInvalidArgument;
+  }
+  if (reply.refusal != kAccepted) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 at %s refused rank %d: %s", root.text().c_str(), rank,
+             reply.refusal == kRankTaken ? "another process joined as that rank first (two launches on one port?)"
+                                         : "no such rank");
+    return rcnInvalidUsage;
   }
   *id = reply.id;
   return rcnSuccess;

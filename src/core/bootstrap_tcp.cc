@@ -129,6 +129,7 @@ class Root {
   uint64_t magic_;
   int64_t timeoutMs_;
   int nranks_ = -1;  // set by the first joiner with the right magic
+  int strangers_ = 0;  // connections turned away for the wrong magic
   std::vector<Joiner> joiners_;
   std::vector<char> joined_;  // per rank: 1 once it joined
   RootReply verdict_{};       // kVerdictOk until something fails
@@ -154,7 +155,8 @@ void Root::run() {
 // group turns out inconsistent (false, with verdict_ set when inconsistent).
 bool Root::gather() {
   // An unused id costs one idle thread; it gives up after a long bound. Once
-  // the first rank arrives, the others have timeoutMs_ to follow.
+  // the first rank arrives (a request with this run's magic: a port probe
+  // or another run's rank is no start), the others have timeoutMs_ to follow.
   Deadline deadline = deadlineAfterMs(10 * timeoutMs_);
   bool started = false;
   while (nranks_ < 0 || static_cast<int>(joiners_.size()) < nranks_) {
@@ -164,14 +166,16 @@ bool Root::gather() {
       if (!started) RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: no rank joined; exiting (%s)", why.c_str());
       return false;
     }
-    if (!started) deadline = deadlineAfterMs(timeoutMs_);
-    started = true;
     JoinRequest request{};
-    Deadline requestDeadline = std::min(deadline, deadlineAfterMs(5000));
-    if (socketRecvAll(fd, &request, sizeof request, requestDeadline, &why) != rcnSuccess) {
+    if (socketRecvAll(fd, &request, sizeof request, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), &why) !=
+        rcnSuccess) {
       RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: dropped a connection that sent no request: %s", why.c_str());
       socketClose(&fd);
       continue;
+    }
+    if (!started && request.magic == magic_) {
+      deadline = deadlineAfterMs(timeoutMs_);
+      started = true;
     }
     admit(fd, request);
     if (verdict_.verdict != kVerdictOk) {
@@ -186,7 +190,12 @@ bool Root::gather() {
 // records why the whole group cannot form.
 void Root::admit(int fd, const JoinRequest& request) {
   if (request.magic != magic_) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: rejected a joiner (rank %d) with the wrong magic", request.rank);
+    // A flood of strangers (a scanner) gets a few lines, not one each.
+    if (++strangers_ <= 3)
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: turned away a connection that is not this run's rank (wrong "
+               "magic)%s", strangers_ == 3 ? "; more are logged at INFO" : "");
+    else
+      RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: turned away a connection with the wrong magic");
     RootReply reject{};
     reject.verdict = kVerdictBadMagic;
     reject.timeoutMs = timeoutMs_;
@@ -213,7 +222,7 @@ void Root::admit(int fd, const JoinRequest& request) {
     verdict_.verdict = kVerdictSizeMismatch;
     verdict_.culprit = request.rank;
     verdict_.culpritSize = request.nranks;
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: rank %d says the communicator has %d ranks, earlier ranks said %d",
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: a joiner says it is rank %d of %d; earlier ranks said %d ranks",
              request.rank, request.nranks, nranks_);
   } else if (joined_[request.rank]) {
     verdict_.verdict = kVerdictDuplicateRank;
@@ -278,8 +287,8 @@ rcnResult_t reportVerdict(const RootReply& r, int rank, int nranks, int fd, Dead
       return rcnInvalidArgument;
     case kVerdictSizeMismatch:
       RCN_WARN(RCN_LOG_BOOTSTRAP,
-               "bootstrap: ranks disagree on the communicator size: rank %d said %d ranks, the first ranks said %d "
-               "(rank %d gives up)",
+               "bootstrap: ranks disagree on the communicator: a joiner said it is rank %d of %d, the first ranks "
+               "said %d ranks (rank %d gives up)",
                r.culprit, r.culpritSize, r.nranks, rank);
       return rcnInvalidUsage;
     case kVerdictDuplicateRank:
@@ -417,8 +426,9 @@ rcnResult_t TcpBootstrap::acceptPrev(Deadline deadline) {
       return res;
     }
     Hello hello{};
-    if (socketRecvAll(fd, &hello, sizeof hello, deadline, &why) == rcnSuccess && hello.magic == magic_ &&
-        hello.rank == prev()) {
+    if (socketRecvAll(fd, &hello, sizeof hello, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), &why) ==
+            rcnSuccess &&
+        hello.magic == magic_ && hello.rank == prev()) {
       prevFd_ = fd;
       return rcnSuccess;
     }

@@ -344,17 +344,19 @@ rcnResult_t socketSendRecv(int sendFd, const void* sendData, int recvFd, void* r
     int count = 0;
     if (out.left > 0) fds[count++] = pollfd{out.fd, POLLOUT, 0};
     if (in.left > 0) fds[count++] = pollfd{in.fd, POLLIN, 0};
-    int64_t waitMs = msUntil(deadline);
-    if (waitMs == 0) {
-      *failedSide = in.left > 0 ? 'r' : 's';
-      *why = "timed out";
-      return rcnRemoteError;
-    }
+    // Past the deadline the poll still looks once, without waiting: what
+    // has arrived by then is taken, not refused.
+    const int64_t waitMs = msUntil(deadline);
     int n = poll(fds, count, static_cast<int>(std::min<int64_t>(waitMs, 1 << 30)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       *why = errnoText("poll", errno);
       return rcnSystemError;
+    }
+    if (n == 0 && waitMs == 0) {
+      *failedSide = in.left > 0 ? 'r' : 's';
+      *why = "timed out";
+      return rcnRemoteError;
     }
     // Trying both directions whenever anything is ready is simpler than
     // mapping revents back, and harmless: idle sockets just say EAGAIN.

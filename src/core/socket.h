@@ -35,10 +35,16 @@ rcnResult_t socketPickListenAddress(SocketAddress* addr);
 // bound receives the address peers connect to.
 rcnResult_t socketListen(const SocketAddress& addr, int* fd, SocketAddress* bound);
 
+// How long a freshly accepted connection may take to say who it is. A rank
+// sends its hello as soon as it connects; a connection that stays silent (a
+// port probe, a health check) must not hold up the ranks queued behind it.
+constexpr int64_t kHelloWaitMs = 2000;
+
 // The I/O calls below return rcnSuccess, rcnRemoteError (deadline passed, peer
 // closed or reset the connection, peer refused) or rcnSystemError (a local
 // syscall failed); why receives a short reason for the caller's message,
-// exactly "timed out" when the deadline passed.
+// exactly "timed out" when the deadline passed (bytes that had arrived by
+// then are still taken).
 
 // Connects to addr, retrying refused or unreachable attempts until the
 // deadline (the peer may not be listening yet). fd is non-blocking.

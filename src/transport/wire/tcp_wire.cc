@@ -253,10 +253,12 @@ rcnResult_t TcpWire::acceptFrom(uint64_t commTag, int count, std::string* why) {
       return rcnRemoteError;
     }
     Hello hello{};
-    if (socketRecvAll(fd, &hello, sizeof hello, deadline, &reason) != rcnSuccess ||
+    if (socketRecvAll(fd, &hello, sizeof hello, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), &reason) !=
+            rcnSuccess ||
         hello.magic != kFrameMagic || hello.commTag != commTag || hello.rank < 0 ||
         hello.rank >= rank_ || fds_[hello.rank] >= 0) {
-      RCN_WARN(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection with a bad hello", rank_);
+      RCN_INFO(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection that is not a lower rank of this "
+               "communicator (silent, or a bad hello)", rank_);
       socketClose(&fd);
       continue;
     }
