@@ -45,6 +45,26 @@ class NoLauncher {
   std::vector<std::unique_ptr<ScopedEnv>> cleared_;
 };
 
+// The variables torchrun sets for a world of `size` ranks on this machine (but
+// RANK and LOCAL_RANK, each rank's own), on the host backend, rank 0 serving
+// the id on a free MASTER_PORT.
+class TorchrunWorld {
+ public:
+  TorchrunWorld(int size, const char* bootstrapTimeoutMs)
+      : port(freePort()),
+        backend_("ROCENANTE_BACKEND", "host"),
+        size_("WORLD_SIZE", std::to_string(size).c_str()),
+        addr_("MASTER_ADDR", "127.0.0.1"),
+        port_("MASTER_PORT", std::to_string(port).c_str()),
+        timeout_("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", bootstrapTimeoutMs) {}
+
+  const int port;
+
+ private:
+  NoLauncher clean_;
+  ScopedEnv backend_, size_, addr_, port_, timeout_;
+};
+
 // One rank: learns its place from the variables, joins, all-reduces.
 int runRank(int rank, int nranks) {
   const std::string rankText = std::to_string(rank);
@@ -80,13 +100,7 @@ int runRank(int rank, int nranks) {
 }  // namespace
 
 TEST_CASE("two torchrun-style ranks join through MASTER_ADDR:MASTER_PORT", "[host][api][launch]") {
-  NoLauncher clean;
-  const std::string port = std::to_string(freePort());
-  ScopedEnv backend("ROCENANTE_BACKEND", "host");
-  ScopedEnv size("WORLD_SIZE", "2");
-  ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
-  ScopedEnv masterPort("MASTER_PORT", port.c_str());
-  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "20000");
+  TorchrunWorld world(2, "20000");
   checkRanks(runRanks(2, [](int rank) { return runRank(rank, 2); }, 60));
 }
 
@@ -229,19 +243,12 @@ int32_t refusalOf(int fd) {
 }  // namespace
 
 TEST_CASE("MASTER_PORT refuses a join as a rank outside the world", "[host][api][launch]") {
-  NoLauncher clean;
-  const int portNumber = freePort();
-  const std::string port = std::to_string(portNumber);
-  ScopedEnv backend("ROCENANTE_BACKEND", "host");
-  ScopedEnv size("WORLD_SIZE", "2");
-  ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
-  ScopedEnv masterPort("MASTER_PORT", port.c_str());
-  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "20000");
+  TorchrunWorld world(2, "20000");
   checkRanks(runRanks(2, [&](int rank) {
     if (rank == 1) {
       // A stray process claims rank 5 of 2 first: refused, and it does not
       // count, so the real rank 1 still joins (then the sums are checked).
-      const int stray = joinAs(portNumber, 5, 2);
+      const int stray = joinAs(world.port, 5, 2);
       RANK_EXPECT(stray >= 0);
       RANK_CHECK(refusalOf(stray) == 2, "rank 5 of 2 was not refused as out of range");
       close(stray);
@@ -251,14 +258,7 @@ TEST_CASE("MASTER_PORT refuses a join as a rank outside the world", "[host][api]
 }
 
 TEST_CASE("MASTER_PORT: a second process joining as a rank that joined is told so", "[host][api][launch]") {
-  NoLauncher clean;
-  const int portNumber = freePort();
-  const std::string port = std::to_string(portNumber);
-  ScopedEnv backend("ROCENANTE_BACKEND", "host");
-  ScopedEnv size("WORLD_SIZE", "3");
-  ScopedEnv addr("MASTER_ADDR", "127.0.0.1");
-  ScopedEnv masterPort("MASTER_PORT", port.c_str());
-  ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "3000");
+  TorchrunWorld world(3, "3000");
   checkRanks(runRanks(3, [&](int rank) {
     rcnComm_t comm = nullptr;
     setenv("RANK", std::to_string(rank).c_str(), 1);
@@ -267,7 +267,7 @@ TEST_CASE("MASTER_PORT: a second process joining as a rank that joined is told s
       RANK_EXPECT(rcnCommInitFromLaunch(&comm) != rcnSuccess);
       return 0;
     }
-    const int first = joinAs(portNumber, 1, 3);  // another launch's rank 1, say
+    const int first = joinAs(world.port, 1, 3);  // another launch's rank 1, say
     RANK_EXPECT(first >= 0);
     RANK_CHECK(refusalOf(first) == 0, "the first rank 1 was refused");
     close(first);

@@ -88,6 +88,16 @@ void inChild(const std::function<int()>& body) {
 
 float host[2][64];  // collectives move nothing in the fake; any non-null pointer does
 
+// Opens a group and makes the two ranks of one communicator in it with
+// ncclCommInitRank, as an nccl-tests style program driving 2 GPUs does.
+int initTwoInGroup(const Shim& s, ncclComm_t (&comms)[2]) {
+  ncclUniqueId id;
+  EXPECT(s.getUniqueId(&id) == ncclSuccess);
+  EXPECT(s.groupStart() == ncclSuccess);
+  for (int i = 0; i < 2; ++i) EXPECT(s.commInitRank(&comms[i], 2, id, i) == ncclSuccess);
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("one-rank communicators: NCCL loads the shim's tuner, calls forward, the plugin is unloaded and reloaded") {
@@ -137,11 +147,8 @@ TEST_CASE("two ncclCommInitRank in a group on one thread: set up at ncclGroupEnd
     setenv("ROCENANTE_DEBUG", "NONE", 1);
     Shim s;
     EXPECT(openShim(&s));
-    ncclUniqueId id;
-    EXPECT(s.getUniqueId(&id) == ncclSuccess);
     ncclComm_t comms[2] = {nullptr, nullptr};
-    EXPECT(s.groupStart() == ncclSuccess);
-    for (int i = 0; i < 2; ++i) EXPECT(s.commInitRank(&comms[i], 2, id, i) == ncclSuccess);
+    EXPECT(initTwoInGroup(s, comms) == 0);
     EXPECT(s.groupEnd() != ncclSuccess);  // rocenante's setup fails over the fake
     for (int i = 0; i < 2; ++i) {
       rcnCommInfo info;
@@ -177,11 +184,8 @@ TEST_CASE("communicators destroyed or aborted inside their group are not set up 
     setenv("ROCENANTE_DEBUG", "NONE", 1);
     Shim s;
     EXPECT(openShim(&s));
-    ncclUniqueId id;
-    EXPECT(s.getUniqueId(&id) == ncclSuccess);
     ncclComm_t comms[2] = {nullptr, nullptr};
-    EXPECT(s.groupStart() == ncclSuccess);
-    for (int i = 0; i < 2; ++i) EXPECT(s.commInitRank(&comms[i], 2, id, i) == ncclSuccess);
+    EXPECT(initTwoInGroup(s, comms) == 0);
     EXPECT(s.commDestroy(comms[0]) == ncclSuccess);
     EXPECT(s.commAbort(comms[1]) == ncclSuccess);
     EXPECT(s.groupEnd() == ncclSuccess);  // nothing left to set up
