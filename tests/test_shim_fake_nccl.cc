@@ -86,6 +86,25 @@ void inChild(const std::function<int()>& body) {
   rcn::test::checkRanks(rcn::test::runRanks(1, [&](int) { return body(); }, 60.0));
 }
 
+// A single-rank communicator through the shim: ncclCommInitRank's result
+// (ncclSystemError where even the unique id failed).
+ncclResult_t initSingle(const Shim& s, ncclComm_t* comm) {
+  ncclUniqueId id;
+  if (s.getUniqueId(&id) != ncclSuccess) return ncclSystemError;
+  return s.commInitRank(comm, 1, id, 0);
+}
+
+// Runs body in a child process with the shim opened, its warnings off (the
+// failures these cases cause on purpose would only be noise).
+void inQuietShim(const std::function<int(Shim&)>& body) {
+  inChild([&] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);
+    Shim s;
+    EXPECT(openShim(&s));
+    return body(s);
+  });
+}
+
 float host[2][64];  // collectives move nothing in the fake; any non-null pointer does
 
 // Opens a group and makes the two ranks of one communicator in it with
@@ -143,10 +162,7 @@ TEST_CASE("ncclCommInitAll whose rocenante setup fails: both aborted, an error, 
 }
 
 TEST_CASE("two ncclCommInitRank in a group on one thread: set up at ncclGroupEnd, destroyable after a failure") {
-  inChild([] {
-    setenv("ROCENANTE_DEBUG", "NONE", 1);
-    Shim s;
-    EXPECT(openShim(&s));
+  inQuietShim([](Shim& s) {
     ncclComm_t comms[2] = {nullptr, nullptr};
     EXPECT(initTwoInGroup(s, comms) == 0);
     EXPECT(s.groupEnd() != ncclSuccess);  // rocenante's setup fails over the fake
@@ -164,10 +180,7 @@ TEST_CASE("two ncclCommInitRank in a group on one thread: set up at ncclGroupEnd
 }
 
 TEST_CASE("ncclCommInitAll in a group is set up at ncclGroupEnd, as NCCL makes the comms there") {
-  inChild([] {
-    setenv("ROCENANTE_DEBUG", "NONE", 1);
-    Shim s;
-    EXPECT(openShim(&s));
+  inQuietShim([](Shim& s) {
     ncclComm_t comms[2] = {nullptr, nullptr};
     EXPECT(s.groupStart() == ncclSuccess);
     EXPECT(s.commInitAll(comms, 2, nullptr) == ncclSuccess);  // no setup yet: it would fail over the fake
@@ -180,10 +193,7 @@ TEST_CASE("ncclCommInitAll in a group is set up at ncclGroupEnd, as NCCL makes t
 }
 
 TEST_CASE("communicators destroyed or aborted inside their group are not set up at its end") {
-  inChild([] {
-    setenv("ROCENANTE_DEBUG", "NONE", 1);
-    Shim s;
-    EXPECT(openShim(&s));
+  inQuietShim([](Shim& s) {
     ncclComm_t comms[2] = {nullptr, nullptr};
     EXPECT(initTwoInGroup(s, comms) == 0);
     EXPECT(s.commDestroy(comms[0]) == ncclSuccess);
@@ -199,10 +209,7 @@ TEST_CASE("communicators destroyed or aborted inside their group are not set up 
 }
 
 TEST_CASE("ncclGetLastError's pointer stays valid when a later warning replaces the text") {
-  inChild([] {
-    setenv("ROCENANTE_DEBUG", "NONE", 1);
-    Shim s;
-    EXPECT(openShim(&s));
+  inQuietShim([](Shim& s) {
     auto rcnAllReduceFn = reinterpret_cast<decltype(&rcnAllReduce)>(dlsym(RTLD_DEFAULT, "rcnAllReduce"));
     void* lib = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
     if (!rcnAllReduceFn && lib) rcnAllReduceFn = reinterpret_cast<decltype(&rcnAllReduce)>(dlsym(lib, "rcnAllReduce"));
@@ -243,10 +250,8 @@ TEST_CASE("a malformed ROCENANTE_* variable fails even a single-rank creation, a
     setenv("ROCENANTE_TIMEOUT_MS", "abc", 1);
     Shim s;
     EXPECT(openShim(&s));
-    ncclUniqueId id;
-    EXPECT(s.getUniqueId(&id) == ncclSuccess);
     ncclComm_t comm = nullptr;
-    EXPECT(s.commInitRank(&comm, 1, id, 0) == ncclInvalidArgument);
+    EXPECT(initSingle(s, &comm) == ncclInvalidArgument);
     EXPECT(comm == nullptr && s.stats->commsAborted == 1);
     EXPECT(std::strstr(s.getLastError(nullptr), "ROCENANTE_TIMEOUT_MS") != nullptr);
     return 0;
@@ -294,10 +299,8 @@ TEST_CASE("ncclCommRevoke reaches NCCL: later all-reduces fail, destroy still fr
   inChild([] {
     Shim s;
     EXPECT(openShim(&s));
-    ncclUniqueId id;
-    EXPECT(s.getUniqueId(&id) == ncclSuccess);
     ncclComm_t comm = nullptr;
-    EXPECT(s.commInitRank(&comm, 1, id, 0) == ncclSuccess);
+    EXPECT(initSingle(s, &comm) == ncclSuccess);
     EXPECT(s.allReduce(host[0], host[1], 64, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
     EXPECT(s.commRevoke(comm, 0) == ncclSuccess);
     EXPECT(s.allReduce(host[0], host[1], 64, ncclFloat32, ncclSum, comm, nullptr) != ncclSuccess);
