@@ -439,6 +439,58 @@ TEST_CASE("truncated and corrupt safetensors files give errors naming file and t
   }
 }
 
+namespace {
+
+// A safetensors file of the given header (JSON) and `dataBytes` zero bytes.
+void writeSafetensors(const std::string& path, const std::string& header, size_t dataBytes) {
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  writeText(path, file + header + std::string(dataBytes, '\0'));
+}
+
+}  // namespace
+
+TEST_CASE("headers that overlap tensors, wrap shapes or name no regular file are refused") {
+  TempDir dir;
+  const std::string path = dir.path + "/model.safetensors";
+  writeSafetensors(path,
+                   "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                   "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+                   12);
+  CHECK_THAT(errorOf([&] { hf::SafetensorsFile file(path); }), ContainsSubstring("a and b share data bytes"));
+  // 2^40 x 2^40 elements wrap 64 bits to 0, which the 0 data bytes would have matched.
+  writeSafetensors(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1099511627776,1099511627776],\"data_offsets\":[0,0]}}",
+                   0);
+  CHECK_THAT(errorOf([&] { hf::SafetensorsFile file(path); }), ContainsSubstring("implausibly large"));
+  // A FIFO would block the open for ever; a directory is no file either.
+  ::unlink(path.c_str());
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  CHECK_THAT(errorOf([&] { hf::SafetensorsFile file(path); }), ContainsSubstring("not a regular file"));
+  CHECK_THAT(errorOf([&] { hf::SafetensorsFile file(dir.path); }), ContainsSubstring("not a regular file"));
+  ::unlink(path.c_str());
+}
+
+TEST_CASE("config.json: token ids past 2^31, huge head sizes and special files are refused") {
+  TempDir dir;
+  hftest::writeHfModel(dir.path, randomWeights(smallConfig("llama"), 2), {});
+  const std::string configPath = dir.path + "/config.json";
+  const std::string good = readText(configPath);
+  auto withField = [&](const std::string& field) { return "{" + field + "," + good.substr(good.find('{') + 1); };
+  const size_t eos = good.find("\"eos_token_id\": [");  // the writer's [2, 3]
+  REQUIRE(eos != std::string::npos);
+  const size_t eosEnd = good.find(']', eos) + 1;
+  // 2^32 + 42, which read as an int is 42
+  writeText(configPath, good.substr(0, eos) + "\"eos_token_id\": 4294967338" + good.substr(eosEnd));
+  CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("out of range"));
+  // Its RoPE table alone would take 4 GB before any tensor is compared.
+  writeText(configPath, withField("\"head_dim\": 1073741824"));
+  CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("larger than 4096"));
+  ::unlink(configPath.c_str());
+  REQUIRE(::mkfifo(configPath.c_str(), 0600) == 0);
+  CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("not a regular file"));
+  ::unlink(configPath.c_str());
+}
+
 TEST_CASE("missing, misshapen and untyped tensors are named") {
   TempDir dir;
   ModelConfig c = smallConfig("llama");

@@ -23,6 +23,10 @@ void validateConfig(const ModelConfig& c) {
     fail("heads " + std::to_string(c.heads) + " is not a multiple of kv heads " +
          std::to_string(c.kvHeads));
   if (c.headDim % 2 != 0) fail("head size " + std::to_string(c.headDim) + " is odd; RoPE needs pairs");
+  // Far above any real model's (64-256), far below sizes whose tables alone
+  // (RoPE's, built before the weights are read) would fill memory.
+  if (c.headDim > kMaxHeadDim)
+    fail("head size " + std::to_string(c.headDim) + " is larger than " + std::to_string(kMaxHeadDim));
   if (!(c.normEps > 0) || !std::isfinite(c.normEps))
     fail("norm epsilon " + shortNumber(c.normEps) + " must be a positive number");
   if (!(c.ropeTheta > 0) || !std::isfinite(c.ropeTheta))

@@ -66,6 +66,7 @@ struct ModelWeights {
 
 // Throws EngineError when the shape is inconsistent (zero sizes, heads not a
 // multiple of kvHeads, odd head size for RoPE, a frequency table of the wrong size).
+constexpr int kMaxHeadDim = 4096;  // validateConfig's bound on head_dim
 void validateConfig(const ModelConfig& config);
 
 // The inverse frequency of each RoPE pair: config.ropeFreqs, or theta^(-2i/headDim).

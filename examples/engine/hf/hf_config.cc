@@ -74,7 +74,10 @@ std::vector<int> readTokenIds(const Json& j, const char* key, const std::string&
   const Json list = it->is_array() ? *it : Json::array({*it});
   for (const Json& id : list) {
     if (!id.is_number_integer()) throw EngineError(what + ": field \"" + key + "\" is not a token id or list of them");
-    ids.push_back(id.get<int>());
+    const long long value = id.get<long long>();  // get<int> would wrap 2^32 + 42 to 42
+    if (value < 0 || value >= (1LL << 31))
+      throw EngineError(what + ": field \"" + key + "\" holds token id " + id.dump() + ", out of range");
+    ids.push_back(int(value));
   }
   return ids;
 }

@@ -1,7 +1,11 @@
 #include "json_util.h"
 
-#include <fstream>
-#include <sstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "model.h"
 
@@ -22,13 +26,37 @@ const Json* find(const Json& obj, const char* key) {
 
 }  // namespace
 
+int openRegularFile(const std::string& path, size_t* bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw EngineError(path + ": cannot open (" + std::strerror(errno) + ")");
+  struct stat st;
+  const bool statted = ::fstat(fd, &st) == 0;
+  const int err = errno;
+  if (statted && S_ISREG(st.st_mode)) {
+    *bytes = size_t(st.st_size);
+    return fd;
+  }
+  ::close(fd);
+  throw EngineError(path + (statted ? ": not a regular file" : ": cannot stat (" + std::string(std::strerror(err)) + ")"));
+}
+
 Json readJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw EngineError(path + ": cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  const std::string s = text.str();
-  return parseJson(s.data(), s.data() + s.size(), path);
+  size_t bytes = 0;
+  const int fd = openRegularFile(path, &bytes);
+  std::string text;
+  for (char buffer[65536];;) {  // to the end, whatever stat said: a file may grow while read
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || text.size() + size_t(n) > kMaxJsonBytes) {
+      const int err = errno;
+      ::close(fd);
+      if (n == 0) break;
+      throw EngineError(path + (n < 0 ? ": read failed (" + std::string(std::strerror(err)) + ")"
+                                      : ": more than " + std::to_string(kMaxJsonBytes >> 20) + " MB of JSON"));
+    }
+    text.append(buffer, size_t(n));
+  }
+  return parseJson(text.data(), text.data() + text.size(), path);
 }
 
 Json parseJson(const char* begin, const char* end, const std::string& what) {

@@ -2,6 +2,7 @@
 // to rcn_engine_hf: the public headers do not expose nlohmann-json.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -9,7 +10,13 @@ namespace engine::hf {
 
 using Json = nlohmann::json;
 
-// Parses `path`; throws EngineError naming the file when it is missing or not JSON.
+// Opens path to read; throws EngineError naming it unless it is a regular
+// file (a FIFO would block the open, /dev/zero never ends). *bytes: its size.
+int openRegularFile(const std::string& path, size_t* bytes);
+
+// Parses `path`; throws EngineError naming the file when it is missing, not
+// a regular file, over kMaxJsonBytes, or not JSON.
+constexpr size_t kMaxJsonBytes = size_t(512) << 20;  // tokenizer.json files run to tens of MB
 Json readJsonFile(const std::string& path);
 
 // Parses `text` (what: the file or header it came from, for messages).

@@ -7,7 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <algorithm>
 #include <set>
 
 #include "json_util.h"
@@ -67,15 +67,7 @@ int64_t TensorInfo::elements() const {
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw EngineError(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw EngineError(path + ": cannot stat (" + std::strerror(err) + ")");
-  }
-  size_ = size_t(st.st_size);
+  const int fd = openRegularFile(path, &size_);
   if (size_ < 8) {
     ::close(fd);
     throw EngineError(path + ": " + std::to_string(size_) +
@@ -140,9 +132,11 @@ void SafetensorsFile::parseHeader() {
     for (const Json& d : shape) {
       if (!d.is_number_unsigned() || d.get<uint64_t>() > (1ull << 40))
         throw EngineError(where + ": shape has an invalid dimension");
-      t.shape.push_back(int64_t(d.get<uint64_t>()));
-      elements *= d.get<uint64_t>();
-      if (elements > (1ull << 40)) throw EngineError(where + ": shape is implausibly large");
+      const uint64_t extent = d.get<uint64_t>();
+      t.shape.push_back(int64_t(extent));
+      if (extent != 0 && elements > (1ull << 40) / extent)  // checked before it could wrap
+        throw EngineError(where + ": shape is implausibly large");
+      elements *= extent;
     }
     const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
     if (begin > end || end > dataBytes)
@@ -156,12 +150,28 @@ void SafetensorsFile::parseHeader() {
     t.bytes = size_t(end - begin);
     tensors_.emplace(t.name, std::move(t));
   }
+  requireDisjoint();
+}
+
+// Two tensors over the same bytes mean a corrupt header (the reference
+// safetensors library refuses them too); one would read the other's data.
+void SafetensorsFile::requireDisjoint() const {
+  std::vector<const TensorInfo*> byStart;
+  for (const auto& entry : tensors_)
+    if (entry.second.bytes > 0) byStart.push_back(&entry.second);
+  std::sort(byStart.begin(), byStart.end(), [](const TensorInfo* a, const TensorInfo* b) { return a->data < b->data; });
+  for (size_t i = 1; i < byStart.size(); ++i) {
+    const TensorInfo& before = *byStart[i - 1];
+    if (byStart[i]->data < before.data + before.bytes)
+      throw EngineError(path_ + ": tensors " + before.name + " and " + byStart[i]->name +
+                        " share data bytes (corrupt header)");
+  }
 }
 
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   const std::string indexPath = dir + "/model.safetensors.index.json";
   std::vector<std::string> fileNames;
-  if (std::ifstream(indexPath).good()) {  // every access below is type-checked
+  if (::access(indexPath.c_str(), F_OK) == 0) {  // every access below is type-checked
     const Json index = readJsonFile(indexPath);
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       throw EngineError(indexPath + ": no \"weight_map\" object");

@@ -43,6 +43,7 @@ class SafetensorsFile {
 
  private:
   void parseHeader();
+  void requireDisjoint() const;
 
   std::string path_;
   void* map_ = nullptr;
