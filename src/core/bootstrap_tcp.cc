@@ -166,6 +166,10 @@ bool Root::gather() {
       if (!started) RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: no rank joined; exiting (%s)", why.c_str());
       return false;
     }
+    // The window counts from this accept, which silent connections queued
+    // before it may have delayed by kHelloWaitMs each; joinRoot's slack
+    // covers one of them.
+    const Deadline accepted = Clock::now();
     JoinRequest request{};
     if (socketRecvAll(fd, &request, sizeof request, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), &why) !=
         rcnSuccess) {
@@ -174,7 +178,7 @@ bool Root::gather() {
       continue;
     }
     if (!started && request.magic == magic_) {
-      deadline = deadlineAfterMs(timeoutMs_);
+      deadline = accepted + std::chrono::milliseconds(timeoutMs_);
       started = true;
     }
     admit(fd, request);
@@ -321,10 +325,11 @@ rcnResult_t reportVerdict(const RootReply& r, int rank, int nranks, int fd, Dead
 rcnResult_t joinRoot(const SocketAddress& root, uint64_t magic, int rank, int nranks, const SocketAddress& listen,
                      int64_t timeoutMs, std::vector<WireAddress>* table) {
   // The root's window opens when the first rank arrives, so our wait for its
-  // answer allows the full window plus slack for the answer to travel.
+  // answer allows the full window plus slack for the answer to travel and for
+  // one silent connection (a port probe) the root heard out before us.
   const Deadline start = Clock::now();
   Deadline connectDeadline = deadlineAfterMs(timeoutMs);
-  Deadline answerDeadline = deadlineAfterMs(timeoutMs + 1000 + timeoutMs / 4);
+  Deadline answerDeadline = deadlineAfterMs(timeoutMs + 1000 + timeoutMs / 4 + kHelloWaitMs);
   int fd = -1;
   std::string why;
   rcnResult_t res = socketConnect(root, connectDeadline, &fd, &why);

@@ -339,15 +339,18 @@ rcnResult_t socketSendRecv(int sendFd, const void* sendData, int recvFd, void* r
   Transfer out{sendFd, static_cast<char*>(const_cast<void*>(sendData)), sendFd >= 0 ? bytes : 0};
   Transfer in{recvFd, static_cast<char*>(recvData), recvFd >= 0 ? bytes : 0};
   *failedSide = 0;
+  bool lastLook = false;  // the one look, without waiting, past the deadline
   while (out.left > 0 || in.left > 0) {
     pollfd fds[2];
     int count = 0;
     if (out.left > 0) fds[count++] = pollfd{out.fd, POLLOUT, 0};
     if (in.left > 0) fds[count++] = pollfd{in.fd, POLLIN, 0};
-    // Past the deadline the poll still looks once, without waiting: what
-    // has arrived by then is taken, not refused.
+    // Past the deadline the poll looks once more, without waiting: what has
+    // arrived by then is taken, not refused. A second time it gives up.
     const int64_t waitMs = msUntil(deadline);
-    int n = poll(fds, count, static_cast<int>(std::min<int64_t>(waitMs, 1 << 30)));
+    const bool timedOut = waitMs == 0 && lastLook;
+    lastLook = waitMs == 0;
+    int n = timedOut ? 0 : poll(fds, count, static_cast<int>(std::min<int64_t>(waitMs, 1 << 30)));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       *why = errnoText("poll", errno);

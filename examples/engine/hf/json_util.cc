@@ -43,7 +43,13 @@ int openRegularFile(const std::string& path, size_t* bytes) {
 Json readJsonFile(const std::string& path) {
   size_t bytes = 0;
   const int fd = openRegularFile(path, &bytes);
+  if (bytes > kMaxJsonBytes) {
+    ::close(fd);
+    throw EngineError(path + ": " + std::to_string(bytes) + " bytes, more than the " +
+                      std::to_string(kMaxJsonBytes >> 20) + " MB a JSON file may have");
+  }
   std::string text;
+  text.reserve(bytes);
   for (char buffer[65536];;) {  // to the end, whatever stat said: a file may grow while read
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
@@ -71,6 +77,8 @@ int requireInt(const Json& obj, const char* key, const std::string& what) {
   const Json* v = find(obj, key);
   if (!v) fieldError(what, key, "is missing");
   if (!v->is_number_integer()) fieldError(what, key, "is not an integer");
+  // An unsigned value past 2^63 would wrap to a negative long long.
+  if (v->is_number_unsigned() && v->get<unsigned long long>() >= (1ULL << 31)) fieldError(what, key, "is out of range");
   const long long n = v->get<long long>();
   if (n < -(1LL << 31) || n >= (1LL << 31)) fieldError(what, key, "is out of range");
   return int(n);

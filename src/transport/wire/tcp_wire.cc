@@ -253,12 +253,17 @@ rcnResult_t TcpWire::acceptFrom(uint64_t commTag, int count, std::string* why) {
       return rcnRemoteError;
     }
     Hello hello{};
-    if (socketRecvAll(fd, &hello, sizeof hello, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), &reason) !=
-            rcnSuccess ||
-        hello.magic != kFrameMagic || hello.commTag != commTag || hello.rank < 0 ||
-        hello.rank >= rank_ || fds_[hello.rank] >= 0) {
-      RCN_INFO(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection that is not a lower rank of this "
-               "communicator (silent, or a bad hello)", rank_);
+    const bool said = socketRecvAll(fd, &hello, sizeof hello, std::min(deadline, deadlineAfterMs(kHelloWaitMs)),
+                                    &reason) == rcnSuccess;
+    if (!said || hello.magic != kFrameMagic) {  // a port probe, or not rocenante
+      RCN_INFO(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection that sent no hello", rank_);
+      socketClose(&fd);
+      continue;
+    }
+    if (hello.commTag != commTag || hello.rank < 0 || hello.rank >= rank_ || fds_[hello.rank] >= 0) {
+      // A rocenante peer of another communicator, or a rank out of place: a misconfiguration.
+      RCN_WARN(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection with a bad hello (rank %d)", rank_,
+               hello.rank);
       socketClose(&fd);
       continue;
     }
