@@ -25,6 +25,7 @@
 #include "shapes.h"
 #include "shard.h"
 #include "test_engine_hf_writer.h"
+#include "text_codec.h"
 #include "test_engine_naive.h"
 
 using namespace engine;
@@ -239,6 +240,9 @@ TEST_CASE("Llama 3.1 rope_scaling is parsed, reported, and turned into frequenci
     return std::string("(no error)");
   };
   CHECK_THAT(errorWith("\"low_freq_factor\": 1.0, ", ""), ContainsSubstring("low_freq_factor"));
+  CHECK_THAT(errorWith("\"low_freq_factor\": 1.0", "\"low_freq_factor\": 0"), ContainsSubstring("low_freq_factor must be positive"));
+  CHECK_THAT(errorWith("\"original_max_position_embeddings\": 8192", "\"original_max_position_embeddings\": -100"),
+             ContainsSubstring("original_max_position_embeddings must be positive"));
   CHECK_THAT(errorWith("\"rms_norm_eps\": ", "\"rms_norm_eps\": -"), ContainsSubstring("norm epsilon"));
   writeText(dir.path + "/config.json", full);
 }
@@ -489,6 +493,16 @@ TEST_CASE("config.json: token ids past 2^31, huge head sizes and special files a
   REQUIRE(::mkfifo(configPath.c_str(), 0600) == 0);
   CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("not a regular file"));
   ::unlink(configPath.c_str());
+}
+
+TEST_CASE("a tokenizer.json in the model directory that is no regular file is named, not skipped") {
+  TempDir dir;
+  ModelConfig c = smallConfig("llama");
+  hftest::writeHfModel(dir.path, randomWeights(c, 2), {});
+  REQUIRE(::mkdir((dir.path + "/tokenizer.json").c_str(), 0700) == 0);
+  CHECK_THAT(errorOf([&] { openTextCodec(dir.path, "", c.vocab); }),
+             ContainsSubstring("tokenizer.json: not a regular file"));
+  ::rmdir((dir.path + "/tokenizer.json").c_str());
 }
 
 TEST_CASE("missing, misshapen and untyped tensors are named") {

@@ -30,9 +30,11 @@ bool isDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool isFile(const std::string& path) {
+// Of any kind: a tokenizer.json that is no regular file is then refused by
+// name when it is read, rather than skipped for token ids without a word.
+bool exists(const std::string& path) {
   struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return stat(path.c_str(), &st) == 0;
 }
 
 bool endsWith(const std::string& s, const std::string& suffix) {
@@ -136,7 +138,7 @@ void noteContextEnd(int generated, int steps, int context) {
 std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab) {
   const bool hfDirectory = isDirectory(modelPath);
   std::string json = endsWith(tokenizerPath, ".json") ? tokenizerPath : "";
-  if (tokenizerPath.empty() && hfDirectory && isFile(modelPath + "/tokenizer.json"))
+  if (tokenizerPath.empty() && hfDirectory && exists(modelPath + "/tokenizer.json"))
     json = modelPath + "/tokenizer.json";
   // llama2.c's ids unless a Hugging Face config.json says otherwise.
   int bos = Llama2cTokenizer::kBos;

@@ -160,7 +160,9 @@ std::vector<double> ropeFrequencies(const HfConfig& hf) {
     return freq;
   }
   if (r.type != "llama3") throw EngineError("rope_scaling type \"" + r.type + "\" is not supported");
-  if (r.highFreqFactor <= r.lowFreqFactor) throw EngineError("rope_scaling: high_freq_factor must exceed low_freq_factor");
+  if (!(r.lowFreqFactor > 0) || r.highFreqFactor <= r.lowFreqFactor)
+    throw EngineError("rope_scaling: low_freq_factor must be positive and high_freq_factor larger");
+  if (r.originalContext <= 0) throw EngineError("rope_scaling: original_max_position_embeddings must be positive");
   // Llama 3.1: long wavelengths are slowed by `factor`, short ones kept, and
   // those between blended smoothly.
   const double kPi = 3.14159265358979323846;
