@@ -505,6 +505,22 @@ TEST_CASE("a tokenizer.json in the model directory that is no regular file is na
   ::rmdir((dir.path + "/tokenizer.json").c_str());
 }
 
+TEST_CASE("tensors the config does not use are listed") {
+  TempDir dir;
+  ModelConfig c = smallConfig("llama");
+  hftest::writeHfModel(dir.path, randomWeights(c, 3), {});
+  CHECK(hf::loadHfModel(dir.path, 0).unusedTensors.empty());
+  // config.json of a one-layer model over a checkpoint of more.
+  std::string config = readText(dir.path + "/config.json");
+  const std::string layers = "\"num_hidden_layers\": " + std::to_string(c.layers);
+  REQUIRE(config.find(layers) != std::string::npos);
+  config.replace(config.find(layers), layers.size(), "\"num_hidden_layers\": 1");
+  writeText(dir.path + "/config.json", config);
+  const std::vector<std::string> unused = hf::loadHfModel(dir.path, 0).unusedTensors;
+  REQUIRE_FALSE(unused.empty());
+  CHECK(unused[0].rfind("model.layers.1.", 0) == 0);
+}
+
 TEST_CASE("missing, misshapen and untyped tensors are named") {
   TempDir dir;
   ModelConfig c = smallConfig("llama");

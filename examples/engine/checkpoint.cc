@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "llama2c_loader.h"
 #include "shard.h"
@@ -32,6 +33,10 @@ ModelWeights loadCheckpointShard(const std::string& path, int size, int rank) {
     hf::HfModel m = hf::loadHfShard(path, kMaxContext, size, rank);
     // Refuses what the forward pass would silently get wrong (e.g. yarn RoPE scaling).
     hf::requireEngineSupport(m.hf);
+    // Transformers warns about these too: a config.json of another checkpoint, say.
+    if (rank == 0 && !m.unusedTensors.empty())
+      std::fprintf(stderr, "rcn_engine: note: %s: %zu tensors are not used by its config.json (%s%s)\n", path.c_str(),
+                   m.unusedTensors.size(), m.unusedTensors[0].c_str(), m.unusedTensors.size() > 1 ? ", ..." : "");
     return std::move(m.weights);
 #else
     throwNoHf(path);

@@ -62,6 +62,8 @@ HfModel load(const std::string& dir, int maxSeqLen, int size, int rank) {
   w.finalNorm = ckpt.read("model.norm.weight", {c.dim});
   // A tied checkpoint may still carry lm_head.weight (a copy); HF ignores it too.
   if (!c.tiedClassifier) w.classifier = ckpt.read("lm_head.weight", {c.vocab, c.dim});
+  for (const std::string& name : ckpt.untouched())
+    if (name != "lm_head.weight" && name.find("rotary_emb.inv_freq") == std::string::npos) m.unusedTensors.push_back(name);
   return m;
 }
 

@@ -14,6 +14,10 @@ namespace engine::hf {
 struct HfModel {
   HfConfig hf;          // hf.config == weights.config
   ModelWeights weights;  // Qwen2's q/k/v biases in LayerWeights.bq/bk/bv
+  // Tensors of the checkpoint this config.json does not use (more layers
+  // than it says, a bias it does not enable), leaving out those known to be
+  // spare (a tied checkpoint's lm_head.weight, rotary_emb.inv_freq buffers).
+  std::vector<std::string> unusedTensors;
 };
 
 // The whole model. `maxSeqLen` (> 0) caps the context (see readHfConfig).

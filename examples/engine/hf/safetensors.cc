@@ -198,7 +198,15 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
 const TensorInfo& Checkpoint::get(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw EngineError(dir_ + ": tensor " + name + " is missing from the checkpoint");
+  touched_.insert(name);
   return *it->second;
+}
+
+std::vector<std::string> Checkpoint::untouched() const {
+  std::vector<std::string> names;
+  for (const auto& entry : tensors_)
+    if (!touched_.count(entry.first)) names.push_back(entry.first);
+  return names;
 }
 
 const TensorInfo& Checkpoint::checked(const std::string& name, const std::vector<int64_t>& shape) const {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <set>
 #include <vector>
 
 namespace engine::hf {
@@ -61,6 +62,8 @@ class Checkpoint {
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   // Throws EngineError naming the tensor (and the directory) when absent.
   const TensorInfo& get(const std::string& name) const;
+  // The tensors no get() (or read) has asked for so far, in name order.
+  std::vector<std::string> untouched() const;
 
   // The whole tensor as float32; throws unless its shape is `shape`.
   std::vector<float> read(const std::string& name, const std::vector<int64_t>& shape) const;
@@ -77,6 +80,7 @@ class Checkpoint {
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> tensors_;
+  mutable std::set<std::string> touched_;  // names get() was asked for
 };
 
 // Element conversions (exposed for tests and for writers of test models).
