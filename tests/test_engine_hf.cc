@@ -454,7 +454,7 @@ void writeSafetensors(const std::string& path, const std::string& header, size_t
 
 }  // namespace
 
-TEST_CASE("headers that overlap tensors, wrap shapes or name no regular file are refused") {
+TEST_CASE("headers that overlap tensors, repeat a name, wrap shapes or name no regular file are refused") {
   TempDir dir;
   const std::string path = dir.path + "/model.safetensors";
   writeSafetensors(path,
@@ -462,6 +462,12 @@ TEST_CASE("headers that overlap tensors, wrap shapes or name no regular file are
                    "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
                    12);
   CHECK_THAT(errorOf([&] { hf::SafetensorsFile file(path); }), ContainsSubstring("a and b share data bytes"));
+  // One name twice: the JSON parser would keep the last entry without a word.
+  writeSafetensors(path,
+                   "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                   "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}",
+                   16);
+  CHECK_THAT(errorOf([&] { hf::SafetensorsFile file(path); }), ContainsSubstring("key \"a\" appears twice"));
   // 2^40 x 2^40 elements wrap 64 bits to 0, which the 0 data bytes would have matched.
   writeSafetensors(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1099511627776,1099511627776],\"data_offsets\":[0,0]}}",
                    0);

@@ -25,6 +25,7 @@ namespace {
 
 // "RCNENV02": the reply carries the magic and a refusal's reason (01 did not).
 const uint64_t kEnvMagic = 0x52434e454e563032ull;
+const uint64_t kEnvMagicV1 = 0x52434e454e563031ull;  // recognised only to name it
 
 struct Join {
   uint64_t magic;
@@ -104,7 +105,11 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadli
     // stays silent (a probe, a health check) must not hold up the ranks
     // queued behind it, so it gets a short wait of its own.
     const Deadline joinDeadline = std::min(deadline, deadlineAfterMs(kHelloWaitMs));
-    if (socketRecvAll(fd, &join, sizeof join, joinDeadline, &why) != rcnSuccess || join.magic != kEnvMagic) {
+    const bool heard = socketRecvAll(fd, &join, sizeof join, joinDeadline, &why) == rcnSuccess;
+    if (heard && join.magic == kEnvMagicV1)
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d runs an older rocenante (its join is version 1); every rank "
+               "must run the same version", join.rank);
+    if (!heard || join.magic != kEnvMagic) {
       // Not one of ours (a port scanner, another job): ignore it, keep waiting.
       RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: ignored a stray connection on port %d", port);
       socketClose(&fd);

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "model.h"
 
@@ -68,6 +69,20 @@ Json readJsonFile(const std::string& path) {
 Json parseJson(const char* begin, const char* end, const std::string& what) {
   try {
     return Json::parse(begin, end);
+  } catch (const Json::exception& e) {
+    throw EngineError(what + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+Json parseJsonUniqueKeys(const char* begin, const char* end, const std::string& what) {
+  std::set<std::string> keys;
+  const Json::parser_callback_t refuseRepeats = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (depth == 1 && event == Json::parse_event_t::key && !keys.insert(parsed.get<std::string>()).second)
+      throw EngineError(what + ": key \"" + parsed.get<std::string>() + "\" appears twice");
+    return true;
+  };
+  try {
+    return Json::parse(begin, end, refuseRepeats);
   } catch (const Json::exception& e) {
     throw EngineError(what + ": not valid JSON (" + e.what() + ")");
   }

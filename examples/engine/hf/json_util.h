@@ -22,6 +22,10 @@ Json readJsonFile(const std::string& path);
 // Parses `text` (what: the file or header it came from, for messages).
 Json parseJson(const char* begin, const char* end, const std::string& what);
 
+// The same, refusing a top-level key that appears twice (a safetensors
+// header naming one tensor twice: nlohmann would keep the last silently).
+Json parseJsonUniqueKeys(const char* begin, const char* end, const std::string& what);
+
 // obj[key] as an int / float / string / bool; throws naming `what` and the key
 // when it is absent or of the wrong type.
 int requireInt(const Json& obj, const char* key, const std::string& what);

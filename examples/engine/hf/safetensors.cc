@@ -105,7 +105,7 @@ void SafetensorsFile::parseHeader() {
     throw EngineError(path_ + ": header length " + std::to_string(headerBytes) + " does not fit in the " +
                       std::to_string(size_) + "-byte file (truncated or corrupt)");
   const char* text = reinterpret_cast<const char*>(base + 8);
-  const Json header = parseJson(text, text + headerBytes, path_ + " header");
+  const Json header = parseJsonUniqueKeys(text, text + headerBytes, path_ + " header");
   if (!header.is_object()) throw EngineError(path_ + ": header is not a JSON object");
 
   const uint8_t* data = base + 8 + headerBytes;
