@@ -115,13 +115,16 @@ thread_local std::vector<Pending> tlsPending;
 
 ncclResult_t toNccl(rcnResult_t r) { return static_cast<ncclResult_t>(r); }
 
+// The communicator a pending creation made. NCCL writes an init's handle at
+// once and never again, so its slot may be gone by now; a split's or
+// shrink's (early null) is written at the group's end.
+ncclComm_t pendingComm(const Pending& p) { return p.early ? p.early : p.slot ? *p.slot : nullptr; }
+
 // A communicator destroyed or aborted inside the group that made it is no
 // longer set up at the group's end.
 void forgetPending(ncclComm_t comm) {
   if (!comm) return;
-  // NCCL writes an init's handle at once and never again, so its slot may be
-  // gone by now; a split's or shrink's (early null) is written at the group's end.
-  auto gone = [&](const Pending& p) { return (p.early ? p.early : p.slot ? *p.slot : nullptr) == comm; };
+  auto gone = [&](const Pending& p) { return pendingComm(p) == comm; };
   tlsPending.erase(std::remove_if(tlsPending.begin(), tlsPending.end(), gone), tlsPending.end());
 }
 
@@ -165,15 +168,9 @@ rcnResult_t attach(ncclComm_t comm) {
     return rcnSuccess;
   }
   RCN_CHECK(paramValidate());  // a malformed ROCENANTE_* fails creation, single-rank ones' too (PARAMS.md)
-  const NcclApi* core = nullptr;
-  if (ncclApi(&core) != rcnSuccess || !real.ncclCommCount || !real.ncclCommUserRank || !real.ncclCommCuDevice) {
-    RCN_WARN(RCN_LOG_SHIM, "NCCL comm %p: the real NCCL (%s) lacks entry points rocenante needs (a warning "
-             "when it was loaded names them); ROCENANTE_DISABLE=1 runs it plain", (void*)comm, ncclLibraryPath());
-    return rcnSystemError;
-  }
   int nranks = 0, rank = 0, dev = -1;
-  if (real.ncclCommCount(comm, &nranks) != ncclSuccess ||
-      real.ncclCommUserRank(comm, &rank) != ncclSuccess ||
+  if (!real.ncclCommCount || !real.ncclCommUserRank || !real.ncclCommCuDevice ||
+      real.ncclCommCount(comm, &nranks) != ncclSuccess || real.ncclCommUserRank(comm, &rank) != ncclSuccess ||
       real.ncclCommCuDevice(comm, &dev) != ncclSuccess) {
     RCN_WARN(RCN_LOG_SHIM, "NCCL comm %p: cannot read its rank, size or device", (void*)comm);
     return rcnInternalError;
@@ -183,6 +180,12 @@ rcnResult_t attach(ncclComm_t comm) {
     RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p dev %d: a single-rank communicator; every call goes to NCCL",
              (void*)comm, dev);
     return rcnSuccess;
+  }
+  const NcclApi* core = nullptr;
+  if (ncclApi(&core) != rcnSuccess) {
+    RCN_WARN(RCN_LOG_SHIM, "NCCL comm %p: the real NCCL (%s) lacks entry points rocenante needs (a warning "
+             "when it was loaded names them); ROCENANTE_DISABLE=1 runs it plain", (void*)comm, ncclLibraryPath());
+    return rcnSystemError;
   }
   RCN_CUDA_CHECK(cudaSetDevice(dev));
   RelaxedCaptureScope relaxed;  // as in commCreate: the bootstrap makes a stream and a buffer too
@@ -207,8 +210,18 @@ rcnResult_t attach(ncclComm_t comm) {
   return rcnSuccess;
 }
 
+// Which failure is the cause: the first that is not merely a peer giving up
+// (rcnRemoteError), else the first; results.size() when all succeeded.
+size_t firstCause(const std::vector<rcnResult_t>& results) {
+  size_t first = results.size();
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i] != rcnSuccess && (first == results.size() || results[first] == rcnRemoteError)) first = i;
+  return first;
+}
+
 // Attaches several communicators at once, one thread each (their bootstrap
-// exchanges need each other). Returns the first failure.
+// exchanges need each other). Returns the first failure that is not a peer
+// giving up (rcnRemoteError), and makes its warning this thread's last error.
 rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
   if (comms.size() == 1) {
     DeviceScope keep;
@@ -231,14 +244,10 @@ rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
     for (size_t i = threads.size(); i < comms.size(); ++i) results[i] = rcnSystemError;
   }
   for (std::thread& t : threads) t.join();
-  // The first failure that is not merely a peer giving up (rcnRemoteError)
-  // is the cause; its warning becomes this thread's, for setupFailure.
-  size_t first = comms.size();
-  for (size_t i = 0; i < comms.size(); ++i)
-    if (results[i] != rcnSuccess && (first == comms.size() || results[first] == rcnRemoteError)) first = i;
-  if (first == comms.size()) return rcnSuccess;
-  if (!causes[first].empty()) setLastError(causes[first]);
-  return results[first];
+  const size_t cause = firstCause(results);
+  if (cause == results.size()) return rcnSuccess;
+  if (!causes[cause].empty()) setLastError(causes[cause]);  // for setupFailure
+  return results[cause];
 }
 
 // Why a setup failed, for the warning that replaces it as the last error:
@@ -501,7 +510,7 @@ ncclResult_t shim_ncclGroupEnd() {
   pending.swap(tlsPending);
   std::vector<ncclComm_t> ready;
   for (const Pending& p : pending) {
-    ncclComm_t comm = p.early ? p.early : *p.slot;
+    ncclComm_t comm = pendingComm(p);
     if (!comm) continue;  // NCCL_SPLIT_NOCOLOR, or creation failed
     if (p.blocking && res == ncclSuccess) {
       putForwardOnly(comm, true, "rocenante setup at ncclGroupEnd did not complete");

@@ -137,44 +137,63 @@ void reportError(const std::string& what, int errorFd) {
   printError(what);
 }
 
-int superviseRanks(const std::vector<RankProcess>& ranks) {
-  const auto grace = std::chrono::seconds(30);
-  const int count = int(ranks.size());
-  std::vector<bool> running(count, true);
-  std::vector<std::string> messages(count);
-  std::set<std::string> printed;
-  int result = 0, alive = count;
+namespace {
+
+// What superviseRanks knows of its ranks as they run.
+struct Supervision {
+  std::vector<bool> running;
+  std::vector<std::string> messages;  // each rank's error message so far
+  std::set<std::string> printed;      // messages shown already
+  int alive = 0;
+  int result = 0;  // the first failure's status
   std::chrono::steady_clock::time_point firstFailure;
-  while (alive > 0) {
-    for (int r = 0; r < count; ++r) {
-      if (!running[r]) continue;
-      drain(ranks[r].errorFd, messages[r]);  // as it comes: a long message must not block its rank
-      int status = 0;
-      if (waitpid(ranks[r].pid, &status, WNOHANG) != ranks[r].pid) continue;
-      running[r] = false;
-      --alive;
-      drain(ranks[r].errorFd, messages[r]);
-      // An error every rank hits (a bad prompt, say) would otherwise show once per rank.
-      if (!messages[r].empty() && printed.insert(messages[r]).second) printError(messages[r]);
-      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && result == 0) {
-        result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-        firstFailure = std::chrono::steady_clock::now();
-        std::fprintf(stderr, "rcn_engine: rank %d %s %d\n", r, WIFEXITED(status) ? "exited with" : "killed by signal",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-      }
+};
+
+// Reads rank r's message as it comes (a long one must not block its rank)
+// and, once it has exited, prints its message unless another rank's was the
+// same (an error every rank hits, a bad prompt say) and notes a failure.
+void checkRank(const RankProcess& rank, int r, Supervision& s) {
+  drain(rank.errorFd, s.messages[r]);
+  int status = 0;
+  if (waitpid(rank.pid, &status, WNOHANG) != rank.pid) return;
+  s.running[r] = false;
+  --s.alive;
+  drain(rank.errorFd, s.messages[r]);
+  if (!s.messages[r].empty() && s.printed.insert(s.messages[r]).second) printError(s.messages[r]);
+  const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (ok || s.result != 0) return;
+  s.result = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  s.firstFailure = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "rcn_engine: rank %d %s %d\n", r, WIFEXITED(status) ? "exited with" : "killed by signal",
+               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+// A run where one rank failed ends: the others get a grace period, then are killed.
+void killStragglers(const std::vector<RankProcess>& ranks, Supervision& s) {
+  const auto grace = std::chrono::seconds(30);
+  if (s.result == 0 || std::chrono::steady_clock::now() - s.firstFailure <= grace) return;
+  for (size_t r = 0; r < ranks.size(); ++r)
+    if (s.running[r]) {
+      std::fprintf(stderr, "rcn_engine: killing rank %zu, still running after another rank failed\n", r);
+      kill(ranks[r].pid, SIGKILL);
     }
-    if (result != 0 && std::chrono::steady_clock::now() - firstFailure > grace) {
-      for (int r = 0; r < count; ++r)
-        if (running[r]) {
-          std::fprintf(stderr, "rcn_engine: killing rank %d, still running after another rank failed\n", r);
-          kill(ranks[r].pid, SIGKILL);
-        }
-      firstFailure = std::chrono::steady_clock::now();  // reap them next
-    }
+  s.firstFailure = std::chrono::steady_clock::now();  // reap them next
+}
+
+}  // namespace
+
+int superviseRanks(const std::vector<RankProcess>& ranks) {
+  Supervision s;
+  s.running.assign(ranks.size(), true);
+  s.messages.resize(ranks.size());
+  s.alive = int(ranks.size());
+  while (s.alive > 0) {
+    for (size_t r = 0; r < ranks.size(); ++r)
+      if (s.running[r]) checkRank(ranks[r], int(r), s);
+    killStragglers(ranks, s);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return result;
+  return s.result;
 }
 
 int launchRanks(const EngineOptions& o, int argc, char** argv, const std::string& uniqueIdHex) {

@@ -155,9 +155,11 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
  * too (its flags carry the call's signature): a rank that finds a peer's call
  * different records rcnInvalidUsage (rcnCommGetAsyncError names the peer) and
  * the communicator stops. Sizes on two sides of ROCENANTE_LL_MAX_BYTES (the
- * ranks then use different protocols) or of the threshold that sends one rank
- * to NCCL end in the fast path's timeout (rcnRemoteError) instead. Calls NCCL
- * takes, and the proxy (RDMA) path, like NCCL, do not check.
+ * ranks then use different protocols) end in the fast path's timeout
+ * (rcnRemoteError) instead. Sizes on two sides of the threshold that sends a
+ * call to NCCL are worse: the fast-path rank times out, while its peer's NCCL
+ * call may hang or pair with a later NCCL call (abort the communicator). Calls
+ * NCCL takes, and the proxy (RDMA) path, like NCCL, do not check.
  * On the host backend (no GPU) the buffers are host memory and the call
  * returns when the result is in recvbuff. */
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,

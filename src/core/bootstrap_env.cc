@@ -85,16 +85,52 @@ rcnResult_t listenOnPort(int port, int* fd) {
   return rcnSuccess;
 }
 
+// What rank 0's refusal means, for both sides' messages.
+const char* refusalText(Refusal refusal) {
+  switch (refusal) {
+    case kOtherSize: return "the ranks disagree on the world size";
+    case kRankOutOfRange: return "no such rank in this world";
+    case kRankTaken: return "another process joined as that rank first (two launches on one port?)";
+    default: return "accepted";
+  }
+}
+
+// Answers one join. True when the joiner took the id: the reply reached it
+// and it was accepted (a joiner that died before the answer arrived does not
+// keep its rank from a restart).
+bool answerJoin(int fd, const Join& join, const rcnUniqueId& id, int nranks, int port, Deadline deadline,
+                std::vector<char>* taken) {
+  Reply reply{};
+  reply.magic = kEnvMagic;
+  reply.refusal = judge(join, nranks, *taken);
+  reply.nranks = nranks;
+  if (reply.refusal == kAccepted) reply.id = id;
+  std::string why;
+  const bool sent = socketSendAll(fd, &reply, sizeof reply, deadline, &why) == rcnSuccess;
+  if (reply.refusal != kAccepted) {
+    // Refused joins do not count: the right one may still arrive.
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d refused a join as rank %d of %d (world of %d): %s",
+             port, join.rank, join.nranks, nranks, refusalText(Refusal(reply.refusal)));
+    return false;
+  }
+  if (!sent) {
+    RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d joined but left before the id reached it: %s", join.rank,
+             why.c_str());
+    return false;
+  }
+  (*taken)[join.rank] = 1;
+  return true;
+}
+
 rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadline) {
   int lfd = -1;
   RCN_CHECK(listenOnPort(port, &lfd));
   rcnResult_t res = rcnSuccess;
   std::vector<char> taken(static_cast<size_t>(nranks), 0);
   taken[0] = 1;
-  for (int joined = 1; joined < nranks && res == rcnSuccess; joined++) {
+  for (int joined = 1; joined < nranks;) {
     int fd = -1;
     std::string why;
-    Join join{};
     res = socketAccept(lfd, deadline, &fd, &why);
     if (res != rcnSuccess) {
       RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d: %s; %d of %d ranks arrived", port, why.c_str(),
@@ -102,39 +138,20 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadli
       break;
     }
     // A rank sends its request as soon as it connects; a connection that
-    // stays silent (a probe, a health check) must not hold up the ranks
-    // queued behind it, so it gets a short wait of its own.
+    // stays silent (a probe, a health check) gets a short wait of its own.
+    Join join{};
     const Deadline joinDeadline = std::min(deadline, deadlineAfterMs(kHelloWaitMs));
     const bool heard = socketRecvAll(fd, &join, sizeof join, joinDeadline, &why) == rcnSuccess;
     if (heard && join.magic == kEnvMagicV1)
       RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d runs an older rocenante (its join is version 1); every rank "
                "must run the same version", join.rank);
-    if (!heard || join.magic != kEnvMagic) {
+    if (heard && join.magic == kEnvMagic) {
+      if (answerJoin(fd, join, id, nranks, port, deadline, &taken)) ++joined;
+    } else {
       // Not one of ours (a port scanner, another job): ignore it, keep waiting.
       RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: ignored a stray connection on port %d", port);
-      socketClose(&fd);
-      joined--;
-      continue;
     }
-    Reply reply{};
-    reply.magic = kEnvMagic;
-    reply.refusal = judge(join, nranks, taken);
-    reply.nranks = nranks;
-    if (reply.refusal == kAccepted) {
-      reply.id = id;
-      taken[join.rank] = 1;
-    }
-    socketSendAll(fd, &reply, sizeof reply, deadline, &why);
     socketClose(&fd);
-    if (reply.refusal != kAccepted) {
-      // Refused joins do not count: the right one may still arrive.
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d refused a join as rank %d of %d: %s", port,
-               join.rank, join.nranks,
-               reply.refusal == kOtherSize        ? ("this world has " + std::to_string(nranks) + " ranks").c_str()
-               : reply.refusal == kRankTaken      ? "that rank has joined already"
-                                                  : "no such rank");
-      joined--;
-    }
   }
   socketClose(&lfd);
   return res;
@@ -150,25 +167,20 @@ rcnResult_t fetchId(int rank, int nranks, const SocketAddress& root, Deadline de
   if (res == rcnSuccess) res = socketRecvAll(fd, &reply, sizeof reply, deadline, &why);
   socketClose(&fd);
   if (res != rcnSuccess) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d cannot get the id from rank 0 at %s: %s", rank,
-             root.text().c_str(), why.c_str());
+    // A rank 0 of an older version drops our join without an answer, as a stray.
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d cannot get the id from rank 0 at %s: %s (is rank 0 "
+             "running, and the same rocenante version?)", rank, root.text().c_str(), why.c_str());
     return res;
   }
   if (reply.magic != kEnvMagic) {
     RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: what answers at MASTER_ADDR:MASTER_PORT (%s) is not "
-             "rocenante's rank 0 (another service, or another version)", rank, root.text().c_str());
-    return rcnInvalidArgument;
-  }
-  if (reply.refusal == kOtherSize) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d was launched with %d ranks, rank 0 with %d", rank, nranks,
-             reply.nranks);
+             "rocenante's rank 0 (another service)", rank, root.text().c_str());
     return rcnInvalidArgument;
   }
   if (reply.refusal != kAccepted) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 at %s refused rank %d: %s", root.text().c_str(), rank,
-             reply.refusal == kRankTaken ? "another process joined as that rank first (two launches on one port?)"
-                                         : "no such rank");
-    return rcnInvalidUsage;
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 at %s (a world of %d) refused rank %d of %d: %s",
+             root.text().c_str(), reply.nranks, rank, nranks, refusalText(Refusal(reply.refusal)));
+    return reply.refusal == kOtherSize ? rcnInvalidArgument : rcnInvalidUsage;
   }
   *id = reply.id;
   return rcnSuccess;

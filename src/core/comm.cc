@@ -169,8 +169,7 @@ void fillInfo(rcnComm* comm, const std::string& reason) {
 rcnResult_t requireSomePath(const rcnComm* comm, const std::string& reason) {
   if (comm->nccl) return rcnSuccess;
   const PolicyConfig& policy = comm->policy;
-  const bool allToNccl = policy.disabled || policy.force < 0;
-  if (comm->fast && !allToNccl) return rcnSuccess;
+  if (comm->fast && !policySendsAllToNccl(policy)) return rcnSuccess;
   const std::string why =
       comm->fast ? "the policy sends every call to NCCL (" + std::string(policy.disabled ? "disable" : "force: nccl") +
                        "; " + policy.source + ")"

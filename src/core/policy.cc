@@ -120,13 +120,15 @@ rcnResult_t policyLoad(TopoClass topo, rcnPath_t transport, int nranks, PolicyCo
   return rcnSuccess;
 }
 
+bool policySendsAllToNccl(const PolicyConfig& config) { return config.disabled || config.force < 0; }
+
 RouteDecision policyRoute(const CallDesc& call, const PolicyConfig& config) {
   RouteDecision d;
   if (const NcclPreference* pref = preferenceFor(config, call.bytes)) {
     d.algo = pref->algo;
     d.proto = pref->proto;
   }
-  bool eligible = !config.disabled && config.force >= 0 && call.coll == Collective::AllReduce &&
+  bool eligible = !policySendsAllToNccl(config) && call.coll == Collective::AllReduce &&
                   call.transport != rcnPathNccl && call.nranks >= 2 && call.bytes > 0;
   if (!eligible) return d;
   if (config.force > 0) {

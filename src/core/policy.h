@@ -75,6 +75,9 @@ rcnResult_t policyLoad(TopoClass topo, rcnPath_t transport, int nranks, PolicyCo
 // file, no environment).
 PolicyConfig policyDefaults(TopoClass topo, rcnPath_t transport, int nranks);
 
+// Whether the policy sends every call to NCCL (disable, or force: nccl).
+bool policySendsAllToNccl(const PolicyConfig& config);
+
 RouteDecision policyRoute(const CallDesc& call, const PolicyConfig& config);
 
 // A canonical text of every field that steers routing; hashed in the init vote.

@@ -99,21 +99,24 @@ bool sigpipePending() {
   return sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
 }
 
+sigset_t sigpipeOnly() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  return set;
+}
+
 }  // namespace
 
 SigpipeBlocked::SigpipeBlocked() {
-  sigset_t pipeOnly;
-  sigemptyset(&pipeOnly);
-  sigaddset(&pipeOnly, SIGPIPE);
+  const sigset_t pipeOnly = sigpipeOnly();
   pthread_sigmask(SIG_BLOCK, &pipeOnly, &oldMask_);
   wasPending_ = sigpipePending();
 }
 
 SigpipeBlocked::~SigpipeBlocked() {
   if (!wasPending_ && sigpipePending()) {
-    sigset_t pipeOnly;
-    sigemptyset(&pipeOnly);
-    sigaddset(&pipeOnly, SIGPIPE);
+    const sigset_t pipeOnly = sigpipeOnly();
     const timespec now{0, 0};
     // Takes the one our write raised (blocked, so still pending); errno is kept for the caller.
     const int savedErrno = errno;

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -44,31 +45,30 @@ int openRegularFile(const std::string& path, size_t* bytes) {
 Json readJsonFile(const std::string& path) {
   size_t bytes = 0;
   const int fd = openRegularFile(path, &bytes);
-  if (bytes > kMaxJsonBytes) {
-    ::close(fd);
-    throw EngineError(path + ": " + std::to_string(bytes) + " bytes, more than the " +
-                      std::to_string(kMaxJsonBytes >> 20) + " MB a JSON file may have");
-  }
   std::string text;
-  text.reserve(bytes);
+  text.reserve(std::min(bytes, kMaxJsonBytes));
   for (char buffer[65536];;) {  // to the end, whatever stat said: a file may grow while read
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || text.size() + size_t(n) > kMaxJsonBytes) {
+    if (n < 0) {
       const int err = errno;
       ::close(fd);
-      if (n == 0) break;
-      throw EngineError(path + (n < 0 ? ": read failed (" + std::string(std::strerror(err)) + ")"
-                                      : ": more than " + std::to_string(kMaxJsonBytes >> 20) + " MB of JSON"));
+      throw EngineError(path + ": read failed (" + std::strerror(err) + ")");
     }
     text.append(buffer, size_t(n));
+    if (text.size() > kMaxJsonBytes) {
+      ::close(fd);
+      throw EngineError(path + ": more than the " + std::to_string(kMaxJsonBytes >> 20) + " MB a JSON file may have");
+    }
   }
+  ::close(fd);
   return parseJson(text.data(), text.data() + text.size(), path);
 }
 
-Json parseJson(const char* begin, const char* end, const std::string& what) {
+Json parseJson(const char* begin, const char* end, const std::string& what, const Json::parser_callback_t& onEvent) {
   try {
-    return Json::parse(begin, end);
+    return Json::parse(begin, end, onEvent);
   } catch (const Json::exception& e) {
     throw EngineError(what + ": not valid JSON (" + e.what() + ")");
   }
@@ -76,16 +76,11 @@ Json parseJson(const char* begin, const char* end, const std::string& what) {
 
 Json parseJsonUniqueKeys(const char* begin, const char* end, const std::string& what) {
   std::set<std::string> keys;
-  const Json::parser_callback_t refuseRepeats = [&](int depth, Json::parse_event_t event, Json& parsed) {
+  return parseJson(begin, end, what, [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (depth == 1 && event == Json::parse_event_t::key && !keys.insert(parsed.get<std::string>()).second)
       throw EngineError(what + ": key \"" + parsed.get<std::string>() + "\" appears twice");
     return true;
-  };
-  try {
-    return Json::parse(begin, end, refuseRepeats);
-  } catch (const Json::exception& e) {
-    throw EngineError(what + ": not valid JSON (" + e.what() + ")");
-  }
+  });
 }
 
 int requireInt(const Json& obj, const char* key, const std::string& what) {

@@ -19,8 +19,10 @@ int openRegularFile(const std::string& path, size_t* bytes);
 constexpr size_t kMaxJsonBytes = size_t(512) << 20;  // tokenizer.json files run to tens of MB
 Json readJsonFile(const std::string& path);
 
-// Parses `text` (what: the file or header it came from, for messages).
-Json parseJson(const char* begin, const char* end, const std::string& what);
+// Parses `text` (what: the file or header it came from, for messages);
+// onEvent, if any, sees the parse as nlohmann's callback does.
+Json parseJson(const char* begin, const char* end, const std::string& what,
+               const Json::parser_callback_t& onEvent = nullptr);
 
 // The same, refusing a top-level key that appears twice (a safetensors
 // header naming one tensor twice: nlohmann would keep the last silently).

@@ -229,6 +229,14 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   }
   for (int fd : fds)
     if (fd >= 0) close(fd);
+  // Ranks may share this GPU: loaded now, before the verdicts, so that a
+  // failure is every rank's to report. (No rank launches a kernel before
+  // the configuration all-gather that follows the path's creation.)
+  if (mapped.ok && preloadOneShotKernels() != rcnSuccess) {
+    cudaGetLastError();
+    mapped.fail("rank " + std::to_string(me) + " could not load the all-reduce kernels on GPU " +
+                std::to_string(ctx.cudaDev));
+  }
   std::vector<Verdict> verdicts(n);
   verdicts[me] = mapped;
   RCN_CHECK(ctx.bootstrap->allGather(verdicts.data(), sizeof(Verdict)));
@@ -250,7 +258,6 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   args.timeoutNs = ctx.timeoutMs * 1000000ull;
   if (layout.windowValues > 0) describeDeviceComm(args, layout, path->state_ + oneShotStateWords(ctx.maxBlocks),
                                                   &path->device_);
-  RCN_CHECK(preloadOneShotKernels());  // ranks may share this GPU
 
   RCN_INFO(RCN_LOG_TRANSPORT | RCN_LOG_INIT, "rank %d: p2p path over %s, region %zu bytes, LL up to %zu bytes",
            me, ipcKindName(path->kind_), layout.totalBytes, path->llMaxBytes_);
