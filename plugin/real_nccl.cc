@@ -17,8 +17,7 @@ namespace rcn::shim {
 const RealNccl& realNccl() {
   static const RealNccl real = [] {
     RealNccl r{};
-    const NcclApi* api = nullptr;
-    ncclApi(&api);  // opens the library; nccl_lib.cc logs what it tried, or what it lacks
+    // Opens the library (nccl_lib.cc logs what it tried, or what it lacks).
     // Each entry point on its own: one that an older NCCL lacks fails only
     // its own calls (reportMissing), not every forwarder.
     void* handle = ncclLibraryHandle();

@@ -120,6 +120,14 @@ ncclResult_t toNccl(rcnResult_t r) { return static_cast<ncclResult_t>(r); }
 // shrink's (early null) is written at the group's end.
 ncclComm_t pendingComm(const Pending& p) { return p.early ? p.early : p.slot ? *p.slot : nullptr; }
 
+// Inside a group, a new communicator is ready only at the outermost
+// ncclGroupEnd: its setup waits there. False outside a group.
+bool deferToGroupEnd(ncclComm_t* slot, bool blocking) {
+  if (tlsGroupDepth == 0) return false;
+  tlsPending.push_back({slot, *slot, blocking});
+  return true;
+}
+
 // A communicator destroyed or aborted inside the group that made it is no
 // longer set up at the group's end.
 void forgetPending(ncclComm_t comm) {
@@ -167,7 +175,6 @@ rcnResult_t attach(ncclComm_t comm) {
     putForwardOnly(comm, true, "disabled by ROCENANTE_DISABLE");
     return rcnSuccess;
   }
-  RCN_CHECK(paramValidate());  // a malformed ROCENANTE_* fails creation, single-rank ones' too (PARAMS.md)
   int nranks = 0, rank = 0, dev = -1;
   if (!real.ncclCommCount || !real.ncclCommUserRank || !real.ncclCommCuDevice ||
       real.ncclCommCount(comm, &nranks) != ncclSuccess || real.ncclCommUserRank(comm, &rank) != ncclSuccess ||
@@ -176,6 +183,8 @@ rcnResult_t attach(ncclComm_t comm) {
     return rcnInternalError;
   }
   if (nranks < 2) {
+    // A malformed ROCENANTE_* fails creation here too (PARAMS.md); commCreate checks the others.
+    RCN_CHECK(paramValidate());
     putForwardOnly(comm, true, "a single-rank communicator: nothing to exchange");
     RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p dev %d: a single-rank communicator; every call goes to NCCL",
              (void*)comm, dev);
@@ -265,10 +274,7 @@ std::string setupFailure(rcnResult_t r) {
 ncclResult_t afterCreate(ncclResult_t created, ncclComm_t* newcomm, bool blocking, const char* caller) {
   clearLastError();  // what ncclGetLastError reports must come from this call
   if (created != ncclSuccess && created != ncclInProgress) return created;
-  if (tlsGroupDepth > 0) {
-    tlsPending.push_back({newcomm, *newcomm, blocking && created == ncclSuccess});
-    return created;
-  }
+  if (deferToGroupEnd(newcomm, blocking && created == ncclSuccess)) return created;
   ncclComm_t comm = *newcomm;
   if (!comm) return created;  // e.g. NCCL_SPLIT_NOCOLOR
   if (!blocking || created == ncclInProgress) {
@@ -345,8 +351,8 @@ ncclResult_t shim_ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlis
   ncclResult_t created = fn(comms, ndev, devlist);
   clearLastError();
   if (created != ncclSuccess || ndev <= 0) return created;
-  if (tlsGroupDepth > 0) {  // as afterCreate: inside a group the comms are ready at its end
-    for (int i = 0; i < ndev; ++i) tlsPending.push_back({&comms[i], comms[i], true});
+  if (tlsGroupDepth > 0) {
+    for (int i = 0; i < ndev; ++i) deferToGroupEnd(&comms[i], true);
     return created;
   }
   std::vector<ncclComm_t> list(comms, comms + ndev);

@@ -245,7 +245,7 @@ namespace {
 
 // Runs rcn_engine with `args`.
 using rcn::test::EngineRun;
-EngineRun runEngine(const std::string& args) { return rcn::test::runEngine(RCN_ENGINE_BIN, args); }
+using rcn::test::runEngine;
 
 }  // namespace
 

@@ -234,7 +234,7 @@ TEST_CASE("rcn_engine under torchrun-style variables prints the TP=1 story on ra
 namespace {
 
 using rcn::test::EngineRun;
-EngineRun runEngine(const std::string& args) { return rcn::test::runEngine(RCN_ENGINE_BIN, args); }
+using rcn::test::runEngine;
 
 // tiny-llama (random weights, no model files needed) holds 128 positions.
 const std::string kTiny = "--device cpu --random-weights --shape tiny-llama";

@@ -3,18 +3,16 @@
 // (any size: no NCCL behind it), rcnCommQuery, rcnCommGetDeviceComm (refused), rcnCommDestroy.
 #include <catch2/catch_test_macros.hpp>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
+#include "support/temp_file.h"
 #include "test_host_util.h"
 
 using namespace rcn;
@@ -148,24 +146,20 @@ TEST_CASE("destroy and abort from other threads while a call waits", "[host][api
 TEST_CASE("a policy that sends every call to NCCL leaves the host backend no path", "[host][api]") {
   for (const char* key : {"disable: true", "force: nccl"}) {
     INFO(key);
-    const std::string policy = "/tmp/rcn_test_host_policy_" + std::to_string(getpid()) + ".yaml";
-    std::ofstream(policy) << "version: 1\n" << key << "\n";
+    const TempFile policy(std::string("version: 1\n") + key + "\n", "rcn_test_host_policy");
     rcnUniqueId id;
     REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-    checkRanks(runRanks(2, [&](int rank) { return runDisabledByPolicy(id, rank, policy); }, 60));
-    std::remove(policy.c_str());
+    checkRanks(runRanks(2, [&](int rank) { return runDisabledByPolicy(id, rank, policy.path()); }, 60));
   }
 }
 
 TEST_CASE("ranks whose policies differ on disable are told so", "[host][api]") {
-  const std::string off = "/tmp/rcn_test_host_policy_off_" + std::to_string(getpid()) + ".yaml";
-  std::ofstream(off) << "version: 1\ndisable: true\n";
+  const TempFile off("version: 1\ndisable: true\n", "rcn_test_host_policy_off");
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   const auto start = std::chrono::steady_clock::now();
-  checkRanks(runRanks(2, [&](int rank) { return runPolicyDiffers(id, rank, rank == 0 ? off : ""); }, 60));
+  checkRanks(runRanks(2, [&](int rank) { return runPolicyDiffers(id, rank, rank == 0 ? off.path() : ""); }, 60));
   // Both know at the vote, not at a bootstrap timeout.
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
-  std::remove(off.c_str());
 }
 #endif

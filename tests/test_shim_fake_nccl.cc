@@ -39,6 +39,7 @@ struct Shim {
   decltype(&ncclCommAbort) commAbort;
   decltype(&ncclAllReduce) allReduce;
   decltype(&ncclGetLastError) getLastError;
+  decltype(&rcnAllReduce) rcnAllReduceFn;  // rocenante's own API, from the same library
   ncclResult_t (*commRevoke)(ncclComm_t, int);  // not in every 2.28 nccl.h
   decltype(&ncclGroupStart) groupStart;
   decltype(&ncclGroupEnd) groupEnd;
@@ -63,6 +64,7 @@ bool openShim(Shim* s) {
   BIND(commAbort, "ncclCommAbort");
   BIND(allReduce, "ncclAllReduce");
   BIND(getLastError, "ncclGetLastError");
+  BIND(rcnAllReduceFn, "rcnAllReduce");
   BIND(commRevoke, "ncclCommRevoke");
   BIND(groupStart, "ncclGroupStart");
   BIND(groupEnd, "ncclGroupEnd");
@@ -210,13 +212,10 @@ TEST_CASE("communicators destroyed or aborted inside their group are not set up 
 
 TEST_CASE("ncclGetLastError's pointer stays valid when a later warning replaces the text") {
   inQuietShim([](Shim& s) {
-    auto rcnAllReduceFn = reinterpret_cast<decltype(&rcnAllReduce)>(dlsym(RTLD_DEFAULT, "rcnAllReduce"));
-    void* lib = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (!rcnAllReduceFn && lib) rcnAllReduceFn = reinterpret_cast<decltype(&rcnAllReduce)>(dlsym(lib, "rcnAllReduce"));
-    EXPECT(rcnAllReduceFn != nullptr);
+    EXPECT(s.rcnAllReduceFn != nullptr);
     // A short warning first, then a far longer one: storage sized for the
     // first would have to grow, and the first pointer would dangle.
-    EXPECT(rcnAllReduceFn(host[0], host[1], 1, rcnFloat32, rcnSum, nullptr, nullptr) != rcnSuccess);
+    EXPECT(s.rcnAllReduceFn(host[0], host[1], 1, rcnFloat32, rcnSum, nullptr, nullptr) != rcnSuccess);
     const char* first = s.getLastError(nullptr);
     EXPECT(std::strstr(first, "comm is NULL") != nullptr);
     ncclComm_t comms[2] = {nullptr, nullptr};
@@ -245,11 +244,8 @@ TEST_CASE("a real NCCL lacking one entry point forwards the others") {
 }
 
 TEST_CASE("a malformed ROCENANTE_* variable fails even a single-rank creation, aborting it") {
-  inChild([] {
-    setenv("ROCENANTE_DEBUG", "NONE", 1);
-    setenv("ROCENANTE_TIMEOUT_MS", "abc", 1);
-    Shim s;
-    EXPECT(openShim(&s));
+  inQuietShim([](Shim& s) {
+    setenv("ROCENANTE_TIMEOUT_MS", "abc", 1);  // parameters are read at each use
     ncclComm_t comm = nullptr;
     EXPECT(initSingle(s, &comm) == ncclInvalidArgument);
     EXPECT(comm == nullptr && s.stats->commsAborted == 1);

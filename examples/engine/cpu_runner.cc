@@ -69,27 +69,13 @@ int generate(const EngineOptions& o, CpuRank& r) {
   int token = prompt[0];
   const int total = int(std::min<int64_t>(config.seqLen, int64_t(prompt.size()) + o.steps));
   auto start = std::chrono::steady_clock::now();
-  int generated = 0;
-  bool stopped = false;  // at a stop token, not at the end of the context
-  if (printer) {
-    std::fputs(codec->promptText(o.prompt, prompt).c_str(), stdout);
-    std::fflush(stdout);
-  }
+  TokenStream stream(*codec, printer);
+  stream.echoPrompt(o.prompt, prompt);
   for (int pos = 0; pos + 1 < total; ++pos) {
     const std::vector<float>& logits = model.forward(token, pos);
     const bool inPrompt = pos + 1 < int(prompt.size());
     int next = inPrompt ? prompt[pos + 1] : sampler.sample(logits.data(), config.vocab);
-    if (!inPrompt) {
-      ++generated;
-      if (codec->isStop(next)) {
-        stopped = true;
-        break;
-      }
-      if (printer) {
-        std::fputs(codec->decode(token, next).c_str(), stdout);
-        std::fflush(stdout);
-      }
-    }
+    if (!inPrompt && !stream.accept(token, next)) break;
     token = next;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -98,9 +84,9 @@ int generate(const EngineOptions& o, CpuRank& r) {
     std::fflush(stdout);
   }
   if (r.rank == 0) {
-    std::fprintf(stderr, "cpu: %d tokens generated, %.1f tokens/s overall\n", generated,
+    std::fprintf(stderr, "cpu: %d tokens generated, %.1f tokens/s overall\n", stream.generated(),
                  (total - 1) / std::max(seconds, 1e-9));
-    if (!stopped) noteContextEnd(generated, o.steps, config.seqLen);
+    stream.noteContextEnd(o.steps, config.seqLen);
   }
   return 0;
 }

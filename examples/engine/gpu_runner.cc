@@ -140,17 +140,14 @@ int generate(const EngineOptions& o, Rank& r) {
   std::vector<int> prompt = codec->encode(o.prompt);
   requirePromptFits(prompt, model->maxContext());
   const bool printer = r.rank == 0 && !o.quiet;
-  if (printer) {
-    std::fputs(codec->promptText(o.prompt, prompt).c_str(), stdout);
-    std::fflush(stdout);
-  }
+  TokenStream stream(*codec, printer);
+  stream.echoPrompt(o.prompt, prompt);
 
   Sampler sampler(o.sampler);
   auto start = std::chrono::steady_clock::now();
   model->prefill({prompt});
   if (o.cudaGraph) model->captureDecodeGraph();
-  int previous = prompt.back(), generated = 0;
-  bool stopped = false;  // at a stop token, not at the end of the context
+  int previous = prompt.back();
   for (int step = 0; step < o.steps && model->position() < model->maxContext(); ++step) {
     int next;
     if (o.sampler.temperature > 0) {
@@ -160,15 +157,7 @@ int generate(const EngineOptions& o, Rank& r) {
     } else {
       next = model->nextTokens()[0];
     }
-    ++generated;
-    if (codec->isStop(next)) {
-      stopped = true;
-      break;
-    }
-    if (printer) {
-      std::fputs(codec->decode(previous, next).c_str(), stdout);
-      std::fflush(stdout);
-    }
+    if (!stream.accept(previous, next)) break;
     previous = next;
     model->decode();
   }
@@ -178,8 +167,9 @@ int generate(const EngineOptions& o, Rank& r) {
   if (printer) std::printf("\n");
   if (r.rank == 0) {
     std::fprintf(stderr, "gpu: %s %s tp=%d: %d tokens, %.1f tokens/s\n", describeConfig(c).c_str(),
-                 dtypeName(mo.dtype), r.size, generated, generated / std::max(seconds, 1e-9));
-    if (!stopped) noteContextEnd(generated, o.steps, model->maxContext());
+                 dtypeName(mo.dtype), r.size, stream.generated(),
+                 stream.generated() / std::max(seconds, 1e-9));
+    stream.noteContextEnd(o.steps, model->maxContext());
   }
   return 0;
 }

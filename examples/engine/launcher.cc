@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -71,14 +72,14 @@ void fromHex(const std::string& hex, void* data, size_t bytes) {
     static_cast<unsigned char*>(data)[i] = static_cast<unsigned char>(nibble(hex[2 * i]) * 16 + nibble(hex[2 * i + 1]));
 }
 
+namespace {
+
 // The model splits over the ranks (planShard), checked before any is
 // started, so that a --tp it cannot take fails at once, not in every rank.
 void requireSplits(const EngineOptions& o) {
   const ModelConfig config = o.randomWeights ? shapeConfig(o.shape) : checkpointConfig(o.modelPath);
   planShard(config, o.tp, 0);
 }
-
-namespace {
 
 void printError(const std::string& what) { std::fprintf(stderr, "rcn_engine: error: %s\n", what.c_str()); }
 
@@ -144,7 +145,6 @@ struct Supervision {
   std::vector<bool> running;
   std::vector<std::string> messages;  // each rank's error message so far
   std::set<std::string> printed;      // messages shown already
-  int alive = 0;
   int result = 0;  // the first failure's status
   std::chrono::steady_clock::time_point firstFailure;
 };
@@ -157,7 +157,6 @@ void checkRank(const RankProcess& rank, int r, Supervision& s) {
   int status = 0;
   if (waitpid(rank.pid, &status, WNOHANG) != rank.pid) return;
   s.running[r] = false;
-  --s.alive;
   drain(rank.errorFd, s.messages[r]);
   if (!s.messages[r].empty() && s.printed.insert(s.messages[r]).second) printError(s.messages[r]);
   const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -186,8 +185,7 @@ int superviseRanks(const std::vector<RankProcess>& ranks) {
   Supervision s;
   s.running.assign(ranks.size(), true);
   s.messages.resize(ranks.size());
-  s.alive = int(ranks.size());
-  while (s.alive > 0) {
+  while (std::find(s.running.begin(), s.running.end(), true) != s.running.end()) {
     for (size_t r = 0; r < ranks.size(); ++r)
       if (s.running[r]) checkRank(ranks[r], int(r), s);
     killStragglers(ranks, s);

@@ -106,10 +106,9 @@ class TokenizerJsonCodec : public TextCodec {
   // the BOS that encode falls back to for an empty text (byte-level BPE gives
   // any other text a token a byte at least).
   size_t addedInFront(const std::string& text, const std::vector<int>& tokens) const override {
-    const std::vector<int>& prefix = tokenizer_.prefix();
-    if (prefix.empty()) return text.empty() ? tokens.size() : 0;
-    const bool led = tokens.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), tokens.begin());
-    return led ? prefix.size() : 0;
+    const size_t prefix = tokenizer_.prefix().size();  // encode puts all of it first
+    if (prefix > 0) return prefix;
+    return text.empty() ? tokens.size() : 0;
   }
 
  private:
@@ -127,12 +126,31 @@ void requirePromptFits(const std::vector<int>& prompt, int context) {
                     std::to_string(context) + " positions, the prompt's and the generated tokens' together");
 }
 
-void noteContextEnd(int generated, int steps, int context) {
-  if (generated >= steps) return;
+void TokenStream::echoPrompt(const std::string& text, const std::vector<int>& prompt) const {
+  if (!print_) return;
+  std::fputs(codec_.promptText(text, prompt).c_str(), stdout);
+  std::fflush(stdout);
+}
+
+bool TokenStream::accept(int previous, int next) {
+  ++generated_;
+  if (codec_.isStop(next)) {
+    stopped_ = true;
+    return false;
+  }
+  if (print_) {
+    std::fputs(codec_.decode(previous, next).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return true;
+}
+
+void TokenStream::noteContextEnd(int steps, int context) const {
+  if (stopped_ || generated_ >= steps) return;
   std::fprintf(stderr,
                "rcn_engine: note: generation stopped at the end of the context (%d positions, prompt included) "
                "after %d of --steps %d tokens\n",
-               context, generated, steps);
+               context, generated_, steps);
 }
 
 std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab) {

@@ -35,10 +35,28 @@ class TextCodec {
 // positions for at least one generated token.
 void requirePromptFits(const std::vector<int>& prompt, int context);
 
-// Once a generation that did not end at a stop token is over: when it made
-// fewer than `steps` tokens, the context of `context` positions filled up
-// first, and a note on stderr says so. Not an error: the run succeeds.
-void noteContextEnd(int generated, int steps, int context);
+// The generated text as the CPU and GPU runners stream it: the prompt echoed,
+// then each token printed (where `print`: rank 0, not --quiet) until a stop
+// token, counted either way.
+class TokenStream {
+ public:
+  TokenStream(const TextCodec& codec, bool print) : codec_(codec), print_(print) {}
+  void echoPrompt(const std::string& text, const std::vector<int>& prompt) const;
+  // Takes `next`, which follows `previous`; false at a stop token (not
+  // printed): generation ends there.
+  bool accept(int previous, int next);
+  int generated() const { return generated_; }
+  // Once generation is over: when it made fewer than `steps` tokens without
+  // reaching a stop token, the context of `context` positions filled up
+  // first, and a note on stderr says so. Not an error: the run succeeds.
+  void noteContextEnd(int steps, int context) const;
+
+ private:
+  const TextCodec& codec_;
+  const bool print_;
+  int generated_ = 0;
+  bool stopped_ = false;  // at a stop token, not at the end of the context
+};
 
 // The codec for --model `modelPath` and --tokenizer `tokenizerPath` (may be
 // empty). A tokenizer path ending in .json, or none with a Hugging Face model

@@ -2,7 +2,6 @@
 #include "core/bootstrap.h"
 
 #include <algorithm>
-#include <mutex>
 #include <vector>
 
 #include "core/check.h"
@@ -17,11 +16,9 @@ int64_t bootstrapTimeoutMs() {
   const int64_t ms = paramInt(ParamId::BootstrapTimeoutMs);
   if (ms >= 1) return std::min<int64_t>(ms, 1000000000);
   const int64_t fallback = paramDefaultInt(ParamId::BootstrapTimeoutMs);
-  static std::once_flag warned;
-  std::call_once(warned, [&] {
+  if (firstTimeInProcess("bootstrap timeout not positive"))
     RCN_WARN(RCN_LOG_BOOTSTRAP, "ROCENANTE_BOOTSTRAP_TIMEOUT_MS=%lld is not positive; using the default %lld",
              static_cast<long long>(ms), static_cast<long long>(fallback));
-  });
   return fallback;
 }
 

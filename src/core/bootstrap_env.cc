@@ -140,8 +140,7 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadli
     // A rank sends its request as soon as it connects; a connection that
     // stays silent (a probe, a health check) gets a short wait of its own.
     Join join{};
-    const Deadline joinDeadline = std::min(deadline, deadlineAfterMs(kHelloWaitMs));
-    const bool heard = socketRecvAll(fd, &join, sizeof join, joinDeadline, &why) == rcnSuccess;
+    const bool heard = socketRecvHello(fd, &join, sizeof join, deadline, &why) == rcnSuccess;
     if (heard && join.magic == kEnvMagicV1)
       RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d runs an older rocenante (its join is version 1); every rank "
                "must run the same version", join.rank);

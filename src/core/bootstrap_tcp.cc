@@ -171,8 +171,7 @@ bool Root::gather() {
     // covers one of them.
     const Deadline accepted = Clock::now();
     JoinRequest request{};
-    if (socketRecvAll(fd, &request, sizeof request, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), &why) !=
-        rcnSuccess) {
+    if (socketRecvHello(fd, &request, sizeof request, deadline, &why) != rcnSuccess) {
       RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: dropped a connection that sent no request: %s", why.c_str());
       socketClose(&fd);
       continue;
@@ -431,8 +430,7 @@ rcnResult_t TcpBootstrap::acceptPrev(Deadline deadline) {
       return res;
     }
     Hello hello{};
-    if (socketRecvAll(fd, &hello, sizeof hello, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), &why) ==
-            rcnSuccess &&
+    if (socketRecvHello(fd, &hello, sizeof hello, deadline, &why) == rcnSuccess &&
         hello.magic == magic_ && hello.rank == prev()) {
       prevFd_ = fd;
       return rcnSuccess;

@@ -1,5 +1,6 @@
 #include "core/log.h"
 
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +26,16 @@ struct LogState {
   std::atomic<int> level{kLogWarn};
   std::atomic<uint32_t> subsys{RCN_LOG_ALL};
   FILE* out = stderr;
+  bool outIsPipe = false;  // only a pipe or socket can raise SIGPIPE
   char host[64] = "";
 };
+
+// Makes f the log's output, noting whether writes to it need SIGPIPE blocked.
+void setOut(LogState& s, FILE* f) {
+  struct stat st;
+  s.out = f;
+  s.outIsPipe = fstat(fileno(f), &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
 
 LogState& state() {
   static LogState s;
@@ -120,7 +130,8 @@ bool printLine(FILE* out, const char* host, const char* level, const char* where
 // disk) is dropped for stderr, with a line saying why, rather than losing
 // every later line; a FIFO's reader leaving must not kill the program.
 void writeLine(LogState& s, LogLevel level, const char* text, const std::string& where = "") {
-  SigpipeBlocked noSigpipe;
+  std::optional<SigpipeBlocked> noSigpipe;  // a few system calls, so only where SIGPIPE can come
+  if (s.outIsPipe) noSigpipe.emplace();
   if (printLine(s.out, s.host, levelName(level), where.c_str(), text) || s.out == stderr) return;
   const int err = errno;
   if (err == EINTR || err == EAGAIN) {  // a signal cut the write short: this line only is lost
@@ -129,7 +140,7 @@ void writeLine(LogState& s, LogLevel level, const char* text, const std::string&
   }
   const std::string why = std::string("ROCENANTE_DEBUG_FILE: write failed (") + strerror(err) + "); logging to stderr";
   fclose(s.out);
-  s.out = stderr;
+  setOut(s, stderr);
   printLine(s.out, s.host, levelName(kLogWarn), "", why.c_str());
   printLine(s.out, s.host, levelName(level), where.c_str(), text);
 }
@@ -153,11 +164,11 @@ void configure(LogState& s) {
   if (dot) *dot = '\0';
   std::string file = paramStr(ParamId::DebugFile);
   if (s.out != stderr) fclose(s.out);
-  s.out = stderr;
+  setOut(s, stderr);
   if (!file.empty()) {
     std::string why;
     FILE* f = openOutputFile(expandFileName(file, s.host), true, &why);
-    if (f) s.out = f;
+    if (f) setOut(s, f);
     else problems.push_back("ROCENANTE_DEBUG_FILE: cannot open " + why + "; logging to stderr");
   }
   if (s.level >= kLogWarn)

@@ -32,7 +32,8 @@ struct NcclApi {
 // (which paths were tried) when none is found.
 rcnResult_t ncclApi(const NcclApi** api);
 
-// The dlopen handle of the real library (after a successful ncclApi()).
+// The dlopen handle of the real library, loading it first if need be; null
+// when none was found. It may lack entry points ncclApi() needs.
 void* ncclLibraryHandle();
 
 // Path of the real library that was opened, for logs and rcnCommQuery.

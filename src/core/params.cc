@@ -12,6 +12,14 @@
 extern char** environ;
 
 namespace rcn {
+
+bool firstTimeInProcess(const std::string& key) {
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  std::lock_guard<std::mutex> lock(mutex);
+  return seen.insert(key).second;
+}
+
 namespace {
 
 constexpr const char* kPrefix = "ROCENANTE_";
@@ -26,10 +34,7 @@ std::string rawText(ParamId id) {
 }
 
 void warnOnce(ParamId id, const std::string& why) {
-  static std::mutex mutex;
-  static std::set<int> warned;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!warned.insert(static_cast<int>(id)).second) return;
+  if (!firstTimeInProcess(std::string("malformed ") + info(id).name)) return;
   RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s: %s (communicator creation refuses it; read as the default '%s' until then)",
            info(id).name, why.c_str(), info(id).defaultText);
 }
@@ -150,10 +155,7 @@ rcnResult_t paramValidate() {
     if (!found) {
       // Unknown names are likely typos; they change nothing, so warn only,
       // once a process (every communicator's creation validates).
-      static std::mutex mutex;
-      static std::set<std::string> warned;
-      std::lock_guard<std::mutex> lock(mutex);
-      if (warned.insert(name).second)
+      if (firstTimeInProcess("unknown " + name))
         RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s is not a rocenante parameter (see docs/PARAMS.md); ignored",
                  name.c_str());
       continue;

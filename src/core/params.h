@@ -35,6 +35,10 @@ const std::vector<ParamInfo>& paramTable();
 int64_t paramInt(ParamId id);
 // The table's default of an INT parameter.
 int64_t paramDefaultInt(ParamId id);
+
+// True the first time `key` is asked about in this process: for warnings
+// that every communicator's creation would otherwise repeat.
+bool firstTimeInProcess(const std::string& key);
 bool paramBool(ParamId id);
 std::string paramStr(ParamId id);
 

@@ -388,6 +388,10 @@ rcnResult_t socketRecvAll(int fd, void* data, size_t bytes, Deadline deadline, s
   return socketSendRecv(-1, nullptr, fd, data, bytes, deadline, why, &side);
 }
 
+rcnResult_t socketRecvHello(int fd, void* data, size_t bytes, Deadline deadline, std::string* why) {
+  return socketRecvAll(fd, data, bytes, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), why);
+}
+
 void socketClose(int* fd) {
   if (*fd >= 0) close(*fd);
   *fd = -1;

@@ -56,6 +56,10 @@ rcnResult_t socketAccept(int listenFd, Deadline deadline, int* fd, std::string* 
 rcnResult_t socketSendAll(int fd, const void* data, size_t bytes, Deadline deadline, std::string* why);
 rcnResult_t socketRecvAll(int fd, void* data, size_t bytes, Deadline deadline, std::string* why);
 
+// Receives the hello of a connection just accepted: socketRecvAll bounded
+// by kHelloWaitMs as well as by deadline.
+rcnResult_t socketRecvHello(int fd, void* data, size_t bytes, Deadline deadline, std::string* why);
+
 // Sends bytes on sendFd while receiving as many on recvFd, progressing both as
 // they become ready, so a ring of ranks never deadlocks on full socket buffers.
 // On failure, *failedSide is 's' or 'r' for the direction that failed.

@@ -36,4 +36,9 @@ inline EngineRun runEngine(const std::string& binary, const std::string& args) {
   return run;
 }
 
+#ifdef RCN_ENGINE_BIN
+// The same for the rcn_engine this test was built with.
+inline EngineRun runEngine(const std::string& args) { return runEngine(RCN_ENGINE_BIN, args); }
+#endif
+
 }  // namespace rcn::test

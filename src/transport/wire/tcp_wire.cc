@@ -253,8 +253,7 @@ rcnResult_t TcpWire::acceptFrom(uint64_t commTag, int count, std::string* why) {
       return rcnRemoteError;
     }
     Hello hello{};
-    const bool said = socketRecvAll(fd, &hello, sizeof hello, std::min(deadline, deadlineAfterMs(kHelloWaitMs)),
-                                    &reason) == rcnSuccess;
+    const bool said = socketRecvHello(fd, &hello, sizeof hello, deadline, &reason) == rcnSuccess;
     if (!said || hello.magic != kFrameMagic) {  // a port probe, or not rocenante
       RCN_INFO(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection that sent no hello", rank_);
       socketClose(&fd);
