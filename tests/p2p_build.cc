@@ -11,9 +11,12 @@ namespace rcn::test {
 
 namespace {
 
+bool isProxy(const P2pOptions& options) { return options.create == createProxyPath; }
+
 void setOptionEnv(const P2pOptions& options) {
-  if (options.llMaxBytes) setenv("ROCENANTE_LL_MAX_BYTES", options.llMaxBytes, 1);
-  else unsetenv("ROCENANTE_LL_MAX_BYTES");
+  const char* llName = isProxy(options) ? "ROCENANTE_PROXY_LL_MAX_BYTES" : "ROCENANTE_LL_MAX_BYTES";
+  if (options.llMaxBytes) setenv(llName, options.llMaxBytes, 1);
+  else unsetenv(llName);
   if (options.ipc) setenv("ROCENANTE_P2P_IPC", options.ipc, 1);
   else unsetenv("ROCENANTE_P2P_IPC");
   // Unset only what this helper set: a ROCENANTE_PDL from the caller's environment stays.
@@ -35,13 +38,14 @@ bool buildOne(Bootstrap* bootstrap, int rank, int nranks, int device, const P2pO
   ctx.threads = options.threads;
   ctx.timeoutMs = options.timeoutMs;
   ctx.bootstrap = bootstrap;
-  rcnResult_t res = createP2pPath(ctx, out, why);
+  const char* name = isProxy(options) ? "proxy" : "p2p";
+  rcnResult_t res = (options.create ? options.create : createP2pPath)(ctx, out, why);
   if (res != rcnSuccess) {
-    *why = std::string("createP2pPath returned ") + rcnGetErrorString(res) + ": " + *why;
+    *why = std::string("creating the ") + name + " path returned " + rcnGetErrorString(res) + ": " + *why;
     return false;
   }
   if (!*out) {
-    *why = "no p2p path: " + *why;
+    *why = std::string("no ") + name + " path: " + *why;
     return false;
   }
   return true;

@@ -1,5 +1,6 @@
 // Building p2p paths straight through createP2pPath (no communicator, no
-// NCCL), for the p2p tests and the latency probe.
+// NCCL), for the p2p tests and the latency probe; the same for the proxy
+// path (createProxyPath) where a test runs its ranks in one process.
 #pragma once
 
 #include <memory>
@@ -21,6 +22,9 @@ struct P2pOptions {
   const char* ipc = nullptr;         // ROCENANTE_P2P_IPC for this path, if set
   const char* pdl = nullptr;         // ROCENANTE_PDL for this path, if set
   bool oneGpu = false;               // every rank on device 0 (ranks may share a GPU)
+  // The transport's factory (transport/transport.h): createP2pPath, or
+  // createProxyPath (then llMaxBytes is ROCENANTE_PROXY_LL_MAX_BYTES).
+  rcnResult_t (*create)(const FastPathContext&, std::unique_ptr<FastPath>*, std::string*) = nullptr;
 };
 
 // Builds one path for `rank` over an existing bootstrap (collective).

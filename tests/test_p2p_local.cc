@@ -1,13 +1,19 @@
 // The p2p path with every rank in this process (the rcnCommInitAll case):
 // raw pointers and peer access, one thread per rank to build, one thread to
 // drive. Three paths at once: default protocol split, all LL, all flags.
+// Then ranks whose calls differ, on the p2p path and on the proxy path
+// (both ranks on one GPU).
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <iterator>
+
 #include "p2p_build.h"
 #include "p2p_harness.h"
 #include "support/gpu_case.h"
+#include "transport/transport.h"
 
 using namespace rcn;
 using namespace rcn::test;
@@ -104,11 +110,10 @@ struct RankCall {
 
 // Both ranks of fresh paths (on one GPU, two streams) make their own call
 // (after a matched one); returns each rank's asyncError and its text.
-void runPair(const RankCall (&calls)[2], const char* llMaxBytes, rcnResult_t (&results)[2],
+// options.create picks the transport (p2p when null).
+void runPair(const RankCall (&calls)[2], P2pOptions options, rcnResult_t (&results)[2],
              std::string (&whys)[2]) {
-  P2pOptions options;
   options.oneGpu = true;
-  options.llMaxBytes = llMaxBytes;
   options.timeoutMs = 20000;  // far longer than the test: a mismatch must not wait for it
   std::vector<std::unique_ptr<FastPath>> paths;
   std::string why;
@@ -139,33 +144,101 @@ void runPair(const RankCall (&calls)[2], const char* llMaxBytes, rcnResult_t (&r
   }
 }
 
+struct MismatchCase {
+  const char* what;
+  RankCall calls[2];
+};
+
+const MismatchCase kMismatchCases[] = {
+    {"same call", {{1000, rcnFloat32, rcnSum}, {1000, rcnFloat32, rcnSum}}},
+    {"count", {{1000, rcnFloat32, rcnSum}, {1004, rcnFloat32, rcnSum}}},
+    {"type of the same size", {{1000, rcnBfloat16, rcnSum}, {1000, rcnFloat16, rcnSum}}},
+    {"op", {{1000, rcnFloat32, rcnSum}, {1000, rcnFloat32, rcnMax}}},
+};
+
+// Each case with the options' transport and LL limit: both ranks must report
+// the other's different call (rcnInvalidUsage), or both succeed.
+void checkMismatchCases(const MismatchCase* cases, size_t n, const P2pOptions& options) {
+  for (size_t i = 0; i < n; ++i) {
+    const MismatchCase& c = cases[i];
+    INFO(c.what << ", LL limit " << options.llMaxBytes);
+    rcnResult_t results[2];
+    std::string whys[2];
+    runPair(c.calls, options, results, whys);
+    const bool same = std::string(c.what) == "same call";
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ": " << whys[r]);
+      CHECK(results[r] == (same ? rcnSuccess : rcnInvalidUsage));
+      if (!same) CHECK(whys[r].find("peer " + std::to_string(1 - r) + " made a different all-reduce") !=
+                       std::string::npos);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("p2p: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[p2p][gpu]") {
   requireGpus(1);  // both ranks on GPU 0: the kernels are small enough to run side by side
-  struct Case {
-    const char* what;
-    RankCall calls[2];
-  };
-  const Case cases[] = {
-      {"same call", {{1000, rcnFloat32, rcnSum}, {1000, rcnFloat32, rcnSum}}},
-      {"count", {{1000, rcnFloat32, rcnSum}, {1004, rcnFloat32, rcnSum}}},
-      {"type of the same size", {{1000, rcnBfloat16, rcnSum}, {1000, rcnFloat16, rcnSum}}},
-      {"op", {{1000, rcnFloat32, rcnSum}, {1000, rcnFloat32, rcnMax}}},
-  };
+  P2pOptions options;
   for (const char* llMaxBytes : {"262144", "0"}) {  // LL lines, then separate flags
-    for (const Case& c : cases) {
-      INFO(c.what << ", ROCENANTE_LL_MAX_BYTES=" << llMaxBytes);
-      rcnResult_t results[2];
-      std::string whys[2];
-      runPair(c.calls, llMaxBytes, results, whys);
-      const bool same = std::string(c.what) == "same call";
-      for (int r = 0; r < 2; ++r) {
-        INFO("rank " << r << ": " << whys[r]);
-        CHECK(results[r] == (same ? rcnSuccess : rcnInvalidUsage));
-        if (!same) CHECK(whys[r].find("peer " + std::to_string(1 - r) + " made a different all-reduce") !=
-                         std::string::npos);
-      }
+    options.llMaxBytes = llMaxBytes;
+    checkMismatchCases(kMismatchCases, std::size(kMismatchCases), options);
+  }
+}
+
+// The proxy path's kernel and engine on a single GPU (its own tests need a
+// GPU per process): both ranks in this process on GPU 0 over shm, with LL
+// up to 128 KB and separate flags above, and with separate flags only.
+TEST_CASE("proxy in one process on one GPU: every dtype x op, unaligned, in place, eager and graph", "[proxy][gpu]") {
+  requireGpus(1);
+  setenv("ROCENANTE_WIRE", "shm", 1);
+  P2pOptions options;
+  options.create = createProxyPath;
+  options.oneGpu = true;
+  options.maxBytes = kMaxBytes;
+  std::vector<std::unique_ptr<FastPath>> split, flags;
+  std::string why;
+  options.llMaxBytes = "131072";
+  if (!buildP2pPathsInProcess(kRanks, options, &split, &why)) FAIL(why);
+  options.llMaxBytes = "0";
+  if (!buildP2pPathsInProcess(kRanks, options, &flags, &why)) FAIL(why);
+  unsetenv("ROCENANTE_WIRE");
+  REQUIRE(std::string(split[0]->transportName()) == "proxy-shm");
+  std::vector<LocalRank> locals(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    locals[r].rank = r;
+    locals[r].device = 0;
+    locals[r].comms = {pathFn(split[r].get()), pathFn(flags[r].get())};
+  }
+  BatchRunner runner(kRanks, kMaxBytes, locals, identity());
+  if (!runner.setUp(&why)) FAIL(why);
+  if (!runInBatches(runner, everyTypeAndOp(21, kMaxBytes, 2), 300, false, &why)) FAIL(why);
+  if (!runInBatches(runner, everyTypeAndOp(22, kMaxBytes, 2), 400, true, &why)) FAIL(why);
+  for (int r = 0; r < kRanks; ++r) {
+    for (FastPath* path : {split[r].get(), flags[r].get()}) {
+      std::string err;
+      const rcnResult_t res = path->asyncError(&err);
+      INFO("rank " << r << ": " << err);
+      CHECK(res == rcnSuccess);
     }
   }
+}
+
+// The proxy path over shm, both ranks in this process on GPU 0. Its flags
+// carry the signature in both protocols, so it also catches two sizes on
+// either side of its LL limit, where the ranks run different protocols.
+TEST_CASE("proxy: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[proxy][gpu]") {
+  requireGpus(1);
+  setenv("ROCENANTE_WIRE", "shm", 1);
+  P2pOptions options;
+  options.create = createProxyPath;
+  for (const char* llMaxBytes : {"131072", "0"}) {  // LL lines, then separate flags
+    options.llMaxBytes = llMaxBytes;
+    checkMismatchCases(kMismatchCases, std::size(kMismatchCases), options);
+  }
+  const MismatchCase acrossLimit[] = {
+      {"count across the LL limit", {{1000, rcnFloat32, rcnSum}, {16000, rcnFloat32, rcnSum}}}};
+  options.llMaxBytes = "16384";
+  checkMismatchCases(acrossLimit, 1, options);
+  unsetenv("ROCENANTE_WIRE");
 }

@@ -5,8 +5,10 @@
 // slice), LL (ring first, then write tagged lines; poll the peers' lines) and
 // staged LL (write the lines, then ring: the engine must put them unread).
 // Faults: a rank killed mid-run (the survivors' engines must fail and raise
-// the abort flag the kernels watch), and a kernel that rings an LL doorbell
-// but never writes its lines (its own engine must give up within the timeout).
+// the abort flag the kernels watch), a kernel that rings an LL doorbell but
+// never writes its lines (its own engine must give up within the timeout),
+// and a rank whose call has another signature (every rank must find a flag
+// of another call, in each protocol).
 // Before a clean run, the shm and tcp wires must refuse puts to no other
 // rank, outside the region or to no flag (test_verbs_wire checks verbs').
 #include <catch2/catch_test_macros.hpp>
@@ -34,7 +36,7 @@ constexpr int kCalls = 300;
 constexpr uint64_t kTimeoutMs = 3000;
 
 // What a rank does wrong on purpose.
-enum class Fault { None, Killed, Stalled };
+enum class Fault { None, Killed, Stalled, Mismatch };
 
 uint8_t pattern(int rank, uint32_t call, size_t byte) { return uint8_t(rank * 31 + call * 7 + byte); }
 
@@ -49,20 +51,43 @@ struct FakeKernel {
   // proxyBlocksFor drops the blocks the kernel's rounding would leave empty).
   static int gridOf(uint32_t call) { return 1 + int(call % kBlocks); }
 
-  // One call; 0 on success, 1 on a bad slice, 2 when a wait gave up.
-  // stall: ring the doorbells of an LL call but never write the lines.
-  int run(uint32_t call, bool stall = false) {
+  uint32_t signature = 0;  // of the call being run: what its flags must carry
+
+  // Every rank's signature of a call (a stand-in for callSignature's hash).
+  static uint32_t signatureOf(uint32_t call) { return (call * 2654435761u) >> 1; }
+
+  // One call; 0 on success, 1 on a bad slice, 2 when a wait gave up, 3 when a
+  // peer's flag carried another call. stall: ring the doorbells of an LL
+  // call but never write the lines; odd: this rank's call has another signature.
+  int run(uint32_t call, bool stall = false, bool odd = false) {
     const size_t bytes = 16 * (1 + call % 200);  // the call's message, split over the grid
     const bool ll = call % 2 == 0 && bytes <= kLlMaxBytes;
     const bool staged = call % 4 == 2;
+    signature = signatureOf(call) ^ (odd ? 1u : 0u);
     return ll ? runLL(call, bytes, staged, stall) : runFlags(call, bytes);
   }
 
   // As the kernel's ringDoorbell: each field in one 8-byte word with its tag.
   void ring(int phase, int block, uint32_t call, int grid, uint32_t protocol, size_t offset, size_t bytes) {
     uint64_t* words = reinterpret_cast<uint64_t*>(doorbells + size_t(phase) * kBlocks + block);
-    const uint32_t value[4] = {uint32_t(grid), protocol, uint32_t(offset), uint32_t(bytes)};
-    for (int i = 0; i < 4; ++i) __atomic_store_n(&words[i], value[i] | uint64_t(call) << 32, __ATOMIC_RELEASE);
+    const uint32_t value[kProxyDoorbellFields] = {uint32_t(grid), protocol, uint32_t(offset), uint32_t(bytes),
+                                                  signature};
+    for (int i = 0; i < kProxyDoorbellFields; ++i)
+      __atomic_store_n(&words[i], value[i] | uint64_t(call) << 32, __ATOMIC_RELEASE);
+  }
+
+  // As the kernel's takeFlag: 0 once peer's flag of block b holds this
+  // call's tag (then cleared), 3 for another nonzero value, 2 on abort or timeout.
+  int takeFlag(int phase, int peer, int b, uint32_t call, std::chrono::steady_clock::time_point deadline) {
+    uint32_t* flag = wire->flags() + layout.flagIndex(phase, peer, b);
+    const uint32_t want = callTag(call, signature);
+    for (uint32_t v; (v = __atomic_load_n(flag, __ATOMIC_ACQUIRE)) != want;) {
+      if (v != 0) return 3;
+      if (*abortFlag || std::chrono::steady_clock::now() > deadline) return 2;
+      std::this_thread::yield();
+    }
+    *flag = 0;
+    return 0;
   }
 
   // Every block's doorbell for a call over `units` 16-byte units (of the
@@ -84,14 +109,8 @@ struct FakeKernel {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeoutMs);
     for (int p = 0; p < nranks; ++p) {
       if (p == rank) continue;
-      for (int b = 0; b < grid; ++b) {
-        uint32_t* flag = wire->flags() + layout.flagIndex(phase, p, b);
-        while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != call) {
-          if (*abortFlag || std::chrono::steady_clock::now() > deadline) return 2;
-          std::this_thread::yield();
-        }
-        *flag = 0;
-      }
+      for (int b = 0; b < grid; ++b)
+        if (int res = takeFlag(phase, p, b, call, deadline)) return res;
       const uint8_t* slot = wire->region() + layout.slotOffset(phase, p);
       for (size_t i = 0; i < bytes; ++i)
         if (slot[i] != pattern(p, call, i)) return 1;
@@ -109,15 +128,17 @@ struct FakeKernel {
   int runLL(uint32_t call, size_t bytes, bool staged, bool stall) {
     const size_t units = bytes / 8;  // 8 data bytes a 16-byte line
     const int phase = int(call & 1);
-    if (!staged) ringGrid(phase, call, units, kProxyLL);
+    int grid = staged ? 0 : ringGrid(phase, call, units, kProxyLL);
     if (stall) return 2;
     uint64_t* own = reinterpret_cast<uint64_t*>(wire->region() + layout.llSlotOffset(phase, rank));
     for (size_t u = 0; u < units; ++u)
       for (int h = 0; h < 2; ++h) __atomic_store_n(&own[2 * u + h], word(rank, call, u, h), __ATOMIC_RELEASE);
-    if (staged) ringGrid(phase, call, units, kProxyLLStaged);
+    if (staged) grid = ringGrid(phase, call, units, kProxyLLStaged);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeoutMs);
     for (int p = 0; p < nranks; ++p) {
       if (p == rank) continue;
+      for (int b = 0; b < grid; ++b)  // the flags carry the signature the lines do not
+        if (int res = takeFlag(phase, p, b, call, deadline)) return res;
       const uint64_t* lines = reinterpret_cast<const uint64_t*>(wire->region() + layout.llSlotOffset(phase, p));
       for (size_t u = 0; u < units; ++u) {
         for (int h = 0; h < 2; ++h) {
@@ -153,7 +174,9 @@ int refusesBadPuts(Wire& wire, int rank, int nranks) {
   return 0;
 }
 
-int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, int victim, Fault fault) {
+// faultCall: the call the victim's fault hits (100: LL, 101: flags, 102: staged LL).
+int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, int victim, Fault fault,
+            uint32_t faultCall) {
   setenv("ROCENANTE_WIRE", wireName, 1);
   auto bs = joinBootstrap(id, rank, nranks);
   if (!bs) return 50;
@@ -175,10 +198,19 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, i
   engine.start();
   FakeKernel kernel{rank, nranks, wire.get(), layout, doorbells.data(), &abortFlag};
   for (uint32_t call = 1; call <= kCalls; ++call) {
-    const bool faultNow = rank == victim && call == 100;  // an LL call (even, 1616 bytes)
+    const bool faultNow = rank == victim && call == faultCall;
     if (faultNow && fault == Fault::Killed) raise(SIGKILL);
-    int res = kernel.run(call, faultNow && fault == Fault::Stalled);
+    int res = kernel.run(call, faultNow && fault == Fault::Stalled, faultNow && fault == Fault::Mismatch);
     if (res == 1) return 53;
+    if (res == 3) {
+      // Every rank, the victim too, must see the other call in this call's
+      // flags; each engine forwards until all have (the barrier).
+      if (fault != Fault::Mismatch || call != faultCall) return 62;
+      if (bs->barrier() != rcnSuccess) return 61;
+      engine.stop();
+      wire->close();
+      return 0;
+    }
     if (res == 2) {
       if (victim < 0) return 54;
       // Every rank's engine must fail and raise the abort flag: the stalled
@@ -204,11 +236,11 @@ int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wireName, i
   return clean ? 0 : 58;
 }
 
-void runAll(int nranks, const char* wire, int victim = -1, Fault fault = Fault::None) {
+void runAll(int nranks, const char* wire, int victim = -1, Fault fault = Fault::None, uint32_t faultCall = 100) {
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
-  auto outcomes =
-      runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire, victim, fault); }, 60);
+  auto outcomes = runRanks(
+      nranks, [&](int rank) { return runRank(id, rank, nranks, wire, victim, fault, faultCall); }, 60);
   std::string report;
   allSucceeded(outcomes, &report);
   INFO(report);
@@ -238,6 +270,17 @@ TEST_CASE("proxy engine: a rank killed mid-run fails the survivors' engines (shm
 
 TEST_CASE("proxy engine: a rank killed mid-run fails the survivors' engines (tcp)", "[proxy][fault]") {
   runAll(3, "tcp", 2, Fault::Killed);
+}
+
+// The engine carries each doorbell's signature into the flags of both
+// protocols: a rank whose call differs is seen by every rank, itself too.
+TEST_CASE("proxy engine: a rank whose call has another signature is seen in the flags (LL, flags, staged LL)",
+          "[proxy][fault]") {
+  for (uint32_t faultCall : {100u, 101u, 102u}) {
+    INFO("call " << faultCall);
+    runAll(3, "shm", 1, Fault::Mismatch, faultCall);
+  }
+  runAll(2, "tcp", 0, Fault::Mismatch, 101);
 }
 
 TEST_CASE("proxy engine: a kernel whose LL lines never come fails its engine within the timeout", "[proxy][fault]") {

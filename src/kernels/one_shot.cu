@@ -59,13 +59,6 @@ __device__ inline uint4* linesOf(const OneShotArgs& a, int owner, int phase, int
   return reinterpret_cast<uint4*>(a.region[owner] + a.layout.llSlotOffset(phase, from, a.nranks));
 }
 
-// What this call writes into flags and lines (one_shot.h): odd, so never
-// the 0 of a cleared one; calls 2 apart (the same phase) differ, and so do
-// two calls of one number whose signatures differ.
-__device__ inline uint32_t callTag(const OneShotArgs& a, uint32_t call) {
-  return ((call << 1) | 1u) ^ (a.signature << 1);
-}
-
 // ---- protocol: separate flags ----------------------------------------------
 
 template <typename T, typename Op>
@@ -73,7 +66,7 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
   using Acc = typename ElemTraits<T>::Acc;
   constexpr int E = 16 / sizeof(T);
   const int me = a.rank, n = a.nranks, phase = call & 1;
-  const uint32_t tag = callTag(a, call);
+  const uint32_t tag = callTag(call, a.signature);
   const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 16>(a);
 
   // This block's slice, in 16-byte chunks; the same on every rank.
@@ -128,7 +121,7 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
   using Acc = typename ElemTraits<T>::Acc;
   constexpr int E = 8 / sizeof(T);
   const int me = a.rank, n = a.nranks, phase = call & 1;
-  const uint32_t tag = callTag(a, call);
+  const uint32_t tag = callTag(call, a.signature);
   const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 8>(a);
 
   // Thread t of the grid owns 8-byte units t, t + stride, ...

@@ -49,6 +49,13 @@ constexpr uint32_t kOneShotOk = rcnWaitOk, kOneShotTimeout = rcnWaitTimeout, kOn
 // buffers. Two different calls share a signature with odds of 2^-31.
 uint32_t callSignature(size_t count, rcnDataType_t dtype, rcnRedOp_t op);
 
+// What a call writes into flags and lines (the proxy's host threads into
+// flags too): odd, so never the 0 of a cleared one; calls 2 apart (the same
+// phase) differ, and so do two calls of one number whose signatures differ.
+__host__ __device__ inline uint32_t callTag(uint32_t call, uint32_t signature) {
+  return ((call << 1) | 1u) ^ (signature << 1);
+}
+
 // Byte offsets inside each rank's exchange region; identical on every rank.
 struct RegionLayout {
   size_t flagsOffset;    // uint32 flag[2][nranks][maxBlocks]
@@ -90,10 +97,10 @@ struct AllReduceCallArgs {
   int rank;
   int nranks;
   int maxBlocks;
+  uint32_t signature;  // callSignature of this call
 };
 
 struct OneShotArgs : AllReduceCallArgs {
-  uint32_t signature;                // callSignature of this call
   char* region[kOneShotMaxRanks];  // every rank's exchange region, mapped here
   RegionLayout layout;
   uint32_t* state;                   // device memory, oneShotStateWords(maxBlocks) words

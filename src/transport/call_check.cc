@@ -1,5 +1,7 @@
-// The argument checks every GPU fast path makes on a call before launching.
+// The argument checks every GPU fast path makes on a call before launching,
+// and the text both give when ranks made different calls.
 #include <cstdint>
+#include <string>
 
 #include "core/check.h"
 #include "core/dtype.h"
@@ -15,6 +17,12 @@ rcnResult_t checkGpuCall(const char* path, size_t bytes, size_t maxBytes, const 
                 "sendbuff %p / recvbuff %p are not aligned to the %zu-byte %s element", send, recv, size,
                 dtypeName(dtype));
   return rcnSuccess;
+}
+
+std::string callMismatchText(int rank, uint32_t peer, uint32_t call) {
+  return "rank " + std::to_string(rank) + ": peer " + std::to_string(peer) +
+         " made a different all-reduce (count, type or op) in call " + std::to_string(call) +
+         "; every rank must make the same calls in the same order";
 }
 
 }  // namespace rcn

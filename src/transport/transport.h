@@ -2,6 +2,7 @@
 // chosen. Each transport lives in its own folder and exposes one factory.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -35,5 +36,9 @@ rcnResult_t createHostPath(const FastPathContext& ctx, std::unique_ptr<FastPath>
 // naming the path otherwise.
 rcnResult_t checkGpuCall(const char* path, size_t bytes, size_t maxBytes, const void* send, const void* recv,
                          rcnDataType_t dtype);
+
+// The asyncError text of a GPU fast path whose kernel saw a peer's flag or
+// line of another call (kOneShotMismatch): rank, peer and call number.
+std::string callMismatchText(int rank, uint32_t peer, uint32_t call);
 
 }  // namespace rcn

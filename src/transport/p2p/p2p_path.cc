@@ -48,9 +48,7 @@ rcnResult_t P2pPath::asyncError(std::string* why) {
   } else if (code == kOneShotMismatch) {
     // Each rank of the pair sees the other's tag, so both report it (where both
     // used the same protocol: else their waits time out, rocenante.h).
-    *why = "rank " + std::to_string(rank_) + ": peer " + std::to_string(peer) +
-           " made a different all-reduce (count, type or op) in call " + std::to_string(call) +
-           "; every rank must make the same calls in the same order";
+    *why = callMismatchText(rank_, peer, call);
     return rcnInvalidUsage;
   } else if (code == kOneShotBadUse) {
     *why = "rank " + std::to_string(rank_) + ": a device-API call broke its rules (block " + std::to_string(block) +

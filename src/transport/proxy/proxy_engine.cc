@@ -26,13 +26,13 @@ constexpr size_t kLinePieceBytes = 2048;
 // The doorbell of `call`, once every field's tag says so (see ProxyDoorbell).
 bool readDoorbell(const ProxyDoorbell* bell, uint32_t call, ProxyDoorbell* out) {
   const uint64_t* words = reinterpret_cast<const uint64_t*>(bell);
-  uint32_t value[4];
-  for (int i = 0; i < 4; ++i) {
+  uint32_t value[kProxyDoorbellFields];
+  for (int i = 0; i < kProxyDoorbellFields; ++i) {
     const uint64_t w = __atomic_load_n(&words[i], __ATOMIC_ACQUIRE);
     if (uint32_t(w >> 32) != call) return false;
     value[i] = uint32_t(w);
   }
-  *out = ProxyDoorbell{value[0], call, value[1], call, value[2], call, value[3], call};
+  *out = ProxyDoorbell{value[0], call, value[1], call, value[2], call, value[3], call, value[4], call};
   return true;
 }
 
@@ -141,8 +141,17 @@ rcnResult_t ProxyEngine::forward(uint32_t call, int block, const ProxyDoorbell& 
   for (int i = 1; i < layout_.nranks; ++i) {
     int peer = (rank_ + i) % layout_.nranks;
     if (d.bytes) RCN_CHECK(wire_->put(peer, offset, offset, d.bytes));
-    RCN_CHECK(wire_->putFlag(peer, layout_.flagIndex(phase, rank_, block), call));
+    RCN_CHECK(wire_->putFlag(peer, layout_.flagIndex(phase, rank_, block), callTag(call, d.signature)));
   }
+  return rcnSuccess;
+}
+
+// LL: the block's flag alone, to every peer, ahead of its lines; it carries
+// the call's signature, which the lines do not (proxy_kernel.h).
+rcnResult_t ProxyEngine::raiseFlags(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
+  for (int i = 1; i < layout_.nranks; ++i)
+    RCN_CHECK(wire_->putFlag((rank_ + i) % layout_.nranks, layout_.flagIndex(phase, rank_, block),
+                             callTag(call, d.signature)));
   return rcnSuccess;
 }
 
@@ -166,6 +175,7 @@ bool ProxyEngine::linesArrived(const uint8_t* lines, size_t bytes, uint32_t call
 rcnResult_t ProxyEngine::forwardLines(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
   const size_t base = layout_.llSlotOffset(phase, rank_) + d.offset;
   const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
+  RCN_CHECK(raiseFlags(call, block, d, phase));
   for (size_t done = 0; done < d.bytes; done += kLinePieceBytes) {
     const size_t piece = std::min<size_t>(kLinePieceBytes, d.bytes - done);
     if (!linesArrived(wire_->region() + base + done, piece, call, deadline)) {
@@ -183,7 +193,8 @@ rcnResult_t ProxyEngine::forwardLines(uint32_t call, int block, const ProxyDoorb
 
 // Staged LL: the kernel fenced its lines before ringing, so the whole block
 // goes at once; this CPU never reads them (they may be in device memory).
-rcnResult_t ProxyEngine::forwardStagedLines(const ProxyDoorbell& d, int phase) {
+rcnResult_t ProxyEngine::forwardStagedLines(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
+  RCN_CHECK(raiseFlags(call, block, d, phase));
   return putToPeers(layout_.llSlotOffset(phase, rank_) + d.offset, d.bytes);
 }
 
@@ -197,7 +208,7 @@ rcnResult_t ProxyEngine::putToPeers(size_t offset, size_t bytes) {
 rcnResult_t ProxyEngine::forwardBlock(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
   switch (d.protocol) {
     case kProxyLL: return forwardLines(call, block, d, phase);
-    case kProxyLLStaged: return forwardStagedLines(d, phase);
+    case kProxyLLStaged: return forwardStagedLines(call, block, d, phase);
     default: return forward(call, block, d, phase);
   }
 }

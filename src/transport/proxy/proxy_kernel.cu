@@ -19,9 +19,10 @@ __device__ void recordError(const ProxyKernelArgs& a, uint32_t code, int peer, u
   recordFirstError(&a.state->failed, a.error, code, peer, call);
 }
 
-// Flags: only the threads 0..nranks-1 wait, so each reads the host-mapped
-// abort flag every time it looks at the clock (64 spins). LL: every thread
-// polls host memory, so one lane per warp reads it, every 4096 spins.
+// Flags (in either protocol): only the threads 0..nranks-1 wait, so each
+// reads the host-mapped abort flag every time it looks at the clock (64
+// spins). LL lines: every thread polls host memory, so one lane per warp
+// reads it, every 4096 spins.
 __device__ inline uint32_t waitCheck(WaitBudget& budget, const ProxyKernelArgs& a, bool ll) {
   return ll ? budget.check(a.timeoutNs, &a.state->failed, a.abortFlag, 4095u, /*onePerWarp=*/true)
             : budget.check(a.timeoutNs, &a.state->failed, a.abortFlag, 63u, /*onePerWarp=*/false);
@@ -41,6 +42,16 @@ __device__ inline void ringDoorbell(const ProxyKernelArgs& a, int phase, uint32_
   uint4* bell = reinterpret_cast<uint4*>(a.doorbells + static_cast<size_t>(phase) * a.maxBlocks + blockIdx.x);
   storeLine(bell, make_uint4(gridDim.x, call, protocol, call));
   storeLine(bell + 1, make_uint4(static_cast<uint32_t>(offset), call, static_cast<uint32_t>(bytes), call));
+  *reinterpret_cast<volatile uint64_t*>(bell + 2) = static_cast<uint64_t>(call) << 32 | a.signature;
+}
+
+// Takes peer's flag of this block for this call; any other nonzero value is
+// the peer's different call (proxy_kernel.h). The caller records a failure.
+__device__ inline uint32_t takePeerFlag(const ProxyKernelArgs& a, int phase, int peer, uint32_t call) {
+  uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
+                   RegionLayout::flagIndex(phase, peer, blockIdx.x, a.nranks, a.maxBlocks);
+  const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a, /*ll=*/false); };
+  return takeFlag(flag, callTag(call, a.signature), /*othersMismatch=*/true, giveUp);
 }
 
 // This block's share of `units` items (proxyBlockShare: the 32 KB LL call,
@@ -77,11 +88,7 @@ __device__ bool runFlags(const ProxyKernelArgs& a, uint32_t call) {
   int failed = 0;
   const int peer = threadIdx.x;
   if (peer < n && peer != me) {
-    uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
-                     RegionLayout::flagIndex(phase, peer, blockIdx.x, n, a.maxBlocks);
-    // The proxy raises flags with the bare call number (no signature): no mismatch check here.
-    const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a, false); };
-    const uint32_t why = takeFlag(flag, call, /*othersMismatch=*/false, giveUp);
+    const uint32_t why = takePeerFlag(a, phase, peer, call);
     if (why != kOneShotOk) {
       recordError(a, why, peer, call);
       failed = 1;
@@ -133,12 +140,24 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
     }
   }
 
-  // 3. Poll each peer's lines until they carry this call; reduce in rank
+  // 3. Threads 0..n-1 take their peer's flag of this block first: the proxy
+  // put it ahead of the lines, so it costs no round trip of its own, and a
+  // peer's different call fails here, before lines it may never send.
+  int failed = 0;
+  const int peer = threadIdx.x;
+  if (peer < n && peer != me) {
+    const uint32_t why = takePeerFlag(a, phase, peer, call);
+    if (why != kOneShotOk) {
+      recordError(a, why, peer, call);
+      failed = 1;
+    }
+  }
+
+  // 4. Poll each peer's lines until they carry this call; reduce in rank
   // order. A thread takes its units two at a time (u and u + blockDim), so
   // both polls cross PCIe together. Stale lines carry an older call, so they
   // need no clearing.
-  int failed = 0;
-  for (size_t u = range.begin + threadIdx.x; u < range.end; u += 2 * blockDim.x) {
+  for (size_t u = range.begin + threadIdx.x; !failed && u < range.end; u += 2 * blockDim.x) {
     const size_t u2 = u + blockDim.x;
     const bool two = u2 < range.end;
     Acc acc[E], acc2[E];

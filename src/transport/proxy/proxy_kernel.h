@@ -7,13 +7,19 @@
 //  - flags: the slice is staged, fenced, then the doorbell rings; the proxy
 //    puts the slice and then a flag per block, which the kernel waits for.
 //  - ll: the doorbell rings first and every 16-byte line staged carries 8
-//    data bytes and two copies of the call number; the proxy puts lines as
-//    it finds them complete, and the kernel polls the lines themselves. No
-//    system fence and no flag round trip: fewer PCIe trips, twice the bytes.
+//    data bytes and two copies of the call number; the proxy puts a flag,
+//    then the lines as it finds them complete, and the kernel polls the
+//    lines themselves. No system fence and no round trip for the flag (it
+//    travels ahead of the lines): fewer PCIe trips, twice the bytes.
 //  - ll-staged: the same lines, but the block stages them all, fences and
 //    only then rings, and the proxy puts them unread. For regions in device
 //    memory (GPUDirect RDMA), which the proxy's CPU cannot poll; the tags
 //    still make the receiver independent of the order the NIC's writes land.
+// Every flag holds callTag(call, signature) (kernels/one_shot.h): the
+// doorbell carries the call's signature to the proxy, so a peer that made
+// another call (count, type or op) is seen by its flag, whatever protocol
+// either rank used. Lines keep the bare call number, since they are not
+// cleared after reading and a stale line must read as an older call.
 // The call number lives in device memory and the kernel advances it, so CUDA
 // graph replays stay in step; the region layout is the p2p kernel's own.
 #pragma once
@@ -31,7 +37,7 @@ namespace rcn {
 enum ProxyProtocol : uint32_t { kProxyFlags = 0, kProxyLL = 1, kProxyLLStaged = 2 };
 
 // One per (phase, block), in host-mapped memory, written by the block as two
-// 16-byte stores. Every field shares an 8-byte word with a copy of the call
+// 16-byte stores and one of 8 bytes. Every field shares an 8-byte word with a copy of the call
 // number, and a GPU store reaches host memory in whole 8-byte words, so the
 // proxy trusts a field once its tag equals the call it expects: the LL
 // protocol rings without a fence. Each has its own cache line, so a GPU
@@ -41,7 +47,9 @@ struct alignas(64) ProxyDoorbell {
   uint32_t protocol, protocolTag;  // ProxyProtocol
   uint32_t offset, offsetTag;      // byte offset of the block's slice (or lines) in its slot
   uint32_t bytes, bytesTag;        // length of the slice (a multiple of 16, possibly 0)
+  uint32_t signature, signatureTag;  // callSignature of the call: the proxy's flags carry it
 };
+constexpr int kProxyDoorbellFields = 5;
 
 // Per-communicator device state of the proxy kernel (local to this rank).
 struct ProxyState {

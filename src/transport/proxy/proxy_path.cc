@@ -50,6 +50,7 @@ class ProxyPath final : public FastPath {
     args.send = send;
     args.recv = recv;
     args.count = count;
+    args.signature = callSignature(count, dtype, op);
     OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, gridBlocks_, threads_);
     const size_t units = grid.protocol == OneShotProtocol::LL ? (bytes + 7) / 8 : (bytes + 15) / 16;
     grid.blocks = proxyBlocksFor(units, grid.blocks);
@@ -212,6 +213,11 @@ rcnResult_t ProxyPath::mapRegion(void** deviceRegion) {
 rcnResult_t ProxyPath::asyncError(std::string* why) {
   if (host_) {
     uint32_t code = __atomic_load_n(&host_->error.code, __ATOMIC_ACQUIRE);
+    if (code == kOneShotMismatch) {
+      // Every flag carries the call's signature, so both ranks of the pair see it.
+      if (why) *why = "proxy path: " + callMismatchText(rank_, host_->error.peer, host_->error.call);
+      return rcnInvalidUsage;
+    }
     if (code != kOneShotOk) {
       if (why) {
         char text[200];
