@@ -175,6 +175,11 @@ void checkMismatchCases(const MismatchCase* cases, size_t n, const P2pOptions& o
   }
 }
 
+// Two sizes on either side of the LL limit: one rank in each protocol.
+const MismatchCase kAcrossLimit[] = {
+    {"count across the LL limit", {{1000, rcnFloat32, rcnSum}, {16000, rcnFloat32, rcnSum}}},
+    {"count across the LL limit, the larger first", {{16000, rcnFloat32, rcnSum}, {1000, rcnFloat32, rcnSum}}}};
+
 }  // namespace
 
 TEST_CASE("p2p: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[p2p][gpu]") {
@@ -184,6 +189,8 @@ TEST_CASE("p2p: ranks whose calls differ in count, type or op fail with rcnInval
     options.llMaxBytes = llMaxBytes;
     checkMismatchCases(kMismatchCases, std::size(kMismatchCases), options);
   }
+  options.llMaxBytes = "16384";
+  checkMismatchCases(kAcrossLimit, std::size(kAcrossLimit), options);
 }
 
 // The proxy path's kernel and engine on a single GPU (its own tests need a
@@ -224,9 +231,7 @@ TEST_CASE("proxy in one process on one GPU: every dtype x op, unaligned, in plac
   }
 }
 
-// The proxy path over shm, both ranks in this process on GPU 0. Its flags
-// carry the signature in both protocols, so it also catches two sizes on
-// either side of its LL limit, where the ranks run different protocols.
+// The proxy path over shm, both ranks in this process on GPU 0.
 TEST_CASE("proxy: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[proxy][gpu]") {
   requireGpus(1);
   setenv("ROCENANTE_WIRE", "shm", 1);
@@ -236,9 +241,7 @@ TEST_CASE("proxy: ranks whose calls differ in count, type or op fail with rcnInv
     options.llMaxBytes = llMaxBytes;
     checkMismatchCases(kMismatchCases, std::size(kMismatchCases), options);
   }
-  const MismatchCase acrossLimit[] = {
-      {"count across the LL limit", {{1000, rcnFloat32, rcnSum}, {16000, rcnFloat32, rcnSum}}}};
   options.llMaxBytes = "16384";
-  checkMismatchCases(acrossLimit, 1, options);
+  checkMismatchCases(kAcrossLimit, std::size(kAcrossLimit), options);
   unsetenv("ROCENANTE_WIRE");
 }

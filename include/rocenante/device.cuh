@@ -79,7 +79,8 @@ struct WaitBudget {
 
   __device__ uint32_t check(uint64_t timeoutNs, const uint32_t* failed, const volatile uint32_t* abortFlag,
                             uint32_t hostMask, bool onePerWarp) {
-    if ((++spins & 63u) != 0) return rcnWaitOk;
+    ++spins;
+    if (!lookedNow()) return rcnWaitOk;
     const uint64_t now = globalTimerNs();
     if (start == 0) start = now;
     if (now - start > timeoutNs) return rcnWaitTimeout;
@@ -89,6 +90,9 @@ struct WaitBudget {
     if ((spins & hostMask) == 0 && reader && *abortFlag != 0) return rcnWaitAborted;
     return rcnWaitOk;
   }
+
+  // Whether the last check() read the clock (once every 64 spins).
+  __device__ bool lookedNow() const { return (spins & 63u) == 0; }
 };
 
 // The call after `last`. Call numbers tag units, flags and lines, and 0

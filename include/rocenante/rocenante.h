@@ -154,12 +154,12 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
  * rank of a call that differs, naming both. The p2p and proxy (RDMA) paths'
  * kernels check it too (their flags carry the call's signature): a rank that
  * finds a peer's call different records rcnInvalidUsage (rcnCommGetAsyncError
- * names the peer) and the communicator stops. On the p2p path, sizes on two
- * sides of ROCENANTE_LL_MAX_BYTES (the ranks then use different protocols)
- * end in the fast path's timeout (rcnRemoteError) instead. Sizes on two sides
- * of the threshold that sends a call to NCCL are worse: the fast-path rank
- * times out, while its peer's NCCL call may hang or pair with a later NCCL
- * call (abort the communicator). Calls NCCL takes, like NCCL, do not check.
+ * names the peer) and the communicator stops, also where the sizes fall on
+ * two sides of the LL limit (the ranks then use different protocols). Sizes
+ * on two sides of the threshold that sends a call to NCCL are worse: the
+ * fast-path rank times out, while its peer's NCCL call may hang or pair with
+ * a later NCCL call (abort the communicator). Calls NCCL takes, like NCCL, do
+ * not check.
  * On the host backend (no GPU) the buffers are host memory and the call
  * returns when the result is in recvbuff. */
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,

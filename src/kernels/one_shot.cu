@@ -59,6 +59,34 @@ __device__ inline uint4* linesOf(const OneShotArgs& a, int owner, int phase, int
   return reinterpret_cast<uint4*>(a.region[owner] + a.layout.llSlotOffset(phase, from, a.nranks));
 }
 
+// Sizes on two sides of the LL limit put the ranks in different protocols,
+// each waiting where the other never writes. So whenever a wait looks at
+// the clock, it also looks where the other protocol would have left the
+// peer's mark in this rank's region: waiting in LL, at the peer's flag of
+// block 0; waiting for a flag, at the peer's first LL line. Each is 0 unless
+// the peer runs that protocol in this very call (a reader clears what it
+// took, and a peer cannot be two calls ahead), so anything else is the
+// peer's different call: kOneShotMismatch.
+__device__ inline bool peerUsesOtherProtocol(const OneShotArgs& a, int phase, int peer, bool waitingInLL) {
+  const char* mine = a.region[a.rank];
+  if (waitingInLL) {
+    const uint32_t* flag = reinterpret_cast<const uint32_t*>(mine + a.layout.flagsOffset) +
+                           RegionLayout::flagIndex(phase, peer, 0, a.nranks, a.maxBlocks);
+    return *reinterpret_cast<const volatile uint32_t*>(flag) != 0;
+  }
+  if (a.layout.llSlotBytes == 0) return false;  // no LL lines: every call uses flags
+  const uint4 line = loadLine(linesOf(a, a.rank, phase, peer));
+  return line.y != 0 || line.w != 0;
+}
+
+// waitCheck, and the look above each time the budget read the clock.
+__device__ inline uint32_t waitCheckPeer(WaitBudget& budget, const OneShotArgs& a, int phase, int peer,
+                                         bool waitingInLL) {
+  const uint32_t why = waitCheck(budget, a);
+  if (why != kOneShotOk || !budget.lookedNow()) return why;
+  return peerUsesOtherProtocol(a, phase, peer, waitingInLL) ? kOneShotMismatch : kOneShotOk;
+}
+
 // ---- protocol: separate flags ----------------------------------------------
 
 template <typename T, typename Op>
@@ -93,7 +121,7 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
   // 3. Take every peer's flag for this block.
   int failed = 0;
   if (peer < n && peer != me) {
-    const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a); };
+    const auto giveUp = [&](WaitBudget& b) { return waitCheckPeer(b, a, phase, peer, /*waitingInLL=*/false); };
     const uint32_t why = takeFlag(flagOf(a, me, phase, peer), tag, /*othersMismatch=*/true, giveUp);
     if (why != kOneShotOk) {
       recordError(a, why, peer, call);
@@ -148,7 +176,8 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
         d = u == first ? firstUnit : loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
       } else {
         const uint4* src = linesOf(a, me, phase, r) + u;
-        const uint32_t why = waitForLine(src, tag, &d, [&](WaitBudget& b) { return waitCheck(b, a); });
+        const uint32_t why =
+            waitForLine(src, tag, &d, [&](WaitBudget& b) { return waitCheckPeer(b, a, phase, r, /*waitingInLL=*/true); });
         if (why != kOneShotOk) {
           recordError(a, why, r, call);
           failed = 1;
