@@ -443,6 +443,35 @@ TEST_CASE("truncated and corrupt safetensors files give errors naming file and t
   }
 }
 
+// Another process truncating a shard after it was opened and mapped: every
+// read then faults (SIGBUS) at the first page past the new end. Each read
+// must fail naming file and tensor, and keep failing the same way (the
+// handler stays, SIGBUS is not left blocked), while a good file still reads.
+TEST_CASE("a shard cut short while it is mapped gives errors naming file and tensor, not SIGBUS") {
+  TempDir dir, good;
+  const ModelConfig config = smallConfig("llama");
+  hftest::writeHfModel(dir.path, randomWeights(config, 4), {});
+  hftest::writeHfModel(good.path, randomWeights(config, 5), {});
+  hf::Checkpoint checkpoint(dir.path), intact(good.path);
+  const std::vector<int64_t> shape = checkpoint.get("lm_head.weight").shape;
+  REQUIRE(shape.size() == 2);
+  REQUIRE(::truncate((dir.path + "/model.safetensors").c_str(), 0) == 0);
+  const std::function<void()> reads[] = {
+      [&] { checkpoint.read("lm_head.weight", shape); },
+      [&] { checkpoint.readRows("lm_head.weight", shape[0], shape[1], 1, 2); },
+      [&] { checkpoint.readCols("lm_head.weight", shape[0], shape[1], 1, 2); },
+      [&] { checkpoint.read("model.norm.weight", {shape[1]}); },
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& read : reads) {
+      const std::string e = errorOf(read);
+      CHECK_THAT(e, ContainsSubstring("model.safetensors: tensor "));
+      CHECK_THAT(e, ContainsSubstring("became shorter while it was being read"));
+    }
+    CHECK(intact.read("lm_head.weight", shape).size() == size_t(shape[0] * shape[1]));
+  }
+}
+
 namespace {
 
 // A safetensors file of the given header (JSON) and `dataBytes` zero bytes.

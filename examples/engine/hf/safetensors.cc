@@ -9,6 +9,7 @@
 #include <set>
 
 #include "json_util.h"
+#include "mapped_read.h"
 #include "model.h"
 
 namespace engine::hf {
@@ -42,7 +43,18 @@ std::string shapeText(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// Converts `count` elements starting at element `first` of `t` into `out`.
+// What a read of a mapping that shrank under it says (mapped_read.h).
+const char* const kShrank = "the file became shorter while it was being read (another process truncated or rewrote it)";
+
+// Runs `read` of tensor t's bytes; throws naming the file and tensor when
+// the file shrank under it.
+template <typename F>
+void readTensor(const TensorInfo& t, F&& read) {
+  if (!readMapped(t.data, t.bytes, read)) throw EngineError(t.file + ": tensor " + t.name + ": " + kShrank);
+}
+
+// Converts `count` elements starting at element `first` of `t` into `out`
+// (inside readTensor).
 void convert(const TensorInfo& t, size_t first, size_t count, float* out) {
   const uint8_t* src = t.data + first * dtypeBytes(t.dtype);
   if (t.dtype == Dtype::F32) {
@@ -93,17 +105,25 @@ SafetensorsFile::~SafetensorsFile() {
   if (map_) ::munmap(map_, size_);
 }
 
+// Copies bytes out of the mapping; throws naming the file when it shrank.
+void SafetensorsFile::copyOut(void* dst, const uint8_t* src, size_t bytes) const {
+  if (!readMapped(src, bytes, [&] { std::memcpy(dst, src, bytes); })) throw EngineError(path_ + ": " + kShrank);
+}
+
 // Layout: u64 little-endian header length N, N bytes of JSON, then the data;
 // each tensor's data_offsets [begin, end) are relative to the data start.
 void SafetensorsFile::parseHeader() {
   const uint8_t* base = static_cast<const uint8_t*>(map_);
+  uint8_t length[8];
+  copyOut(length, base, sizeof length);
   uint64_t headerBytes = 0;
-  for (int i = 7; i >= 0; --i) headerBytes = (headerBytes << 8) | base[i];
+  for (int i = 7; i >= 0; --i) headerBytes = (headerBytes << 8) | length[i];
   if (headerBytes > kMaxHeaderBytes || headerBytes > size_ - 8)
     throw EngineError(path_ + ": header length " + std::to_string(headerBytes) + " does not fit in the " +
                       std::to_string(size_) + "-byte file (truncated or corrupt)");
-  const char* text = reinterpret_cast<const char*>(base + 8);
-  const Json header = parseJsonUniqueKeys(text, text + headerBytes, path_ + " header");
+  std::string text(headerBytes, '\0');
+  copyOut(text.data(), base + 8, headerBytes);
+  const Json header = parseJsonUniqueKeys(text.data(), text.data() + headerBytes, path_ + " header");
   if (!header.is_object()) throw EngineError(path_ + ": header is not a JSON object");
 
   const uint8_t* data = base + 8 + headerBytes;
@@ -220,7 +240,7 @@ const TensorInfo& Checkpoint::checked(const std::string& name, const std::vector
 std::vector<float> Checkpoint::read(const std::string& name, const std::vector<int64_t>& shape) const {
   const TensorInfo& t = checked(name, shape);
   std::vector<float> out(size_t(t.elements()));
-  convert(t, 0, out.size(), out.data());
+  readTensor(t, [&] { convert(t, 0, out.size(), out.data()); });
   return out;
 }
 
@@ -240,7 +260,7 @@ std::vector<float> Checkpoint::readRows(const std::string& name, int64_t rows, i
   const TensorInfo& t = checked(name, {rows, cols});
   checkSlice(name, first, count, rows, "rows");
   std::vector<float> out(size_t(count * cols));
-  convert(t, size_t(first * cols), out.size(), out.data());
+  readTensor(t, [&] { convert(t, size_t(first * cols), out.size(), out.data()); });
   return out;
 }
 
@@ -249,7 +269,9 @@ std::vector<float> Checkpoint::readCols(const std::string& name, int64_t rows, i
   const TensorInfo& t = checked(name, {rows, cols});
   checkSlice(name, first, count, cols, "columns");
   std::vector<float> out(size_t(rows * count));
-  for (int64_t r = 0; r < rows; ++r) convert(t, size_t(r * cols + first), size_t(count), &out[size_t(r * count)]);
+  readTensor(t, [&] {
+    for (int64_t r = 0; r < rows; ++r) convert(t, size_t(r * cols + first), size_t(count), &out[size_t(r * count)]);
+  });
   return out;
 }
 

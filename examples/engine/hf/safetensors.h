@@ -1,7 +1,8 @@
 // Reader for safetensors checkpoints: one file, or the shards listed by
 // model.safetensors.index.json. Each file is mmapped read-only and its header
 // checked against the file size up front, so a truncated or corrupt file
-// fails with a message naming the file and the tensor, never a crash. Reads
+// fails with a message naming the file and the tensor, never a crash; a file
+// that shrinks while it is read fails the same way (mapped_read.h). Reads
 // convert BF16/F16/F32 to float32 and touch only the bytes asked for: a
 // tensor-parallel rank that reads its rows or columns pages in only those.
 #pragma once
@@ -44,6 +45,7 @@ class SafetensorsFile {
 
  private:
   void parseHeader();
+  void copyOut(void* dst, const uint8_t* src, size_t bytes) const;
   void requireDisjoint() const;
 
   std::string path_;

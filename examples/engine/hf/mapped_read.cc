@@ -1,0 +1,78 @@
+#include "mapped_read.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <mutex>
+
+namespace engine::hf {
+
+namespace {
+
+// The read in progress on this thread, if any.
+struct Guard {
+  sigjmp_buf resume;
+  uintptr_t begin, end;  // whole pages: a fault is reported at the page it hit
+};
+thread_local Guard* active = nullptr;
+
+struct sigaction previous;  // what handled SIGBUS before this file's handler
+std::once_flag installed;
+
+// Someone else's fault: let the earlier disposition have it, as if this
+// handler had never been installed.
+void passOn(int sig, siginfo_t* info, void* context) {
+  if (previous.sa_flags & SA_SIGINFO) {
+    previous.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+    previous.sa_handler(sig);
+    return;
+  }
+  // Default (or ignored, which a fault cannot be): restore it and return, so
+  // the faulting access runs again and ends the process as it would have.
+  struct sigaction fallback = {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  sigaction(sig, &fallback, nullptr);
+}
+
+void onSigbus(int sig, siginfo_t* info, void* context) {
+  Guard* guard = active;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
+  if (guard && at >= guard->begin && at < guard->end) siglongjmp(guard->resume, 1);
+  passOn(sig, info, context);
+}
+
+void install() {
+  struct sigaction action = {};
+  action.sa_sigaction = onSigbus;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGBUS, &action, &previous);
+}
+
+}  // namespace
+
+bool readMappedRaw(const void* begin, size_t bytes, void (*body)(void*), void* context) {
+  std::call_once(installed, install);
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(begin);
+  Guard guard;
+  guard.begin = first / page * page;
+  guard.end = (first + bytes + page - 1) / page * page;
+  Guard* const outer = active;  // a read inside a read keeps the outer one's guard after it
+  if (sigsetjmp(guard.resume, 1) != 0) {
+    active = outer;
+    return false;
+  }
+  active = &guard;
+  body(context);
+  active = outer;
+  return true;
+}
+
+}  // namespace engine::hf
