@@ -501,6 +501,15 @@ TEST_CASE("headers that overlap tensors, repeat a name, wrap shapes or name no r
   writeSafetensors(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1099511627776,1099511627776],\"data_offsets\":[0,0]}}",
                    0);
   CHECK_THAT(errorOf([&] { hf::SafetensorsFile file(path); }), ContainsSubstring("implausibly large"));
+  // Types the engine does not convert still parse (an unused tensor is only
+  // noted; a used one is named when read); a type of no known size is named.
+  writeSafetensors(path,
+                   "{\"c\":{\"dtype\":\"C64\",\"shape\":[2],\"data_offsets\":[0,16]},"
+                   "\"f\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[16,18]}}",
+                   18);
+  CHECK(hf::SafetensorsFile(path).tensors().size() == 2);
+  writeSafetensors(path, "{\"q\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1);
+  CHECK_THAT(errorOf([&] { hf::SafetensorsFile file(path); }), ContainsSubstring("unknown dtype Q4"));
   // A FIFO would block the open for ever; a directory is no file either.
   ::unlink(path.c_str());
   REQUIRE(::mkfifo(path.c_str(), 0600) == 0);

@@ -30,7 +30,7 @@ Dtype parseDtype(const std::string& name) {
 
 // Element sizes of the dtypes we do not convert, so their offsets can still be checked.
 size_t otherDtypeBytes(const std::string& name) {
-  if (name == "F64" || name == "I64" || name == "U64") return 8;
+  if (name == "F64" || name == "I64" || name == "U64" || name == "C64") return 8;
   if (name == "I32" || name == "U32") return 4;
   if (name == "I16" || name == "U16") return 2;
   if (name == "I8" || name == "U8" || name == "BOOL" || name.rfind("F8_", 0) == 0) return 1;
