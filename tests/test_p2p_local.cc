@@ -7,8 +7,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iterator>
+#include <vector>
 
 #include "p2p_build.h"
 #include "p2p_harness.h"
@@ -109,21 +111,27 @@ struct RankCall {
 };
 
 // Both ranks of fresh paths (on one GPU, two streams) make their own call
-// (after a matched one); returns each rank's asyncError and its text.
+// (after a matched one) into a poisoned output; returns each rank's
+// asyncError, its text, and whether that output was left as it was.
 // options.create picks the transport (p2p when null).
 void runPair(const RankCall (&calls)[2], P2pOptions options, rcnResult_t (&results)[2],
-             std::string (&whys)[2]) {
+             std::string (&whys)[2], bool (&untouched)[2]) {
   options.oneGpu = true;
   options.timeoutMs = 20000;  // far longer than the test: a mismatch must not wait for it
   std::vector<std::unique_ptr<FastPath>> paths;
   std::string why;
   if (!buildP2pPathsInProcess(2, options, &paths, &why)) FAIL(why);
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  constexpr size_t kBytes = 64 * 1024;
+  constexpr int kPoison = 0x7f;
   void* buffers[2] = {};
+  void* outputs[2] = {};
   cudaStream_t streams[2] = {};
   for (int r = 0; r < 2; ++r) {
-    REQUIRE(cudaMalloc(&buffers[r], 64 * 1024) == cudaSuccess);
-    REQUIRE(cudaMemset(buffers[r], 0, 64 * 1024) == cudaSuccess);
+    REQUIRE(cudaMalloc(&buffers[r], kBytes) == cudaSuccess);
+    REQUIRE(cudaMemset(buffers[r], 0, kBytes) == cudaSuccess);
+    REQUIRE(cudaMalloc(&outputs[r], kBytes) == cudaSuccess);
+    REQUIRE(cudaMemset(outputs[r], kPoison, kBytes) == cudaSuccess);
     REQUIRE(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking) == cudaSuccess);
   }
   // A matched call first, so that the pair is not the path's first. Rank
@@ -131,16 +139,22 @@ void runPair(const RankCall (&calls)[2], P2pOptions options, rcnResult_t (&resul
   // or CUDA would load it lazily, waiting for rank 0's kernel, which waits
   // for it (ranks sharing a GPU) until the timeout.
   const RankCall sequence[2][2] = {{calls[0], calls[0]}, {calls[0], calls[1]}};
-  for (const auto& step : sequence) {
-    for (int r = 0; r < 2; ++r)
-      REQUIRE(paths[r]->allReduce(buffers[r], buffers[r], step[r].count, step[r].dtype, step[r].op, streams[r]) ==
-              rcnSuccess);
+  for (int step = 0; step < 2; ++step) {
+    for (int r = 0; r < 2; ++r) {
+      const RankCall& c = sequence[step][r];
+      void* out = step == 0 ? buffers[r] : outputs[r];
+      REQUIRE(paths[r]->allReduce(buffers[r], out, c.count, c.dtype, c.op, streams[r]) == rcnSuccess);
+    }
     for (int r = 0; r < 2; ++r) REQUIRE(cudaStreamSynchronize(streams[r]) == cudaSuccess);
   }
   for (int r = 0; r < 2; ++r) {
     results[r] = paths[r]->asyncError(&whys[r]);
+    std::vector<unsigned char> out(kBytes);
+    REQUIRE(cudaMemcpy(out.data(), outputs[r], kBytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+    untouched[r] = std::all_of(out.begin(), out.end(), [](unsigned char b) { return b == kPoison; });
     cudaStreamDestroy(streams[r]);
     cudaFree(buffers[r]);
+    cudaFree(outputs[r]);
   }
 }
 
@@ -157,18 +171,21 @@ const MismatchCase kMismatchCases[] = {
 };
 
 // Each case with the options' transport and LL limit: both ranks must report
-// the other's different call (rcnInvalidUsage), or both succeed.
+// the other's different call (rcnInvalidUsage) and leave their output as it
+// was, or both succeed.
 void checkMismatchCases(const MismatchCase* cases, size_t n, const P2pOptions& options) {
   for (size_t i = 0; i < n; ++i) {
     const MismatchCase& c = cases[i];
     INFO(c.what << ", LL limit " << options.llMaxBytes);
     rcnResult_t results[2];
     std::string whys[2];
-    runPair(c.calls, options, results, whys);
+    bool untouched[2];
+    runPair(c.calls, options, results, whys, untouched);
     const bool same = std::string(c.what) == "same call";
     for (int r = 0; r < 2; ++r) {
       INFO("rank " << r << ": " << whys[r]);
       CHECK(results[r] == (same ? rcnSuccess : rcnInvalidUsage));
+      CHECK(untouched[r] == !same);
       if (!same) CHECK(whys[r].find("peer " + std::to_string(1 - r) + " made a different all-reduce") !=
                        std::string::npos);
     }

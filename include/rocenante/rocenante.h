@@ -154,9 +154,10 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
  * rank of a call that differs, naming both. The p2p and proxy (RDMA) paths'
  * kernels check it too (their flags carry the call's signature): a rank that
  * finds a peer's call different records rcnInvalidUsage (rcnCommGetAsyncError
- * names the peer) and the communicator stops, also where the sizes fall on
- * two sides of the LL limit (the ranks then use different protocols). Sizes
- * on two sides of the threshold that sends a call to NCCL are worse: the
+ * names the peer), leaves recvbuff as it was, and the communicator stops,
+ * also where the sizes fall on two sides of the LL limit (the ranks then use
+ * different protocols). Sizes on two sides of the threshold that sends a
+ * call to NCCL are worse: the
  * fast-path rank times out, while its peer's NCCL call may hang or pair with
  * a later NCCL call (abort the communicator). Calls NCCL takes, like NCCL, do
  * not check.

@@ -46,8 +46,8 @@ rcnResult_t P2pPath::asyncError(std::string* why) {
            std::to_string(timeoutMs_) + " ms (call " + std::to_string(call) + ", block " +
            std::to_string(block) + ")";
   } else if (code == kOneShotMismatch) {
-    // Each rank of the pair sees the other's tag, so both report it (where both
-    // used the same protocol: else their waits time out, rocenante.h).
+    // Each rank of the pair sees the other's tag, or, in different protocols,
+    // the other protocol's mark (one_shot.cu), so both report it.
     *why = callMismatchText(rank_, peer, call);
     return rcnInvalidUsage;
   } else if (code == kOneShotBadUse) {

@@ -168,8 +168,9 @@ bool ProxyEngine::linesArrived(const uint8_t* lines, size_t bytes, uint32_t call
   return true;
 }
 
-// LL: piece by piece, once the kernel's lines are all there, to every peer
-// (no flag: the receiving kernel checks the tags itself). The whole block
+// LL: the block's flag first (it carries the call's signature), then the
+// lines piece by piece, once the kernel's lines are all there, to every peer
+// (the receiving kernel checks their tags itself). The whole block
 // gets one timeout. A late kernel is this engine's own failure to name; an
 // earlier cause (stopping, abort, a failed lane or wire) names itself.
 rcnResult_t ProxyEngine::forwardLines(uint32_t call, int block, const ProxyDoorbell& d, int phase) {

@@ -140,9 +140,10 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
     }
   }
 
-  // 3. Threads 0..n-1 take their peer's flag of this block first: the proxy
-  // put it ahead of the lines, so it costs no round trip of its own, and a
-  // peer's different call fails here, before lines it may never send.
+  // 3. Threads 0..n-1 take their peer's flag of this block, and the block
+  // reads no line before they have: the lines carry the bare call number, so
+  // only the flag tells a peer's different call (whose lines would be summed
+  // into recv) from this one. The proxy put the flag ahead of the lines.
   int failed = 0;
   const int peer = threadIdx.x;
   if (peer < n && peer != me) {
@@ -152,12 +153,13 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
       failed = 1;
     }
   }
+  if (__syncthreads_or(failed)) return false;
 
   // 4. Poll each peer's lines until they carry this call; reduce in rank
   // order. A thread takes its units two at a time (u and u + blockDim), so
   // both polls cross PCIe together. Stale lines carry an older call, so they
   // need no clearing.
-  for (size_t u = range.begin + threadIdx.x; !failed && u < range.end; u += 2 * blockDim.x) {
+  for (size_t u = range.begin + threadIdx.x; u < range.end; u += 2 * blockDim.x) {
     const size_t u2 = u + blockDim.x;
     const bool two = u2 < range.end;
     Acc acc[E], acc2[E];
