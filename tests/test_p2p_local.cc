@@ -8,13 +8,13 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <iterator>
 #include <vector>
 
 #include "p2p_build.h"
 #include "p2p_harness.h"
 #include "support/gpu_case.h"
+#include "support/scoped_env.h"
 #include "transport/transport.h"
 
 using namespace rcn;
@@ -210,24 +210,22 @@ TEST_CASE("p2p: ranks whose calls differ in count, type or op fail with rcnInval
   checkMismatchCases(kAcrossLimit, std::size(kAcrossLimit), options);
 }
 
-// The proxy path's kernel and engine on a single GPU (its own tests need a
-// GPU per process): both ranks in this process on GPU 0 over shm, with LL
-// up to 128 KB and separate flags above, and with separate flags only.
-TEST_CASE("proxy in one process on one GPU: every dtype x op, unaligned, in place, eager and graph", "[proxy][gpu]") {
-  requireGpus(1);
-  setenv("ROCENANTE_WIRE", "shm", 1);
-  P2pOptions options;
-  options.create = createProxyPath;
+namespace {
+
+// Both ranks in this process on GPU 0, over two paths of `options`' kind:
+// one that splits the protocols at splitLimit (so consecutive calls of one
+// path change protocol: neither protocol's leftovers may read as the other's
+// mark) and one with separate flags only. Every dtype x op, unaligned and in
+// place, eagerly and in graphs, each checked against the reference.
+void runOneGpuBatches(P2pOptions options, const char* splitLimit) {
   options.oneGpu = true;
   options.maxBytes = kMaxBytes;
   std::vector<std::unique_ptr<FastPath>> split, flags;
   std::string why;
-  options.llMaxBytes = "131072";
+  options.llMaxBytes = splitLimit;
   if (!buildP2pPathsInProcess(kRanks, options, &split, &why)) FAIL(why);
   options.llMaxBytes = "0";
   if (!buildP2pPathsInProcess(kRanks, options, &flags, &why)) FAIL(why);
-  unsetenv("ROCENANTE_WIRE");
-  REQUIRE(std::string(split[0]->transportName()) == "proxy-shm");
   std::vector<LocalRank> locals(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     locals[r].rank = r;
@@ -248,10 +246,29 @@ TEST_CASE("proxy in one process on one GPU: every dtype x op, unaligned, in plac
   }
 }
 
+}  // namespace
+
+// The p2p kernel's waits look for the other protocol's mark (one_shot.cu):
+// healthy calls that alternate protocols must never see one.
+TEST_CASE("p2p in one process on one GPU: protocols alternating call by call, eager and graph", "[p2p][gpu]") {
+  requireGpus(1);
+  runOneGpuBatches(P2pOptions{}, "65536");
+}
+
+// The proxy path's kernel and engine on a single GPU (its own tests need a
+// GPU per process), over shm, LL up to 128 KB.
+TEST_CASE("proxy in one process on one GPU: every dtype x op, unaligned, in place, eager and graph", "[proxy][gpu]") {
+  requireGpus(1);
+  ScopedEnv wire("ROCENANTE_WIRE", "shm");
+  P2pOptions options;
+  options.create = createProxyPath;
+  runOneGpuBatches(options, "131072");
+}
+
 // The proxy path over shm, both ranks in this process on GPU 0.
 TEST_CASE("proxy: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[proxy][gpu]") {
   requireGpus(1);
-  setenv("ROCENANTE_WIRE", "shm", 1);
+  ScopedEnv wire("ROCENANTE_WIRE", "shm");
   P2pOptions options;
   options.create = createProxyPath;
   for (const char* llMaxBytes : {"131072", "0"}) {  // LL lines, then separate flags
@@ -260,5 +277,4 @@ TEST_CASE("proxy: ranks whose calls differ in count, type or op fail with rcnInv
   }
   options.llMaxBytes = "16384";
   checkMismatchCases(kAcrossLimit, std::size(kAcrossLimit), options);
-  unsetenv("ROCENANTE_WIRE");
 }
