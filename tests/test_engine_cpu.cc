@@ -3,6 +3,7 @@
 // naive computation, greedy decoding, sampling, and TP = N against TP = 1.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cctype>
@@ -11,8 +12,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <mutex>
 #include <random>
 #include <string>
@@ -389,6 +394,70 @@ TEST_CASE("loader and shape errors are clear", "[engine]") {
   CHECK_THROWS_WITH(model.forward(1, 512), Catch::Matchers::ContainsSubstring("beyond seq_len"));
 }
 
+namespace {
+
+// A copy of stories260K.bin (or tok512.bin) with `edit` applied, in a file of
+// this process's own; removed when it goes out of scope.
+struct EditedCopy {
+  std::string path;
+  EditedCopy(const char* model, const char* name, const std::function<void(std::string&)>& edit)
+      : path("/tmp/engine_" + std::string(name) + "_" + std::to_string(getpid()) + ".bin") {
+    std::ifstream in(requireSharedModel(model), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    edit(bytes);
+    std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  ~EditedCopy() { std::remove(path.c_str()); }
+};
+
+void putInt(std::string& bytes, size_t at, int32_t v) { std::memcpy(&bytes[at], &v, 4); }
+void putFloat(std::string& bytes, size_t at, float v) { std::memcpy(&bytes[at], &v, 4); }
+
+}  // namespace
+
+// What fuzzing the llama2.c formats found loading silently or hanging: a
+// header that accounts for fewer bytes than the file has, a NaN or infinity
+// among the weights, a FIFO, a token length past the file's end.
+TEST_CASE("llama2.c files that would decode garbage or hang are refused by name", "[engine]") {
+  const auto says = [](const char* text) { return Catch::Matchers::ContainsSubstring(text); };
+  {
+    EditedCopy oneLayer("stories260K.bin", "layers", [](std::string& b) { putInt(b, 8, 1); });
+    CHECK_THROWS_WITH(loadLlama2c(oneLayer.path), says("needs exactly"));
+    EditedCopy trailing("stories260K.bin", "trailing", [](std::string& b) { b += std::string(1000, '\0'); });
+    CHECK_THROWS_WITH(loadLlama2c(trailing.path), says("needs exactly"));
+    // The sign of the vocabulary size says whether a classifier follows.
+    EditedCopy ownClassifier("stories260K.bin", "classifier", [](std::string& b) { putInt(b, 20, -512); });
+    CHECK_THROWS_WITH(loadLlama2c(ownClassifier.path), says("own classifier) needs exactly"));
+    EditedCopy intMin("stories260K.bin", "intmin", [](std::string& b) { putInt(b, 20, INT32_MIN); });
+    CHECK_THROWS_WITH(loadLlama2c(intMin.path), says("out of range"));
+  }
+  for (float bad : {NAN, INFINITY}) {
+    EditedCopy nonFinite("stories260K.bin", "nan", [&](std::string& b) { putFloat(b, 28 + 4 * (512 * 64 + 3), bad); });
+    CHECK_THROWS_WITH(loadLlama2c(nonFinite.path), says("rms_att holds"));
+  }
+  {
+    // The 11th token's length, the file's largest possible, past the file's end.
+    EditedCopy huge("tok512.bin", "tokhuge", [](std::string& b) {
+      putInt(b, 0, INT32_MAX);
+      size_t at = 4;
+      for (int i = 0; i < 10; ++i) {
+        int32_t length;
+        std::memcpy(&length, &b[at + 4], 4);
+        at += 8 + size_t(length);
+      }
+      putInt(b, at + 4, INT32_MAX);
+    });
+    CHECK_THROWS_WITH(Llama2cTokenizer(huge.path, 512), says("truncated at token 10"));
+    EditedCopy tiny("tok512.bin", "tok3", [](std::string& b) { b.resize(3); });
+    CHECK_THROWS_WITH(Llama2cTokenizer(tiny.path, 512), says("4-byte header"));
+  }
+  const std::string fifo = "/tmp/engine_fifo_" + std::to_string(getpid());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(loadLlama2c(fifo), says("not a regular file"));
+  CHECK_THROWS_WITH(Llama2cTokenizer(fifo, 512), says("not a regular file"));
+  std::remove(fifo.c_str());
+}
+
 TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[engine]") {
   auto parse = [](std::vector<std::string> args) {
     args.insert(args.begin(), "rcn_engine");
@@ -412,6 +481,33 @@ TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "0"})), Catch::Matchers::ContainsSubstring("at least 1"));
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "two"})),
                     Catch::Matchers::ContainsSubstring("not an integer"));
+}
+
+// Options that would be ignored without a word (fuzzing found them): a model
+// given twice, --json without --bench, GPU-only options on the CPU path, an
+// empty item in a list.
+TEST_CASE("options the run would ignore, or that conflict, are refused by name", "[engine]") {
+  auto parse = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "rcn_engine");
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return parseOptions(int(argv.size()), argv.data());
+  };
+  const auto says = [](const char* text) { return Catch::Matchers::ContainsSubstring(text); };
+  CHECK_THROWS_WITH(parse({"--random-weights", "--shape", "tiny-llama", "--model", "m.bin"}), says("not both"));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--json", "x.json"}), says("--json writes the --bench results"));
+  CHECK(parse({"--model", "m.bin", "--bench", "--json", "x.json"}).jsonPath == "x.json");
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--batch", "1,"}), says("--batch: '' is not an integer"));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--batch", "1,,8"}), says("--batch: '' is not an integer"));
+  CHECK(parse({"--model", "m.bin", "--batch", "1,8"}).batches == std::vector<int>{1, 8});
+  CHECK_NOTHROW(requireCpuOptions(parse({"--model", "m.bin", "--device", "cpu", "--tp", "2"})));
+  const std::vector<std::vector<std::string>> gpuOnly = {
+      {"--bench"}, {"--dtype", "bf16"}, {"--no-graph"}, {"--no-gemv"}, {"--fused-allreduce"}, {"--profile"}};
+  for (std::vector<std::string> option : gpuOnly) {
+    const std::string name = option[0];
+    option.insert(option.begin(), {"--model", "m.bin", "--device", "cpu"});
+    CHECK_THROWS_WITH(requireCpuOptions(parse(option)), says((name + " ").c_str()));
+  }
 }
 
 // The vocab-parallel argmax (argmax_key.h, used by the GPU path): the largest

@@ -443,6 +443,24 @@ TEST_CASE("truncated and corrupt safetensors files give errors naming file and t
   }
 }
 
+// A NaN or an infinity in a tensor would only show as garbage text: each
+// dtype's, in a row a shard reads and in one it reads by columns, is named.
+TEST_CASE("tensors holding a NaN or an infinity are refused by name") {
+  for (const char* dtype : {"F32", "BF16", "F16"}) {
+    for (float bad : {NAN, -INFINITY}) {
+      INFO(dtype << " " << bad);
+      TempDir dir;
+      ModelWeights w = randomWeights(smallConfig("llama"), 4);
+      w.layers[1].wo[7] = bad;  // row-parallel: read by columns at TP > 1
+      hftest::WriteOptions options;
+      options.dtype = dtype;
+      hftest::writeHfModel(dir.path, w, options);
+      CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("model.layers.1.self_attn.o_proj.weight holds"));
+      CHECK_THAT(errorOf([&] { hf::loadHfShard(dir.path, 0, 2, 0); }), ContainsSubstring("o_proj.weight holds"));
+    }
+  }
+}
+
 // Another process truncating a shard after it was opened and mapped: every
 // read then faults (SIGBUS) at the first page past the new end. Each read
 // must fail naming file and tensor, and keep failing the same way (the

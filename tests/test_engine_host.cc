@@ -29,6 +29,7 @@
 #include "shard.h"
 #include "support/free_port.h"
 #include "support/engine_run.h"
+#include "support/scoped_env.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
 #include "support/shared_model.h"
@@ -246,9 +247,19 @@ TEST_CASE("rcn_engine --tp 2 prints an error every rank hits once", "[engine][ho
   const EngineRun run = runEngine(kTiny + " --tp 2 --tokenizer /nonexistent/tok512.bin");
   INFO(run.err);
   CHECK(run.status == 1);
-  CHECK(occurrences(run.err, "rcn_engine: error: /nonexistent/tok512.bin: cannot open llama2.c tokenizer\n") == 1);
+  CHECK(occurrences(run.err, "rcn_engine: error: /nonexistent/tok512.bin: cannot open (No such file or directory)\n") == 1);
   CHECK(occurrences(run.err, "error:") == 1);
   CHECK(occurrences(run.err, " exited with 1\n") == 1);
+}
+
+// The library's reason reaches the message even when its log prints nothing.
+TEST_CASE("rcn_engine names the library's reason when a communicator cannot be made", "[engine][host][cli]") {
+  rcn::test::ScopedEnv quiet("ROCENANTE_DEBUG", "NONE");
+  rcn::test::ScopedEnv junk("ROCENANTE_MAX_BYTES", "junk");
+  const EngineRun run = runEngine(kTiny + " --tp 2 --steps 2");
+  INFO(run.err);
+  CHECK(run.status == 1);
+  CHECK(occurrences(run.err, "rcn_engine: error: rcnCommInitRank: ROCENANTE_MAX_BYTES: 'junk' is not an integer\n") == 1);
 }
 
 // The prompt is BOS alone, so 127 tokens fill the context: more steps stop there, with a note

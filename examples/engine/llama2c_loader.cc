@@ -1,23 +1,26 @@
 #include "llama2c_loader.h"
 
+#include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <memory>
+
+#include "input_file.h"
 
 namespace engine {
 
 namespace {
 
-struct FileCloser {
-  void operator()(FILE* f) const { std::fclose(f); }
-};
-using File = std::unique_ptr<FILE, FileCloser>;
-
-// Reads the next `count` floats, or throws naming the tensor that was cut short.
+// Reads the next `count` floats, or throws naming the tensor that was cut
+// short or holds a NaN or infinity (which would only show as garbage text).
 std::vector<float> readFloats(FILE* f, size_t count, const std::string& path, const char* tensor) {
   std::vector<float> v(count);
   if (std::fread(v.data(), sizeof(float), count, f) != count)
     throw EngineError(path + ": truncated while reading " + tensor);
+  for (size_t i = 0; i < count; ++i)
+    if (!std::isfinite(v[i]))
+      throw EngineError(path + ": " + tensor + " holds " + std::to_string(v[i]) + " at element " + std::to_string(i) +
+                        " (a corrupt checkpoint?)");
   return v;
 }
 
@@ -33,8 +36,9 @@ ModelConfig readHeader(FILE* f, const std::string& path) {
   c.layers = header[2];
   c.heads = header[3];
   c.kvHeads = header[4];
+  if (header[5] == INT_MIN) throw EngineError(path + ": header vocabulary size " + std::to_string(header[5]) + " is out of range");
   c.tiedClassifier = header[5] > 0;
-  c.vocab = header[5] > 0 ? header[5] : -header[5];
+  c.vocab = header[5] > 0 ? header[5] : -header[5];  // negative: the file has its own classifier
   c.seqLen = header[6];
   c.headDim = c.heads > 0 ? c.dim / c.heads : 0;
   c.ropeInterleaved = true;
@@ -58,36 +62,34 @@ double checkpointBytes(const ModelConfig& c) {
   return 28 + floats * sizeof(float);
 }
 
-File openCheckpoint(const std::string& path) {
-  File f(std::fopen(path.c_str(), "rb"));
-  if (!f) throw EngineError(path + ": cannot open llama2.c checkpoint");
-  return f;
-}
-
 }  // namespace
 
 ModelConfig readLlama2cConfig(const std::string& path) {
-  File f = openCheckpoint(path);
+  size_t bytes = 0;
+  InputFile f = openInputFile(path, "llama2.c checkpoint", &bytes);
   return readHeader(f.get(), path);
 }
 
 ModelWeights loadLlama2c(const std::string& path) {
-  File f = openCheckpoint(path);
+  size_t bytes = 0;
+  InputFile f = openInputFile(path, "llama2.c checkpoint", &bytes);
   ModelWeights m;
   m.config = readHeader(f.get(), path);
   const ModelConfig& c = m.config;
 
-  // Check the size before reading so a wrong file fails with one clear line.
-  std::fseek(f.get(), 0, SEEK_END);
-  const long bytes = std::ftell(f.get());
+  // The format has no room for anything else, so the header must account for
+  // every byte: a file longer than it says (a size field too small, a
+  // classifier the sign of the vocabulary size says is not there) would
+  // otherwise load shifted weights and decode garbage. Checked before
+  // reading, so a wrong file fails with one clear line.
   const double expected = checkpointBytes(c);
-  if (bytes < 0 || double(bytes) < expected) {
+  if (double(bytes) != expected) {
     char needed[32];
     std::snprintf(needed, sizeof needed, "%.0f", expected);
     throw EngineError(path + ": " + std::to_string(bytes) + " bytes, but the header (" + describeConfig(c) +
-                      ") needs " + needed);
+                      (c.tiedClassifier ? ", classifier shared with the embedding" : ", own classifier") +
+                      ") needs exactly " + needed);
   }
-  std::fseek(f.get(), 28, SEEK_SET);
   const size_t d = c.dim, h = c.hidden, L = c.layers, q = size_t(c.heads) * c.headDim,
                kv = size_t(c.kvHeads) * c.headDim;
 

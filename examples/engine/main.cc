@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
       return engine::runGpu(options, argc, argv);
 #endif
     }
-    if (options.bench) throw engine::EngineError("--bench runs on the gpu path only");
+    engine::requireCpuOptions(options);
     return engine::runCpu(options, argc, argv);
   } catch (const std::exception& e) {
     engine::reportError(e.what(), errorFd);

@@ -82,11 +82,12 @@ uint64_t toSeed(const std::string& flag, const std::string& value) {
 
 std::vector<int> toIntList(const std::string& flag, const std::string& value) {
   std::vector<int> out;
-  std::stringstream s(value);
-  std::string item;
-  while (std::getline(s, item, ',')) out.push_back(toInt(flag, item));
-  if (out.empty()) throw EngineError(flag + ": empty list");
-  return out;
+  for (size_t begin = 0;;) {  // every item, the empty ones too ("1," is a mistake, not "1")
+    const size_t comma = value.find(',', begin);
+    out.push_back(toInt(flag, value.substr(begin, comma - begin)));
+    if (comma == std::string::npos) return out;
+    begin = comma + 1;
+  }
 }
 
 }  // namespace
@@ -133,6 +134,9 @@ EngineOptions parseOptions(int argc, char** argv) {
     else throw EngineError("unknown option " + flag + " (see --help)");
   }
   if (!o.randomWeights && o.modelPath.empty()) throw EngineError("give --model PATH or --random-weights --shape NAME");
+  if (o.randomWeights && !o.modelPath.empty())
+    throw EngineError("give --model PATH or --random-weights --shape NAME, not both");
+  if (!o.jsonPath.empty() && !o.bench) throw EngineError("--json writes the --bench results: it needs --bench");
   if (o.randomWeights && o.shape.empty()) throw EngineError("--random-weights needs --shape");
   if (o.tp < 1) throw EngineError("--tp must be at least 1");
   if (o.shardOf < 1) throw EngineError("--shard-of must be at least 1");
@@ -152,6 +156,19 @@ EngineOptions parseOptions(int argc, char** argv) {
   if (o.sampler.temperature < 0 || o.sampler.topP <= 0 || o.sampler.topP > 1 || o.sampler.topK < 0)
     throw EngineError("sampling: temperature >= 0, 0 < top-p <= 1, top-k >= 0");
   return o;
+}
+
+void requireCpuOptions(const EngineOptions& o) {
+  const char* gpuOnly = o.bench               ? "--bench"
+                        : o.dtype == "bf16"   ? "--dtype bf16"
+                        : !o.cudaGraph        ? "--no-graph"
+                        : !o.gemv             ? "--no-gemv"
+                        : o.fuseAllReduce     ? "--fused-allreduce"
+                        : o.profile           ? "--profile"
+                                              : nullptr;
+  if (gpuOnly)
+    throw EngineError(std::string(gpuOnly) + " is for the gpu path, and this run is on the cpu" +
+                      (o.device == "auto" ? " (no GPU found; --device gpu to insist)" : ""));
 }
 
 }  // namespace engine

@@ -46,6 +46,11 @@ struct EngineOptions {
 // Throws EngineError with the offending option on bad input; exits 0 after --help.
 EngineOptions parseOptions(int argc, char** argv);
 
+// The CPU path runs float32, eagerly, without the GPU's kernels or the
+// benchmark: an option that only steers those would be ignored without a
+// word, so it is refused by name.
+void requireCpuOptions(const EngineOptions& o);
+
 void printUsage(const char* program);
 
 }  // namespace engine

@@ -8,8 +8,12 @@
 
 namespace engine {
 
+// The message carries the library's own reason (rcnGetLastError, this
+// thread's), which the log may have sent elsewhere or not printed at all.
 inline void rcnCheck(rcnResult_t r, const char* what) {
-  if (r != rcnSuccess) throw EngineError(std::string(what) + ": " + rcnGetErrorString(r));
+  if (r == rcnSuccess) return;
+  const std::string reason = rcnGetLastError(nullptr);
+  throw EngineError(std::string(what) + ": " + (reason.empty() ? rcnGetErrorString(r) : reason));
 }
 
 }  // namespace engine

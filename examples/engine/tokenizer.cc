@@ -9,17 +9,18 @@
 #include <utility>
 
 #include "bpe_merge.h"
+#include "input_file.h"
 #include "model.h"
 
 namespace engine {
 
 Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int vocabSize) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw EngineError(path + ": cannot open llama2.c tokenizer");
+  size_t bytes = 0;
+  InputFile f = openInputFile(path, "llama2.c tokenizer", &bytes);
   int32_t maxTokenLength = 0;
   if (std::fread(&maxTokenLength, sizeof maxTokenLength, 1, f.get()) != 1)
     throw EngineError(path + (std::ferror(f.get()) ? std::string(": cannot read (") + std::strerror(errno) + ")"
-                                                   : std::string(": empty tokenizer file")));
+                                                   : std::string(": shorter than the tokenizer's 4-byte header")));
   pieces_.resize(vocabSize);
   scores_.resize(vocabSize);
   for (int i = 0; i < vocabSize; ++i) {
@@ -28,6 +29,9 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int vocabSize) {
         std::fread(&length, sizeof length, 1, f.get()) != 1 || length < 0 || length > maxTokenLength)
       throw EngineError(path + ": truncated or corrupt at token " + std::to_string(i) + " of " +
                         std::to_string(vocabSize));
+    // A length past the file's end is corrupt, not a reason to allocate it.
+    const long at = std::ftell(f.get());
+    if (at < 0 || size_t(length) > bytes - size_t(at)) throw EngineError(path + ": truncated at token " + std::to_string(i));
     pieces_[i].resize(length);
     if (length > 0 && std::fread(&pieces_[i][0], 1, length, f.get()) != size_t(length))
       throw EngineError(path + ": truncated at token " + std::to_string(i));

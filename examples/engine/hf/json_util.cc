@@ -1,7 +1,5 @@
 #include "json_util.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +7,7 @@
 #include <cstring>
 #include <set>
 
+#include "input_file.h"
 #include "model.h"
 
 namespace engine::hf {
@@ -27,20 +26,6 @@ const Json* find(const Json& obj, const char* key) {
 }
 
 }  // namespace
-
-int openRegularFile(const std::string& path, size_t* bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw EngineError(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st;
-  const bool statted = ::fstat(fd, &st) == 0;
-  const int err = errno;
-  if (statted && S_ISREG(st.st_mode)) {
-    *bytes = size_t(st.st_size);
-    return fd;
-  }
-  ::close(fd);
-  throw EngineError(path + (statted ? ": not a regular file" : ": cannot stat (" + std::string(std::strerror(err)) + ")"));
-}
 
 Json readJsonFile(const std::string& path) {
   size_t bytes = 0;

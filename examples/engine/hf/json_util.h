@@ -10,10 +10,6 @@ namespace engine::hf {
 
 using Json = nlohmann::json;
 
-// Opens path to read; throws EngineError naming it unless it is a regular
-// file (a FIFO would block the open, /dev/zero never ends). *bytes: its size.
-int openRegularFile(const std::string& path, size_t* bytes);
-
 // Parses `path`; throws EngineError naming the file when it is missing, not
 // a regular file, over kMaxJsonBytes, or not JSON.
 constexpr size_t kMaxJsonBytes = size_t(512) << 20;  // tokenizer.json files run to tens of MB

@@ -70,7 +70,12 @@ bool readMappedRaw(const void* begin, size_t bytes, void (*body)(void*), void* c
     return false;
   }
   active = &guard;
-  body(context);
+  try {
+    body(context);
+  } catch (...) {  // a guard must not outlive its frame
+    active = outer;
+    throw;
+  }
   active = outer;
   return true;
 }

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <algorithm>
 #include <set>
 
+#include "input_file.h"
 #include "json_util.h"
 #include "mapped_read.h"
 #include "model.h"
@@ -46,11 +48,17 @@ std::string shapeText(const std::vector<int64_t>& shape) {
 // What a read of a mapping that shrank under it says (mapped_read.h).
 const char* const kShrank = "the file became shorter while it was being read (another process truncated or rewrote it)";
 
-// Runs `read` of tensor t's bytes; throws naming the file and tensor when
-// the file shrank under it.
+// Runs `read` of tensor t's bytes into `out`; throws naming the file and
+// tensor when the file shrank under it, or when what it read holds a NaN or
+// an infinity (a corrupt checkpoint, which would only show as garbage text).
 template <typename F>
-void readTensor(const TensorInfo& t, F&& read) {
+void readTensor(const TensorInfo& t, const std::vector<float>& out, F&& read) {
   if (!readMapped(t.data, t.bytes, read)) throw EngineError(t.file + ": tensor " + t.name + ": " + kShrank);
+  bool finite = true;
+  for (float v : out) finite &= std::isfinite(v);
+  if (finite) return;
+  const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
+  throw EngineError(t.file + ": tensor " + t.name + " holds " + std::to_string(*bad) + " (a corrupt checkpoint?)");
 }
 
 // Converts `count` elements starting at element `first` of `t` into `out`
@@ -240,7 +248,7 @@ const TensorInfo& Checkpoint::checked(const std::string& name, const std::vector
 std::vector<float> Checkpoint::read(const std::string& name, const std::vector<int64_t>& shape) const {
   const TensorInfo& t = checked(name, shape);
   std::vector<float> out(size_t(t.elements()));
-  readTensor(t, [&] { convert(t, 0, out.size(), out.data()); });
+  readTensor(t, out, [&] { convert(t, 0, out.size(), out.data()); });
   return out;
 }
 
@@ -260,7 +268,7 @@ std::vector<float> Checkpoint::readRows(const std::string& name, int64_t rows, i
   const TensorInfo& t = checked(name, {rows, cols});
   checkSlice(name, first, count, rows, "rows");
   std::vector<float> out(size_t(count * cols));
-  readTensor(t, [&] { convert(t, size_t(first * cols), out.size(), out.data()); });
+  readTensor(t, out, [&] { convert(t, size_t(first * cols), out.size(), out.data()); });
   return out;
 }
 
@@ -269,7 +277,7 @@ std::vector<float> Checkpoint::readCols(const std::string& name, int64_t rows, i
   const TensorInfo& t = checked(name, {rows, cols});
   checkSlice(name, first, count, cols, "columns");
   std::vector<float> out(size_t(rows * count));
-  readTensor(t, [&] {
+  readTensor(t, out, [&] {
     for (int64_t r = 0; r < rows; ++r) convert(t, size_t(r * cols + first), size_t(count), &out[size_t(r * count)]);
   });
   return out;
