@@ -229,6 +229,15 @@ TEST_CASE("malformed files name the file, the line and the key") {
   CHECK(e.find("version") != std::string::npos);
 
   CHECK(parseError("") == "");  // an empty file changes nothing
+
+  // YAML would keep one of two equal keys, and drop a second document, without a word.
+  e = parseError("force: nccl\nforce: rocenante\n");
+  CHECK(e.find("bad.yaml:2: key 'force': given twice") != std::string::npos);
+  e = parseError("classes:\n  single_host:\n    max_ranks: 2\n    max_ranks: 4\n");
+  CHECK(e.find("bad.yaml:4: key 'classes.single_host.max_ranks': given twice") != std::string::npos);
+  e = parseError("version: 1\n---\ndisable: true\n");
+  CHECK(e.find("one YAML document") != std::string::npos);
+  CHECK(parseError("---\nversion: 1\n") == "");  // one document, marked as such
 }
 
 TEST_CASE("policyLoad fails at a bad or missing file, naming it") {

@@ -44,7 +44,7 @@ bool parseInt(const char* text, int* out) {
 bool readInt(const EnvLookup& env, const char* name, int* out, std::string* why) {
   const char* text = env(name);
   if (parseInt(text, out)) return true;
-  *why = std::string(name) + (text ? "='" + std::string(text) + "' is not a non-negative integer" : " is not set");
+  *why = std::string(name) + (text ? "='" + std::string(text) + "' is not an integer from 0 to 1000000000" : " is not set");
   return false;
 }
 

@@ -1,6 +1,8 @@
 #include "core/policy_file.h"
 
 #include <algorithm>
+#include <set>
+#include <vector>
 
 #include "core/user_file.h"
 #include "core/bootstrap.h"
@@ -110,8 +112,18 @@ NcclProto protoOf(const YAML::Node& node, const std::string& key) {
   fail(node, key, "'" + text + "' is not one of default, ll, ll128, simple");
 }
 
+// A mapping whose keys are all different: YAML keeps one of two equal keys
+// without a word, so `force: nccl` then `force: rocenante` would quietly
+// mean one of them.
 void requireMap(const YAML::Node& node, const std::string& key) {
   if (!node.IsMap()) fail(node, key, "expected a mapping of keys to values");
+  std::set<std::string> seen;
+  for (const auto& item : node) {
+    if (!item.first.IsScalar()) continue;  // refused as an unknown key where it is read
+    const std::string name = item.first.Scalar();
+    if (!seen.insert(name).second)
+      fail(item.first, key == "(top level)" ? name : key + "." + name, "given twice");
+  }
 }
 
 NcclPreference preferenceOf(const YAML::Node& node, const std::string& key) {
@@ -212,7 +224,12 @@ rcnResult_t policyFileParse(const std::string& text, const std::string& name, Po
   *out = PolicyFile{};
   out->path = name;
   try {
-    parseTop(YAML::Load(text), out);
+    // One document: what a second one said would be dropped without a word.
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1)
+      fail(documents[1], "(document 2)", "a policy file is one YAML document; this one has " +
+                                             std::to_string(documents.size()));
+    parseTop(documents.empty() ? YAML::Node() : documents[0], out);
     return rcnSuccess;
   } catch (const BadValue& bad) {
     *error = name + ":" + std::to_string(bad.line) + ": key '" + bad.key + "': " + bad.what;
