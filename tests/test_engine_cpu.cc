@@ -448,6 +448,8 @@ TEST_CASE("llama2.c files that would decode garbage or hang are refused by name"
       putInt(b, at + 4, INT32_MAX);
     });
     CHECK_THROWS_WITH(Llama2cTokenizer(huge.path, 512), says("truncated at token 10"));
+    EditedCopy nanScore("tok512.bin", "toknan", [](std::string& b) { putFloat(b, 4, NAN); });
+    CHECK_THROWS_WITH(Llama2cTokenizer(nanScore.path, 512), says("token 0 has a NaN score"));
     EditedCopy tiny("tok512.bin", "tok3", [](std::string& b) { b.resize(3); });
     CHECK_THROWS_WITH(Llama2cTokenizer(tiny.path, 512), says("4-byte header"));
   }

@@ -2,6 +2,8 @@
 //   rcn_engine --model stories260K.bin --tokenizer tok512.bin --prompt "Once upon a time"
 //   rcn_engine --device gpu --tp 2 --random-weights --shape llama3-8b --bench --batch 1,8
 //   torchrun --nproc-per-node 2 --no-python rcn_engine --model stories260K.bin --tokenizer tok512.bin
+#include <new>
+
 #include "cpu_runner.h"
 #include "launcher.h"
 #include "model.h"
@@ -40,6 +42,11 @@ int main(int argc, char** argv) {
     }
     engine::requireCpuOptions(options);
     return engine::runCpu(options, argc, argv);
+  } catch (const std::bad_alloc&) {
+    // The model (weights, or one rank's whole checkpoint before it is
+    // sharded) is larger than this machine's memory.
+    engine::reportError("out of host memory (std::bad_alloc): the model needs more memory than this machine has", errorFd);
+    return 1;
   } catch (const std::exception& e) {
     engine::reportError(e.what(), errorFd);
     return 1;

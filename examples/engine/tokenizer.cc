@@ -1,6 +1,7 @@
 #include "tokenizer.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -29,6 +30,8 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int vocabSize) {
         std::fread(&length, sizeof length, 1, f.get()) != 1 || length < 0 || length > maxTokenLength)
       throw EngineError(path + ": truncated or corrupt at token " + std::to_string(i) + " of " +
                         std::to_string(vocabSize));
+    // A NaN score never compares, so its merges would silently never happen.
+    if (std::isnan(scores_[i])) throw EngineError(path + ": token " + std::to_string(i) + " has a NaN score");
     // A length past the file's end is corrupt, not a reason to allocate it.
     const long at = std::ftell(f.get());
     if (at < 0 || size_t(length) > bytes - size_t(at)) throw EngineError(path + ": truncated at token " + std::to_string(i));
