@@ -460,13 +460,19 @@ TEST_CASE("llama2.c files that would decode garbage or hang are refused by name"
   std::remove(fifo.c_str());
 }
 
+namespace {
+
+// parseOptions on `rcn_engine args...`.
+EngineOptions parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "rcn_engine");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return parseOptions(int(argv.size()), argv.data());
+}
+
+}  // namespace
+
 TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[engine]") {
-  auto parse = [](std::vector<std::string> args) {
-    args.insert(args.begin(), "rcn_engine");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    return parseOptions(int(argv.size()), argv.data());
-  };
   const std::vector<std::string> model = {"--random-weights", "--shape", "llama3-8b"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.begin(), model.begin(), model.end());
@@ -489,12 +495,6 @@ TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[
 // given twice, --json without --bench, GPU-only options on the CPU path, an
 // empty item in a list.
 TEST_CASE("options the run would ignore, or that conflict, are refused by name", "[engine]") {
-  auto parse = [](std::vector<std::string> args) {
-    args.insert(args.begin(), "rcn_engine");
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    return parseOptions(int(argv.size()), argv.data());
-  };
   const auto says = [](const char* text) { return Catch::Matchers::ContainsSubstring(text); };
   CHECK_THROWS_WITH(parse({"--random-weights", "--shape", "tiny-llama", "--model", "m.bin"}), says("not both"));
   CHECK_THROWS_WITH(parse({"--model", "m.bin", "--json", "x.json"}), says("--json writes the --bench results"));

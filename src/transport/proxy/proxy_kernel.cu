@@ -45,13 +45,23 @@ __device__ inline void ringDoorbell(const ProxyKernelArgs& a, int phase, uint32_
   *reinterpret_cast<volatile uint64_t*>(bell + 2) = static_cast<uint64_t>(call) << 32 | a.signature;
 }
 
-// Takes peer's flag of this block for this call; any other nonzero value is
-// the peer's different call (proxy_kernel.h). The caller records a failure.
-__device__ inline uint32_t takePeerFlag(const ProxyKernelArgs& a, int phase, int peer, uint32_t call) {
-  uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
-                   RegionLayout::flagIndex(phase, peer, blockIdx.x, a.nranks, a.maxBlocks);
-  const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a, /*ll=*/false); };
-  return takeFlag(flag, callTag(call, a.signature), /*othersMismatch=*/true, giveUp);
+// Threads 0..n-1 take their peer's flag of this block for this call (any
+// other nonzero value is the peer's different call, proxy_kernel.h); false,
+// on every thread of the block, when one of them failed (it recorded why).
+__device__ inline bool takePeerFlags(const ProxyKernelArgs& a, int phase, uint32_t call) {
+  int failed = 0;
+  const int peer = threadIdx.x;
+  if (peer < a.nranks && peer != a.rank) {
+    uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
+                     RegionLayout::flagIndex(phase, peer, blockIdx.x, a.nranks, a.maxBlocks);
+    const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a, /*ll=*/false); };
+    const uint32_t why = takeFlag(flag, callTag(call, a.signature), /*othersMismatch=*/true, giveUp);
+    if (why != kOneShotOk) {
+      recordError(a, why, peer, call);
+      failed = 1;
+    }
+  }
+  return !__syncthreads_or(failed);
 }
 
 // This block's share of `units` items (proxyBlockShare: the 32 KB LL call,
@@ -85,16 +95,7 @@ __device__ bool runFlags(const ProxyKernelArgs& a, uint32_t call) {
   }
 
   // 3. Take every peer's flag for this block.
-  int failed = 0;
-  const int peer = threadIdx.x;
-  if (peer < n && peer != me) {
-    const uint32_t why = takePeerFlag(a, phase, peer, call);
-    if (why != kOneShotOk) {
-      recordError(a, why, peer, call);
-      failed = 1;
-    }
-  }
-  if (__syncthreads_or(failed)) return false;
+  if (!takePeerFlags(a, phase, call)) return false;
 
   // 4. Reduce in rank order (our own contribution straight from the input).
   for (size_t c = range.begin + threadIdx.x; c < range.end; c += blockDim.x) {
@@ -144,21 +145,13 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
   // reads no line before they have: the lines carry the bare call number, so
   // only the flag tells a peer's different call (whose lines would be summed
   // into recv) from this one. The proxy put the flag ahead of the lines.
-  int failed = 0;
-  const int peer = threadIdx.x;
-  if (peer < n && peer != me) {
-    const uint32_t why = takePeerFlag(a, phase, peer, call);
-    if (why != kOneShotOk) {
-      recordError(a, why, peer, call);
-      failed = 1;
-    }
-  }
-  if (__syncthreads_or(failed)) return false;
+  if (!takePeerFlags(a, phase, call)) return false;
 
   // 4. Poll each peer's lines until they carry this call; reduce in rank
   // order. A thread takes its units two at a time (u and u + blockDim), so
   // both polls cross PCIe together. Stale lines carry an older call, so they
   // need no clearing.
+  int failed = 0;
   for (size_t u = range.begin + threadIdx.x; u < range.end; u += 2 * blockDim.x) {
     const size_t u2 = u + blockDim.x;
     const bool two = u2 < range.end;
