@@ -140,6 +140,15 @@ TEST_CASE("pre-tokenizer regexes split as tokenizers does") {
   CHECK(gpt2.split("Grüße, 世界") == std::vector<std::string>{"Grüße", ",", " 世界"});
   CHECK_THROWS_WITH(gpt2.split(std::string("bad \xff utf8")), ContainsSubstring("cannot split"));
   CHECK_THROWS_WITH(hf::RegexSplitter("(unclosed"), ContainsSubstring("does not compile"));
+  // A pattern that matches empty text cuts nothing there. Searching again
+  // from the last cut, not past the empty match, scanned the same text once
+  // per character: this took minutes (the test's timeout), now milliseconds.
+  const hf::RegexSplitter beforeCapitals("(?=\\p{Lu})");
+  CHECK(beforeCapitals.split("abCdEf") == std::vector<std::string>{"ab", "Cd", "Ef"});  // as tokenizers 0.23 splits
+  CHECK(hf::RegexSplitter("\\b").split("ab cd") == std::vector<std::string>{"ab", " ", "cd"});
+  CHECK(hf::RegexSplitter("x*").split("axxb") == std::vector<std::string>{"a", "xx", "b"});
+  const std::string longRun(200000, 'a');
+  CHECK(beforeCapitals.split(longRun + "B") == std::vector<std::string>{longRun, "B"});
 }
 
 TEST_CASE("BPE merges lowest rank first, in both merge spellings") {
@@ -238,6 +247,22 @@ TEST_CASE("malformed or unsupported tokenizer.json files are named") {
   CHECK_THAT(errorOf(dir.path + "/absent.json"), ContainsSubstring("cannot open"));
   std::ofstream(dir.path + "/bad.json") << "{\"model\": ";
   CHECK_THAT(errorOf(dir.path + "/bad.json"), ContainsSubstring("not valid JSON"));
+  // What fuzzing found decoding or encoding silently wrong, or overflowing the stack:
+  // template ids read unchecked (2^33 + 3 as 3, 3.7 as 3, true as 1),
+  j = tokenizerJson(Style::Llama3);
+  for (Json bad : {Json(8589934595ull), Json(3.7), Json(true), Json(-5)}) {
+    j["post_processor"]["processors"][1]["special_tokens"]["<|begin|>"]["ids"][0] = bad;
+    CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("<|begin|>'s id is not a token id"));
+  }
+  // two vocabulary pieces of one id (which one it decodes to was arbitrary),
+  j = tokenizerJson(Style::Llama3);
+  j["model"]["vocab"]["hello!"] = 12;
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("gives id 12 to both"));
+  // and nesting a million deep (copies and messages recursed once a level).
+  std::string deep = "{\"model\": {\"x\": ";
+  for (int i = 0; i < 100000; ++i) deep += "[";
+  std::ofstream(dir.path + "/deep.json") << deep;
+  CHECK_THAT(errorOf(dir.path + "/deep.json"), ContainsSubstring("nested deeper than 128 levels"));
 }
 
 #ifdef RCN_ENGINE_BIN

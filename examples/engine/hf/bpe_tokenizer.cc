@@ -49,6 +49,19 @@ std::pair<std::string, std::string> parseMerge(const Json& m, const std::string&
   throw EngineError(where + " is neither \"a b\" nor [\"a\", \"b\"]");
 }
 
+// Ids index arrays as large as the largest: no real vocabulary comes near
+// 2^24 (262144 is among the largest), so a larger id is a broken file.
+constexpr long long kMaxTokenId = 1 << 24;
+
+// v as a token id, or an error naming where it stands: an unchecked read
+// would take 2^33 + 3 as 3, 3.7 as 3 and true as 1.
+int checkedTokenId(const Json& v, const std::string& where) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<unsigned long long>() >= kMaxTokenId) ||
+      v.get<long long>() < 0 || v.get<long long>() >= kMaxTokenId)
+    throw EngineError(where + " is not a token id from 0 to " + std::to_string(kMaxTokenId - 1));
+  return int(v.get<long long>());
+}
+
 // Ids of the special tokens a TemplateProcessing's "single" template puts
 // before and after the text ($A).
 void readTemplate(const Json& p, std::vector<int>& prefix, std::vector<int>& suffix, const std::string& what) {
@@ -65,7 +78,8 @@ void readTemplate(const Json& p, std::vector<int>& prefix, std::vector<int>& suf
     const std::string name = requireString(item["SpecialToken"], "id", what + ": post_processor");
     if (!specials.contains(name) || !specials[name].contains("ids") || !specials[name]["ids"].is_array())
       throw EngineError(what + ": post_processor special token " + name + " has no ids");
-    for (const Json& id : specials[name]["ids"]) (seenText ? suffix : prefix).push_back(id.get<int>());
+    for (const Json& id : specials[name]["ids"])
+      (seenText ? suffix : prefix).push_back(checkedTokenId(id, what + ": post_processor special token " + name + "'s id"));
   }
 }
 
@@ -83,10 +97,6 @@ void readPostProcessor(const Json& p, std::vector<int>& prefix, std::vector<int>
 
 }  // namespace
 
-// Ids index arrays as large as the largest: no real vocabulary comes near
-// 2^24 (262144 is among the largest), so a larger id is a broken file.
-constexpr long long kMaxTokenId = 1 << 24;
-
 // A field of an unexpected JSON type surfaces from nlohmann-json as its own
 // exception; the function-try-block turns it into an EngineError naming the file.
 BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
@@ -100,12 +110,15 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
   const std::string type = model.value("type", std::string("BPE"));
   if (type != "BPE") throw EngineError(what + ": model type " + type + " is not supported (BPE is)");
   if (!model.contains("vocab") || !model["vocab"].is_object()) throw EngineError(what + ": model.vocab is missing");
+  std::vector<bool> taken;  // ids the vocabulary gave out so far
   for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) {
-    if (!it->is_number_integer() || it->get<long long>() < 0 || it->get<long long>() >= kMaxTokenId)
-      throw EngineError(what + ": model.vocab[" + it.key() + "] is not an id from 0 to " +
-                        std::to_string(kMaxTokenId - 1));
-    const int id = it->get<int>();
-    if (id >= int(pieces_.size())) pieces_.resize(id + 1);
+    const int id = checkedTokenId(*it, what + ": model.vocab[" + it.key() + "]");
+    if (id >= int(pieces_.size())) pieces_.resize(id + 1), taken.resize(id + 1);
+    // Two pieces of one id: which one the id decodes to would be arbitrary.
+    if (taken[id])
+      throw EngineError(what + ": model.vocab gives id " + std::to_string(id) + " to both \"" + pieces_[id] +
+                        "\" and \"" + it.key() + "\"");
+    taken[id] = true;
     pieces_[id] = it.key();
     ids_[it.key()] = id;
   }

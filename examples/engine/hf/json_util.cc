@@ -52,8 +52,15 @@ Json readJsonFile(const std::string& path) {
 }
 
 Json parseJson(const char* begin, const char* end, const std::string& what, const Json::parser_callback_t& onEvent) {
+  // Whatever copies, prints or walks the tree later recurses once a level:
+  // a file nested a million deep would overflow the stack there.
+  const auto bounded = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (depth > kMaxJsonDepth)
+      throw EngineError(what + ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return onEvent ? onEvent(depth, event, parsed) : true;
+  };
   try {
-    return Json::parse(begin, end, onEvent);
+    return Json::parse(begin, end, bounded);
   } catch (const Json::exception& e) {
     throw EngineError(what + ": not valid JSON (" + e.what() + ")");
   }

@@ -16,7 +16,9 @@ constexpr size_t kMaxJsonBytes = size_t(512) << 20;  // tokenizer.json files run
 Json readJsonFile(const std::string& path);
 
 // Parses `text` (what: the file or header it came from, for messages);
-// onEvent, if any, sees the parse as nlohmann's callback does.
+// onEvent, if any, sees the parse as nlohmann's callback does. Nesting past
+// kMaxJsonDepth levels is refused (tokenizer.json and config.json use a few).
+constexpr int kMaxJsonDepth = 128;
 Json parseJson(const char* begin, const char* end, const std::string& what,
                const Json::parser_callback_t& onEvent = nullptr);
 

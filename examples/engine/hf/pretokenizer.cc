@@ -63,8 +63,13 @@ std::vector<std::string> RegexSplitter::split(const std::string& text) const {
     const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match);
     const size_t begin = span[0], end = span[1];
     if (end == begin) {
-      // An empty match cuts nothing: step over one whole character.
-      ++start;
+      // An empty match cuts the text there and yields no piece of its own
+      // (tokenizers drops empty pieces); the search goes on one whole
+      // character past it (from the last cut instead, every search would
+      // scan the same span again: quadratic for a pattern such as (?=\p{Lu})).
+      if (begin > gapStart) pieces.emplace_back(text, gapStart, begin - gapStart);
+      gapStart = begin;
+      start = begin + 1;
       while (start < text.size() && (uint8_t(text[start]) & 0xC0) == 0x80) ++start;
       continue;
     }
