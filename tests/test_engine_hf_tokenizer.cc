@@ -203,6 +203,16 @@ TEST_CASE("added tokens, special tokens and the post-processor") {
   // The GPT-2 style file has no template: no BOS.
   const std::string gpt = writeJson(dir.path, tokenizerJson(Style::Gpt2));
   CHECK(hf::BpeTokenizer(gpt).encode("hello", true) == Ids{12});
+  // add_prefix_space puts a space in front of each text between added tokens
+  // (ids from tokenizers 0.23 on the same file; once only, in front of the
+  // whole text, gave "world" no space after an added token).
+  Json prefixed = tokenizerJson(Style::Gpt2);
+  prefixed["pre_tokenizer"]["add_prefix_space"] = true;
+  const hf::BpeTokenizer spaced(writeJson(dir.path, prefixed));
+  CHECK(spaced.encode("hello world", false) == Ids{7, 12, 15, 16});
+  CHECK(spaced.encode("hello<|endoftext|>world", false) == Ids{7, 12, kEndOfText, 15, 16});
+  CHECK(spaced.encode("<|begin|>hello", false) == Ids{kBegin, 7, 12});
+  CHECK(spaced.encode(" hello<|endoftext|> world", false) == Ids{7, 12, kEndOfText, 15, 16});
 }
 
 TEST_CASE("encode then decode gives the text back") {

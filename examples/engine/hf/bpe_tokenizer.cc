@@ -171,6 +171,7 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
     if (t == "ByteLevel") {
       byteLevel = true;
       addPrefixSpace_ = s.value("add_prefix_space", false);
+      prefixSpaceStep_ = splitters_.size();
       if (s.value("use_regex", true)) splitters_.emplace_back(kGpt2SplitPattern);
     } else if (t == "Split") {
       const Json& pattern = s.contains("pattern") ? s["pattern"] : Json();
@@ -226,10 +227,17 @@ void BpeTokenizer::encodePiece(const std::string& piece, std::vector<int>& out) 
 
 void BpeTokenizer::encodeText(const std::string& text, std::vector<int>& out) const {
   std::vector<std::string> pieces{text};
-  for (const RegexSplitter& splitter : splitters_) {
+  for (size_t step = 0; step <= splitters_.size(); ++step) {
+    // ByteLevel's add_prefix_space puts a space in front of every piece it
+    // sees that lacks one, as tokenizers does: each text between added
+    // tokens, and each piece of a Split that ran before it.
+    if (addPrefixSpace_ && step == prefixSpaceStep_)
+      for (std::string& p : pieces)
+        if (p[0] != ' ') p.insert(p.begin(), ' ');
+    if (step == splitters_.size()) break;
     std::vector<std::string> finer;
     for (const std::string& p : pieces)
-      for (std::string& q : splitter.split(p)) finer.push_back(std::move(q));
+      for (std::string& q : splitters_[step].split(p)) finer.push_back(std::move(q));
     pieces.swap(finer);
   }
   for (const std::string& p : pieces) encodePiece(p, out);
@@ -239,7 +247,7 @@ std::vector<int> BpeTokenizer::encode(const std::string& text, bool addSpecial) 
   std::vector<int> out;
   if (addSpecial) out = prefix_;
   // Cut the added tokens out first; the text between them is encoded normally.
-  std::string pending = addPrefixSpace_ && !text.empty() && text[0] != ' ' ? " " : "";
+  std::string pending;
   for (size_t i = 0; i < text.size();) {
     const AddedToken* hit = nullptr;
     for (const AddedToken& a : added_)

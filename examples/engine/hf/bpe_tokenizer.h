@@ -58,6 +58,7 @@ class BpeTokenizer {
   std::vector<RegexSplitter> splitters_;         // applied in order
   bool ignoreMerges_ = false;                    // a piece already in the vocabulary is one token
   bool addPrefixSpace_ = false;
+  size_t prefixSpaceStep_ = 0;  // the ByteLevel step's place among splitters_
   std::vector<int> prefix_, suffix_;             // post-processor's tokens around the text
 };
 
