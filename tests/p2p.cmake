@@ -9,6 +9,9 @@ rcn_add_test(test_reference SOURCES test_reference.cc LABELS cpu p2p TIMEOUT 120
 # A latency probe to guide tuning (not a test): scripts/gpu/p2p.sh runs it.
 add_executable(p2p_latency p2p_latency.cc p2p_build.cc p2p_harness.cc)
 target_link_libraries(p2p_latency PRIVATE rcn_test_support)
+# The proxy path's latency with both ranks on one GPU, to compare builds (not a test).
+add_executable(proxy_latency_local proxy_latency_local.cc p2p_build.cc p2p_harness.cc)
+target_link_libraries(proxy_latency_local PRIVATE rcn_test_support)
 rcn_add_test(test_p2p_api SOURCES test_p2p_api.cc p2p_harness.cc LABELS gpu p2p api TIMEOUT 600)
 rcn_add_test(test_p2p_api_local SOURCES test_p2p_api_local.cc p2p_harness.cc LABELS gpu p2p api TIMEOUT 300)
 rcn_add_test(test_p2p_fd SOURCES test_p2p_fd.cc LABELS cpu p2p TIMEOUT 120)

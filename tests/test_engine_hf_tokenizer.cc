@@ -247,7 +247,7 @@ TEST_CASE("malformed or unsupported tokenizer.json files are named") {
   CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("Metaspace"));
   j = tokenizerJson(Style::Llama3);
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(";
-  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("does not compile"));
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("tokenizer.json: pre-tokenizer regex does not compile"));
   j = tokenizerJson(Style::Llama3);
   j["normalizer"] = {{"type", "Lowercase"}};
   CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("normalizer Lowercase"));

@@ -151,16 +151,17 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
  * may be any device pointer of any alignment; sendbuff == recvbuff is in-place,
  * and buffers that overlap otherwise are refused. Every rank must make the
  * same call (count, type, op): the host backend checks that and fails every
- * rank of a call that differs, naming both. The p2p and proxy (RDMA) paths'
- * kernels check it too (their flags carry the call's signature): a rank that
- * finds a peer's call different records rcnInvalidUsage (rcnCommGetAsyncError
- * names the peer), leaves recvbuff as it was, and the communicator stops,
- * also where the sizes fall on two sides of the LL limit (the ranks then use
- * different protocols). Sizes on two sides of the threshold that sends a
- * call to NCCL are worse: the
- * fast-path rank times out, while its peer's NCCL call may hang or pair with
- * a later NCCL call (abort the communicator). Calls NCCL takes, like NCCL, do
- * not check.
+ * rank of a call that differs, naming both. The p2p path's kernel checks it
+ * too (its flags and lines carry the call's signature): a rank that finds a
+ * peer's call different records rcnInvalidUsage (rcnCommGetAsyncError names
+ * the peer), leaves recvbuff as it was, and the communicator stops, also
+ * where the sizes fall on two sides of ROCENANTE_LL_MAX_BYTES (the ranks then
+ * use different protocols). The proxy (RDMA) path checks it in its flags
+ * protocol only; its LL calls (up to ROCENANTE_PROXY_LL_MAX_BYTES on shm,
+ * every call with GPU-memory regions) and, like NCCL, calls NCCL takes do
+ * not check. Sizes on two sides of the threshold that sends a call to NCCL
+ * are worse: the fast-path rank times out, while its peer's NCCL call may
+ * hang or pair with a later NCCL call (abort the communicator).
  * On the host backend (no GPU) the buffers are host memory and the call
  * returns when the result is in recvbuff. */
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,

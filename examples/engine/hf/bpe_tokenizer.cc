@@ -180,7 +180,11 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
       const std::string behavior = s.value("behavior", std::string("Isolated"));
       if (behavior != "Isolated" || s.value("invert", false))
         throw EngineError(what + ": pre_tokenizer Split behavior " + behavior + " is not supported (Isolated is)");
-      splitters_.emplace_back(pattern["Regex"].get<std::string>());
+      try {
+        splitters_.emplace_back(pattern["Regex"].get<std::string>());
+      } catch (const EngineError& e) {
+        throw EngineError(what + ": " + e.what());  // which file's pattern
+      }
     } else {
       throw EngineError(what + ": pre_tokenizer " + t + " is not supported");
     }

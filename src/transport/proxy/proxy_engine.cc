@@ -146,14 +146,6 @@ rcnResult_t ProxyEngine::forward(uint32_t call, int block, const ProxyDoorbell& 
   return rcnSuccess;
 }
 
-// LL: the block's flag alone, to every peer, ahead of its lines; it carries
-// the call's signature, which the lines do not (proxy_kernel.h).
-rcnResult_t ProxyEngine::raiseFlags(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
-  for (int i = 1; i < layout_.nranks; ++i)
-    RCN_CHECK(wire_->putFlag((rank_ + i) % layout_.nranks, layout_.flagIndex(phase, rank_, block),
-                             callTag(call, d.signature)));
-  return rcnSuccess;
-}
 
 // True once every line carries `call` in both tags; false if the engine is
 // stopping, the communicator failed or was aborted, or the deadline passed.
@@ -168,15 +160,13 @@ bool ProxyEngine::linesArrived(const uint8_t* lines, size_t bytes, uint32_t call
   return true;
 }
 
-// LL: the block's flag first (it carries the call's signature), then the
-// lines piece by piece, once the kernel's lines are all there, to every peer
-// (the receiving kernel checks their tags itself). The whole block
+// LL: piece by piece, once the kernel's lines are all there, to every peer
+// (no flag: the receiving kernel checks the tags itself). The whole block
 // gets one timeout. A late kernel is this engine's own failure to name; an
 // earlier cause (stopping, abort, a failed lane or wire) names itself.
 rcnResult_t ProxyEngine::forwardLines(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
   const size_t base = layout_.llSlotOffset(phase, rank_) + d.offset;
   const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
-  RCN_CHECK(raiseFlags(call, block, d, phase));
   for (size_t done = 0; done < d.bytes; done += kLinePieceBytes) {
     const size_t piece = std::min<size_t>(kLinePieceBytes, d.bytes - done);
     if (!linesArrived(wire_->region() + base + done, piece, call, deadline)) {
@@ -194,8 +184,7 @@ rcnResult_t ProxyEngine::forwardLines(uint32_t call, int block, const ProxyDoorb
 
 // Staged LL: the kernel fenced its lines before ringing, so the whole block
 // goes at once; this CPU never reads them (they may be in device memory).
-rcnResult_t ProxyEngine::forwardStagedLines(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
-  RCN_CHECK(raiseFlags(call, block, d, phase));
+rcnResult_t ProxyEngine::forwardStagedLines(const ProxyDoorbell& d, int phase) {
   return putToPeers(layout_.llSlotOffset(phase, rank_) + d.offset, d.bytes);
 }
 
@@ -209,7 +198,7 @@ rcnResult_t ProxyEngine::putToPeers(size_t offset, size_t bytes) {
 rcnResult_t ProxyEngine::forwardBlock(uint32_t call, int block, const ProxyDoorbell& d, int phase) {
   switch (d.protocol) {
     case kProxyLL: return forwardLines(call, block, d, phase);
-    case kProxyLLStaged: return forwardStagedLines(call, block, d, phase);
+    case kProxyLLStaged: return forwardStagedLines(d, phase);
     default: return forward(call, block, d, phase);
   }
 }

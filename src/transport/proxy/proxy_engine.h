@@ -1,10 +1,10 @@
 // The proxy of one communicator: threads that poll the kernel's doorbells
 // and, for each block that rang, have the wire put the block's slice into
-// every peer's slot and then raise that peer's flag, in that order (flags
-// protocol), or raise the flag and then put the block's LL lines as they are
-// found complete (LL protocol: the lines carry their own tags, the flag the
-// call's signature), or, staged LL, the flag and then the block's lines
-// unread once its doorbell rings (regions in device memory). On wires
+// every peer's slot and then raise that peer's flag (carrying the call's
+// signature), in that order (flags protocol), or put the block's LL lines as
+// they are found complete, with no flag (LL protocol: the lines carry their
+// own tags), or, staged LL, puts a block's lines unread once its doorbell
+// rings (regions in device memory). On wires
 // where the CPU itself copies (shm), several threads ("lanes") share the
 // blocks (block b goes to lane b % lanes), so copies of one call run in
 // parallel; wires with ordered connections (tcp, verbs) get one lane.
@@ -63,8 +63,7 @@ class ProxyEngine {
   rcnResult_t forwardBlock(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   rcnResult_t forward(uint32_t call, int block, const ProxyDoorbell& d, int phase);
   rcnResult_t forwardLines(uint32_t call, int block, const ProxyDoorbell& d, int phase);
-  rcnResult_t forwardStagedLines(uint32_t call, int block, const ProxyDoorbell& d, int phase);
-  rcnResult_t raiseFlags(uint32_t call, int block, const ProxyDoorbell& d, int phase);
+  rcnResult_t forwardStagedLines(const ProxyDoorbell& d, int phase);
   rcnResult_t putToPeers(size_t offset, size_t bytes);
   bool linesArrived(const uint8_t* lines, size_t bytes, uint32_t call,
                     Deadline deadline) const;

@@ -19,10 +19,9 @@ __device__ void recordError(const ProxyKernelArgs& a, uint32_t code, int peer, u
   recordFirstError(&a.state->failed, a.error, code, peer, call);
 }
 
-// Flags (in either protocol): only the threads 0..nranks-1 wait, so each
-// reads the host-mapped abort flag every time it looks at the clock (64
-// spins). LL lines: every thread polls host memory, so one lane per warp
-// reads it, every 4096 spins.
+// Flags: only the threads 0..nranks-1 wait, so each reads the host-mapped
+// abort flag every time it looks at the clock (64 spins). LL: every thread
+// polls host memory, so one lane per warp reads it, every 4096 spins.
 __device__ inline uint32_t waitCheck(WaitBudget& budget, const ProxyKernelArgs& a, bool ll) {
   return ll ? budget.check(a.timeoutNs, &a.state->failed, a.abortFlag, 4095u, /*onePerWarp=*/true)
             : budget.check(a.timeoutNs, &a.state->failed, a.abortFlag, 63u, /*onePerWarp=*/false);
@@ -46,22 +45,18 @@ __device__ inline void ringDoorbell(const ProxyKernelArgs& a, int phase, uint32_
 }
 
 // Threads 0..n-1 take their peer's flag of this block for this call (any
-// other nonzero value is the peer's different call, proxy_kernel.h); false,
-// on every thread of the block, when one of them failed (it recorded why).
-__device__ inline bool takePeerFlags(const ProxyKernelArgs& a, int phase, uint32_t call) {
-  int failed = 0;
+// other nonzero value is the peer's different call, proxy_kernel.h); 1 on
+// the thread whose wait failed (it recorded why), else 0.
+__device__ inline int takePeerFlag(const ProxyKernelArgs& a, int phase, uint32_t call) {
   const int peer = threadIdx.x;
-  if (peer < a.nranks && peer != a.rank) {
-    uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
-                     RegionLayout::flagIndex(phase, peer, blockIdx.x, a.nranks, a.maxBlocks);
-    const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a, /*ll=*/false); };
-    const uint32_t why = takeFlag(flag, callTag(call, a.signature), /*othersMismatch=*/true, giveUp);
-    if (why != kOneShotOk) {
-      recordError(a, why, peer, call);
-      failed = 1;
-    }
-  }
-  return !__syncthreads_or(failed);
+  if (peer >= a.nranks || peer == a.rank) return 0;
+  uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
+                   RegionLayout::flagIndex(phase, peer, blockIdx.x, a.nranks, a.maxBlocks);
+  const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a, /*ll=*/false); };
+  const uint32_t why = takeFlag(flag, callTag(call, a.signature), /*othersMismatch=*/true, giveUp);
+  if (why == kOneShotOk) return 0;
+  recordError(a, why, peer, call);
+  return 1;
 }
 
 // This block's share of `units` items (proxyBlockShare: the 32 KB LL call,
@@ -95,7 +90,7 @@ __device__ bool runFlags(const ProxyKernelArgs& a, uint32_t call) {
   }
 
   // 3. Take every peer's flag for this block.
-  if (!takePeerFlags(a, phase, call)) return false;
+  if (__syncthreads_or(takePeerFlag(a, phase, call))) return false;
 
   // 4. Reduce in rank order (our own contribution straight from the input).
   for (size_t c = range.begin + threadIdx.x; c < range.end; c += blockDim.x) {
@@ -141,13 +136,7 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
     }
   }
 
-  // 3. Threads 0..n-1 take their peer's flag of this block, and the block
-  // reads no line before they have: the lines carry the bare call number, so
-  // only the flag tells a peer's different call (whose lines would be summed
-  // into recv) from this one. The proxy put the flag ahead of the lines.
-  if (!takePeerFlags(a, phase, call)) return false;
-
-  // 4. Poll each peer's lines until they carry this call; reduce in rank
+  // 3. Poll each peer's lines until they carry this call; reduce in rank
   // order. A thread takes its units two at a time (u and u + blockDim), so
   // both polls cross PCIe together. Stale lines carry an older call, so they
   // need no clearing.

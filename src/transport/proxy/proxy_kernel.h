@@ -7,19 +7,20 @@
 //  - flags: the slice is staged, fenced, then the doorbell rings; the proxy
 //    puts the slice and then a flag per block, which the kernel waits for.
 //  - ll: the doorbell rings first and every 16-byte line staged carries 8
-//    data bytes and two copies of the call number; the proxy puts a flag,
-//    then the lines as it finds them complete, and the kernel polls the
-//    lines themselves. No system fence and no round trip for the flag (it
-//    travels ahead of the lines): fewer PCIe trips, twice the bytes.
+//    data bytes and two copies of the call number; the proxy puts lines as
+//    it finds them complete, and the kernel polls the lines themselves. No
+//    system fence and no flag round trip: fewer PCIe trips, twice the bytes.
 //  - ll-staged: the same lines, but the block stages them all, fences and
 //    only then rings, and the proxy puts them unread. For regions in device
 //    memory (GPUDirect RDMA), which the proxy's CPU cannot poll; the tags
 //    still make the receiver independent of the order the NIC's writes land.
 // Every flag holds callTag(call, signature) (kernels/one_shot.h): the
-// doorbell carries the call's signature to the proxy, so a peer that made
-// another call (count, type or op) is seen by its flag, whatever protocol
-// either rank used. Lines keep the bare call number, since they are not
-// cleared after reading and a stale line must read as an older call.
+// doorbell carries the call's signature to the proxy, so in the flags
+// protocol a peer that made another call (count, type or op) is seen by its
+// flag. The LL lines keep the bare call number (they are not cleared after
+// reading, and a stale line must read as an older call) and carry no flag:
+// a flag per block there measured slower (docs/MULTINODE.md), so LL calls
+// are not checked.
 // The call number lives in device memory and the kernel advances it, so CUDA
 // graph replays stay in step; the region layout is the p2p kernel's own.
 #pragma once

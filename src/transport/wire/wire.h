@@ -66,8 +66,8 @@ class Wire {
   virtual rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) = 0;
   virtual rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) = 0;
   // Puts reach the peer in time without this, and before any later flag of
-  // this thread; LL's flag goes ahead of its lines, so it calls this once
-  // after a block's last put to bound how long weakly ordered stores may linger.
+  // this thread; LL sends no flag, so it calls this once after a block's last
+  // put to bound how long weakly ordered stores may linger.
   virtual void flushPuts() {}
   // Reaps completions and checks peers; returns the wire's error, if any.
   virtual rcnResult_t progress() = 0;
