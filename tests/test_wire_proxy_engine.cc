@@ -67,13 +67,14 @@ struct FakeKernel {
     return ll ? runLL(call, bytes, staged, stall) : runFlags(call, bytes);
   }
 
-  // As the kernel's ringDoorbell: each field in one 8-byte word with its tag.
+  // As the kernel's ringDoorbell: each field in one 8-byte word with its tag,
+  // the signature in the flags protocol only.
   void ring(int phase, int block, uint32_t call, int grid, uint32_t protocol, size_t offset, size_t bytes) {
     uint64_t* words = reinterpret_cast<uint64_t*>(doorbells + size_t(phase) * kBlocks + block);
     const uint32_t value[kProxyDoorbellFields] = {uint32_t(grid), protocol, uint32_t(offset), uint32_t(bytes),
                                                   signature};
-    for (int i = 0; i < kProxyDoorbellFields; ++i)
-      __atomic_store_n(&words[i], value[i] | uint64_t(call) << 32, __ATOMIC_RELEASE);
+    const int fields = protocol == kProxyFlags ? kProxyDoorbellFields : kProxyDoorbellFields - 1;
+    for (int i = 0; i < fields; ++i) __atomic_store_n(&words[i], value[i] | uint64_t(call) << 32, __ATOMIC_RELEASE);
   }
 
   // As the kernel's takeFlag: 0 once peer's flag of block b holds this

@@ -23,11 +23,13 @@ uint32_t nextCall(uint32_t call) { return call + 1 == 0 ? 2 : call + 1; }
 // starts while the kernel is still staging the rest of the block.
 constexpr size_t kLinePieceBytes = 2048;
 
-// The doorbell of `call`, once every field's tag says so (see ProxyDoorbell).
+// The doorbell of `call`, once every field's tag says so (see ProxyDoorbell);
+// the signature only in the flags protocol, the only one that writes it.
 bool readDoorbell(const ProxyDoorbell* bell, uint32_t call, ProxyDoorbell* out) {
   const uint64_t* words = reinterpret_cast<const uint64_t*>(bell);
-  uint32_t value[kProxyDoorbellFields];
+  uint32_t value[kProxyDoorbellFields] = {};
   for (int i = 0; i < kProxyDoorbellFields; ++i) {
+    if (i == kProxyDoorbellFields - 1 && value[1] != kProxyFlags) break;
     const uint64_t w = __atomic_load_n(&words[i], __ATOMIC_ACQUIRE);
     if (uint32_t(w >> 32) != call) return false;
     value[i] = uint32_t(w);
@@ -145,7 +147,6 @@ rcnResult_t ProxyEngine::forward(uint32_t call, int block, const ProxyDoorbell& 
   }
   return rcnSuccess;
 }
-
 
 // True once every line carries `call` in both tags; false if the engine is
 // stopping, the communicator failed or was aborted, or the deadline passed.

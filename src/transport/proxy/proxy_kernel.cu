@@ -41,7 +41,9 @@ __device__ inline void ringDoorbell(const ProxyKernelArgs& a, int phase, uint32_
   uint4* bell = reinterpret_cast<uint4*>(a.doorbells + static_cast<size_t>(phase) * a.maxBlocks + blockIdx.x);
   storeLine(bell, make_uint4(gridDim.x, call, protocol, call));
   storeLine(bell + 1, make_uint4(static_cast<uint32_t>(offset), call, static_cast<uint32_t>(bytes), call));
-  *reinterpret_cast<volatile uint64_t*>(bell + 2) = static_cast<uint64_t>(call) << 32 | a.signature;
+  // Only flags carry the signature: LL's doorbell stays two stores.
+  if (protocol == kProxyFlags)
+    *reinterpret_cast<volatile uint64_t*>(bell + 2) = static_cast<uint64_t>(call) << 32 | a.signature;
 }
 
 // Threads 0..n-1 take their peer's flag of this block for this call (any

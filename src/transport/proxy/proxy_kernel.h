@@ -38,7 +38,8 @@ namespace rcn {
 enum ProxyProtocol : uint32_t { kProxyFlags = 0, kProxyLL = 1, kProxyLLStaged = 2 };
 
 // One per (phase, block), in host-mapped memory, written by the block as two
-// 16-byte stores and one of 8 bytes. Every field shares an 8-byte word with a copy of the call
+// 16-byte stores (and, in the flags protocol, one of 8 bytes for the
+// signature). Every field shares an 8-byte word with a copy of the call
 // number, and a GPU store reaches host memory in whole 8-byte words, so the
 // proxy trusts a field once its tag equals the call it expects: the LL
 // protocol rings without a fence. Each has its own cache line, so a GPU
@@ -48,7 +49,7 @@ struct alignas(64) ProxyDoorbell {
   uint32_t protocol, protocolTag;  // ProxyProtocol
   uint32_t offset, offsetTag;      // byte offset of the block's slice (or lines) in its slot
   uint32_t bytes, bytesTag;        // length of the slice (a multiple of 16, possibly 0)
-  uint32_t signature, signatureTag;  // callSignature of the call: the proxy's flags carry it
+  uint32_t signature, signatureTag;  // flags protocol: callSignature of the call, which its flags carry
 };
 constexpr int kProxyDoorbellFields = 5;
 
