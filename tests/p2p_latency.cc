@@ -46,14 +46,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-#define CK(call)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (call);                                                      \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_)); \
-      return 1;                                                                   \
-    }                                                                             \
-  } while (0)
+#define CK(call) RETURN_ON_CUDA_ERROR(call, 1)
 
 // Microseconds per call: graph of kCallsPerGraph, replayed kReplays times.
 int timeGraph(int rank, Bootstrap* boot, FastPath* path, void* send, void* recv, size_t count,

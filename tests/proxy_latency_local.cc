@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "p2p_build.h"
+#include "support/gpu.h"
 #include "transport/transport.h"
 
 using namespace rcn;
@@ -25,14 +26,7 @@ namespace {
 constexpr int kRanks = 2, kCallsPerGraph = 20, kReplays = 100;
 constexpr size_t kMaxBytes = 256 * 1024;
 
-#define CK(call)                                                                     \
-  do {                                                                               \
-    cudaError_t e_ = (call);                                                         \
-    if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      return 1;                                                                      \
-    }                                                                                \
-  } while (0)
+#define CK(call) RETURN_ON_CUDA_ERROR(call, 1)
 
 struct Rank {
   FastPath* path = nullptr;

@@ -19,6 +19,7 @@
 #include <cstdlib>
 
 #include "core/params.h"
+#include "support/gpu.h"
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
@@ -32,14 +33,7 @@ namespace {
 
 constexpr size_t kMaxBytes = 256 * 1024;
 
-#define CUDA_OK(call)                                                                     \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      return 90;                                                                          \
-    }                                                                                     \
-  } while (0)
+#define CUDA_OK(call) RETURN_ON_CUDA_ERROR(call, 90)
 
 struct Rank {
   int rank, nranks;

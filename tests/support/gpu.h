@@ -3,6 +3,21 @@
 // calls exitUnlessGpus(n).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+// In a function returning int: on a CUDA error, prints file:line, the call
+// and the error, and returns `code`.
+#define RETURN_ON_CUDA_ERROR(call, code)                                                        \
+  do {                                                                                          \
+    cudaError_t e_ = (call);                                                                    \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      return code;                                                                              \
+    }                                                                                           \
+  } while (0)
+
 namespace rcn::test {
 
 // Number of CUDA devices, 0 when there is no driver or no GPU. Does not
