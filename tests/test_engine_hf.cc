@@ -551,6 +551,8 @@ TEST_CASE("config.json: token ids past 2^31, huge head sizes and special files a
   // Its RoPE table alone would take 4 GB before any tensor is compared.
   writeText(configPath, withField("\"head_dim\": 1073741824"));
   CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("larger than 4096"));
+  writeText(configPath, withField("\"sliding_window\": -4096"));
+  CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("\"sliding_window\" is negative"));
   ::unlink(configPath.c_str());
   REQUIRE(::mkfifo(configPath.c_str(), 0600) == 0);
   CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("not a regular file"));

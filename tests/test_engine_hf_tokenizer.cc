@@ -268,6 +268,10 @@ TEST_CASE("malformed or unsupported tokenizer.json files are named") {
   j = tokenizerJson(Style::Llama3);
   j["model"]["vocab"]["hello!"] = 12;
   CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("gives id 12 to both"));
+  // added_tokens that is no list (it was ignored),
+  j = tokenizerJson(Style::Llama3);
+  j["added_tokens"] = "x";
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("added_tokens is not a list"));
   // and nesting a million deep (copies and messages recursed once a level).
   std::string deep = "{\"model\": {\"x\": ";
   for (int i = 0; i < 100000; ++i) deep += "[";

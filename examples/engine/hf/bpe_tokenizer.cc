@@ -131,6 +131,8 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
   ignoreMerges_ = model.value("ignore_merges", false);
 
   // added_tokens: matched verbatim before anything else, longest first.
+  if (j.contains("added_tokens") && !j["added_tokens"].is_null() && !j["added_tokens"].is_array())
+    throw EngineError(what + ": added_tokens is not a list");
   if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
     for (const Json& t : j["added_tokens"]) {
       AddedToken a;

@@ -62,6 +62,7 @@ int contextLength(const Json& j, int maxSeqLen, const std::string& what) {
   // A sliding window only differs from full attention past its width.
   const bool windowed = boolOr(j, "use_sliding_window", true, what);
   const int window = intOr(j, "sliding_window", 0, what);
+  if (window < 0) throw EngineError(what + ": field \"sliding_window\" is negative");
   if (windowed && window > 0) seqLen = std::min(seqLen, window);
   return seqLen;
 }
