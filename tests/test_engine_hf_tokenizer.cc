@@ -194,6 +194,7 @@ TEST_CASE("added tokens, special tokens and the post-processor") {
   CHECK(tok.encode("hello<|endoftext|> world", false) == Ids{12, kEndOfText, 15, 16});
   CHECK(tok.encode("<|endoftext|><|endoftext|>", false) == Ids{kEndOfText, kEndOfText});
   CHECK(tok.encode("hello", true) == Ids{kBegin, 12});
+  CHECK_THROWS_WITH(tok.encode("bad \xff text", false), ContainsSubstring("tokenizer.json: cannot encode the text"));
   CHECK(tok.encode("", true) == Ids{kBegin});
   CHECK(tok.decode({kBegin, 12, kEndOfText, 15, 16}, false) == "<|begin|>hello<|endoftext|> world");
   CHECK(tok.decode({kBegin, 12, kEndOfText, 15, 16}, true) == "hello world");

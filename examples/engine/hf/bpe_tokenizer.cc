@@ -231,7 +231,7 @@ void BpeTokenizer::encodePiece(const std::string& piece, std::vector<int>& out) 
   }
 }
 
-void BpeTokenizer::encodeText(const std::string& text, std::vector<int>& out) const {
+void BpeTokenizer::encodeText(const std::string& text, std::vector<int>& out) const try {
   std::vector<std::string> pieces{text};
   for (size_t step = 0; step <= splitters_.size(); ++step) {
     // ByteLevel's add_prefix_space puts a space in front of every piece it
@@ -247,6 +247,10 @@ void BpeTokenizer::encodeText(const std::string& text, std::vector<int>& out) co
     pieces.swap(finer);
   }
   for (const std::string& p : pieces) encodePiece(p, out);
+} catch (const EngineError& e) {
+  // The splitter's own errors (text that is not UTF-8) do not say whose text.
+  if (std::string(e.what()).rfind("pre-tokenizer", 0) != 0) throw;
+  throw EngineError(path_ + ": cannot encode the text: " + e.what());
 }
 
 std::vector<int> BpeTokenizer::encode(const std::string& text, bool addSpecial) const {
