@@ -152,7 +152,10 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
                    [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
   special_.assign(pieces_.size(), false);
   addedId_.assign(pieces_.size(), false);
-  for (const AddedToken& a : added_) special_[a.id] = a.special, addedId_[a.id] = true;
+  for (const AddedToken& a : added_) {
+    special_[a.id] = a.special, addedId_[a.id] = true;
+    startsAdded_[uint8_t(a.content[0])] = true;
+  }
 
   // normalizer: none, or NFC (which we take the input to be in already).
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
@@ -260,11 +263,12 @@ std::vector<int> BpeTokenizer::encode(const std::string& text, bool addSpecial) 
   std::string pending;
   for (size_t i = 0; i < text.size();) {
     const AddedToken* hit = nullptr;
-    for (const AddedToken& a : added_)
-      if (text.compare(i, a.content.size(), a.content) == 0) {
-        hit = &a;
-        break;
-      }
+    if (startsAdded_[uint8_t(text[i])])  // most bytes start none: skip the scan
+      for (const AddedToken& a : added_)
+        if (text.compare(i, a.content.size(), a.content) == 0) {
+          hit = &a;
+          break;
+        }
     if (!hit) {
       pending += text[i++];
       continue;
