@@ -6,10 +6,12 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -21,6 +23,7 @@
 #include "checkpoint.h"
 #include "cpu_model.h"
 #include "hf_loader.h"
+#include "mapped_read.h"
 #include "safetensors.h"
 #include "shapes.h"
 #include "shard.h"
@@ -440,6 +443,32 @@ TEST_CASE("truncated and corrupt safetensors files give errors naming file and t
     writeText(dir.path + "/model.safetensors.index.json",
               "{\"weight_map\": {\"model.norm.weight\": \"model-00002-of-00002.safetensors\"}}");
     CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("model-00002-of-00002.safetensors: cannot open"));
+  }
+}
+
+// The read guard's handler must not change what a SIGBUS that a process
+// sends does: it ends the process by default, and does nothing where the
+// process ignores SIGBUS. Each case runs in a child, after a guarded read
+// installed the handler.
+TEST_CASE("a SIGBUS sent by a process does what it did without the read guard") {
+  for (bool ignored : {false, true}) {
+    INFO((ignored ? "SIGBUS ignored" : "SIGBUS default"));
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      if (ignored) signal(SIGBUS, SIG_IGN);
+      char byte = 0;
+      if (!hf::readMapped(&byte, 1, [&] { byte = 1; })) _exit(3);
+      kill(getpid(), SIGBUS);
+      _exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    if (ignored) {
+      CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    } else {
+      CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS));
+    }
   }
 }
 

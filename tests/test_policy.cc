@@ -238,6 +238,7 @@ TEST_CASE("malformed files name the file, the line and the key") {
   e = parseError("version: 1\n---\ndisable: true\n");
   CHECK(e.find("one YAML document") != std::string::npos);
   CHECK(parseError("---\nversion: 1\n") == "");  // one document, marked as such
+  CHECK(parseError("version: 1\n---\n") == "");  // and a final empty one
 }
 
 TEST_CASE("policyLoad fails at a bad or missing file, naming it") {

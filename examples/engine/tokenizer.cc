@@ -34,7 +34,8 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int vocabSize) {
     if (std::isnan(scores_[i])) throw EngineError(path + ": token " + std::to_string(i) + " has a NaN score");
     // A length past the file's end is corrupt, not a reason to allocate it.
     const long at = std::ftell(f.get());
-    if (at < 0 || size_t(length) > bytes - size_t(at)) throw EngineError(path + ": truncated at token " + std::to_string(i));
+    if (at < 0 || size_t(at) > bytes || size_t(length) > bytes - size_t(at))
+      throw EngineError(path + ": truncated at token " + std::to_string(i));
     pieces_[i].resize(length);
     if (length > 0 && std::fread(&pieces_[i][0], 1, length, f.get()) != size_t(length))
       throw EngineError(path + ": truncated at token " + std::to_string(i));

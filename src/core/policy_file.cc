@@ -224,11 +224,12 @@ rcnResult_t policyFileParse(const std::string& text, const std::string& name, Po
   *out = PolicyFile{};
   out->path = name;
   try {
-    // One document: what a second one said would be dropped without a word.
+    // One document: what a second one said would be dropped without a word
+    // (an empty one, as after a final `---`, says nothing).
     const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (documents.size() > 1)
-      fail(documents[1], "(document 2)", "a policy file is one YAML document; this one has " +
-                                             std::to_string(documents.size()));
+    for (size_t d = 1; d < documents.size(); ++d)
+      if (!documents[d].IsNull())
+        fail(documents[d], "(document " + std::to_string(d + 1) + ")", "a policy file is one YAML document");
     parseTop(documents.empty() ? YAML::Node() : documents[0], out);
     return rcnSuccess;
   } catch (const BadValue& bad) {

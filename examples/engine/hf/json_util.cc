@@ -55,7 +55,7 @@ Json parseJson(const char* begin, const char* end, const std::string& what, cons
   // Whatever copies, prints or walks the tree later recurses once a level:
   // a file nested a million deep would overflow the stack there.
   const auto bounded = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (depth > kMaxJsonDepth)
+    if (depth >= kMaxJsonDepth)  // the top level is depth 0
       throw EngineError(what + ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     return onEvent ? onEvent(depth, event, parsed) : true;
   };

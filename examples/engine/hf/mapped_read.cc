@@ -21,8 +21,12 @@ thread_local Guard* active = nullptr;
 struct sigaction previous;  // what handled SIGBUS before this file's handler
 std::once_flag installed;
 
-// Someone else's fault: let the earlier disposition have it, as if this
-// handler had never been installed.
+// Whether the kernel raised it for an access (si_code > 0), rather than a
+// process sending it (kill, pthread_kill: si_addr then holds no address).
+bool isFault(const siginfo_t* info) { return info->si_code > 0; }
+
+// Anything but a read of ours: let the earlier disposition have it, as if
+// this handler had never been installed.
 void passOn(int sig, siginfo_t* info, void* context) {
   if (previous.sa_flags & SA_SIGINFO) {
     previous.sa_sigaction(sig, info, context);
@@ -32,18 +36,21 @@ void passOn(int sig, siginfo_t* info, void* context) {
     previous.sa_handler(sig);
     return;
   }
-  // Default (or ignored, which a fault cannot be): restore it and return, so
-  // the faulting access runs again and ends the process as it would have.
+  if (previous.sa_handler == SIG_IGN && !isFault(info)) return;  // a sent SIGBUS the process ignores
+  // The default (a fault cannot be ignored): end the process as it would
+  // have ended. The signal is blocked in its handler, so the one raised here
+  // arrives, under the default, as this handler returns.
   struct sigaction fallback = {};
   fallback.sa_handler = SIG_DFL;
   sigemptyset(&fallback.sa_mask);
   sigaction(sig, &fallback, nullptr);
+  raise(sig);
 }
 
 void onSigbus(int sig, siginfo_t* info, void* context) {
   Guard* guard = active;
   const uintptr_t at = reinterpret_cast<uintptr_t>(info->si_addr);
-  if (guard && at >= guard->begin && at < guard->end) siglongjmp(guard->resume, 1);
+  if (guard && isFault(info) && at >= guard->begin && at < guard->end) siglongjmp(guard->resume, 1);
   passOn(sig, info, context);
 }
 

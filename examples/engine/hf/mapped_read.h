@@ -3,8 +3,9 @@
 // raises SIGBUS at the first access past the new end, which would end the
 // process without a word. readMapped runs a read of [begin, begin + bytes)
 // with a handler that turns such a fault inside that range into a false
-// return, so the caller can name the file. A SIGBUS anywhere else goes on to
-// whatever handled it before (by default, ending the process).
+// return, so the caller can name the file. A SIGBUS anywhere else, or one a
+// process sent, goes on to whatever handled it before (by default, ending the
+// process). A read inside a read covers only its own bytes.
 #pragma once
 
 #include <cstddef>
