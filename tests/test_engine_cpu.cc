@@ -504,7 +504,8 @@ TEST_CASE("options the run would ignore, or that conflict, are refused by name",
   CHECK(parse({"--model", "m.bin", "--batch", "1,8"}).batches == std::vector<int>{1, 8});
   CHECK_NOTHROW(requireCpuOptions(parse({"--model", "m.bin", "--device", "cpu", "--tp", "2"})));
   const std::vector<std::vector<std::string>> gpuOnly = {
-      {"--bench"}, {"--dtype", "bf16"}, {"--no-graph"}, {"--no-gemv"}, {"--fused-allreduce"}, {"--profile"}};
+      {"--bench"},   {"--collective", "nccl"}, {"--dtype", "bf16"}, {"--no-graph"},
+      {"--no-gemv"}, {"--fused-allreduce"},    {"--profile"}};
   for (std::vector<std::string> option : gpuOnly) {
     const std::string name = option[0];
     option.insert(option.begin(), {"--model", "m.bin", "--device", "cpu"});

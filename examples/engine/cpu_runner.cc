@@ -95,9 +95,6 @@ int generate(const EngineOptions& o, CpuRank& r) {
 
 int runCpu(const EngineOptions& o, int argc, char** argv) {
   if (o.tp > 1) {
-    if (o.collective != "rocenante")
-      throw EngineError("--collective " + o.collective + " needs the GPU path; the CPU path's ranks use rocenante's "
-                        "host backend");
     // The host backend even where a GPU is present: --device cpu keeps the GPU out of it.
     setenv("ROCENANTE_BACKEND", "host", 1);
     if (o.rank < 0) {

@@ -159,13 +159,15 @@ EngineOptions parseOptions(int argc, char** argv) {
 }
 
 void requireCpuOptions(const EngineOptions& o) {
-  const char* gpuOnly = o.bench               ? "--bench"
-                        : o.dtype == "bf16"   ? "--dtype bf16"
-                        : !o.cudaGraph        ? "--no-graph"
-                        : !o.gemv             ? "--no-gemv"
-                        : o.fuseAllReduce     ? "--fused-allreduce"
-                        : o.profile           ? "--profile"
-                                              : nullptr;
+  // (The cpu path's ranks sum over rocenante's host backend: no NCCL there.)
+  const char* gpuOnly = o.bench                    ? "--bench"
+                        : o.collective == "nccl"   ? "--collective nccl"
+                        : o.dtype == "bf16"        ? "--dtype bf16"
+                        : !o.cudaGraph             ? "--no-graph"
+                        : !o.gemv                  ? "--no-gemv"
+                        : o.fuseAllReduce          ? "--fused-allreduce"
+                        : o.profile                ? "--profile"
+                                                   : nullptr;
   if (gpuOnly)
     throw EngineError(std::string(gpuOnly) + " is for the gpu path, and this run is on the cpu" +
                       (o.device == "auto" ? " (no GPU found; --device gpu to insist)" : ""));
