@@ -9,17 +9,14 @@
 
 #include <cstdint>
 
+#include "core/mix64.h"
+
 namespace rcn::bench {
 
 inline double patternValue(uint64_t seed, int rank, uint64_t index) {
-  // splitmix64's finalizer over (seed, rank, index): cheap and well mixed.
-  uint64_t x = seed ^ (static_cast<uint64_t>(rank) + 1) * 0x9e3779b97f4a7c15ull ^
-               index * 0xd1b54a32d192ed03ull;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
+  // mix64 over (seed, rank, index): cheap and well mixed.
+  const uint64_t x = mix64(seed ^ (static_cast<uint64_t>(rank) + 1) * 0x9e3779b97f4a7c15ull ^
+                           index * 0xd1b54a32d192ed03ull);
   return static_cast<double>(static_cast<int>(x % 9) - 4) * 0.25;
 }
 

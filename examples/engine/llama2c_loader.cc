@@ -1,7 +1,6 @@
 #include "llama2c_loader.h"
 
 #include <climits>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 
@@ -12,15 +11,12 @@ namespace engine {
 namespace {
 
 // Reads the next `count` floats, or throws naming the tensor that was cut
-// short or holds a NaN or infinity (which would only show as garbage text).
+// short or holds a NaN or infinity.
 std::vector<float> readFloats(FILE* f, size_t count, const std::string& path, const char* tensor) {
   std::vector<float> v(count);
   if (std::fread(v.data(), sizeof(float), count, f) != count)
     throw EngineError(path + ": truncated while reading " + tensor);
-  for (size_t i = 0; i < count; ++i)
-    if (!std::isfinite(v[i]))
-      throw EngineError(path + ": " + tensor + " holds " + std::to_string(v[i]) + " at element " + std::to_string(i) +
-                        " (a corrupt checkpoint?)");
+  requireFinite(v, path + ": " + tensor);
   return v;
 }
 

@@ -1,5 +1,6 @@
 #include "model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -56,6 +57,16 @@ std::string describeConfig(const ModelConfig& c) {
     << (c.ropeFreqs.empty() ? "" : " rope_scaled") << (c.qkNorm ? " qk_norm" : "")
     << (c.qkvBias ? " qkv_bias" : "") << (c.tiedClassifier ? " tied" : "");
   return s.str();
+}
+
+void requireFinite(const std::vector<float>& values, const std::string& where) {
+  bool finite = true;  // a pass without early exit vectorizes; only a bad file pays for the search
+  for (float v : values) finite &= std::isfinite(v);
+  if (finite) return;
+  const size_t at = size_t(std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); }) -
+                           values.begin());
+  throw EngineError(where + " holds " + std::to_string(values[at]) + " (element " + std::to_string(at) +
+                    " of those read; a corrupt checkpoint?)");
 }
 
 }  // namespace engine

@@ -74,4 +74,9 @@ std::vector<float> ropeInverseFrequencies(const ModelConfig& config);
 
 std::string describeConfig(const ModelConfig& config);
 
+// Throws EngineError("<where> holds nan ...") at the first NaN or infinity
+// among weights just read: a corrupt checkpoint would otherwise only show as
+// garbage text.
+void requireFinite(const std::vector<float>& values, const std::string& where);
+
 }  // namespace engine

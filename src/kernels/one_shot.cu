@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/mix64.h"
 #include "kernels/device_common.cuh"
 #include "kernels/kernel_launch.cuh"
 
@@ -229,12 +230,9 @@ RegionLayout regionLayout(int nranks, size_t maxBytes, int maxBlocks, size_t llM
 }
 
 uint32_t callSignature(size_t count, rcnDataType_t dtype, rcnRedOp_t op) {
-  // splitmix64's finalizer: every input bit moves about half the output bits.
-  uint64_t x = static_cast<uint64_t>(count) ^ (static_cast<uint64_t>(dtype) << 52) ^ (static_cast<uint64_t>(op) << 58);
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return static_cast<uint32_t>(x) & 0x7fffffffu;
+  const uint64_t x = static_cast<uint64_t>(count) ^ (static_cast<uint64_t>(dtype) << 52) ^
+                     (static_cast<uint64_t>(op) << 58);
+  return static_cast<uint32_t>(mix64(x)) & 0x7fffffffu;
 }
 
 OneShotGrid oneShotGrid(size_t bytes, size_t llMaxBytes, int maxBlocks, int threads) {

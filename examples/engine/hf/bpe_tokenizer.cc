@@ -177,7 +177,7 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
       byteLevel = true;
       addPrefixSpace_ = s.value("add_prefix_space", false);
       prefixSpaceStep_ = splitters_.size();
-      if (s.value("use_regex", true)) splitters_.emplace_back(kGpt2SplitPattern);
+      if (s.value("use_regex", true)) splitters_.emplace_back(kGpt2SplitPattern, what);
     } else if (t == "Split") {
       const Json& pattern = s.contains("pattern") ? s["pattern"] : Json();
       if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string())
@@ -185,11 +185,7 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
       const std::string behavior = s.value("behavior", std::string("Isolated"));
       if (behavior != "Isolated" || s.value("invert", false))
         throw EngineError(what + ": pre_tokenizer Split behavior " + behavior + " is not supported (Isolated is)");
-      try {
-        splitters_.emplace_back(pattern["Regex"].get<std::string>());
-      } catch (const EngineError& e) {
-        throw EngineError(what + ": " + e.what());  // which file's pattern
-      }
+      splitters_.emplace_back(pattern["Regex"].get<std::string>(), what);
     } else {
       throw EngineError(what + ": pre_tokenizer " + t + " is not supported");
     }
@@ -234,7 +230,7 @@ void BpeTokenizer::encodePiece(const std::string& piece, std::vector<int>& out) 
   }
 }
 
-void BpeTokenizer::encodeText(const std::string& text, std::vector<int>& out) const try {
+void BpeTokenizer::encodeText(const std::string& text, std::vector<int>& out) const {
   std::vector<std::string> pieces{text};
   for (size_t step = 0; step <= splitters_.size(); ++step) {
     // ByteLevel's add_prefix_space puts a space in front of every piece it
@@ -250,10 +246,6 @@ void BpeTokenizer::encodeText(const std::string& text, std::vector<int>& out) co
     pieces.swap(finer);
   }
   for (const std::string& p : pieces) encodePiece(p, out);
-} catch (const EngineError& e) {
-  // The splitter's own errors (text that is not UTF-8) do not say whose text.
-  if (std::string(e.what()).rfind("pre-tokenizer", 0) != 0) throw;
-  throw EngineError(path_ + ": cannot encode the text: " + e.what());
 }
 
 std::vector<int> BpeTokenizer::encode(const std::string& text, bool addSpecial) const {

@@ -9,6 +9,10 @@
 
 namespace engine::hf {
 
+void RegexSplitter::fail(const std::string& what) const {
+  throw EngineError(owner_.empty() ? what : owner_ + ": " + what);
+}
+
 const char* const kGpt2SplitPattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
@@ -29,7 +33,8 @@ struct RegexSplitter::Compiled {
   ~Compiled() { pcre2_code_free(code); }
 };
 
-RegexSplitter::RegexSplitter(const std::string& pattern) : compiled_(std::make_unique<Compiled>()) {
+RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& owner)
+    : compiled_(std::make_unique<Compiled>()), owner_(owner) {
   int error = 0;
   PCRE2_SIZE offset = 0;
   // UCP: \s, \w, \d and [[:classes:]] follow Unicode properties, as in the
@@ -37,8 +42,8 @@ RegexSplitter::RegexSplitter(const std::string& pattern) : compiled_(std::make_u
   compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
   if (!compiled_->code)
-    throw EngineError("pre-tokenizer regex does not compile at offset " + std::to_string(offset) + ": " +
-                      pcreMessage(error) + " (pattern " + pattern + ")");
+    fail("pre-tokenizer regex does not compile at offset " + std::to_string(offset) + ": " + pcreMessage(error) +
+         " (pattern " + pattern + ")");
 }
 
 RegexSplitter::~RegexSplitter() = default;
@@ -48,7 +53,7 @@ RegexSplitter& RegexSplitter::operator=(RegexSplitter&&) noexcept = default;
 std::vector<std::string> RegexSplitter::split(const std::string& text) const {
   std::vector<std::string> pieces;
   pcre2_match_data* match = pcre2_match_data_create_from_pattern(compiled_->code, nullptr);
-  if (!match) throw EngineError("pre-tokenizer: out of memory");
+  if (!match) fail("cannot encode the text: pre-tokenizer: out of memory");
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t start = 0, gapStart = 0;
   uint32_t options = 0;  // the first call checks the whole subject is valid UTF-8
@@ -58,7 +63,7 @@ std::vector<std::string> RegexSplitter::split(const std::string& text) const {
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       pcre2_match_data_free(match);
-      throw EngineError("pre-tokenizer: cannot split the text: " + pcreMessage(rc));
+      fail("cannot encode the text: pre-tokenizer: cannot split the text: " + pcreMessage(rc));
     }
     const PCRE2_SIZE* span = pcre2_get_ovector_pointer(match);
     const size_t begin = span[0], end = span[1];
@@ -86,8 +91,8 @@ std::vector<std::string> RegexSplitter::split(const std::string& text) const {
 
 struct RegexSplitter::Compiled {};
 
-RegexSplitter::RegexSplitter(const std::string&) {
-  throw EngineError("built without PCRE2: tokenizer.json needs it (install libpcre2-dev and rebuild)");
+RegexSplitter::RegexSplitter(const std::string&, const std::string& owner) : owner_(owner) {
+  fail("built without PCRE2: tokenizer.json needs it (install libpcre2-dev and rebuild)");
 }
 RegexSplitter::~RegexSplitter() = default;
 RegexSplitter::RegexSplitter(RegexSplitter&&) noexcept = default;

@@ -18,8 +18,9 @@ extern const char* const kGpt2SplitPattern;
 // none dropped (tokenizers' "Isolated" behavior).
 class RegexSplitter {
  public:
-  // Throws EngineError when the pattern does not compile (or there is no PCRE2).
-  explicit RegexSplitter(const std::string& pattern);
+  // Throws EngineError when the pattern does not compile (or there is no
+  // PCRE2). owner (the tokenizer.json path, say) starts every error message.
+  explicit RegexSplitter(const std::string& pattern, const std::string& owner = "");
   ~RegexSplitter();
   RegexSplitter(RegexSplitter&&) noexcept;
   RegexSplitter& operator=(RegexSplitter&&) noexcept;
@@ -28,8 +29,11 @@ class RegexSplitter {
   std::vector<std::string> split(const std::string& text) const;
 
  private:
+  [[noreturn]] void fail(const std::string& what) const;
+
   struct Compiled;
   std::unique_ptr<Compiled> compiled_;
+  std::string owner_;
 };
 
 }  // namespace engine::hf

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <algorithm>
 #include <set>
@@ -50,15 +49,12 @@ const char* const kShrank = "the file became shorter while it was being read (an
 
 // Runs `read` of tensor t's bytes into `out`; throws naming the file and
 // tensor when the file shrank under it, or when what it read holds a NaN or
-// an infinity (a corrupt checkpoint, which would only show as garbage text).
+// an infinity.
 template <typename F>
 void readTensor(const TensorInfo& t, const std::vector<float>& out, F&& read) {
-  if (!readMapped(t.data, t.bytes, read)) throw EngineError(t.file + ": tensor " + t.name + ": " + kShrank);
-  bool finite = true;
-  for (float v : out) finite &= std::isfinite(v);
-  if (finite) return;
-  const auto bad = std::find_if(out.begin(), out.end(), [](float v) { return !std::isfinite(v); });
-  throw EngineError(t.file + ": tensor " + t.name + " holds " + std::to_string(*bad) + " (a corrupt checkpoint?)");
+  const std::string where = t.file + ": tensor " + t.name;
+  if (!readMapped(t.data, t.bytes, read)) throw EngineError(where + ": " + kShrank);
+  requireFinite(out, where);
 }
 
 // Converts `count` elements starting at element `first` of `t` into `out`
