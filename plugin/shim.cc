@@ -556,6 +556,7 @@ ncclResult_t shim_ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
 }  // namespace rcn::shim
 
 extern "C" rcnResult_t rcnShimCommQuery(ncclComm_t comm, rcnCommInfo* info) {
+  rcn::clearLastError();  // as every rcn* entry point
   RCN_ARG_CHECK(info != nullptr, "rcnShimCommQuery: info is NULL");
   auto entry = rcn::shim::findEntry(comm);
   RCN_ARG_CHECK(entry != nullptr, "rcnShimCommQuery: %p is not an NCCL communicator the shim created",

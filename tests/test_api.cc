@@ -28,6 +28,18 @@ TEST_CASE("version and error strings") {
   CHECK(std::string(rcnGetErrorString(static_cast<rcnResult_t>(99))) == "unknown result code");
 }
 
+// A later failure that logged nothing must not show an earlier one's cause.
+TEST_CASE("each call clears the last error first") {
+  CHECK(rcnGetVersion(nullptr) == rcnInvalidArgument);
+  CHECK(lastError().find("version is NULL") != std::string::npos);
+  int version = 0;
+  CHECK(rcnGetVersion(&version) == rcnSuccess);
+  CHECK(lastError().empty());
+  CHECK(rcnGetLaunchInfo(nullptr) == rcnInvalidArgument);
+  CHECK(rcnCommCount(nullptr, nullptr) != rcnSuccess);
+  CHECK(lastError().find("rcnGetLaunchInfo") == std::string::npos);
+}
+
 TEST_CASE("init rejects bad ranks and null handles") {
   rcnUniqueId id;
   std::memset(&id, 0, sizeof id);
@@ -108,6 +120,12 @@ TEST_CASE("out-of-range or misspelt parameters fail init instead of wrapping or 
       {"ROCENANTE_MAX_BLOCKS", "4294967297"},
       {"ROCENANTE_THREADS", "4294967328"},
       {"ROCENANTE_BACKEND", "hots"},  // a typo: was taken as "auto" without a GPU
+      // Settings of paths this communicator does not build are checked too.
+      {"ROCENANTE_PROXY_THREADS", "0"},
+      {"ROCENANTE_PROXY_SPIN_US", "-5"},
+      {"ROCENANTE_DEVICE_WINDOW_BYTES", "1G"},
+      {"ROCENANTE_P2P_IPC", "legcy"},
+      {"ROCENANTE_WIRE", "shmm"},
   };
   for (const auto& c : cases) {
     INFO(c.name << "=" << c.value);

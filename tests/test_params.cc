@@ -80,6 +80,60 @@ TEST_CASE("validation names the malformed variable") {
   CHECK(rcn::paramValidate() == rcnInvalidArgument);
 }
 
+// Both ends of a range are allowed, one past either is not; a value the row
+// does not allow reads as the default until creation refuses it.
+TEST_CASE("values outside a row's range or choices are refused") {
+  for (const char* ok : {"1", "1024", "1K"}) {
+    ScopedEnv env("ROCENANTE_PROXY_THREADS", ok);
+    INFO(ok);
+    CHECK(rcn::paramValidate() == rcnSuccess);
+  }
+  for (const char* bad : {"0", "1025", "-3", "4294967297"}) {
+    ScopedEnv env("ROCENANTE_PROXY_THREADS", bad);
+    INFO(bad);
+    CHECK(rcn::paramValidate() == rcnInvalidArgument);
+    CHECK(rcn::paramInt(ParamId::ProxyThreads) == 6);
+  }
+  {
+    ScopedEnv env("ROCENANTE_PROXY_SPIN_US", "-1");
+    CHECK(rcn::paramValidate() == rcnInvalidArgument);
+  }
+  {
+    ScopedEnv env("ROCENANTE_P2P_IPC", "legacy");
+    CHECK(rcn::paramValidate() == rcnSuccess);
+    CHECK(rcn::paramStr(ParamId::P2pIpc) == "legacy");
+  }
+  {
+    ScopedEnv env("ROCENANTE_P2P_IPC", "legcy");
+    CHECK(rcn::paramValidate() == rcnInvalidArgument);
+  }
+  {
+    ScopedEnv env("ROCENANTE_FORCE", "");  // its default: allowed
+    CHECK(rcn::paramValidate() == rcnSuccess);
+  }
+}
+
+// A row whose range does not parse, or whose default it refuses, would make
+// every read of that parameter fall back and warn.
+TEST_CASE("every row allows its own default") {
+  for (const rcn::ParamInfo& p : rcn::paramTable()) {
+    INFO("ROCENANTE_" << p.name << " allowed '" << p.allowed << "'");
+    const std::string allowed = p.allowed;
+    if (p.kind == rcn::ParamKind::INT && !allowed.empty()) {
+      const size_t dots = allowed.find("..");
+      REQUIRE(dots != std::string::npos);
+      int64_t lo = 0, hi = 0, def = 0;
+      std::string why;
+      REQUIRE(rcn::parseIntText(allowed.substr(0, dots), &lo, &why));
+      REQUIRE(rcn::parseIntText(allowed.substr(dots + 2), &hi, &why));
+      REQUIRE(rcn::parseIntText(p.defaultText, &def, &why));
+      CHECK((lo <= def && def <= hi));
+    }
+    if (p.kind == rcn::ParamKind::BOOL) CHECK(allowed.empty());
+    if (p.kind != rcn::ParamKind::INT) CHECK(allowed.find("..") == std::string::npos);
+  }
+}
+
 TEST_CASE("the agreement text changes with agreed parameters only") {
   std::string base = rcn::paramAgreementText();
   {

@@ -232,7 +232,9 @@ rcnResult_t rcnShimCommQuery(struct ncclComm* comm, rcnCommInfo* info);
 
 const char* rcnGetErrorString(rcnResult_t result);
 
-/* The last error message logged by this thread (empty if none). */
+/* The last error message logged by this thread. Every rcn* call that returns
+ * an rcnResult_t clears it first, so after a failed call it holds that call's
+ * cause (a call that succeeds may leave a warning there). */
 const char* rcnGetLastError(rcnComm_t comm);
 
 #ifdef __cplusplus

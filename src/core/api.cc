@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/dtype.h"
+#include "core/log.h"
 #include "core/nccl_lib.h"
 #include "rocenante/rocenante.h"
 
@@ -80,18 +81,24 @@ rcnResult_t initAll(rcnComm_t* comms, int ndev, const int* devlist) {
 
 extern "C" {
 
+// Every entry point that returns a result clears the thread's last error
+// first, so that rcnGetLastError after a failure speaks of that call.
+
 rcnResult_t rcnGetVersion(int* version) {
+  rcn::clearLastError();
   RCN_ARG_CHECK(version != nullptr, "rcnGetVersion: version is NULL");
   *version = ROCENANTE_VERSION_CODE;
   return rcnSuccess;
 }
 
 rcnResult_t rcnGetUniqueId(rcnUniqueId* uniqueId) {
+  rcn::clearLastError();
   RCN_ARG_CHECK(uniqueId != nullptr, "rcnGetUniqueId: uniqueId is NULL");
   return rcn::bootstrapGetUniqueId(uniqueId);
 }
 
 rcnResult_t rcnCommInitRank(rcnComm_t* comm, int nranks, rcnUniqueId commId, int rank) {
+  rcn::clearLastError();
   RCN_ARG_CHECK(comm != nullptr, "rcnCommInitRank: comm is NULL");
   *comm = nullptr;
   RCN_ARG_CHECK(nranks >= 1 && nranks <= rcn::kMaxCommRanks, "rcnCommInitRank: nranks=%d is not in 1..%d", nranks,
@@ -102,6 +109,7 @@ rcnResult_t rcnCommInitRank(rcnComm_t* comm, int nranks, rcnUniqueId commId, int
 }
 
 rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist) {
+  rcn::clearLastError();
   RCN_ARG_CHECK(comm != nullptr, "rcnCommInitAll: comm is NULL");
   // One thread a device, in this process.
   RCN_ARG_CHECK(ndev >= 1 && ndev <= kMaxInitAllDevices, "rcnCommInitAll: ndev=%d is not in 1..%d", ndev,
@@ -118,12 +126,14 @@ rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist) {
 }
 
 rcnResult_t rcnCommDestroy(rcnComm_t comm) {
+  rcn::clearLastError();
   if (comm == nullptr) return rcnSuccess;  // as ncclCommDestroy(NULL)
   RCN_CHECK(rcn::commCheck(comm, "rcnCommDestroy"));
   return rcn::commDestroy(comm);
 }
 
 rcnResult_t rcnCommAbort(rcnComm_t comm) {
+  rcn::clearLastError();
   if (comm == nullptr) return rcnSuccess;
   RCN_CHECK(rcn::commCheck(comm, "rcnCommAbort"));
   rcn::commAbort(comm);
@@ -132,6 +142,7 @@ rcnResult_t rcnCommAbort(rcnComm_t comm) {
 
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,
                          rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream) {
+  rcn::clearLastError();
   RCN_CHECK(rcn::commCheck(comm, "rcnAllReduce"));
   RCN_ARG_CHECK(rcn::dtypeIsValid(datatype), "rcnAllReduce: datatype %d is not a valid type",
                 static_cast<int>(datatype));
@@ -155,6 +166,7 @@ rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcn
 }
 
 rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError) {
+  rcn::clearLastError();
   RCN_CHECK(rcn::commCheck(comm, "rcnCommGetAsyncError"));
   RCN_ARG_CHECK(asyncError != nullptr, "rcnCommGetAsyncError: asyncError is NULL");
   *asyncError = rcnSuccess;
@@ -182,6 +194,7 @@ rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError) {
 }
 
 rcnResult_t rcnCommGetDeviceComm(rcnComm_t comm, rcnDeviceComm* dev) {
+  rcn::clearLastError();
   RCN_CHECK(rcn::commCheck(comm, "rcnCommGetDeviceComm"));
   RCN_ARG_CHECK(dev != nullptr, "rcnCommGetDeviceComm: dev is NULL");
   *dev = rcnDeviceComm{};
@@ -197,6 +210,7 @@ rcnResult_t rcnCommGetDeviceComm(rcnComm_t comm, rcnDeviceComm* dev) {
 }
 
 rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info) {
+  rcn::clearLastError();
   RCN_CHECK(rcn::commCheck(comm, "rcnCommQuery"));
   RCN_ARG_CHECK(info != nullptr, "rcnCommQuery: info is NULL");
   *info = comm->info;
@@ -204,6 +218,7 @@ rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info) {
 }
 
 rcnResult_t rcnCommCount(rcnComm_t comm, int* count) {
+  rcn::clearLastError();
   RCN_CHECK(rcn::commCheck(comm, "rcnCommCount"));
   RCN_ARG_CHECK(count != nullptr, "rcnCommCount: count is NULL");
   *count = comm->nranks;
@@ -211,6 +226,7 @@ rcnResult_t rcnCommCount(rcnComm_t comm, int* count) {
 }
 
 rcnResult_t rcnCommUserRank(rcnComm_t comm, int* rank) {
+  rcn::clearLastError();
   RCN_CHECK(rcn::commCheck(comm, "rcnCommUserRank"));
   RCN_ARG_CHECK(rank != nullptr, "rcnCommUserRank: rank is NULL");
   *rank = comm->rank;
@@ -218,6 +234,7 @@ rcnResult_t rcnCommUserRank(rcnComm_t comm, int* rank) {
 }
 
 rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device) {
+  rcn::clearLastError();
   RCN_CHECK(rcn::commCheck(comm, "rcnCommCuDevice"));
   RCN_ARG_CHECK(device != nullptr, "rcnCommCuDevice: device is NULL");
   *device = comm->cudaDev;

@@ -45,7 +45,9 @@ rcnResult_t readLaunch(const char* caller, bool noneIsError, rcn::bench::LaunchI
 
 extern "C" {
 
+// Each clears the thread's last error first, as api.cc's entry points do.
 rcnResult_t rcnGetLaunchInfo(rcnLaunchInfo* info) {
+  rcn::clearLastError();
   RCN_ARG_CHECK(info != nullptr, "rcnGetLaunchInfo: info is NULL");
   *info = rcnLaunchInfo{};
   info->localRank = -1;
@@ -59,6 +61,7 @@ rcnResult_t rcnGetLaunchInfo(rcnLaunchInfo* info) {
 }
 
 rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm) {
+  rcn::clearLastError();
   RCN_ARG_CHECK(comm != nullptr, "rcnCommInitFromLaunch: comm is NULL");
   *comm = nullptr;
   rcn::bench::LaunchInfo launch;

@@ -45,23 +45,53 @@ std::string trim(const std::string& text) {
   return b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
 }
 
+// An INT parameter's value: it parses and lies within the row's range.
+bool intValue(const ParamInfo& p, const std::string& text, int64_t* value, std::string* why) {
+  if (!parseIntText(text, value, why)) return false;
+  const std::string range = p.allowed;
+  const size_t dots = range.find("..");
+  if (dots == std::string::npos) return true;
+  int64_t lo = 0, hi = 0;
+  std::string unused;
+  parseIntText(range.substr(0, dots), &lo, &unused);
+  parseIntText(range.substr(dots + 2), &hi, &unused);
+  if (*value >= lo && *value <= hi) return true;
+  *why = "'" + trim(text) + "' is outside " + range;
+  return false;
+}
+
+// A STR parameter's value is one of the row's choices, or its default.
+bool strAllowed(const ParamInfo& p, const std::string& text, std::string* why) {
+  const std::string value = trim(text);
+  const std::string choices = p.allowed;
+  if (choices.empty() || value == p.defaultText) return true;
+  std::istringstream list(choices);
+  std::string shown;
+  for (std::string choice; std::getline(list, choice, '|');) {
+    if (value == choice) return true;
+    shown += (shown.empty() ? "" : ", ") + choice;
+  }
+  *why = "'" + value + "' is not one of " + shown;
+  return false;
+}
+
 bool validateOne(const ParamInfo& p, const std::string& text, std::string* why) {
   if (p.kind == ParamKind::INT) {
     int64_t v;
-    return parseIntText(text, &v, why);
+    return intValue(p, text, &v, why);
   }
   if (p.kind == ParamKind::BOOL) {
     bool v;
     return parseBoolText(text, &v, why);
   }
-  return true;
+  return strAllowed(p, text, why);
 }
 
 }  // namespace
 
 const std::vector<ParamInfo>& paramTable() {
   static const std::vector<ParamInfo> table = {
-#define RCN_PARAM(id, name, kind, def, doc) {ParamId::id, name, ParamKind::kind, def, doc},
+#define RCN_PARAM(id, name, kind, def, allowed, doc) {ParamId::id, name, ParamKind::kind, def, allowed, doc},
 #include "core/params.def"
 #undef RCN_PARAM
   };
@@ -125,7 +155,7 @@ int64_t paramDefaultInt(ParamId id) {
 int64_t paramInt(ParamId id) {
   int64_t value = 0;
   std::string why;
-  if (parseIntText(rawText(id), &value, &why)) return value;
+  if (intValue(info(id), rawText(id), &value, &why)) return value;
   warnOnce(id, why);
   return paramDefaultInt(id);
 }
@@ -139,6 +169,8 @@ bool paramBool(ParamId id) {
   return value;
 }
 
+// Not checked against the row's choices here: the readers of these name a
+// bad value themselves, and paramValidate refused it at creation.
 std::string paramStr(ParamId id) { return trim(rawText(id)); }
 
 rcnResult_t paramValidate() {

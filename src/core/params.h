@@ -11,7 +11,7 @@
 namespace rcn {
 
 enum class ParamId {
-#define RCN_PARAM(id, name, kind, def, doc) id,
+#define RCN_PARAM(id, name, kind, def, allowed, doc) id,
 #include "core/params.def"
 #undef RCN_PARAM
   Count
@@ -24,14 +24,16 @@ struct ParamInfo {
   const char* name;  // without the ROCENANTE_ prefix
   ParamKind kind;
   const char* defaultText;
+  const char* allowed;  // INT: a range "lo..hi"; STR: choices "a|b|c"; empty: any
   const char* doc;
 };
 
 const std::vector<ParamInfo>& paramTable();
 
 // Values come from the environment on each read (cheap; not on hot paths).
-// A malformed value is logged once and the default is used; paramValidate()
-// reports malformed values as errors at communicator creation.
+// A malformed INT, or one outside its range, is logged once and the default
+// is used; paramValidate() reports them as errors at communicator
+// creation.
 int64_t paramInt(ParamId id);
 // The table's default of an INT parameter.
 int64_t paramDefaultInt(ParamId id);
@@ -47,7 +49,8 @@ bool parseIntText(const std::string& text, int64_t* value, std::string* why);
 bool parseBoolText(const std::string& text, bool* value, std::string* why);
 
 // rcnInvalidArgument, naming the variable and the bad value, if any set
-// ROCENANTE_* variable does not parse or is not in the table.
+// ROCENANTE_* variable does not parse or is not allowed by its row. Names not in
+// the table are warned about only.
 rcnResult_t paramValidate();
 
 // A canonical "NAME=value;..." text of every parameter that must agree across

@@ -150,12 +150,12 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   path->cudaDev_ = ctx.cudaDev;
   path->kind_ = chooseKind(infos);
   path->maxBytes_ = ctx.maxBytes;
-  path->llMaxBytes_ = std::min<size_t>(ctx.maxBytes, static_cast<size_t>(std::max<int64_t>(0, paramInt(ParamId::LlMaxBytes))));
+  path->llMaxBytes_ = std::min<size_t>(ctx.maxBytes, static_cast<size_t>(paramInt(ParamId::LlMaxBytes)));
   path->maxBlocks_ = ctx.maxBlocks;
   path->threads_ = ctx.threads;
   path->timeoutMs_ = ctx.timeoutMs;
   path->launch_.programmaticLaunch = paramBool(ParamId::Pdl);
-  const size_t windowValues = static_cast<size_t>(std::max<int64_t>(0, paramInt(ParamId::DeviceWindowBytes))) / 4;
+  const size_t windowValues = static_cast<size_t>(paramInt(ParamId::DeviceWindowBytes)) / 4;
   const RegionLayout layout = regionLayout(n, ctx.maxBytes, ctx.maxBlocks, path->llMaxBytes_, false, windowValues);
 
   // 2. Verdict and region.

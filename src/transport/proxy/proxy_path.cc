@@ -109,8 +109,7 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   programmaticLaunch_ = false;
   // Checked before the collective steps, so a bad value costs no setup.
   const int64_t scrubCalls = paramInt(ParamId::ProxyScrubCalls);
-  RCN_ARG_CHECK(scrubCalls >= 4 && scrubCalls <= (int64_t(1) << 30) && (scrubCalls & (scrubCalls - 1)) == 0,
-                "ROCENANTE_PROXY_SCRUB_CALLS=%lld must be a power of two in 4..2^30",
+  RCN_ARG_CHECK((scrubCalls & (scrubCalls - 1)) == 0, "ROCENANTE_PROXY_SCRUB_CALLS=%lld must be a power of two",
                 static_cast<long long>(scrubCalls));
   args_.scrubCalls = uint32_t(scrubCalls);
   RCN_CHECK(buildWire(ctx, why));
@@ -179,7 +178,7 @@ rcnResult_t ProxyPath::buildWire(const FastPathContext& ctx, std::string* why) {
   }
   RCN_INFO(RCN_LOG_INIT, "proxy path: rank %d exchange region: %s", rank_, placement.why.c_str());
   stagedLines_ = placement.device;
-  const size_t shmLlBytes = size_t(std::max<int64_t>(0, paramInt(ParamId::ProxyLlMaxBytes)));
+  const size_t shmLlBytes = size_t(paramInt(ParamId::ProxyLlMaxBytes));
   llMaxBytes_ = stagedLines_ ? ctx.maxBytes : kind == WireKind::Shm ? std::min(ctx.maxBytes, shmLlBytes) : 0;
   layout_ = ExchangeLayout::make(ctx.nranks, ctx.maxBytes, ctx.maxBlocks, llMaxBytes_);
   if (!stagedLines_) return createWire(ctx, kind, layout_.wireLayout(), &wire_, why);
