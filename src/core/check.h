@@ -4,6 +4,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
+#include <string>
+
 #include "core/log.h"
 #include "rocenante/rocenante.h"
 
@@ -45,3 +48,10 @@
       return rcnSystemError;                                                          \
     }                                                                                 \
   } while (0)
+
+namespace rcn {
+// "what: <strerror(err)>", the reason a failed system call gives. err is
+// passed, not read here, so that nothing between the call and this can
+// change errno first.
+inline std::string errnoText(const char* what, int err) { return std::string(what) + ": " + std::strerror(err); }
+}  // namespace rcn

@@ -187,8 +187,6 @@ void setNoDelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-std::string errnoText(const char* what, int err) { return std::string(what) + ": " + strerror(err); }
-
 // Polls one fd for events until the deadline. Returns 1 ready, 0 timed out, -1 error.
 int pollOne(int fd, short events, Deadline deadline, short* revents) {
   for (;;) {

@@ -131,10 +131,10 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
   ignoreMerges_ = model.value("ignore_merges", false);
 
   // added_tokens: matched verbatim before anything else, longest first.
-  if (j.contains("added_tokens") && !j["added_tokens"].is_null() && !j["added_tokens"].is_array())
-    throw EngineError(what + ": added_tokens is not a list");
-  if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
-    for (const Json& t : j["added_tokens"]) {
+  const Json& addedTokens = j.contains("added_tokens") ? j["added_tokens"] : Json();
+  if (!addedTokens.is_null() && !addedTokens.is_array()) throw EngineError(what + ": added_tokens is not a list");
+  if (addedTokens.is_array()) {
+    for (const Json& t : addedTokens) {
       AddedToken a;
       a.content = requireString(t, "content", what + ": added_tokens");
       a.id = requireInt(t, "id", what + ": added_tokens");

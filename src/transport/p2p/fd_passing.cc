@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/check.h"
 #include "core/log.h"
 #include "transport/wire/peer_identity.h"
 
@@ -32,8 +33,6 @@ socklen_t socketName(const FdEndpoint& ep, sockaddr_un* addr) {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
 }
 
-std::string errnoText(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
 // Waits until fd is ready for `events` or the deadline passes.
 bool waitReady(int fd, short events, Deadline deadline, std::string* why) {
   for (;;) {
@@ -46,7 +45,7 @@ bool waitReady(int fd, short events, Deadline deadline, std::string* why) {
       return false;
     }
     if (errno != EINTR) {
-      *why = errnoText("poll");
+      *why = errnoText("poll", errno);
       return false;
     }
   }
@@ -70,7 +69,7 @@ bool sendFd(int sock, const FdHeader& header, int fd, Deadline deadline, std::st
     ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n == static_cast<ssize_t>(sizeof header)) return true;
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    *why = n < 0 ? errnoText("sendmsg") : "short sendmsg";
+    *why = n < 0 ? errnoText("sendmsg", errno) : "short sendmsg";
     return false;
   }
 }
@@ -88,7 +87,7 @@ bool recvFd(int sock, FdHeader* header, int* fd, Deadline deadline, std::string*
     ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n != static_cast<ssize_t>(sizeof *header)) {
-      *why = n < 0 ? errnoText("recvmsg") : "peer closed the connection";
+      *why = n < 0 ? errnoText("recvmsg", errno) : "peer closed the connection";
       return false;
     }
     break;
@@ -108,7 +107,7 @@ bool connectTo(const FdEndpoint& ep, Deadline deadline, int* sock, std::string* 
   for (;;) {
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0) {
-      *why = errnoText("socket");
+      *why = errnoText("socket", errno);
       return false;
     }
     if (connect(s, reinterpret_cast<sockaddr*>(&addr), len) == 0) {
@@ -120,7 +119,7 @@ bool connectTo(const FdEndpoint& ep, Deadline deadline, int* sock, std::string* 
     // The listener exists before the bootstrap exchange; a refusal means a full backlog.
     if ((err != ECONNREFUSED && err != EAGAIN && err != EINTR) || msUntil(deadline) == 0) {
       errno = err;
-      *why = errnoText("connect");
+      *why = errnoText("connect", errno);
       return false;
     }
     usleep(1000);
@@ -136,7 +135,7 @@ bool acceptOne(int listenFd, Deadline deadline, int* sock, std::string* why) {
       return true;
     }
     if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-      *why = errnoText("accept");
+      *why = errnoText("accept", errno);
       return false;
     }
   }
@@ -153,13 +152,13 @@ rcnResult_t FdListener::open(std::string* why) {
   endpoint_.token = randomId64();
   fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) {
-    *why = errnoText("socket");
+    *why = errnoText("socket", errno);
     return rcnSystemError;
   }
   sockaddr_un addr;
   socklen_t len = socketName(endpoint_, &addr);
   if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd_, 64) != 0) {
-    *why = errnoText("binding the descriptor-passing socket");
+    *why = errnoText("binding the descriptor-passing socket", errno);
     return rcnSystemError;
   }
   return rcnSuccess;

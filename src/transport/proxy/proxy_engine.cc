@@ -28,12 +28,15 @@ constexpr size_t kLinePieceBytes = 2048;
 bool readDoorbell(const ProxyDoorbell* bell, uint32_t call, ProxyDoorbell* out) {
   const uint64_t* words = reinterpret_cast<const uint64_t*>(bell);
   uint32_t value[kProxyDoorbellFields] = {};
-  for (int i = 0; i < kProxyDoorbellFields; ++i) {
-    if (i == kProxyDoorbellFields - 1 && value[1] != kProxyFlags) break;
+  auto readField = [&](int i) {
     const uint64_t w = __atomic_load_n(&words[i], __ATOMIC_ACQUIRE);
-    if (uint32_t(w >> 32) != call) return false;
     value[i] = uint32_t(w);
-  }
+    return uint32_t(w >> 32) == call;
+  };
+  const int signature = kProxyDoorbellFields - 1;
+  for (int i = 0; i < signature; ++i)
+    if (!readField(i)) return false;
+  if (value[1] == kProxyFlags && !readField(signature)) return false;
   *out = ProxyDoorbell{value[0], call, value[1], call, value[2], call, value[3], call, value[4], call};
   return true;
 }

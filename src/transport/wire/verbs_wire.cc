@@ -235,8 +235,6 @@ rcnResult_t VerbsWire::fail(const std::string& text) {
   return rcnRemoteError;
 }
 
-std::string errnoWhy(const char* what) { return std::string(what) + " failed: " + strerror(errno); }
-
 // Device, GID, protection domain, registered region, one CQ, one RC QP per peer.
 rcnResult_t VerbsWire::createResources(std::string* why) {
   const VerbsApi& api = verbsApi();
@@ -246,18 +244,18 @@ rcnResult_t VerbsWire::createResources(std::string* why) {
   if (gidIndex_ < 0) gidIndex_ = roce ? findRoceV2Ipv4Gid(gSysfsRoot, port_.device, port_.port, why) : 0;
   if (gidIndex_ < 0) return rcnInvalidUsage;
   if (api.queryGid(port_.context, uint8_t(port_.port), gidIndex_, &gid_) != 0) {
-    *why = errnoWhy("ibv_query_gid");
+    *why = errnoText("ibv_query_gid", errno);
     return rcnSystemError;
   }
   pd_ = api.allocPd(port_.context);
   if (!pd_) {
-    *why = errnoWhy("ibv_alloc_pd");
+    *why = errnoText("ibv_alloc_pd", errno);
     return rcnSystemError;
   }
   RCN_CHECK(registerRegion(why));
   cq_ = api.createCq(port_.context, kSendDepth * nranks_, nullptr, nullptr, 0);
   if (!cq_) {
-    *why = errnoWhy("ibv_create_cq");
+    *why = errnoText("ibv_create_cq", errno);
     return rcnSystemError;
   }
   for (int r = 0; r < nranks_; ++r) {
@@ -274,7 +272,7 @@ rcnResult_t VerbsWire::createResources(std::string* why) {
     init.cap.max_inline_data = kMaxInline;
     peers_[r].qp = api.createQp(pd_, &init);
     if (!peers_[r].qp) {
-      *why = errnoWhy("ibv_create_qp") + " (QP to rank " + std::to_string(r) + ")";
+      *why = errnoText("ibv_create_qp", errno) + " (QP to rank " + std::to_string(r) + ")";
       return rcnSystemError;
     }
   }
@@ -290,7 +288,7 @@ rcnResult_t VerbsWire::registerRegion(std::string* why) {
   if (!base_) {
     void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) {
-      *why = errnoWhy("mmap of the exchange region");
+      *why = errnoText("mmap of the exchange region", errno);
       return rcnSystemError;
     }
     base_ = static_cast<uint8_t*>(base);
@@ -309,7 +307,7 @@ rcnResult_t VerbsWire::registerRegion(std::string* why) {
     what = "ibv_reg_mr of the GPU-memory region (is nvidia-peermem loaded?)";
   }
   if (mr_) return rcnSuccess;
-  *why = errnoWhy(what);
+  *why = errnoText(what, errno);
   return rcnSystemError;
 }
 
@@ -324,7 +322,7 @@ rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, uint32
   a.port_num = uint8_t(port_.port);
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
   if (api.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-    *why = errnoWhy("ibv_modify_qp(INIT)") + " (QP to rank " + std::to_string(peer) + ")";
+    *why = errnoText("ibv_modify_qp(INIT)", errno) + " (QP to rank " + std::to_string(peer) + ")";
     return rcnSystemError;
   }
   a = ibv_qp_attr{};
@@ -345,7 +343,7 @@ rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, uint32
   }
   if (api.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
-    *why = errnoWhy("ibv_modify_qp(RTR)") + " (QP to rank " + std::to_string(peer) + ")";
+    *why = errnoText("ibv_modify_qp(RTR)", errno) + " (QP to rank " + std::to_string(peer) + ")";
     return rcnSystemError;
   }
   a = ibv_qp_attr{};
@@ -357,7 +355,7 @@ rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, uint32
   a.max_rd_atomic = 1;
   if (api.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
-    *why = errnoWhy("ibv_modify_qp(RTS)") + " (QP to rank " + std::to_string(peer) + ")";
+    *why = errnoText("ibv_modify_qp(RTS)", errno) + " (QP to rank " + std::to_string(peer) + ")";
     return rcnSystemError;
   }
   peers_[peer].remoteBase = remote.regionAddr;
