@@ -265,13 +265,16 @@ TEST_CASE("proxy in one process on one GPU: every dtype x op, unaligned, in plac
   runOneGpuBatches(options, "131072");
 }
 
-// The proxy path over shm, both ranks in this process on GPU 0, in its flags
-// protocol (its LL calls are not checked: proxy_kernel.h).
+// The proxy path over shm, both ranks in this process on GPU 0, in its LL
+// protocol (the signature half of the lines' tags), then its flags protocol.
+// Sizes on two sides of its LL limit are not checked (proxy_kernel.h).
 TEST_CASE("proxy: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[proxy][gpu]") {
   requireGpus(1);
   ScopedEnv wire("ROCENANTE_WIRE", "shm");
   P2pOptions options;
   options.create = createProxyPath;
-  options.llMaxBytes = "0";
-  checkMismatchCases(kMismatchCases, std::size(kMismatchCases), options);
+  for (const char* llMaxBytes : {"131072", "0"}) {
+    options.llMaxBytes = llMaxBytes;
+    checkMismatchCases(kMismatchCases, std::size(kMismatchCases), options);
+  }
 }

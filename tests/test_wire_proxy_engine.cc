@@ -119,11 +119,12 @@ struct FakeKernel {
     return 0;
   }
 
-  // 8 data bytes per 16-byte line, each 4 in a word with the call as its tag.
+  // 8 data bytes per 16-byte line, each 4 in a word with the line tag of
+  // the call (and of a signature, which the proxy does not read) as its tag.
   static uint64_t word(int rank, uint32_t call, size_t unit, int half) {
     uint32_t data = 0;
     for (int k = 0; k < 4; ++k) data |= uint32_t(pattern(rank, call, unit * 8 + half * 4 + k)) << (8 * k);
-    return data | uint64_t(call) << 32;
+    return data | uint64_t(proxyLineTag(call, 0x5a5a + call)) << 32;
   }
 
   int runLL(uint32_t call, size_t bytes, bool staged, bool stall) {
@@ -142,7 +143,8 @@ struct FakeKernel {
       for (size_t u = 0; u < units; ++u) {
         for (int h = 0; h < 2; ++h) {
           uint64_t w;
-          while (uint32_t((w = __atomic_load_n(&lines[2 * u + h], __ATOMIC_ACQUIRE)) >> 32) != call) {
+          while (uint32_t((w = __atomic_load_n(&lines[2 * u + h], __ATOMIC_ACQUIRE)) >> 32) !=
+                 uint32_t(word(p, call, u, h) >> 32)) {
             if (*abortFlag || std::chrono::steady_clock::now() > deadline) return 2;
             std::this_thread::yield();
           }

@@ -113,25 +113,6 @@ __device__ inline uint32_t waitForLine(const uint4* line, uint32_t tag, uint2* d
   return kOneShotOk;
 }
 
-// Two lines at once (second may be null): both loads are in flight together,
-// so a thread that owns two units waits one round trip, not two.
-template <typename GiveUp>
-__device__ inline uint32_t waitForLinePair(const uint4* first, const uint4* second, uint32_t call,
-                                           uint2* firstData, uint2* secondData, GiveUp giveUp) {
-  const uint4 done = make_uint4(0, call, 0, call);
-  uint4 a = loadLine(first), b = second ? loadLine(second) : done;
-  WaitBudget budget;
-  while (a.y != call || a.w != call || b.y != call || b.w != call) {
-    const uint32_t why = giveUp(budget);
-    if (why != kOneShotOk) return why;
-    if (a.y != call || a.w != call) a = loadLine(first);
-    if (b.y != call || b.w != call) b = loadLine(second);
-  }
-  *firstData = make_uint2(a.x, a.z);
-  *secondData = make_uint2(b.x, b.z);
-  return kOneShotOk;
-}
-
 // ---- chunk loads and stores ------------------------------------------------
 
 // A call's buffers, typed, and whether whole VecBytes vectors can be moved at

@@ -42,27 +42,33 @@ bool readDoorbell(const ProxyDoorbell* bell, uint32_t call, ProxyDoorbell* out) 
 }
 
 // How many leading bytes of `lines` (a multiple of 16, at most `bytes`)
-// already carry `call` in both tags of every line ({data, call, data, call}).
-// This scan is most of a lane's work in LL, so x86 checks a line per compare.
+// already carry this call in both tags of every line ({data, tag, data,
+// tag}). Only the tags' call half (proxyLineCall) is checked: the lines are
+// this rank's own kernel's, and the signature half is for the peers that
+// read them. This scan is most of a lane's work in LL, so x86 checks a line
+// per compare.
 size_t completeLineBytes(const uint8_t* lines, size_t bytes, uint32_t call) {
   std::atomic_signal_fence(std::memory_order_seq_cst);  // re-read memory on every scan
+  const uint32_t want = proxyLineCall(call);
   size_t done = 0;
 #if defined(__x86_64__)
   // An aligned 16-byte load reads each 8-byte half whole, which is all the
   // tags need: a half whose tag matches carries its data word.
-  const __m128i want = _mm_set1_epi32(int(call));
+  const __m128i wanted = _mm_set1_epi32(int(want));
+  const __m128i mask = _mm_set1_epi32(int(kProxyLineCallMask));
   for (; done < bytes; done += 16) {
     const __m128i line = _mm_load_si128(reinterpret_cast<const __m128i*>(lines + done));
-    const int equal = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(line, want)));
+    const __m128i calls = _mm_and_si128(line, mask);
+    const int equal = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(calls, wanted)));
     if ((equal & 0xA) != 0xA) break;
   }
 #else
   const uint64_t* words = reinterpret_cast<const uint64_t*>(lines);
-  for (; done < bytes; done += 16) {
-    if (uint32_t(__atomic_load_n(&words[done / 8], __ATOMIC_ACQUIRE) >> 32) != call ||
-        uint32_t(__atomic_load_n(&words[done / 8 + 1], __ATOMIC_ACQUIRE) >> 32) != call)
-      break;
-  }
+  auto carries = [&](size_t word) {
+    return (uint32_t(__atomic_load_n(&words[word], __ATOMIC_ACQUIRE) >> 32) & kProxyLineCallMask) == want;
+  };
+  for (; done < bytes; done += 16)
+    if (!carries(done / 8) || !carries(done / 8 + 1)) break;
 #endif
   return done;
 }

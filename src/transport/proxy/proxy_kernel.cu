@@ -61,6 +61,36 @@ __device__ inline int takePeerFlag(const ProxyKernelArgs& a, int phase, uint32_t
   return 1;
 }
 
+// Whether a tag half seen in a line was written in this very call by a peer
+// whose call differs: its call half is this call's, its signature half not.
+__device__ inline bool otherCallsTag(uint32_t seen, uint32_t tag) {
+  return seen != tag && ((seen ^ tag) & kProxyLineCallMask) == 0;
+}
+
+__device__ inline bool lineCarries(const uint4& line, uint32_t tag) { return line.y == tag && line.w == tag; }
+
+// Polls two lines at once (second may be null) until both halves of each
+// carry `tag`, so that a thread that owns two units waits one round trip,
+// not two; any other tag of this call is kOneShotMismatch.
+template <typename GiveUp>
+__device__ inline uint32_t waitForLinePair(const uint4* first, const uint4* second, uint32_t tag,
+                                           uint2* firstData, uint2* secondData, GiveUp giveUp) {
+  const uint4 done = make_uint4(0, tag, 0, tag);
+  uint4 a = loadLine(first), b = second ? loadLine(second) : done;
+  WaitBudget budget;
+  while (!lineCarries(a, tag) || !lineCarries(b, tag)) {
+    if (otherCallsTag(a.y, tag) || otherCallsTag(a.w, tag) || otherCallsTag(b.y, tag) || otherCallsTag(b.w, tag))
+      return kOneShotMismatch;
+    const uint32_t why = giveUp(budget);
+    if (why != kOneShotOk) return why;
+    if (!lineCarries(a, tag)) a = loadLine(first);
+    if (!lineCarries(b, tag)) b = loadLine(second);
+  }
+  *firstData = make_uint2(a.x, a.z);
+  *secondData = make_uint2(b.x, b.z);
+  return kOneShotOk;
+}
+
 // This block's share of `units` items (proxyBlockShare: the 32 KB LL call,
 // cut at 683 lines a block before shares were whole cache lines, measured
 // 13.3 us against 11.5 us for 48 KB).
@@ -117,16 +147,17 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
   const auto [send, recv, sendAligned, recvAligned] = callBuffers<T, 8>(a);
   const ProxyBlockRange range = blockRange((a.count * sizeof(T) + 7) / 8);
   const size_t lineOffset = range.begin * 16, lineBytes = (range.end - range.begin) * 16;
+  const uint32_t tag = proxyLineTag(call, a.signature);
 
   // 1. Ring first: the proxy starts on the lines as they land, and needs no
   // fence because each line vouches for itself.
   if (!staged && threadIdx.x == 0) ringDoorbell(a, phase, call, kProxyLL, lineOffset, lineBytes);
 
-  // 2. Each 8-byte unit, tagged twice with the call number, into our own lines.
+  // 2. Each 8-byte unit, tagged twice, into our own lines.
   uint4* own = linesOf(a, phase, me);
   for (size_t u = range.begin + threadIdx.x; u < range.end; u += blockDim.x) {
     const uint2 d = loadChunk<T, uint2>(send, u * E, a.count, sendAligned);
-    storeLine(own + u, make_uint4(d.x, call, d.y, call));
+    storeLine(own + u, make_uint4(d.x, tag, d.y, tag));
   }
   // Staged: the NIC reads the lines once the doorbell rang, so every line
   // must be visible to it (beyond the GPU) by then.
@@ -138,10 +169,10 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
     }
   }
 
-  // 3. Poll each peer's lines until they carry this call; reduce in rank
-  // order. A thread takes its units two at a time (u and u + blockDim), so
-  // both polls cross PCIe together. Stale lines carry an older call, so they
-  // need no clearing.
+  // 3. Poll each peer's lines until they carry this call's tag; reduce in
+  // rank order. A thread takes its units two at a time (u and u + blockDim),
+  // so both polls cross PCIe together. Stale lines carry an older call, so
+  // they need no clearing.
   int failed = 0;
   for (size_t u = range.begin + threadIdx.x; u < range.end; u += 2 * blockDim.x) {
     const size_t u2 = u + blockDim.x;
@@ -154,7 +185,7 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
         if (two) d2 = loadChunk<T, uint2>(send, u2 * E, a.count, sendAligned);
       } else {
         const uint4* lines = linesOf(a, phase, r);
-        const uint32_t why = waitForLinePair(lines + u, two ? lines + u2 : nullptr, call, &d, &d2,
+        const uint32_t why = waitForLinePair(lines + u, two ? lines + u2 : nullptr, tag, &d, &d2,
                                              [&](WaitBudget& b) { return waitCheck(b, a, true); });
         if (why != kOneShotOk) {
           recordError(a, why, r, call);

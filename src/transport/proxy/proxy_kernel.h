@@ -14,13 +14,17 @@
 //    only then rings, and the proxy puts them unread. For regions in device
 //    memory (GPUDirect RDMA), which the proxy's CPU cannot poll; the tags
 //    still make the receiver independent of the order the NIC's writes land.
-// Every flag holds callTag(call, signature) (kernels/one_shot.h): the
-// doorbell carries the call's signature to the proxy, so in the flags
-// protocol a peer that made another call (count, type or op) is seen by its
-// flag. The LL lines keep the bare call number (they are not cleared after
-// reading, and a stale line must read as an older call) and carry no flag:
-// a flag per block there measured slower (docs/MULTINODE.md), so LL calls
-// are not checked.
+// A peer that made another call (count, type or op) is an error in both:
+//  - every flag holds callTag(call, signature) (kernels/one_shot.h); the
+//    doorbell carries the call's signature to the proxy, which writes it;
+//  - every LL tag holds proxyLineTag(call, signature): the call in its low
+//    half, which the proxy checks, and the signature's low 16 bits in its
+//    high half, which only the reading kernel checks. Lines are not cleared
+//    after reading, so a stale line must read as an older call: a tag whose
+//    call half is this call's and whose signature half is not is a peer's
+//    different call; any other tag is stale.
+// Two ranks on two sides of ROCENANTE_PROXY_LL_MAX_BYTES wait in different
+// protocols, and end in the timeout.
 // The call number lives in device memory and the kernel advances it, so CUDA
 // graph replays stay in step; the region layout is the p2p kernel's own.
 #pragma once
@@ -36,6 +40,17 @@
 namespace rcn {
 
 enum ProxyProtocol : uint32_t { kProxyFlags = 0, kProxyLL = 1, kProxyLLStaged = 2 };
+
+// The two halves of an LL line's tag (see above). The call half keeps 15
+// bits of the call and is odd, so a scrubbed line (0) never matches; it
+// repeats every 2^15 calls, which is why lines are scrubbed at least every
+// 2^14 (ROCENANTE_PROXY_SCRUB_CALLS). Two different calls share the
+// signature half with odds of 2^-16.
+constexpr uint32_t kProxyLineCallMask = 0xFFFFu;
+__host__ __device__ inline uint32_t proxyLineCall(uint32_t call) { return ((call & 0x7FFFu) << 1) | 1u; }
+__host__ __device__ inline uint32_t proxyLineTag(uint32_t call, uint32_t signature) {
+  return proxyLineCall(call) | (signature << 16);
+}
 
 // One per (phase, block), in host-mapped memory, written by the block as two
 // 16-byte stores (and, in the flags protocol, one of 8 bytes for the
@@ -71,9 +86,9 @@ struct ProxyKernelArgs : AllReduceCallArgs {
   uint64_t timeoutNs;
   // LL lines are never cleared after reading (that would cost a second
   // write per line across PCIe); instead the last block of every call whose
-  // number is 0, 1 or 2 modulo scrubCalls (a power of two) zeroes the lines
-  // that are safe to zero then, so no line keeps a tag long enough for its
-  // call number (32 bits) to come round again.
+  // number is 0, 1 or 2 modulo scrubCalls (a power of two, at most 2^14)
+  // zeroes the lines that are safe to zero then, so no line keeps a tag long
+  // enough for its call half (15 bits) to come round again.
   uint32_t scrubCalls;
 };
 
