@@ -266,8 +266,8 @@ TEST_CASE("proxy in one process on one GPU: every dtype x op, unaligned, in plac
 }
 
 // The proxy path over shm, both ranks in this process on GPU 0, in its LL
-// protocol (the signature half of the lines' tags), then its flags protocol.
-// Sizes on two sides of its LL limit are not checked (proxy_kernel.h).
+// protocol (the signature half of the lines' tags), its flags protocol, and
+// one rank in each (each wait looks where the other protocol leaves its mark).
 TEST_CASE("proxy: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[proxy][gpu]") {
   requireGpus(1);
   ScopedEnv wire("ROCENANTE_WIRE", "shm");
@@ -277,4 +277,6 @@ TEST_CASE("proxy: ranks whose calls differ in count, type or op fail with rcnInv
     options.llMaxBytes = llMaxBytes;
     checkMismatchCases(kMismatchCases, std::size(kMismatchCases), options);
   }
+  options.llMaxBytes = "16384";
+  checkMismatchCases(kAcrossLimit, std::size(kAcrossLimit), options);
 }

@@ -35,6 +35,33 @@ __device__ inline uint4* linesOf(const ProxyKernelArgs& a, int phase, int from) 
   return reinterpret_cast<uint4*>(a.region + a.layout.llSlotOffset(phase, from, a.nranks));
 }
 
+// Whether `peer` runs the other protocol in this very call, looked at where
+// it would leave its mark. Waiting in LL: the peer's flag for block 0, which
+// holds 0 unless the peer runs flags in this call (its reader clears it).
+// Waiting for a flag: the peer's first line of this phase, whose call half
+// is this call's only if the peer runs LL in it (stale lines carry older
+// calls, and a peer cannot be two calls ahead). No healthy call sees either.
+__device__ inline bool peerUsesOtherProtocol(const ProxyKernelArgs& a, int phase, int peer, uint32_t call,
+                                             bool waitingInLL) {
+  if (waitingInLL) {
+    const uint32_t* flag = reinterpret_cast<const uint32_t*>(a.region + a.layout.flagsOffset) +
+                           RegionLayout::flagIndex(phase, peer, 0, a.nranks, a.maxBlocks);
+    return *reinterpret_cast<const volatile uint32_t*>(flag) != 0;
+  }
+  if (a.layout.llSlotBytes == 0) return false;  // no LL lines: every call uses flags
+  const uint4 line = loadLine(linesOf(a, phase, peer));
+  const uint32_t want = proxyLineCall(call);
+  return (line.y & kProxyLineCallMask) == want || (line.w & kProxyLineCallMask) == want;
+}
+
+// waitCheck, and the look above each time the budget read the clock.
+__device__ inline uint32_t waitCheckPeer(WaitBudget& budget, const ProxyKernelArgs& a, int phase, int peer,
+                                         uint32_t call, bool waitingInLL) {
+  const uint32_t why = waitCheck(budget, a, waitingInLL);
+  if (why != kOneShotOk || !budget.lookedNow()) return why;
+  return peerUsesOtherProtocol(a, phase, peer, call, waitingInLL) ? kOneShotMismatch : kOneShotOk;
+}
+
 // Thread 0 tells the proxy what this block covers (see ProxyDoorbell).
 __device__ inline void ringDoorbell(const ProxyKernelArgs& a, int phase, uint32_t call,
                                     uint32_t protocol, size_t offset, size_t bytes) {
@@ -54,7 +81,7 @@ __device__ inline int takePeerFlag(const ProxyKernelArgs& a, int phase, uint32_t
   if (peer >= a.nranks || peer == a.rank) return 0;
   uint32_t* flag = reinterpret_cast<uint32_t*>(a.region + a.layout.flagsOffset) +
                    RegionLayout::flagIndex(phase, peer, blockIdx.x, a.nranks, a.maxBlocks);
-  const auto giveUp = [&](WaitBudget& b) { return waitCheck(b, a, /*ll=*/false); };
+  const auto giveUp = [&](WaitBudget& b) { return waitCheckPeer(b, a, phase, peer, call, /*waitingInLL=*/false); };
   const uint32_t why = takeFlag(flag, callTag(call, a.signature), /*othersMismatch=*/true, giveUp);
   if (why == kOneShotOk) return 0;
   recordError(a, why, peer, call);
@@ -186,7 +213,9 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
       } else {
         const uint4* lines = linesOf(a, phase, r);
         const uint32_t why = waitForLinePair(lines + u, two ? lines + u2 : nullptr, tag, &d, &d2,
-                                             [&](WaitBudget& b) { return waitCheck(b, a, true); });
+                                             [&](WaitBudget& b) {
+                                               return waitCheckPeer(b, a, phase, r, call, /*waitingInLL=*/true);
+                                             });
         if (why != kOneShotOk) {
           recordError(a, why, r, call);
           failed = 1;
