@@ -4,7 +4,9 @@
 // gives the payload-before-flag guarantee. A receiver thread per rank applies
 // frames to the local region only after checking every offset and length
 // against it: a bad frame is this rank's error, and by closing every
-// connection it becomes every peer's error too, with no waiting.
+// connection it becomes every peer's error too, with no waiting. Before it
+// closes, a failing rank tells every peer why in an ABORT frame, so that a
+// peer blames the rank that failed first, not the one that passed it on.
 #include "transport/wire/tcp_wire.h"
 
 #include <arpa/inet.h>
@@ -22,6 +24,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -39,13 +42,15 @@ std::atomic<int> gTcpWireCorruptFrames{0};
 namespace {
 
 constexpr uint32_t kFrameMagic = 0x52434e46;  // "RCNF"
-enum FrameType : uint32_t { kFrameData = 1, kFrameFlag = 2, kFrameBye = 3 };
+enum FrameType : uint32_t { kFrameData = 1, kFrameFlag = 2, kFrameBye = 3, kFrameAbort = 4 };
+// The most text an ABORT frame carries (its sender's failure, cut short).
+constexpr size_t kAbortTextBytes = 512;
 
 struct FrameHeader {
   uint32_t magic;
   uint32_t type;
   uint64_t offset;  // DATA: byte offset in the region; FLAG: flag index
-  uint64_t length;  // DATA: payload bytes; FLAG: the value
+  uint64_t length;  // DATA: payload bytes; FLAG: the value; ABORT: text bytes
 };
 
 struct Hello {
@@ -165,6 +170,7 @@ class TcpWire final : public Wire {
       if (r == rank_ || fds_[r] < 0) continue;
       FrameHeader h{kFrameMagic, kFrameBye, 0, 0};
       iovec iov[1] = {{&h, sizeof h}};
+      std::lock_guard<std::mutex> lock(sendLocks_[r]);
       if (writeFully(fds_[r], iov, 1)) shutdown(fds_[r], SHUT_WR);
     }
     // A failure shut every connection: no more goodbyes will come.
@@ -177,16 +183,38 @@ class TcpWire final : public Wire {
   bool stopped() const override { return failure_.failed() || stopping_.load(std::memory_order_acquire); }
 
   rcnResult_t send(int peer, iovec* iov, int count) {
+    std::unique_lock<std::mutex> lock(sendLocks_[peer]);
     if (writeFully(fds_[peer], iov, count)) return rcnSuccess;
+    lock.unlock();
     if (stopping_.load(std::memory_order_acquire)) return rcnRemoteError;  // our own abort shut it: no news
     fail("tcp wire: rank " + std::to_string(rank_) + " lost its connection to rank " +
          std::to_string(peer) + " (" + strerror(errno) + ")");
     return rcnRemoteError;
   }
 
-  // The first failure also shuts the sockets, so every peer sees it.
+  // The first failure also shuts the sockets, so every peer sees it, after
+  // telling them why.
   void fail(const std::string& text) {
-    if (failure_.record(text)) abort();
+    if (!failure_.record(text)) return;
+    tellPeers(text);
+    abort();
+  }
+
+  // Best effort, and never blocking: a peer whose connection is busy with
+  // another thread's frame, or whose buffer is full, only sees the close.
+  void tellPeers(const std::string& text) {
+    const std::string cut = text.substr(0, kAbortTextBytes);
+    FrameHeader h{kFrameMagic, kFrameAbort, 0, cut.size()};
+    for (int r = 0; r < nranks_; ++r) {
+      if (r == rank_ || fds_[r] < 0) continue;
+      std::unique_lock<std::mutex> lock(sendLocks_[r], std::try_to_lock);
+      if (!lock.owns_lock()) continue;
+      iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(cut.data()), cut.size()}};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      (void)sendmsg(fds_[r], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
   }
 
   bool allPeersSaidBye() const {
@@ -206,6 +234,7 @@ class TcpWire final : public Wire {
   int listenFd_ = -1;
   SocketAddress listenAddr_;
   std::vector<int> fds_;
+  std::unique_ptr<std::mutex[]> sendLocks_;  // one writer a connection at a time: frames never interleave
   std::unique_ptr<std::atomic<bool>[]> byeFrom_;
   std::thread receiver_;
   std::atomic<bool> stopping_{false};
@@ -296,6 +325,14 @@ bool TcpWire::applyFrame(int peer) {
   } else if (h.type == kFrameBye) {
     byeFrom_[peer].store(true);
     return false;
+  } else if (h.type == kFrameAbort) {
+    std::string text(h.length <= kAbortTextBytes ? size_t(h.length) : 0, '\0');
+    if (h.length > kAbortTextBytes) bad = "abort text too long";
+    else if (!readFully(fds_[peer], text.data(), text.size())) text = "(its reason was cut off)";
+    if (bad.empty()) {
+      fail("tcp wire: rank " + std::to_string(peer) + " stopped on its own error: " + text);
+      return false;
+    }
   } else {
     bad = "unknown frame type";
   }
@@ -346,6 +383,7 @@ rcnResult_t TcpWire::setup(const FastPathContext& ctx, const WireLayout& layout,
   layout_ = layout;
   timeoutMs_ = ctx.timeoutMs ? ctx.timeoutMs : 10000;
   fds_.assign(nranks_, -1);
+  sendLocks_.reset(new std::mutex[nranks_]);
   byeFrom_.reset(new std::atomic<bool>[nranks_]);
   for (int r = 0; r < nranks_; ++r) byeFrom_[r].store(false);
   void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE,
