@@ -76,8 +76,9 @@ void makeBlocking(int fd, uint64_t timeoutMs) {
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
-// Reads exactly n bytes; false on EOF, error or the socket's receive timeout.
-bool readFully(int fd, void* data, size_t n) {
+// Reads exactly n bytes; false on EOF, error or the socket's receive
+// timeout, with *stalled set for the timeout (a sender stopped mid-frame).
+bool readFully(int fd, void* data, size_t n, bool* stalled = nullptr) {
   uint8_t* p = static_cast<uint8_t*>(data);
   while (n > 0) {
     ssize_t got = recv(fd, p, n, 0);
@@ -87,6 +88,7 @@ bool readFully(int fd, void* data, size_t n) {
     } else if (got < 0 && errno == EINTR) {
       continue;
     } else {
+      if (stalled) *stalled = got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
       return false;
     }
   }
@@ -313,12 +315,15 @@ bool TcpWire::applyFrame(int peer) {
     return false;
   }
   std::string bad;
+  bool stalled = false;
   if (h.magic != kFrameMagic) {
     bad = "bad magic";
   } else if (h.type == kFrameData) {
     size_t limit = layout_.regionBytes;
     if (h.offset > limit || h.length > limit - h.offset) bad = "data outside the region";
-    else if (h.length && !readFully(fds_[peer], base_ + h.offset, h.length)) bad = "truncated payload";
+    else if (h.length && !readFully(fds_[peer], base_ + h.offset, h.length, &stalled))
+      bad = stalled ? "payload stalled for " + std::to_string(timeoutMs_) + " ms: the sender stopped mid-frame"
+                    : "truncated payload";
   } else if (h.type == kFrameFlag) {
     if (h.offset >= layout_.flagCount || h.length > UINT32_MAX) bad = "flag index out of range";
     else __atomic_store_n(&flags()[h.offset], uint32_t(h.length), __ATOMIC_RELEASE);
