@@ -186,6 +186,28 @@ TEST_CASE("the split pattern comes from the file") {
   CHECK(hf::BpeTokenizer(gptPath).encode("12345", false) == Ids{25, 26, 24});
 }
 
+// The longest added token that starts at a position wins, whatever the
+// file's order; a prefix of one that does not follow in full is plain text.
+TEST_CASE("added tokens that share a prefix: the longest match wins") {
+  TempDir dir;
+  Json j = tokenizerJson(Style::Llama3);
+  j["added_tokens"] = {{{"id", kEndOfText}, {"content", "<|e"}, {"special", true}},
+                       {{"id", kBegin}, {"content", "<|ehello|>"}, {"special", true}},
+                       {{"id", 35}, {"content", "<|eh"}, {"special", false}},
+                       {{"id", 36}, {"content", "<|eh"}, {"special", false}}};  // content twice: the first
+  const std::string path = writeJson(dir.path, j);
+  requirePcre2(path);
+  const hf::BpeTokenizer tok(path);
+  CHECK(tok.encode("<|ehello|>", false) == Ids{kBegin});
+  CHECK(tok.encode("<|ehello", false) == Ids{35, 1, 9, 3});
+  CHECK(tok.encode("<|eworld", false) == Ids{kEndOfText, 4, 14, 16});
+  CHECK(tok.encode("hello<|e", false) == Ids{12, kEndOfText});
+  // Many near-misses of the longest one, as a prompt could hold.
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "<|ehell";
+  CHECK(tok.encode(text, false).size() == 60000);
+}
+
 TEST_CASE("added tokens, special tokens and the post-processor") {
   TempDir dir;
   const std::string path = writeJson(dir.path, tokenizerJson(Style::Llama3));

@@ -130,7 +130,8 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
   }
   ignoreMerges_ = model.value("ignore_merges", false);
 
-  // added_tokens: matched verbatim before anything else, longest first.
+  // added_tokens: matched verbatim before anything else, the longest that
+  // starts at a position first.
   const Json& addedTokens = j.contains("added_tokens") ? j["added_tokens"] : Json();
   if (!addedTokens.is_null() && !addedTokens.is_array()) throw EngineError(what + ": added_tokens is not a list");
   if (addedTokens.is_array()) {
@@ -148,13 +149,12 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
       added_.push_back(a);
     }
   }
-  std::stable_sort(added_.begin(), added_.end(),
-                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
   special_.assign(pieces_.size(), false);
   addedId_.assign(pieces_.size(), false);
-  for (const AddedToken& a : added_) {
+  for (size_t k = 0; k < added_.size(); ++k) {
+    const AddedToken& a = added_[k];
     special_[a.id] = a.special, addedId_[a.id] = true;
-    startsAdded_[uint8_t(a.content[0])] = true;
+    addedTrie_.add(a.content, int(k));
   }
 
   // normalizer: none, or NFC (which we take the input to be in already).
@@ -254,13 +254,8 @@ std::vector<int> BpeTokenizer::encode(const std::string& text, bool addSpecial) 
   // Cut the added tokens out first; the text between them is encoded normally.
   std::string pending;
   for (size_t i = 0; i < text.size();) {
-    const AddedToken* hit = nullptr;
-    if (startsAdded_[uint8_t(text[i])])  // most bytes start none: skip the scan
-      for (const AddedToken& a : added_)
-        if (text.compare(i, a.content.size(), a.content) == 0) {
-          hit = &a;
-          break;
-        }
+    const int found = addedTrie_.longestAt(text, i);
+    const AddedToken* hit = found < 0 ? nullptr : &added_[size_t(found)];
     if (!hit) {
       pending += text[i++];
       continue;

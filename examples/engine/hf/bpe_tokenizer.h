@@ -8,11 +8,11 @@
 // rejected; NFC is accepted but not applied (input is taken as already NFC).
 #pragma once
 
-#include <array>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "added_trie.h"
 #include "pretokenizer.h"
 
 namespace engine::hf {
@@ -53,8 +53,8 @@ class BpeTokenizer {
   std::vector<std::string> pieces_;              // id -> vocabulary string (alphabet-spelled)
   std::unordered_map<std::string, int> ids_;     // vocabulary string -> id
   std::unordered_map<std::string, int> ranks_;   // left + '\0' + right -> merge rank
-  std::vector<AddedToken> added_;                // longest content first
-  std::array<bool, 256> startsAdded_{};          // byte -> some added token starts with it
+  std::vector<AddedToken> added_;                // in the file's order
+  AddedTrie addedTrie_;                          // content -> index in added_
   std::vector<bool> addedId_;                   // id -> an added token (decoded verbatim)
   std::vector<bool> special_;                    // id -> a special added token
   std::vector<RegexSplitter> splitters_;         // applied in order
