@@ -283,7 +283,7 @@ TEST_CASE("malformed or unsupported tokenizer.json files are named") {
   // What fuzzing found decoding or encoding silently wrong, or overflowing the stack:
   // template ids read unchecked (2^33 + 3 as 3, 3.7 as 3, true as 1),
   j = tokenizerJson(Style::Llama3);
-  for (Json bad : {Json(8589934595ull), Json(3.7), Json(true), Json(-5)}) {
+  for (Json bad : {Json(8589934595ull), Json(3.7), Json(true), Json(-5), Json(1 << 22)}) {
     j["post_processor"]["processors"][1]["special_tokens"]["<|begin|>"]["ids"][0] = bad;
     CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("<|begin|>'s id is not a token id"));
   }

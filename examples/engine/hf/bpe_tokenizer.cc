@@ -49,9 +49,10 @@ std::pair<std::string, std::string> parseMerge(const Json& m, const std::string&
   throw EngineError(where + " is neither \"a b\" nor [\"a\", \"b\"]");
 }
 
-// Ids index arrays as large as the largest: no real vocabulary comes near
-// 2^24 (262144 is among the largest), so a larger id is a broken file.
-constexpr long long kMaxTokenId = 1 << 24;
+// Ids index arrays as large as the largest (about 40 bytes an id): no real
+// vocabulary comes near 2^22 (262144 is among the largest), so a larger id is
+// a broken file, refused before it costs 170 MB or more.
+constexpr long long kMaxTokenId = 1 << 22;
 
 // v as a token id, or an error naming where it stands: an unchecked read
 // would take 2^33 + 3 as 3, 3.7 as 3 and true as 1.
