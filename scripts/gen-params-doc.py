@@ -16,15 +16,15 @@ lines = [
     "This page is generated from it by `scripts/gen-params-doc.py`.",
     "Integers are decimal (hexadecimal after 0x) with an optional K, M or G suffix (powers of 1024); booleans accept 0/1, true/false, yes/no, on/off.",
     "A malformed value, or one outside the row's allowed values (an integer's range, both ends",
-    "included; a string's choices, besides its default), is an error at communicator creation",
-    "that names the variable; an unknown `ROCENANTE_*` name is logged as a warning (a likely typo).",
+    "included; a string's choices), is an error at communicator creation that names the variable;",
+    "an unknown `ROCENANTE_*` name is logged as a warning (a likely typo).",
     "",
     "| variable | kind | default | allowed | meaning |",
     "|---|---|---|---|---|",
 ]
 for _id, name, kind, default, allowed, doc in rows:
     shown = f"`{default}`" if default else "(empty)"
-    values = f"`{allowed.replace('|', ', ')}`" if allowed else "any"
+    values = f"`{allowed.replace('|', ', ')}`" if allowed else "0 or 1" if kind == "BOOL" else "any"
     lines.append(f"| `ROCENANTE_{name}` | {kind.lower()} | {shown} | {values} | {doc.replace('|', '/')} |")
 lines.append("")
 (root / "docs/PARAMS.md").write_text("\n".join(lines))

@@ -36,8 +36,12 @@ TEST_CASE("each call clears the last error first") {
   CHECK(rcnGetVersion(&version) == rcnSuccess);
   CHECK(lastError().empty());
   CHECK(rcnGetLaunchInfo(nullptr) == rcnInvalidArgument);
-  CHECK(rcnCommCount(nullptr, nullptr) != rcnSuccess);
+  CHECK(rcnCommUserRank(nullptr, nullptr) != rcnSuccess);
   CHECK(lastError().find("rcnGetLaunchInfo") == std::string::npos);
+  CHECK(rcnGetUniqueId(nullptr) == rcnInvalidArgument);
+  rcnUniqueId id;
+  CHECK(rcnGetUniqueId(&id) == rcnSuccess);
+  CHECK(lastError().empty());
 }
 
 TEST_CASE("init rejects bad ranks and null handles") {

@@ -206,6 +206,8 @@ TEST_CASE("added tokens that share a prefix: the longest match wins") {
   std::string text;
   for (int i = 0; i < 20000; ++i) text += "<|ehell";
   CHECK(tok.encode(text, false).size() == 60000);
+  j["added_tokens"][0]["content"] = std::string(1025, 'x');
+  CHECK_THAT(errorOf(writeJson(dir.path, j)), ContainsSubstring("1 to 1024 bytes of content"));
 }
 
 TEST_CASE("added tokens, special tokens and the post-processor") {

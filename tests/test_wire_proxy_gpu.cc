@@ -314,7 +314,7 @@ TEST_CASE("proxy path over the cuda wire (GPU-memory regions, staged LL): every 
 }
 
 // The LL lines are zeroed every ROCENANTE_PROXY_SCRUB_CALLS calls (default
-// 2^20); every 4 calls here, so scrubbing a line still in use would show as
+// 2^14); every 4 calls here, so scrubbing a line still in use would show as
 // a wrong result or a timeout.
 TEST_CASE("proxy path with its LL lines scrubbed every 4 calls, host and GPU memory", "[gpu][proxy][scrub]") {
   ScopedEnv scrub("ROCENANTE_PROXY_SCRUB_CALLS", "4");

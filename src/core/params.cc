@@ -60,11 +60,12 @@ bool intValue(const ParamInfo& p, const std::string& text, int64_t* value, std::
   return false;
 }
 
-// A STR parameter's value is one of the row's choices, or its default.
+// A STR parameter's value is one of the row's choices, or empty (its reader
+// takes that as the default, or refuses it by name).
 bool strAllowed(const ParamInfo& p, const std::string& text, std::string* why) {
   const std::string value = trim(text);
   const std::string choices = p.allowed;
-  if (choices.empty() || value == p.defaultText) return true;
+  if (choices.empty() || value.empty()) return true;
   std::istringstream list(choices);
   std::string shown;
   for (std::string choice; std::getline(list, choice, '|');) {

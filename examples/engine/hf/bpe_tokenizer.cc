@@ -54,6 +54,10 @@ std::pair<std::string, std::string> parseMerge(const Json& m, const std::string&
 // a broken file, refused before it costs 170 MB or more.
 constexpr long long kMaxTokenId = 1 << 22;
 
+// Added tokens are markers a few dozen bytes long; each byte of one costs a
+// node of the added-token trie (about 100 bytes), so a longer one is refused.
+constexpr size_t kMaxAddedTokenBytes = 1024;
+
 // v as a token id, or an error naming where it stands: an unchecked read
 // would take 2^33 + 3 as 3, 3.7 as 3 and true as 1.
 int checkedTokenId(const Json& v, const std::string& where) {
@@ -141,9 +145,10 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
       a.content = requireString(t, "content", what + ": added_tokens");
       a.id = requireInt(t, "id", what + ": added_tokens");
       a.special = t.value("special", false);
-      if (a.content.empty() || a.id < 0 || a.id >= kMaxTokenId)
-        throw EngineError(what + ": added token " + t.dump() + " is invalid (an id from 0 to " +
-                          std::to_string(kMaxTokenId - 1) + " and some content)");
+      if (a.content.empty() || a.content.size() > kMaxAddedTokenBytes || a.id < 0 || a.id >= kMaxTokenId)
+        throw EngineError(what + ": added token " + t.dump().substr(0, 200) + " is invalid (an id from 0 to " +
+                          std::to_string(kMaxTokenId - 1) + " and 1 to " + std::to_string(kMaxAddedTokenBytes) +
+                          " bytes of content)");
       if (a.id >= int(pieces_.size())) pieces_.resize(a.id + 1);
       pieces_[a.id] = a.content;
       ids_[a.content] = a.id;

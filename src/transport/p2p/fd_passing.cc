@@ -118,8 +118,7 @@ bool connectTo(const FdEndpoint& ep, Deadline deadline, int* sock, std::string* 
     close(s);
     // The listener exists before the bootstrap exchange; a refusal means a full backlog.
     if ((err != ECONNREFUSED && err != EAGAIN && err != EINTR) || msUntil(deadline) == 0) {
-      errno = err;
-      *why = errnoText("connect", errno);
+      *why = errnoText("connect", err);
       return false;
     }
     usleep(1000);

@@ -54,11 +54,14 @@ __device__ inline bool peerUsesOtherProtocol(const ProxyKernelArgs& a, int phase
   return (line.y & kProxyLineCallMask) == want || (line.w & kProxyLineCallMask) == want;
 }
 
-// waitCheck, and the look above each time the budget read the clock.
+// waitCheck, and the look above each time the budget read the clock; in LL,
+// where every thread polls, by one lane of each warp that waits together
+// (the flag is host memory, as the abort flag is).
 __device__ inline uint32_t waitCheckPeer(WaitBudget& budget, const ProxyKernelArgs& a, int phase, int peer,
                                          uint32_t call, bool waitingInLL) {
   const uint32_t why = waitCheck(budget, a, waitingInLL);
   if (why != kOneShotOk || !budget.lookedNow()) return why;
+  if (waitingInLL && (threadIdx.x & 31) != static_cast<unsigned>(__ffs(__activemask()) - 1)) return kOneShotOk;
   return peerUsesOtherProtocol(a, phase, peer, call, waitingInLL) ? kOneShotMismatch : kOneShotOk;
 }
 

@@ -45,7 +45,8 @@ enum ProxyProtocol : uint32_t { kProxyFlags = 0, kProxyLL = 1, kProxyLLStaged = 
 // The two halves of an LL line's tag (see above). The call half keeps 15
 // bits of the call and is odd, so a scrubbed line (0) never matches; it
 // repeats every 2^15 calls, which is why lines are scrubbed at least every
-// 2^14 (ROCENANTE_PROXY_SCRUB_CALLS). Two different calls share the
+// 2^14 (ROCENANTE_PROXY_SCRUB_CALLS): a line then lives at most 2^15 - 2
+// calls, at the 2^32 wrap, whose skipped calls 0 and 1 skip two scrubs. Two different calls share the
 // signature half with odds of 2^-16.
 constexpr uint32_t kProxyLineCallMask = 0xFFFFu;
 __host__ __device__ inline uint32_t proxyLineCall(uint32_t call) { return ((call & 0x7FFFu) << 1) | 1u; }

@@ -43,8 +43,11 @@ namespace {
 
 constexpr uint32_t kFrameMagic = 0x52434e46;  // "RCNF"
 enum FrameType : uint32_t { kFrameData = 1, kFrameFlag = 2, kFrameBye = 3, kFrameAbort = 4 };
-// The most text an ABORT frame carries (its sender's failure, cut short).
+// The most text an ABORT frame carries (its sender's failure, cut short),
+// and how long a failing rank waits for another thread's frame to finish
+// before it gives up telling that peer why.
 constexpr size_t kAbortTextBytes = 512;
+constexpr int kAbortLockMs = 20;
 
 struct FrameHeader {
   uint32_t magic;
@@ -172,7 +175,7 @@ class TcpWire final : public Wire {
       if (r == rank_ || fds_[r] < 0) continue;
       FrameHeader h{kFrameMagic, kFrameBye, 0, 0};
       iovec iov[1] = {{&h, sizeof h}};
-      std::lock_guard<std::mutex> lock(sendLocks_[r]);
+      std::lock_guard<std::timed_mutex> lock(sendLocks_[r]);
       if (writeFully(fds_[r], iov, 1)) shutdown(fds_[r], SHUT_WR);
     }
     // A failure shut every connection: no more goodbyes will come.
@@ -185,12 +188,13 @@ class TcpWire final : public Wire {
   bool stopped() const override { return failure_.failed() || stopping_.load(std::memory_order_acquire); }
 
   rcnResult_t send(int peer, iovec* iov, int count) {
-    std::unique_lock<std::mutex> lock(sendLocks_[peer]);
+    std::unique_lock<std::timed_mutex> lock(sendLocks_[peer]);
     if (writeFully(fds_[peer], iov, count)) return rcnSuccess;
+    const int err = errno;
     lock.unlock();
     if (stopping_.load(std::memory_order_acquire)) return rcnRemoteError;  // our own abort shut it: no news
     fail("tcp wire: rank " + std::to_string(rank_) + " lost its connection to rank " +
-         std::to_string(peer) + " (" + strerror(errno) + ")");
+         std::to_string(peer) + " (" + strerror(err) + ")");
     return rcnRemoteError;
   }
 
@@ -202,20 +206,23 @@ class TcpWire final : public Wire {
     abort();
   }
 
-  // Best effort, and never blocking: a peer whose connection is busy with
-  // another thread's frame, or whose buffer is full, only sees the close.
+  // Best effort, and never blocking for long: a peer whose connection
+  // another thread keeps busy past kAbortLockMs, or whose buffer is full,
+  // only sees the close. A connection the frame went out on only in part is
+  // shut before its lock is let go, so no later frame follows the piece.
   void tellPeers(const std::string& text) {
     const std::string cut = text.substr(0, kAbortTextBytes);
     FrameHeader h{kFrameMagic, kFrameAbort, 0, cut.size()};
     for (int r = 0; r < nranks_; ++r) {
       if (r == rank_ || fds_[r] < 0) continue;
-      std::unique_lock<std::mutex> lock(sendLocks_[r], std::try_to_lock);
+      std::unique_lock<std::timed_mutex> lock(sendLocks_[r], std::chrono::milliseconds(kAbortLockMs));
       if (!lock.owns_lock()) continue;
       iovec iov[2] = {{&h, sizeof h}, {const_cast<char*>(cut.data()), cut.size()}};
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = 2;
-      (void)sendmsg(fds_[r], &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sendmsg(fds_[r], &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != ssize_t(sizeof h + cut.size()))
+        shutdown(fds_[r], SHUT_RDWR);
     }
   }
 
@@ -236,7 +243,7 @@ class TcpWire final : public Wire {
   int listenFd_ = -1;
   SocketAddress listenAddr_;
   std::vector<int> fds_;
-  std::unique_ptr<std::mutex[]> sendLocks_;  // one writer a connection at a time: frames never interleave
+  std::unique_ptr<std::timed_mutex[]> sendLocks_;  // one writer a connection at a time: frames never interleave
   std::unique_ptr<std::atomic<bool>[]> byeFrom_;
   std::thread receiver_;
   std::atomic<bool> stopping_{false};
@@ -335,7 +342,7 @@ bool TcpWire::applyFrame(int peer) {
     if (h.length > kAbortTextBytes) bad = "abort text too long";
     else if (!readFully(fds_[peer], text.data(), text.size())) text = "(its reason was cut off)";
     if (bad.empty()) {
-      fail("tcp wire: rank " + std::to_string(peer) + " stopped on its own error: " + text);
+      fail("tcp wire: rank " + std::to_string(peer) + " failed: " + text);
       return false;
     }
   } else {
@@ -388,7 +395,7 @@ rcnResult_t TcpWire::setup(const FastPathContext& ctx, const WireLayout& layout,
   layout_ = layout;
   timeoutMs_ = ctx.timeoutMs ? ctx.timeoutMs : 10000;
   fds_.assign(nranks_, -1);
-  sendLocks_.reset(new std::mutex[nranks_]);
+  sendLocks_.reset(new std::timed_mutex[nranks_]);
   byeFrom_.reset(new std::atomic<bool>[nranks_]);
   for (int r = 0; r < nranks_; ++r) byeFrom_[r].store(false);
   void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE,
