@@ -280,3 +280,48 @@ TEST_CASE("proxy: ranks whose calls differ in count, type or op fail with rcnInv
   options.llMaxBytes = "16384";
   checkMismatchCases(kAcrossLimit, std::size(kAcrossLimit), options);
 }
+
+// The proxy path's LL tags keep 15 bits of the call (proxy_kernel.h), so a
+// line left unwritten for 2^15 calls would read as current but for the
+// scrub. A large LL call, then 32750 small ones (whose lines stay below the
+// large one's), then the large call again exactly 2^15 call numbers later,
+// with the call numbers crossing the 2^32 wrap (which skips 0 and 1, and two
+// scrubs with them) in between: every result is checked.
+TEST_CASE("proxy in one process on one GPU: LL lines 2^15 calls old, across the 2^32 wrap", "[proxy][gpu]") {
+  requireGpus(1);
+  ScopedEnv wire("ROCENANTE_WIRE", "shm");
+  ScopedEnv first("ROCENANTE_PROXY_FIRST_CALL", std::to_string((1ull << 32) - 10000).c_str());
+  P2pOptions options;
+  options.create = createProxyPath;
+  options.oneGpu = true;
+  options.maxBytes = kMaxBytes;
+  options.llMaxBytes = "131072";
+  std::vector<std::unique_ptr<FastPath>> paths;
+  std::string why;
+  if (!buildP2pPathsInProcess(kRanks, options, &paths, &why)) FAIL(why);
+  std::vector<LocalRank> locals(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    locals[r].rank = r;
+    locals[r].device = 0;
+    locals[r].comms = {pathFn(paths[r].get())};
+  }
+  BatchRunner runner(kRanks, kMaxBytes, locals, identity());
+  if (!runner.setUp(&why)) FAIL(why);
+  Call large, small;
+  large.count = 16384;  // 64 KB of floats: 8192 lines
+  small.count = 64;
+  std::vector<Call> first16(BatchRunner::kMaxCalls, small), middle(BatchRunner::kMaxCalls, small),
+      last16(BatchRunner::kMaxCalls, small);
+  first16[0] = large;
+  // 16 + 2046 x 16 + 14 calls apart, plus the two numbers the wrap skips: 2^15.
+  last16[14] = large;
+  if (!runner.run(first16, 1, true, 1, &why)) FAIL(why);
+  if (!runner.run(middle, 2, true, 2046, &why)) FAIL(why);
+  if (!runner.run(last16, 3, true, 1, &why)) FAIL(why);
+  for (int r = 0; r < kRanks; ++r) {
+    std::string err;
+    const rcnResult_t res = paths[r]->asyncError(&err);
+    INFO("rank " << r << ": " << err);
+    CHECK(res == rcnSuccess);
+  }
+}

@@ -207,7 +207,8 @@ std::string paramAgreementText() {
                                    ParamId::Transport, ParamId::Wire, ParamId::Gdr, ParamId::Backend,
                                    ParamId::MaxBlocks, ParamId::Threads, ParamId::SelfTest,
                                    ParamId::Policy, ParamId::LlMaxBytes,
-                                   ParamId::ProxyLlMaxBytes, ParamId::ProxyThreads, ParamId::DeviceWindowBytes};
+                                   ParamId::ProxyLlMaxBytes, ParamId::ProxyThreads, ParamId::DeviceWindowBytes,
+                                   ParamId::ProxyFirstCall};
   std::ostringstream text;
   for (ParamId id : agreed) text << info(id).name << '=' << rawText(id) << ';';
   return text.str();

@@ -84,7 +84,8 @@ inline void cpuRelax() {
 }  // namespace
 
 ProxyEngine::ProxyEngine(Wire* wire, const ExchangeLayout& layout, int rank, ProxyDoorbell* doorbells,
-                         volatile uint32_t* abortFlag, int64_t spinUs, int lanes, uint64_t timeoutMs)
+                         volatile uint32_t* abortFlag, int64_t spinUs, int lanes, uint64_t timeoutMs,
+                         uint32_t firstCall)
     : wire_(wire), layout_(layout), rank_(rank), doorbells_(doorbells), abortFlag_(abortFlag),
       spinUs_(spinUs), timeoutMs_(timeoutMs) {
   lanes = wire->concurrentPuts() ? std::max(1, std::min(lanes, layout.blocks)) : 1;
@@ -92,6 +93,8 @@ ProxyEngine::ProxyEngine(Wire* wire, const ExchangeLayout& layout, int rank, Pro
     lanes_.push_back(std::make_unique<Lane>());
     lanes_.back()->index = i;
     lanes_.back()->served.assign(layout.blocks, 0);
+    lanes_.back()->call = firstCall;
+    lanes_.back()->lastDone.store(firstCall - 1);  // the kernel's epoch before its first call
   }
 }
 

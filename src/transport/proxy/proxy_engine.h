@@ -32,9 +32,11 @@ namespace rcn {
 class ProxyEngine {
  public:
   // doorbells and abortFlag are host pointers to host-mapped memory;
-  // timeoutMs bounds the wait for the kernel's own LL lines.
+  // timeoutMs bounds the wait for the kernel's own LL lines; firstCall is
+  // the kernel's first call number (1 unless a test starts near the wrap).
   ProxyEngine(Wire* wire, const ExchangeLayout& layout, int rank, ProxyDoorbell* doorbells,
-              volatile uint32_t* abortFlag, int64_t spinUs, int lanes, uint64_t timeoutMs);
+              volatile uint32_t* abortFlag, int64_t spinUs, int lanes, uint64_t timeoutMs,
+              uint32_t firstCall = 1);
   ~ProxyEngine();
 
   void start();

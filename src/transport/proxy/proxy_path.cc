@@ -121,6 +121,13 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   RCN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(ProxyState)));
   // Waited for: calls run on the caller's stream, which does not wait for this one.
   RCN_CHECK(zeroDeviceMemory(state_, sizeof(ProxyState)));
+  // A testing aid: the first call numbered firstCall, so a test crosses the wrap.
+  const uint32_t firstCall = uint32_t(paramInt(ParamId::ProxyFirstCall));
+  if (firstCall != 1) {
+    ProxyState start{};
+    start.epoch = firstCall - 1;
+    RCN_CUDA_CHECK(cudaMemcpy(state_, &start, sizeof start, cudaMemcpyHostToDevice));
+  }
   RCN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(ProxyHostShared),
                                cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host_, 0, sizeof *host_);
@@ -147,7 +154,7 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
 
   engine_ = std::make_unique<ProxyEngine>(wire_.get(), layout_, rank_, doorbells_, &host_->abort,
                                           paramInt(ParamId::ProxySpinUs),
-                                          int(paramInt(ParamId::ProxyThreads)), timeoutMs_);
+                                          int(paramInt(ParamId::ProxyThreads)), timeoutMs_, firstCall);
   engine_->start();
   // On wires where lanes copy in parallel, a call's blocks are served one
   // per lane at once: more blocks than lanes only queue up behind each other
