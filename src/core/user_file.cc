@@ -8,17 +8,15 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/check.h"
+
 namespace rcn {
 namespace {
-
-// "path: reason" for the errno of the call that just failed (read first: a
-// string built around it could allocate and change errno).
-std::string failure(const std::string& path, int err) { return path + ": " + std::strerror(err); }
 
 // Why the open descriptor fd of path is no configuration file to read; "" if it is one.
 std::string unusable(int fd, const std::string& path) {
   struct stat st;
-  if (fstat(fd, &st) != 0) return failure(path, errno);
+  if (fstat(fd, &st) != 0) return errnoText(path.c_str(), errno);
   if (!S_ISREG(st.st_mode)) return path + ": not a regular file";
   if (size_t(st.st_size) > kMaxConfigFileBytes)
     return path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
@@ -34,7 +32,7 @@ std::string readAll(int fd, const std::string& path, std::string* contents) {
     const ssize_t n = read(fd, buffer, sizeof buffer);
     if (n == 0) return "";
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return failure(path, errno);
+    if (n < 0) return errnoText(path.c_str(), errno);
     contents->append(buffer, size_t(n));
     if (contents->size() > kMaxConfigFileBytes) return path + ": grew past the size limit while being read";
   }
@@ -47,7 +45,7 @@ bool readConfigFile(const std::string& path, std::string* text, std::string* why
   // is comes from the descriptor itself, not from a path that could change.
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    *why = failure(path, errno);
+    *why = errnoText(path.c_str(), errno);
     return false;
   }
   std::string contents;
@@ -67,13 +65,13 @@ FILE* openOutputFile(const std::string& path, bool append, std::string* why) {
       open(path.c_str(), O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0666);
   if (fd < 0) {
     const int err = errno;
-    *why = err == ENXIO ? path + ": a FIFO with no reader" : failure(path, err);
+    *why = err == ENXIO ? path + ": a FIFO with no reader" : errnoText(path.c_str(), err);
     return nullptr;
   }
   const int flags = fcntl(fd, F_GETFL);
   FILE* f = flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 ? fdopen(fd, append ? "a" : "w") : nullptr;
   if (!f) {
-    *why = failure(path, errno);
+    *why = errnoText(path.c_str(), errno);
     close(fd);
   }
   return f;
@@ -88,7 +86,7 @@ bool writeOutputFile(const std::string& path, const std::string& text, std::stri
   const bool closed = std::fclose(f) == 0;  // a full disk may show only here
   const int closeErrno = errno;
   if (written && closed) return true;
-  *why = failure(path, written ? closeErrno : writeErrno);
+  *why = errnoText(path.c_str(), written ? closeErrno : writeErrno);
   return false;
 }
 
