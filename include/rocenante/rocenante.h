@@ -156,10 +156,11 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
  * peer's call different records rcnInvalidUsage (rcnCommGetAsyncError names
  * the peer), leaves recvbuff as it was, and the communicator stops, also
  * where the sizes fall on two sides of ROCENANTE_LL_MAX_BYTES (the ranks then
- * use different protocols). The proxy (RDMA) path checks it in its flags
- * protocol only; its LL calls (up to ROCENANTE_PROXY_LL_MAX_BYTES on shm,
- * every call with GPU-memory regions) and, like NCCL, calls NCCL takes do
- * not check. Sizes on two sides of the threshold that sends a call to NCCL
+ * use different protocols). The proxy (RDMA) path checks it the same way,
+ * in both protocols and across ROCENANTE_PROXY_LL_MAX_BYTES (its LL lines
+ * carry 16 bits of the signature, so two different LL calls go unnoticed
+ * with odds of 2^-16). Like NCCL, calls NCCL takes do not check. Sizes on
+ * two sides of the threshold that sends a call to NCCL
  * are worse: the fast-path rank times out, while its peer's NCCL call may
  * hang or pair with a later NCCL call (abort the communicator).
  * On the host backend (no GPU) the buffers are host memory and the call
