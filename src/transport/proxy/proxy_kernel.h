@@ -24,8 +24,9 @@
 //    call half is this call's and whose signature half is not is a peer's
 //    different call; any other tag is stale.
 // Two ranks on two sides of ROCENANTE_PROXY_LL_MAX_BYTES wait in different
-// protocols: every 64 spins each wait also looks where the other protocol
-// would leave the peer's mark (proxy_kernel.cu), as the p2p kernel does.
+// protocols: each wait also looks, now and then (a flag wait every 64 spins,
+// an LL wait every 4096), where the other protocol would leave the peer's
+// mark (proxy_kernel.cu), as the p2p kernel does.
 // The call number lives in device memory and the kernel advances it, so CUDA
 // graph replays stay in step; the region layout is the p2p kernel's own.
 #pragma once
