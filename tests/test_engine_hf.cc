@@ -446,11 +446,37 @@ TEST_CASE("truncated and corrupt safetensors files give errors naming file and t
   }
 }
 
+// A handler the process installed to run once (SA_RESETHAND): the first
+// SIGBUS runs it, the second ends the process, read guard or not.
+volatile sig_atomic_t gOnceHandlerRuns = 0;
+void onceHandler(int) { gOnceHandlerRuns = gOnceHandlerRuns + 1; }
+
 // The read guard's handler must not change what a SIGBUS that a process
-// sends does: it ends the process by default, and does nothing where the
-// process ignores SIGBUS. Each case runs in a child, after a guarded read
-// installed the handler.
+// sends does: it ends the process by default, does nothing where the
+// process ignores SIGBUS, and runs a handler installed to run once just
+// once. Each case runs in a child, after a guarded read installed the handler.
 TEST_CASE("a SIGBUS sent by a process does what it did without the read guard") {
+  {
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      struct sigaction once = {};
+      once.sa_handler = onceHandler;
+      once.sa_flags = SA_RESETHAND;
+      sigemptyset(&once.sa_mask);
+      sigaction(SIGBUS, &once, nullptr);
+      char byte = 0;
+      if (!hf::readMapped(&byte, 1, [&] { byte = 1; })) _exit(3);
+      kill(getpid(), SIGBUS);
+      if (gOnceHandlerRuns != 1) _exit(4);
+      kill(getpid(), SIGBUS);
+      _exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    INFO("once-handler child: exited " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+    CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS));
+  }
   for (bool ignored : {false, true}) {
     INFO((ignored ? "SIGBUS ignored" : "SIGBUS default"));
     const pid_t child = fork();

@@ -26,14 +26,20 @@ std::once_flag installed;
 bool isFault(const siginfo_t* info) { return info->si_code > 0; }
 
 // Anything but a read of ours: let the earlier disposition have it, as if
-// this handler had never been installed.
+// this handler had never been installed. A handler installed to run once
+// (SA_RESETHAND) gives way to the default after it ran, as it would have.
 void passOn(int sig, siginfo_t* info, void* context) {
-  if (previous.sa_flags & SA_SIGINFO) {
-    previous.sa_sigaction(sig, info, context);
+  const struct sigaction earlier = previous;
+  if (earlier.sa_flags & SA_RESETHAND) {
+    previous = {};
+    previous.sa_handler = SIG_DFL;
+  }
+  if (earlier.sa_flags & SA_SIGINFO) {
+    earlier.sa_sigaction(sig, info, context);
     return;
   }
-  if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
-    previous.sa_handler(sig);
+  if (earlier.sa_handler != SIG_DFL && earlier.sa_handler != SIG_IGN) {
+    earlier.sa_handler(sig);
     return;
   }
   if (previous.sa_handler == SIG_IGN && !isFault(info)) return;  // a sent SIGBUS the process ignores
