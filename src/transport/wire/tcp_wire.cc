@@ -47,7 +47,7 @@ enum FrameType : uint32_t { kFrameData = 1, kFrameFlag = 2, kFrameBye = 3, kFram
 // and how long a failing rank waits for another thread's frame to finish
 // before it gives up telling that peer why.
 constexpr size_t kAbortTextBytes = 512;
-constexpr int kAbortLockMs = 20;
+constexpr int kAbortLockMs = 100;
 
 struct FrameHeader {
   uint32_t magic;
