@@ -85,14 +85,20 @@ struct WaitBudget {
     if (start == 0) start = now;
     if (now - start > timeoutNs) return rcnWaitTimeout;
     if (*reinterpret_cast<const volatile uint32_t*>(failed) != 0) return rcnWaitAborted;
-    const bool reader =
-        !onePerWarp || (threadIdx.x & 31) == static_cast<unsigned>(__ffs(__activemask()) - 1);
-    if ((spins & hostMask) == 0 && reader && *abortFlag != 0) return rcnWaitAborted;
+    if (readsHostNow(hostMask, onePerWarp) && *abortFlag != 0) return rcnWaitAborted;
     return rcnWaitOk;
   }
 
   // Whether the last check() read the clock (once every 64 spins).
   __device__ bool lookedNow() const { return (spins & 63u) == 0; }
+
+  // Whether this thread reads host memory at this spin, as check() reads the
+  // abort flag: every hostMask + 1 spins, and with onePerWarp only the
+  // lowest lane still spinning in its warp.
+  __device__ bool readsHostNow(uint32_t hostMask, bool onePerWarp) const {
+    return (spins & hostMask) == 0 &&
+           (!onePerWarp || (threadIdx.x & 31) == static_cast<unsigned>(__ffs(__activemask()) - 1));
+  }
 };
 
 // The call after `last`. Call numbers tag units, flags and lines, and 0

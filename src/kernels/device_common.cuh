@@ -87,6 +87,17 @@ __device__ inline uint32_t waitForFlag(const uint32_t* flag, uint32_t expected, 
   return kOneShotOk;
 }
 
+// Whether `peer`'s flag for block 0 of `phase` is raised in the exchange
+// region at `region`: 0 unless the peer runs the flags protocol in this very
+// call (a reader clears what it took). A wait in LL looks here for a peer
+// whose call went the other protocol (both kernels).
+__device__ inline bool peerFlagRaised(const char* region, const RegionLayout& layout, int phase, int peer,
+                                      int nranks, int maxBlocks) {
+  const uint32_t* flag = reinterpret_cast<const uint32_t*>(region + layout.flagsOffset) +
+                         RegionLayout::flagIndex(phase, peer, 0, nranks, maxBlocks);
+  return *reinterpret_cast<const volatile uint32_t*>(flag) != 0;
+}
+
 // Waits for *flag to hold `expected`, then clears it: a flag is either 0 or
 // the current call's, so a stale value never matches. The caller records a failure.
 template <typename GiveUp>

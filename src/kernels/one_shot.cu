@@ -69,12 +69,7 @@ __device__ inline uint4* linesOf(const OneShotArgs& a, int owner, int phase, int
 // took, and a peer cannot be two calls ahead), so anything else is the
 // peer's different call: kOneShotMismatch.
 __device__ inline bool peerUsesOtherProtocol(const OneShotArgs& a, int phase, int peer, bool waitingInLL) {
-  const char* mine = a.region[a.rank];
-  if (waitingInLL) {
-    const uint32_t* flag = reinterpret_cast<const uint32_t*>(mine + a.layout.flagsOffset) +
-                           RegionLayout::flagIndex(phase, peer, 0, a.nranks, a.maxBlocks);
-    return *reinterpret_cast<const volatile uint32_t*>(flag) != 0;
-  }
+  if (waitingInLL) return peerFlagRaised(a.region[a.rank], a.layout, phase, peer, a.nranks, a.maxBlocks);
   if (a.layout.llSlotBytes == 0) return false;  // no LL lines: every call uses flags
   const uint4 line = loadLine(linesOf(a, a.rank, phase, peer));
   return line.y != 0 || line.w != 0;

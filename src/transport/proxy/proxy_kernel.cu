@@ -19,12 +19,15 @@ __device__ void recordError(const ProxyKernelArgs& a, uint32_t code, int peer, u
   recordFirstError(&a.state->failed, a.error, code, peer, call);
 }
 
-// Flags: only the threads 0..nranks-1 wait, so each reads the host-mapped
-// abort flag every time it looks at the clock (64 spins). LL: every thread
-// polls host memory, so one lane per warp reads it, every 4096 spins.
+// How often a waiting thread reads host memory beside its own poll (the
+// abort flag, and a peer's mark below). Flags: only the threads
+// 0..nranks-1 wait, so each reads it every time it looks at the clock (64
+// spins). LL: every thread polls host memory, so one lane per warp reads it,
+// every 4096 spins.
+__device__ inline uint32_t hostMask(bool ll) { return ll ? 4095u : 63u; }
+
 __device__ inline uint32_t waitCheck(WaitBudget& budget, const ProxyKernelArgs& a, bool ll) {
-  return ll ? budget.check(a.timeoutNs, &a.state->failed, a.abortFlag, 4095u, /*onePerWarp=*/true)
-            : budget.check(a.timeoutNs, &a.state->failed, a.abortFlag, 63u, /*onePerWarp=*/false);
+  return budget.check(a.timeoutNs, &a.state->failed, a.abortFlag, hostMask(ll), /*onePerWarp=*/ll);
 }
 
 __device__ inline char* slotOf(const ProxyKernelArgs& a, int phase, int from) {
@@ -43,28 +46,21 @@ __device__ inline uint4* linesOf(const ProxyKernelArgs& a, int phase, int from) 
 // calls, and a peer cannot be two calls ahead). No healthy call sees either.
 __device__ inline bool peerUsesOtherProtocol(const ProxyKernelArgs& a, int phase, int peer, uint32_t call,
                                              bool waitingInLL) {
-  if (waitingInLL) {
-    const uint32_t* flag = reinterpret_cast<const uint32_t*>(a.region + a.layout.flagsOffset) +
-                           RegionLayout::flagIndex(phase, peer, 0, a.nranks, a.maxBlocks);
-    return *reinterpret_cast<const volatile uint32_t*>(flag) != 0;
-  }
+  if (waitingInLL) return peerFlagRaised(a.region, a.layout, phase, peer, a.nranks, a.maxBlocks);
   if (a.layout.llSlotBytes == 0) return false;  // no LL lines: every call uses flags
   const uint4 line = loadLine(linesOf(a, phase, peer));
   const uint32_t want = proxyLineCall(call);
   return (line.y & kProxyLineCallMask) == want || (line.w & kProxyLineCallMask) == want;
 }
 
-// waitCheck, and the look above each time the budget read the clock. In LL,
-// where every thread polls, only as often as the abort flag is read (every
-// 4096 spins, one lane of each warp that waits together): the flag is host
-// memory, and looking every 64 spins made an 8 KB call 0.2-0.3 us slower.
+// waitCheck, and the look above as often as the abort flag is read (both
+// are host memory; in LL, looking every 64 spins made an 8 KB call 0.2-0.3
+// us slower).
 __device__ inline uint32_t waitCheckPeer(WaitBudget& budget, const ProxyKernelArgs& a, int phase, int peer,
                                          uint32_t call, bool waitingInLL) {
   const uint32_t why = waitCheck(budget, a, waitingInLL);
-  if (why != kOneShotOk || !budget.lookedNow()) return why;
-  if (waitingInLL && ((budget.spins & 4095u) != 0 ||
-                      (threadIdx.x & 31) != static_cast<unsigned>(__ffs(__activemask()) - 1)))
-    return kOneShotOk;
+  if (why != kOneShotOk || !budget.lookedNow() || !budget.readsHostNow(hostMask(waitingInLL), waitingInLL))
+    return why;
   return peerUsesOtherProtocol(a, phase, peer, call, waitingInLL) ? kOneShotMismatch : kOneShotOk;
 }
 

@@ -11,7 +11,6 @@
 #include <memory>
 
 #include "core/check.h"
-#include "core/device_memory.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/params.h"
@@ -119,15 +118,13 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   RCN_CHECK(mapRegion(&deviceRegion));
 
   RCN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(ProxyState)));
-  // Waited for: calls run on the caller's stream, which does not wait for this one.
-  RCN_CHECK(zeroDeviceMemory(state_, sizeof(ProxyState)));
-  // A testing aid: the first call numbered firstCall, so a test crosses the wrap.
+  // The first call is numbered firstCall (1 but where a test crosses the
+  // wrap). A blocking copy: calls run on the caller's stream, which does not
+  // wait for this one.
   const uint32_t firstCall = uint32_t(paramInt(ParamId::ProxyFirstCall));
-  if (firstCall != 1) {
-    ProxyState start{};
-    start.epoch = firstCall - 1;
-    RCN_CUDA_CHECK(cudaMemcpy(state_, &start, sizeof start, cudaMemcpyHostToDevice));
-  }
+  ProxyState start{};
+  start.epoch = firstCall - 1;
+  RCN_CUDA_CHECK(cudaMemcpy(state_, &start, sizeof start, cudaMemcpyHostToDevice));
   RCN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(ProxyHostShared),
                                cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host_, 0, sizeof *host_);
