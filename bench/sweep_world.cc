@@ -92,7 +92,8 @@ rcnResult_t startLocalRanks(int nprocs, char** argv, World* world, std::string* 
   for (int r = 1; r < nprocs; ++r) {
     pid_t pid = spawnRank(argv, r, nprocs, hex);
     if (pid < 0) {
-      *why = std::string("fork failed: ") + strerror(errno);
+      const int err = errno;  // read before the text allocates
+      *why = std::string("fork failed: ") + strerror(err);
       for (pid_t started : world->children) kill(started, SIGTERM);
       return rcnSystemError;
     }

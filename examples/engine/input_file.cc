@@ -15,7 +15,10 @@ int openRegularFile(const std::string& path, size_t* bytes) {
   // O_NONBLOCK: opening a FIFO that no one writes returns at once; on a
   // regular file it changes nothing.
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw EngineError(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (fd < 0) {
+    const int err = errno;  // read before the text allocates
+    throw EngineError(path + ": cannot open (" + std::strerror(err) + ")");
+  }
   struct stat st;
   const bool statted = ::fstat(fd, &st) == 0;
   const int err = errno;

@@ -103,8 +103,10 @@ void drain(int fd, std::string& into) {
 // write end of a pipe whose read end is returned.
 RankProcess startRank(int argc, char** argv, int r, const std::string& uniqueIdHex) {
   int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0)
-    throw EngineError("pipe for rank " + std::to_string(r) + ": " + std::strerror(errno));
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    const int err = errno;  // read before the text allocates
+    throw EngineError("pipe for rank " + std::to_string(r) + ": " + std::strerror(err));
+  }
   std::vector<std::string> args(argv, argv + argc);
   args.insert(args.end(),
               {"--rank", std::to_string(r), "--unique-id", uniqueIdHex, "--error-fd", std::to_string(fds[1])});

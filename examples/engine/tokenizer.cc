@@ -19,9 +19,11 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int vocabSize) {
   size_t bytes = 0;
   InputFile f = openInputFile(path, "llama2.c tokenizer", &bytes);
   int32_t maxTokenLength = 0;
-  if (std::fread(&maxTokenLength, sizeof maxTokenLength, 1, f.get()) != 1)
-    throw EngineError(path + (std::ferror(f.get()) ? std::string(": cannot read (") + std::strerror(errno) + ")"
+  if (std::fread(&maxTokenLength, sizeof maxTokenLength, 1, f.get()) != 1) {
+    const int err = errno;  // read before the text allocates
+    throw EngineError(path + (std::ferror(f.get()) ? std::string(": cannot read (") + std::strerror(err) + ")"
                                                    : std::string(": shorter than the tokenizer's 4-byte header")));
+  }
   pieces_.resize(vocabSize);
   scores_.resize(vocabSize);
   for (int i = 0; i < vocabSize; ++i) {

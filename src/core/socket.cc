@@ -209,9 +209,10 @@ bool isRetryableConnectError(int err) {
 // One connect attempt. Returns 1 connected, 0 retryable failure (why set), -1 hard failure.
 int connectOnce(const SocketAddress& addr, Deadline deadline, int fd, std::string* why) {
   if (connect(fd, addr.sa(), addr.len) == 0) return 1;
-  if (errno != EINPROGRESS) {
-    *why = errnoText("connect", errno);
-    return isRetryableConnectError(errno) ? 0 : -1;
+  const int connectErr = errno;
+  if (connectErr != EINPROGRESS) {
+    *why = errnoText("connect", connectErr);
+    return isRetryableConnectError(connectErr) ? 0 : -1;
   }
   short revents = 0;
   int ready = pollOne(fd, POLLOUT, deadline, &revents);
@@ -234,7 +235,8 @@ rcnResult_t socketListen(const SocketAddress& addr, int* fd, SocketAddress* boun
   setPort(&any, 0);
   RCN_CHECK(newSocket(any.storage.ss_family, fd));
   if (bind(*fd, any.sa(), any.len) != 0 || listen(*fd, SOMAXCONN) != 0) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: cannot listen on %s: %s", any.text().c_str(), strerror(errno));
+    const int err = errno;  // read before any.text() allocates
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: cannot listen on %s: %s", any.text().c_str(), strerror(err));
     socketClose(fd);
     return rcnSystemError;
   }
@@ -298,6 +300,15 @@ struct Transfer {
 
 bool isPeerGoneError(int err) { return err == ECONNRESET || err == EPIPE || err == ENOTCONN || err == ETIMEDOUT; }
 
+// A send or recv that returned -1 with err: a retry (rcnSuccess) or an error
+// with why set. err is taken by value: building the text may change errno.
+rcnResult_t transferFailed(const char* op, int err, std::string* why) {
+  if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) return rcnSuccess;
+  const bool peerGone = isPeerGoneError(err);
+  *why = peerGone ? "the peer closed the connection (" + errnoText(op, err) + ")" : errnoText(op, err);
+  return peerGone ? rcnRemoteError : rcnSystemError;
+}
+
 // Moves as many bytes as the socket takes now. Returns rcnSuccess (maybe with
 // bytes left), or an error with why set.
 rcnResult_t sendSome(Transfer* t, std::string* why) {
@@ -307,10 +318,7 @@ rcnResult_t sendSome(Transfer* t, std::string* why) {
     t->left -= static_cast<size_t>(n);
     return rcnSuccess;
   }
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return rcnSuccess;
-  *why = isPeerGoneError(errno) ? "the peer closed the connection (" + errnoText("send", errno) + ")"
-                                : errnoText("send", errno);
-  return isPeerGoneError(errno) ? rcnRemoteError : rcnSystemError;
+  return transferFailed("send", errno, why);
 }
 
 rcnResult_t recvSome(Transfer* t, std::string* why) {
@@ -324,10 +332,7 @@ rcnResult_t recvSome(Transfer* t, std::string* why) {
     *why = "the peer closed the connection";
     return rcnRemoteError;
   }
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return rcnSuccess;
-  *why = isPeerGoneError(errno) ? "the peer closed the connection (" + errnoText("recv", errno) + ")"
-                                : errnoText("recv", errno);
-  return isPeerGoneError(errno) ? rcnRemoteError : rcnSystemError;
+  return transferFailed("recv", errno, why);
 }
 
 }  // namespace

@@ -132,7 +132,8 @@ rcnResult_t ShmWire::createOwnSegment(std::string* why) {
   segmentName(commId_, rank_, ownName_, sizeof ownName_);
   int fd = shm_open(ownName_, O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
-    *why = std::string("shm_open(") + ownName_ + ") failed: " + strerror(errno);
+    const int err = errno;  // read before the text allocates
+    *why = std::string("shm_open(") + ownName_ + ") failed: " + strerror(err);
     ownName_[0] = 0;
     return rcnSystemError;
   }
@@ -164,8 +165,9 @@ rcnResult_t ShmWire::mapPeerSegment(int r, std::string* why) {
   segmentName(commId_, r, name, sizeof name);
   int fd = shm_open(name, O_RDWR, 0600);
   if (fd < 0) {
+    const int err = errno;
     *why = std::string("shm_open(") + name + ") of rank " + std::to_string(r) +
-           " failed: " + strerror(errno);
+           " failed: " + strerror(err);
     return rcnSystemError;
   }
   void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
