@@ -1,6 +1,7 @@
 // Fault injection on the host backend: a rank killed in the middle of its
 // calls, a rank that never joins, a rank that never calls, a corrupted tcp
-// frame. Every surviving rank must get an error, name a peer, and never hang.
+// frame, a sender stuck mid-frame. Every surviving rank must get an error,
+// name a peer, and never hang.
 #include <catch2/catch_test_macros.hpp>
 
 #include <signal.h>
@@ -202,6 +203,36 @@ TEST_CASE("host backend over tcp: a corrupted frame fails every rank", "[host][f
     if (bs->barrier() != rcnSuccess) return 33;
     if (rank == corrupter) gTcpWireCorruptFrames.store(1);
     return callUntilError(path.get(), rank, (kTimeoutMs + 4000) / 1000.0);
+  }, 60);
+  checkRanks(outcomes);
+}
+
+TEST_CASE("host backend over tcp: a sender stuck mid-frame fails both ranks, saying the payload stalled",
+          "[host][fault]") {
+  rcnUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+  const int nranks = 2, staller = 1;
+  auto outcomes = runRanks(nranks, [&](int rank) {
+    auto bs = joinBootstrap(id, rank, nranks);
+    if (!bs) return 30;
+    auto path = buildPath(bs.get(), "tcp");
+    if (!path) return 31;
+    std::vector<float> in(256, 1.0f), out(256);
+    if (path->allReduce(in.data(), out.data(), 256, rcnFloat32, rcnSum, nullptr) != rcnSuccess) return 32;
+    if (bs->barrier() != rcnSuccess) return 33;
+    if (rank == staller) gTcpWireStallFrames.store(1);
+    // The receiver calls late, so the frame's stall (counted from its header)
+    // runs out before the receiver's own wait for the flag could.
+    else std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs / 2));
+    const auto start = std::chrono::steady_clock::now();
+    if (path->allReduce(in.data(), out.data(), 256, rcnFloat32, rcnSum, nullptr) == rcnSuccess) return 40;
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string why;
+    path->asyncError(&why);
+    std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, took, why.c_str());
+    if (why.find("payload stalled") == std::string::npos) return 41;
+    if (why.find("from rank 1") == std::string::npos) return 42;  // names the stuck sender
+    return took < kTimeoutMs / 1000.0 + 1.5 ? 0 : 43;
   }, 60);
   checkRanks(outcomes);
 }

@@ -38,6 +38,7 @@
 namespace rcn {
 
 std::atomic<int> gTcpWireCorruptFrames{0};
+std::atomic<int> gTcpWireStallFrames{0};
 
 namespace {
 
@@ -146,6 +147,8 @@ class TcpWire final : public Wire {
     if (gTcpWireCorruptFrames.load() > 0 && gTcpWireCorruptFrames.fetch_sub(1) > 0)
       h.offset = layout_.regionBytes + 4096;  // testing aid: a frame the receiver must refuse
     iovec iov[2] = {{&h, sizeof h}, {base_ + localOffset, bytes}};
+    if (bytes && gTcpWireStallFrames.load() > 0 && gTcpWireStallFrames.fetch_sub(1) > 0)
+      return stallMidFrame(peer, iov);
     return send(peer, iov, bytes ? 2 : 1);
   }
 
@@ -163,6 +166,11 @@ class TcpWire final : public Wire {
   // Shutting the sockets down wakes the receiver thread and makes every peer
   // see a closed connection, which is how a failure here reaches them.
   void abort() override {
+    // A failure being told to the peers finishes first: another thread that
+    // saw it (a put refused, a wait that read progress()) aborts at once, and
+    // shutting the sockets under the ABORT frames would leave the peers only
+    // the close, blaming this rank.
+    std::lock_guard<std::mutex> telling(tellMutex_);
     if (stopping_.exchange(true)) return;
     for (int fd : fds_) if (fd >= 0) shutdown(fd, SHUT_RDWR);
   }
@@ -198,11 +206,24 @@ class TcpWire final : public Wire {
     return rcnRemoteError;
   }
 
+  // Testing aid (gTcpWireStallFrames): half the frame, then silence on this
+  // connection until the wire fails (bounded by twice the timeout).
+  rcnResult_t stallMidFrame(int peer, iovec* iov) {
+    std::lock_guard<std::timed_mutex> lock(sendLocks_[peer]);
+    iov[1].iov_len /= 2;
+    if (writeFully(fds_[peer], iov, 2))
+      (void)pollUntil(deadlineAfterMs(int64_t(2 * timeoutMs_)), std::chrono::milliseconds(1),
+                      [this] { return stopped(); });
+    return rcnRemoteError;
+  }
+
   // The first failure also shuts the sockets, so every peer sees it, after
   // telling them why.
   void fail(const std::string& text) {
+    std::unique_lock<std::mutex> telling(tellMutex_);
     if (!failure_.record(text)) return;
     tellPeers(text);
+    telling.unlock();
     abort();
   }
 
@@ -247,6 +268,7 @@ class TcpWire final : public Wire {
   std::unique_ptr<std::atomic<bool>[]> byeFrom_;
   std::thread receiver_;
   std::atomic<bool> stopping_{false};
+  std::mutex tellMutex_;  // a failure's record and ABORT frames, before any abort() shuts the sockets
   WireFailure failure_;
 };
 

@@ -10,4 +10,10 @@ namespace rcn {
 // must reject it, record an error and close the connection.
 extern std::atomic<int> gTcpWireCorruptFrames;
 
+// While positive, a DATA frame this process sends stops after its header and
+// half its payload (and the counter drops by one): the sender then holds the
+// connection until the wire fails, as a sender stuck mid-frame would. The
+// receiver must give up after its timeout and say the payload stalled.
+extern std::atomic<int> gTcpWireStallFrames;
+
 }  // namespace rcn
