@@ -144,13 +144,14 @@ std::string ownLibraryPath() {
   return "";
 }
 
-// Makes NCCL load our tuner plugin unless the user named one: NCCL reads
-// NCCL_TUNER_PLUGIN when its first communicator is created, so this runs
-// before every real communicator creation (it acts once).
+// With ROCENANTE_TUNER=1, makes NCCL load our tuner plugin unless
+// NCCL_TUNER_PLUGIN is set: NCCL reads it when its first communicator is
+// created, so this runs before every real communicator creation (it acts
+// once). Off by default: see docs/SHIM.md for what it would displace.
 void installTunerOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (!paramBool(ParamId::Tuner) || paramBool(ParamId::Disable)) return;  // plain NCCL asked for
+    if (!paramBool(ParamId::Tuner) || paramBool(ParamId::Disable)) return;
     if (const char* named = getenv("NCCL_TUNER_PLUGIN")) {
       RCN_INFO(RCN_LOG_TUNE, "NCCL_TUNER_PLUGIN=%s named by the user; rocenante's tuner stays off", named);
       return;
@@ -382,6 +383,10 @@ ncclResult_t shim_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exc
   auto fn = realNccl().ncclCommShrink;
   if (!fn) return reportMissing("ncclCommShrink"), ncclInvalidUsage;
   auto parent = findEntry(comm);
+  // NCCL_SHRINK_ABORT ends the parent's operations in flight, ours too (as
+  // ncclCommRevoke does): the shrink is how a job drops a dead rank, and NCCL
+  // checks the parent's async error (ours, which names that rank) first.
+  if (parent && parent->rc && (shrinkFlags & NCCL_SHRINK_ABORT)) commStop(parent->rc);
   bool blocking = configBlocking(config, parent ? parent->blocking : true);
   return afterCreate(fn(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
                      newcomm, blocking, "ncclCommShrink");

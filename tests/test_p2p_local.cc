@@ -111,11 +111,12 @@ struct RankCall {
 };
 
 // Both ranks of fresh paths (on one GPU, two streams) make their own call
-// (after a matched one) into a poisoned output; returns each rank's
-// asyncError, its text, and whether that output was left as it was.
-// options.create picks the transport (p2p when null).
+// (after a matched one) into a poisoned output, then rank 0's call again;
+// returns each rank's asyncError, its text, what the call after returned,
+// and whether the output was left as it was by both. options.create picks
+// the transport (p2p when null).
 void runPair(const RankCall (&calls)[2], P2pOptions options, rcnResult_t (&results)[2],
-             std::string (&whys)[2], bool (&untouched)[2]) {
+             std::string (&whys)[2], rcnResult_t (&after)[2], bool (&untouched)[2]) {
   options.oneGpu = true;
   options.timeoutMs = 20000;  // far longer than the test: a mismatch must not wait for it
   std::vector<std::unique_ptr<FastPath>> paths;
@@ -147,8 +148,11 @@ void runPair(const RankCall (&calls)[2], P2pOptions options, rcnResult_t (&resul
     }
     for (int r = 0; r < 2; ++r) REQUIRE(cudaStreamSynchronize(streams[r]) == cudaSuccess);
   }
+  for (int r = 0; r < 2; ++r) results[r] = paths[r]->asyncError(&whys[r]);
+  for (int r = 0; r < 2; ++r)
+    after[r] = paths[r]->allReduce(buffers[r], outputs[r], calls[0].count, calls[0].dtype, calls[0].op, streams[r]);
   for (int r = 0; r < 2; ++r) {
-    results[r] = paths[r]->asyncError(&whys[r]);
+    REQUIRE(cudaStreamSynchronize(streams[r]) == cudaSuccess);
     std::vector<unsigned char> out(kBytes);
     REQUIRE(cudaMemcpy(out.data(), outputs[r], kBytes, cudaMemcpyDeviceToHost) == cudaSuccess);
     untouched[r] = std::all_of(out.begin(), out.end(), [](unsigned char b) { return b == kPoison; });
@@ -171,20 +175,21 @@ const MismatchCase kMismatchCases[] = {
 };
 
 // Each case with the options' transport and LL limit: both ranks must report
-// the other's different call (rcnInvalidUsage) and leave their output as it
-// was, or both succeed.
+// the other's different call (rcnInvalidUsage), refuse the next call with it
+// and leave their output as it was, or all succeed.
 void checkMismatchCases(const MismatchCase* cases, size_t n, const P2pOptions& options) {
   for (size_t i = 0; i < n; ++i) {
     const MismatchCase& c = cases[i];
     INFO(c.what << ", LL limit " << options.llMaxBytes);
-    rcnResult_t results[2];
+    rcnResult_t results[2], after[2];
     std::string whys[2];
     bool untouched[2];
-    runPair(c.calls, options, results, whys, untouched);
+    runPair(c.calls, options, results, whys, after, untouched);
     const bool same = std::string(c.what) == "same call";
     for (int r = 0; r < 2; ++r) {
       INFO("rank " << r << ": " << whys[r]);
       CHECK(results[r] == (same ? rcnSuccess : rcnInvalidUsage));
+      CHECK(after[r] == results[r]);
       CHECK(untouched[r] == !same);
       if (!same) CHECK(whys[r].find("peer " + std::to_string(1 - r) + " made a different all-reduce") !=
                        std::string::npos);

@@ -121,8 +121,9 @@ int initTwoInGroup(const Shim& s, ncclComm_t (&comms)[2]) {
 
 }  // namespace
 
-TEST_CASE("one-rank communicators: NCCL loads the shim's tuner, calls forward, the plugin is unloaded and reloaded") {
+TEST_CASE("one-rank communicators: NCCL loads the shim's tuner (ROCENANTE_TUNER=1), calls forward, the plugin is unloaded and reloaded") {
   inChild([] {
+    setenv("ROCENANTE_TUNER", "1", 1);
     Shim s;
     EXPECT(openShim(&s));
     for (int round = 0; round < 2; ++round) {
@@ -148,9 +149,25 @@ TEST_CASE("one-rank communicators: NCCL loads the shim's tuner, calls forward, t
   });
 }
 
+TEST_CASE("by default the shim names no tuner: NCCL_TUNER_PLUGIN stays unset and NCCL loads none") {
+  inChild([] {
+    unsetenv("NCCL_TUNER_PLUGIN");
+    Shim s;
+    EXPECT(openShim(&s));
+    ncclComm_t comm = nullptr;
+    EXPECT(initSingle(s, &comm) == ncclSuccess);
+    EXPECT(getenv("NCCL_TUNER_PLUGIN") == nullptr);
+    EXPECT(s.allReduce(host[0], host[1], 64, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+    EXPECT(s.commDestroy(comm) == ncclSuccess);
+    EXPECT(s.stats->tunerLoads == 0 && s.stats->tunerPath[0] == 0);
+    return 0;
+  });
+}
+
 TEST_CASE("ncclCommInitAll whose rocenante setup fails: both aborted, an error, no crash") {
   inChild([] {
     setenv("ROCENANTE_DEBUG", "NONE", 1);  // the setup failure is expected; its WARN is noise here
+    setenv("ROCENANTE_TUNER", "1", 1);     // and the tuner NCCL loaded is released
     Shim s;
     EXPECT(openShim(&s));
     ncclComm_t comms[2] = {nullptr, nullptr};
@@ -165,6 +182,7 @@ TEST_CASE("ncclCommInitAll whose rocenante setup fails: both aborted, an error, 
 
 TEST_CASE("two ncclCommInitRank in a group on one thread: set up at ncclGroupEnd, destroyable after a failure") {
   inQuietShim([](Shim& s) {
+    setenv("ROCENANTE_TUNER", "1", 1);  // read at the first creation: the tuner is released too
     ncclComm_t comms[2] = {nullptr, nullptr};
     EXPECT(initTwoInGroup(s, comms) == 0);
     EXPECT(s.groupEnd() != ncclSuccess);  // rocenante's setup fails over the fake

@@ -325,6 +325,7 @@ int splitInGroup() {
 // exchange); its all-reduces are NCCL's copies.
 int singleRank() {
   installCrashTrace("one rank");
+  setenv("ROCENANTE_TUNER", "1", 1);  // the shim names its tuner (off by default), so NCCL loads it
   if (cudaSetDevice(0) != cudaSuccess) return 2;
   STAGE("dlopen librocenante.so");
   Shim s = openShim();

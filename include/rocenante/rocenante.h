@@ -131,7 +131,9 @@ rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm);
 
 /* Waits for the communicator's outstanding work, a call another thread is
  * still in included (bounded: that call's own waits end within
- * ROCENANTE_TIMEOUT_MS), then frees it. Destroy and abort may race each other
+ * ROCENANTE_TIMEOUT_MS), then frees it. The wait for the device is bounded
+ * by ROCENANTE_TIMEOUT_MS too: work that is not ours and never ends leaves
+ * the exchange memory leaked (with a WARN), not the call hanging. Destroy and abort may race each other
  * from different threads: the first frees the communicator, the other finds
  * it gone (rcnInvalidUsage for a destroy, nothing for an abort). */
 rcnResult_t rcnCommDestroy(rcnComm_t comm);
@@ -163,7 +165,11 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
  * two sides of the threshold that sends a call to NCCL
  * are worse: the fast-path rank times out, while its peer's NCCL call may
  * hang or pair with a later NCCL call (abort the communicator).
- * On the host backend (no GPU) the buffers are host memory and the call
+ * Once the fast path has recorded an error (a peer that did not arrive within
+ * ROCENANTE_TIMEOUT_MS, a call that differed), every later call it would take
+ * returns that error at once and launches nothing; calls already enqueued
+ * behind the failed one leave their recvbuff as it was. Abort the
+ * communicator. On the host backend (no GPU) the buffers are host memory and the call
  * returns when the result is in recvbuff. */
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,
                          rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);

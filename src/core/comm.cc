@@ -11,7 +11,6 @@
 #include "core/deadline.h"
 #include "core/device_drain.h"
 #include "core/device_memory.h"
-#include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/launch_env.h"
 #include "core/nccl_lib.h"
@@ -267,14 +266,18 @@ rcnResult_t commDestroy(rcnComm* comm) {
   const int64_t limitMs = teardownLimitMs();
   const bool callsDone = commWaitForCalls(comm, deadlineAfterMs(limitMs + 1000));
   rcnResult_t result = rcnSuccess;
-  if (comm->cudaDev >= 0) {
-    // Our kernels run on the user's streams; let them finish before their
-    // exchange regions go away. Ours are bounded; an NCCL kernel stuck on a
-    // dead peer is released by an abort from another thread.
-    DeviceScope device(comm->cudaDev);
-    if (cudaDeviceSynchronize() != cudaSuccess) result = rcnUnhandledCudaError;
-  }
+  // Our kernels run on the user's streams; they finish before their exchange
+  // regions go away. Ours are bounded, but the wait is for the whole device,
+  // and work that is not ours (another communicator's collective stuck on a
+  // dead peer) may never end: after the bound the fast path is leaked, as
+  // abort does, instead of hanging the destroy.
+  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs);
   std::lock_guard<std::mutex> lock(comm->teardown);
+  if (!deviceDrained) {
+    RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p: device %d still runs kernels after %lld ms "
+             "(ROCENANTE_TIMEOUT_MS); its fast path is leaked", (void*)comm, comm->cudaDev, (long long)limitMs);
+    (void)comm->fast.release();
+  }
   if (!callsDone) {
     // A call that did not return may be inside the fast path or NCCL: free neither under it.
     RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p still has a call running after %lld ms; its fast path "

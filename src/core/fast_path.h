@@ -35,9 +35,12 @@ class FastPath {
   // Whether (dtype, op) runs here; must be rank-invariant.
   virtual bool supports(rcnDataType_t dtype, rcnRedOp_t op) const { return true; }
   // Enqueues one all-reduce on the stream (device paths) or runs it (host path).
-  // Arguments were checked by the caller; count * size <= maxBytes().
-  virtual rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
-                                rcnRedOp_t op, cudaStream_t stream) = 0;
+  // Arguments were checked by the caller; count * size <= maxBytes(). Once an
+  // error is recorded (asyncError), every call returns it instead: a kernel
+  // launched after a failure exits at once and leaves recv as it was, so
+  // success would hand the caller stale data.
+  rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                        cudaStream_t stream);
   // rcnSuccess or the first error recorded by a kernel or proxy; `why` names the peer.
   virtual rcnResult_t asyncError(std::string* why) = 0;
   // Makes every pending wait of this path give up promptly. Never blocks.
@@ -48,6 +51,11 @@ class FastPath {
     *why = std::string("the device API needs the p2p path; this communicator's is ") + transportName();
     return false;
   }
+
+ protected:
+  // allReduce's work, on a path with no error recorded.
+  virtual rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                              cudaStream_t stream) = 0;
 };
 
 }  // namespace rcn

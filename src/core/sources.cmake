@@ -3,6 +3,7 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/params.cc
   ${CMAKE_CURRENT_LIST_DIR}/nccl_lib.cc
   ${CMAKE_CURRENT_LIST_DIR}/comm.cc
+  ${CMAKE_CURRENT_LIST_DIR}/fast_path.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_drain.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_memory.cc
   ${CMAKE_CURRENT_LIST_DIR}/api.cc

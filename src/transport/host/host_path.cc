@@ -64,9 +64,8 @@ class HostPath final : public FastPath {
   // Any size: larger messages go through the slots in chunks.
   size_t maxBytes() const override { return std::numeric_limits<size_t>::max(); }
 
-  rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
-                        rcnRedOp_t op, cudaStream_t) override {
-    if (failed_.load(std::memory_order_acquire)) return rcnRemoteError;
+  rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                      rcnRedOp_t op, cudaStream_t) override {
     size_t elemSize = dtypeSize(dtype);
     size_t chunkElems = (layout_.slotBytes() - sizeof(CallHeader)) / elemSize;
     const CallHeader call{count, static_cast<int32_t>(dtype), static_cast<int32_t>(op)};

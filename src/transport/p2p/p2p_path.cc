@@ -20,8 +20,8 @@ P2pPath::~P2pPath() {
   cudaGetLastError();
 }
 
-rcnResult_t P2pPath::allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
-                               rcnRedOp_t op, cudaStream_t stream) {
+rcnResult_t P2pPath::enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                             rcnRedOp_t op, cudaStream_t stream) {
   if (count == 0) return rcnSuccess;
   const size_t bytes = count * dtypeSize(dtype);
   RCN_CHECK(checkGpuCall("p2p", bytes, maxBytes_, send, recv, dtype));

@@ -31,11 +31,13 @@ class P2pPath final : public FastPath {
   rcnPath_t path() const override { return rcnPathP2p; }
   const char* transportName() const override { return ipcKindName(kind_); }
   size_t maxBytes() const override { return maxBytes_; }
-  rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
-                        rcnRedOp_t op, cudaStream_t stream) override;
   rcnResult_t asyncError(std::string* why) override;
   void abort() override;
   bool deviceComm(rcnDeviceComm* out, std::string* why) const override;
+
+ protected:
+  rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                      cudaStream_t stream) override;
 
  private:
   friend rcnResult_t createP2pPath(const FastPathContext&, std::unique_ptr<FastPath>*, std::string*);

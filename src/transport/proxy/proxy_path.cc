@@ -40,8 +40,8 @@ class ProxyPath final : public FastPath {
   const char* transportName() const override { return name_; }
   size_t maxBytes() const override { return maxBytes_; }
 
-  rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype,
-                        rcnRedOp_t op, cudaStream_t stream) override {
+  rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                      rcnRedOp_t op, cudaStream_t stream) override {
     if (count == 0) return rcnSuccess;
     const size_t bytes = count * dtypeSize(dtype);
     RCN_CHECK(checkGpuCall("proxy", bytes, maxBytes_, send, recv, dtype));
