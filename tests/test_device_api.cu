@@ -352,12 +352,13 @@ TEST_CASE("A peer that never puts: the gather gives up within the timeout and sa
   REQUIRE(rcnCommGetAsyncError(k.comm, &async) == rcnSuccess);
   CHECK(async == rcnRemoteError);
   CHECK(std::string(rcnGetLastError(k.comm)).find("peer 1 did not arrive") != std::string::npos);
-  // The communicator stays failed: the next device call and the next
-  // all-reduce return at once instead of waiting again.
+  // The communicator stays failed: the next device call returns at once
+  // instead of waiting again, and the next all-reduce returns the error
+  // without launching.
   const auto again = std::chrono::steady_clock::now();
   putKernel<<<4, 128, 0, k.stream>>>(k.dev, k.in, kValues);
   gatherKernel<4><<<4, 256, 0, k.stream>>>(k.dev, k.out, kValues, k.failures);
-  REQUIRE(rcnAllReduce(k.scratch, k.scratch, 1024, rcnFloat32, rcnSum, k.comm, k.stream) == rcnSuccess);
+  REQUIRE(rcnAllReduce(k.scratch, k.scratch, 1024, rcnFloat32, rcnSum, k.comm, k.stream) == rcnRemoteError);
   REQUIRE(cudaStreamSynchronize(k.stream) == cudaSuccess);
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - again).count() < 0.2);
   tearDown(ranks);

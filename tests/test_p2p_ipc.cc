@@ -93,9 +93,10 @@ int timeoutRank(const rcnUniqueId& id, int rank, const char* llMaxBytes) {
     CHILD_CHECK(why.find("peer 1") != std::string::npos && why.find("500 ms") != std::string::npos,
                 "message does not name the peer: %s", why.c_str());
     std::fprintf(stderr, "rank 0 saw: %s (after %.0f ms)\n", why.c_str(), ms);
-    // Later calls return at once instead of waiting again.
+    // Later calls return the error at once instead of launching and waiting again.
     start = std::chrono::steady_clock::now();
-    CHILD_CHECK(path->allReduce(buf, buf, 1024, rcnFloat32, rcnSum, nullptr) == rcnSuccess, "launch");
+    CHILD_CHECK(path->allReduce(buf, buf, 1024, rcnFloat32, rcnSum, nullptr) == rcnRemoteError,
+                "a call after the failure was not refused with it");
     CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, "sync");
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     CHILD_CHECK(ms < 200, "a call after the failure took %.0f ms", ms);

@@ -259,8 +259,11 @@ int runKilledPeerRank(const rcnUniqueId& id, int rank, const char* wire) {
   auto start = std::chrono::steady_clock::now();
   for (int call = 0; call < 200; ++call) {
     if (rank == 1 && call == 20) raise(SIGKILL);
-    if (path->allReduce(buf, buf, 16384, rcnFloat32, rcnSum, nullptr) != rcnSuccess) return 72;
-    CUDA_OK(cudaDeviceSynchronize());
+    // A call after the error is recorded returns it instead of launching.
+    const rcnResult_t launched = path->allReduce(buf, buf, 16384, rcnFloat32, rcnSum, nullptr);
+    if (launched == rcnSuccess) CUDA_OK(cudaDeviceSynchronize());
+    if (path->asyncError(&why) == rcnSuccess && launched != rcnSuccess) return 72;
+    if (launched != rcnSuccess && launched != rcnRemoteError) return 76;
     if (path->asyncError(&why) != rcnSuccess) {
       double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::fprintf(stderr, "rank %d: async error after %.2f s: %s\n", rank, took, why.c_str());
