@@ -19,6 +19,7 @@
 #include "byte_unicode.h"
 #include "model.h"
 #include "support/engine_run.h"
+#include "unicode_nfc.h"
 #include "test_engine_hf_writer.h"
 
 using namespace engine;
@@ -140,6 +141,15 @@ TEST_CASE("pre-tokenizer regexes split as tokenizers does") {
   CHECK(gpt2.split("Grüße, 世界") == std::vector<std::string>{"Grüße", ",", " 世界"});
   CHECK_THROWS_WITH(gpt2.split(std::string("bad \xff utf8")), ContainsSubstring("cannot split"));
   CHECK_THROWS_WITH(hf::RegexSplitter("(unclosed"), ContainsSubstring("does not compile"));
+  // \s is Unicode's White_Space, as in tokenizers (Oniguruma): U+180E is
+  // not in it (PCRE2's own \s took it), U+3000 and U+0085 are; the pieces
+  // below are what tokenizers 0.23 gives with these patterns.
+  const std::string mongolianSeparator = "\xe1\xa0\x8e";
+  CHECK(gpt2.split(mongolianSeparator + "'re") == std::vector<std::string>{mongolianSeparator + "'", "re"});
+  CHECK(llama3.split("a  " + mongolianSeparator) == std::vector<std::string>{"a", " ", " " + mongolianSeparator});
+  CHECK(gpt2.split("a\xe3\x80\x80\xe3\x80\x80" "b") == std::vector<std::string>{"a", "\xe3\x80\x80", "\xe3\x80\x80", "b"});
+  CHECK(hf::RegexSplitter("[^\\s]+").split("x\xc2\x85y") == std::vector<std::string>{"x", "\xc2\x85", "y"});
+  CHECK(hf::RegexSplitter("\\\\s").split("a\\sb") == std::vector<std::string>{"a", "\\s", "b"});  // an escaped backslash
   // A pattern that matches empty text cuts nothing there. Searching again
   // from the last cut, not past the empty match, scanned the same text once
   // per character: this took minutes (the test's timeout), now milliseconds.
@@ -238,6 +248,26 @@ TEST_CASE("added tokens, special tokens and the post-processor") {
   CHECK(spaced.encode("hello<|endoftext|>world", false) == Ids{7, 12, kEndOfText, 15, 16});
   CHECK(spaced.encode("<|begin|>hello", false) == Ids{kBegin, 7, 12});
   CHECK(spaced.encode(" hello<|endoftext|> world", false) == Ids{7, 12, kEndOfText, 15, 16});
+}
+
+// Qwen2, Qwen3 and GPT-NeoX name the NFC normalizer: tokenizers composes
+// "e" + U+0301 into "é" before splitting (ids as tokenizers 0.23 gives on
+// this file). It applies between added tokens; bad UTF-8 is still refused.
+TEST_CASE("the NFC normalizer composes the text before it is split") {
+  TempDir dir;
+  Json j = tokenizerJson(Style::Llama3);
+  j["normalizer"] = {{"type", "NFC"}};
+  const std::string path = writeJson(dir.path, j);
+  requirePcre2(path);
+  if (!hf::nfcAvailable()) SKIP("rcn_engine_hf was built without ICU: NFC is accepted but not applied");
+  CHECK(hf::toNfc("e\xcc\x81") == "\xc3\xa9");
+  CHECK(hf::toNfc("\xe2\x84\xab") == "\xc3\x85");  // the Angstrom sign is A with a ring
+  CHECK(hf::toNfc("bad \xff") == "bad \xff");
+  const hf::BpeTokenizer tok(path);
+  CHECK(tok.encode("e\xcc\x81", false) == Ids{31});
+  CHECK(tok.encode("e\xcc\x81<|endoftext|>hello e\xcc\x81", false) == Ids{31, kEndOfText, 12, 7, 31});
+  CHECK(tok.encode("\xc3\xa9", false) == Ids{31});
+  CHECK_THROWS_WITH(tok.encode("bad \xff text", false), ContainsSubstring("cannot encode the text"));
 }
 
 TEST_CASE("encode then decode gives the text back") {

@@ -9,6 +9,7 @@
 #include "byte_unicode.h"
 #include "json_util.h"
 #include "model.h"
+#include "unicode_nfc.h"
 
 namespace engine::hf {
 
@@ -163,10 +164,12 @@ BpeTokenizer::BpeTokenizer(const std::string& path) try : path_(path) {
     addedTrie_.add(a.content, int(k));
   }
 
-  // normalizer: none, or NFC (which we take the input to be in already).
+  // normalizer: none, or NFC (applied where ICU is built in; without it the
+  // input is taken to be NFC already, as almost all text is).
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     const std::string n = requireString(j["normalizer"], "type", what + ": normalizer");
     if (n != "NFC") throw EngineError(what + ": normalizer " + n + " is not supported");
+    nfc_ = true;
   }
 
   // pre_tokenizer: Split(Regex) steps and a ByteLevel step, alone or in a Sequence.
@@ -237,7 +240,7 @@ void BpeTokenizer::encodePiece(const std::string& piece, std::vector<int>& out) 
 }
 
 void BpeTokenizer::encodeText(const std::string& text, std::vector<int>& out) const {
-  std::vector<std::string> pieces{text};
+  std::vector<std::string> pieces{nfc_ ? toNfc(text) : text};
   for (size_t step = 0; step <= splitters_.size(); ++step) {
     // ByteLevel's add_prefix_space puts a space in front of every piece it
     // sees that lacks one, as tokenizers does: each text between added

@@ -59,6 +59,7 @@ class BpeTokenizer {
   std::vector<bool> special_;                    // id -> a special added token
   std::vector<RegexSplitter> splitters_;         // applied in order
   bool ignoreMerges_ = false;                    // a piece already in the vocabulary is one token
+  bool nfc_ = false;                             // the NFC normalizer, applied between added tokens
   bool addPrefixSpace_ = false;
   size_t prefixSpaceStep_ = 0;  // the ByteLevel step's place among splitters_
   std::vector<int> prefix_, suffix_;             // post-processor's tokens around the text

@@ -26,6 +26,32 @@ std::string pcreMessage(int code) {
   return reinterpret_cast<const char*>(buffer);
 }
 
+// tokenizers runs these patterns in Oniguruma, where \s is Unicode's
+// White_Space; PCRE2's \s under UCP also takes U+180E (Mongolian vowel
+// separator, in its \h list), which split such text elsewhere. So \s and
+// \S become the property (inside classes too); an escaped backslash is
+// copied as it is.
+std::string withUnicodeWhiteSpace(const std::string& pattern) {
+  std::string out;
+  out.reserve(pattern.size() + 16);
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '\\' || i + 1 == pattern.size()) {
+      out += pattern[i];
+      continue;
+    }
+    const char next = pattern[++i];
+    if (next == 's') {
+      out += "\\p{White_Space}";
+    } else if (next == 'S') {
+      out += "\\P{White_Space}";
+    } else {
+      out += '\\';
+      out += next;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 struct RegexSplitter::Compiled {
@@ -37,13 +63,14 @@ RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& owne
     : compiled_(std::make_unique<Compiled>()), owner_(owner) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  // UCP: \s, \w, \d and [[:classes:]] follow Unicode properties, as in the
-  // Rust regex crate that tokenizers uses.
-  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  // UCP: \w, \d and [[:classes:]] follow Unicode properties, as in
+  // tokenizers' Oniguruma; \s is made its White_Space.
+  const std::string translated = withUnicodeWhiteSpace(pattern);
+  compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
                                   PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
   if (!compiled_->code)
     fail("pre-tokenizer regex does not compile at offset " + std::to_string(offset) + ": " + pcreMessage(error) +
-         " (pattern " + pattern + ")");
+         " (pattern " + translated + ")");
 }
 
 RegexSplitter::~RegexSplitter() = default;
