@@ -14,11 +14,13 @@
 // building it needs collective exchanges that would block. An INFO line says so.
 //
 // ncclAllReduce inside a group: a call routed to rocenante is enqueued at
-// once, before the group's NCCL work that ncclGroupEnd launches. That is safe:
-// NCCL gives no order between operations of one group, every rank makes the
-// same routing decisions in the same order, and our kernel only waits on the
-// GPU (bounded), never on the host, so one thread can enqueue rank 0's kernel
-// and then rank 1's. Work issued before the group stays ahead of it on the stream.
+// once, before the group's NCCL work that ncclGroupEnd launches. NCCL gives
+// no order between operations of one group, every rank makes the same routing
+// decisions in the same order, and our kernel only waits on the GPU
+// (bounded), never on the host, so one thread can enqueue rank 0's kernel and
+// then rank 1's. Work issued before the group stays ahead of it on the
+// stream; what differs from NCCL (work enqueued inside the group, groups over
+// several streams, ncclGroupSimulateEnd) is in docs/SHIM.md, "Groups".
 #include "plugin/shim.h"
 
 #include <cuda_runtime_api.h>
