@@ -111,13 +111,15 @@ TEST_CASE("host backend over tcp: a rank killed mid-call fails every survivor", 
 }
 
 TEST_CASE("host backend: a rank that never calls makes the others time out naming it", "[host][fault]") {
+  for (const char* wire : {"shm", "tcp"}) {
+  INFO(wire);
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
   const int nranks = 3, idle = 1;
   auto outcomes = runRanks(nranks, [&](int rank) {
     auto bs = joinBootstrap(id, rank, nranks);
     if (!bs) return 30;
-    auto path = buildPath(bs.get(), "shm");
+    auto path = buildPath(bs.get(), wire);
     if (!path) return 31;
     if (rank == idle) {
       std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs + 1500));
@@ -131,10 +133,15 @@ TEST_CASE("host backend: a rank that never calls makes the others time out namin
     path->asyncError(&why);
     std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, took, why.c_str());
     if (res == rcnSuccess) return 40;
-    if (why.find("rank 1") == std::string::npos) return 41;  // must name the idle rank
+    // Each names the idle rank, not the survivor that timed out first and
+    // shut its connections (over tcp it tells why first).
+    if (why.find("timed out after") == std::string::npos || why.find("waiting for rank 1") == std::string::npos)
+      return 41;
+    if (why.find("closed its connection") != std::string::npos) return 43;
     return took < kTimeoutMs / 1000.0 + 1.5 ? 0 : 42;
   }, 60);
   checkRanks(outcomes);
+  }
 }
 
 TEST_CASE("host backend: ranks that make different calls all get an error naming both", "[host][fault]") {
@@ -236,5 +243,23 @@ TEST_CASE("host backend over tcp: a sender stuck mid-frame fails both ranks, say
     if (why.find("payload stalled") == std::string::npos) return 41;
     if (why.find("from rank 1") == std::string::npos) return 42;  // names the stuck sender
     return took < kTimeoutMs / 1000.0 + 1.5 ? 0 : 43;
+  }));
+}
+
+TEST_CASE("host backend over tcp: a rank that destroyed its communicator fails the others' next call at once",
+          "[host][fault]") {
+  const int leaver = 1;
+  checkRanks(faultAfterGoodCalls(3, 2, [&](int rank, FastPath* path) {
+    if (rank == leaver) return 0;  // its path is destroyed on return: BYE to every peer
+    std::vector<float> in(256, 1.0f), out(256);
+    const auto start = std::chrono::steady_clock::now();
+    if (path->allReduce(in.data(), out.data(), 256, rcnFloat32, rcnSum, nullptr) == rcnSuccess) return 40;
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string why;
+    path->asyncError(&why);
+    std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, took, why.c_str());
+    if (why.find("waiting for rank 1") == std::string::npos) return 41;
+    if (why.find("destroyed its communicator") == std::string::npos) return 42;
+    return took < kTimeoutMs / 2000.0 ? 0 : 43;  // well before the timeout
   }));
 }

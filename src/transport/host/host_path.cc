@@ -127,7 +127,7 @@ rcnResult_t HostPath::fail(rcnResult_t code, const std::string& text, bool tellP
   // them wait for their own timeout.
   if (tellPeers) {
     wireBroken_.store(true);
-    wire_->abort();
+    wire_->abortWith(text);
   }
   return code;
 }
@@ -210,6 +210,12 @@ rcnResult_t HostPath::waitForPeers(uint32_t epoch, int phase) {
         return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) +
                                         " waiting for rank " + std::to_string(peer) + ": " + why);
       }
+      // The flag comes before the goodbye on the peer's connection: read again
+      // after seeing it, or a peer that made the call and then left is blamed.
+      if (wire_->peerLeft(peer) && __atomic_load_n(flag, __ATOMIC_ACQUIRE) != epoch)
+        return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) + " waiting for rank " +
+                                        std::to_string(peer) + " (call " + std::to_string(epoch) +
+                                        "): it destroyed its communicator without making this call");
       if (expired(deadline)) {
         char text[200];
         std::snprintf(text, sizeof text,

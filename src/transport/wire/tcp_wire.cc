@@ -175,6 +175,10 @@ class TcpWire final : public Wire {
     for (int fd : fds_) if (fd >= 0) shutdown(fd, SHUT_RDWR);
   }
 
+  void abortWith(const std::string& why) override { fail(why); }
+
+  bool peerLeft(int peer) const override { return peer >= 0 && peer < nranks_ && byeFrom_[peer].load(); }
+
   // BYE, then a half-close, then read until every peer said BYE too (briefly):
   // closing with unread bytes would reset a peer's connection before it read ours.
   void close() override {

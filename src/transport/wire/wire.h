@@ -75,8 +75,15 @@ class Wire {
   virtual rcnResult_t error(std::string* why) const = 0;
   // Stops background activity; later puts fail. Never blocks on a peer.
   virtual void abort() = 0;
+  // abort() for a failure of this rank's own (a timeout, a user's abort):
+  // a wire that can carry text tells the peers `why` first, so they blame
+  // its cause rather than this rank's closed connection.
+  virtual void abortWith(const std::string& why) { (void)why, abort(); }
   // Tells peers this rank is leaving on purpose (so they do not see an error).
   virtual void close() {}
+  // Whether `peer` has left on purpose (its close()): nothing more will
+  // come from it, so a wait for it can end now.
+  virtual bool peerLeft(int peer) const { (void)peer; return false; }
   // Whether put/putFlag may be called from several threads at once (to
   // different slots). progress() is always called from one thread only.
   virtual bool concurrentPuts() const { return false; }
