@@ -338,6 +338,16 @@ TEST_CASE("seeded sampling", "[engine]") {
   o.temperature = 0.0f;
   Sampler greedySampler(o);
   CHECK(greedySampler.sample(logits.data(), 5) == 1);
+  // Overflowed logits are an error, greedy or not, never a token.
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    std::vector<float> broken = logits;
+    broken[3] = bad;
+    for (float temperature : {0.0f, 1.0f}) {
+      o.temperature = temperature;
+      Sampler sampler(o);
+      CHECK_THROWS_WITH(sampler.sample(broken.data(), 5), Catch::Matchers::ContainsSubstring("logit 3 is"));
+    }
+  }
 }
 
 // A llama2.c tokenizer file of the given pieces (score 0 each).
@@ -491,17 +501,31 @@ TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[
                     Catch::Matchers::ContainsSubstring("not an integer"));
 }
 
-// Options that would be ignored without a word (fuzzing found them): a model
-// given twice, --json without --bench, GPU-only options on the CPU path, an
-// empty item in a list.
+// Options that would be ignored without a word (fuzzing and review found
+// them): a model given twice, the bench's options without --bench and text
+// generation's with it, --shape without --random-weights, GPU-only options on
+// the CPU path, an empty item in a list.
 TEST_CASE("options the run would ignore, or that conflict, are refused by name", "[engine]") {
   const auto says = [](const char* text) { return Catch::Matchers::ContainsSubstring(text); };
   CHECK_THROWS_WITH(parse({"--random-weights", "--shape", "tiny-llama", "--model", "m.bin"}), says("not both"));
-  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--json", "x.json"}), says("--json writes the --bench results"));
   CHECK(parse({"--model", "m.bin", "--bench", "--json", "x.json"}).jsonPath == "x.json");
-  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--batch", "1,"}), says("--batch: '' is not an integer"));
-  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--batch", "1,,8"}), says("--batch: '' is not an integer"));
-  CHECK(parse({"--model", "m.bin", "--batch", "1,8"}).batches == std::vector<int>{1, 8});
+  for (std::vector<std::string> benchOnly : std::vector<std::vector<std::string>>{
+           {"--json", "x.json"}, {"--batch", "2"}, {"--prompt-len", "5"}, {"--decode-steps", "9"}, {"--profile"}}) {
+    const std::string name = benchOnly[0];
+    benchOnly.insert(benchOnly.begin(), {"--model", "m.bin"});
+    CHECK_THROWS_WITH(parse(benchOnly), says((name + " sets up the --bench run: it needs --bench").c_str()));
+  }
+  for (std::vector<std::string> textOnly : std::vector<std::vector<std::string>>{
+           {"--prompt", "x"}, {"--steps", "3"}, {"--temperature", "1"}, {"--top-k", "2"}, {"--top-p", "0.5"},
+           {"--seed", "7"}}) {
+    const std::string name = textOnly[0];
+    textOnly.insert(textOnly.begin(), {"--model", "m.bin", "--bench"});
+    CHECK_THROWS_WITH(parse(textOnly), says((name + " sets up text generation").c_str()));
+  }
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--shape", "llama3-8b"}), says("--shape names the model"));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--bench", "--batch", "1,"}), says("--batch: '' is not an integer"));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--bench", "--batch", "1,,8"}), says("--batch: '' is not an integer"));
+  CHECK(parse({"--model", "m.bin", "--bench", "--batch", "1,8"}).batches == std::vector<int>{1, 8});
   CHECK_NOTHROW(requireCpuOptions(parse({"--model", "m.bin", "--device", "cpu", "--tp", "2"})));
   const std::vector<std::vector<std::string>> gpuOnly = {
       {"--bench"},   {"--collective", "nccl"}, {"--dtype", "bf16"}, {"--no-graph"},

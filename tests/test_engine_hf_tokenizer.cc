@@ -400,5 +400,13 @@ TEST_CASE("rcn_engine streams text from a Hugging Face directory with tokenizer.
   CHECK(bad.status == 1);
   CHECK_THAT(bad.err, ContainsSubstring("other.json: model type WordPiece is not supported"));
 #endif
+  // Without tokenizer.json the prompt is config.json's BOS alone: one past the
+  // vocabulary is named as config.json's.
+  std::remove((dir.path + "/tokenizer.json").c_str());
+  config["bos_token_id"] = 5000;
+  std::ofstream(dir.path + "/config.json") << config.dump(2);
+  const EngineRun noBos = runEngine(" --device cpu --model " + dir.path + " --steps 2");
+  CHECK(noBos.status == 1);
+  CHECK_THAT(noBos.err, ContainsSubstring("config.json: bos_token_id 5000 is outside the vocabulary"));
 }
 #endif

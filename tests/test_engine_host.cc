@@ -9,10 +9,12 @@
 // --steps notes it once and succeeds.
 #include <catch2/catch_test_macros.hpp>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -241,6 +243,48 @@ using rcn::test::runEngine;
 const std::string kTiny = "--device cpu --random-weights --shape tiny-llama";
 
 }  // namespace
+
+// A launcher killed by its pid alone takes its ranks with it: here a
+// "launcher" forks a "rank" that calls dieWithLauncher and sleeps, hands its
+// pid over a pipe, and is killed; the rank must be gone within a second.
+TEST_CASE("a rank process dies with its launcher", "[engine][host]") {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t middle = fork();
+  REQUIRE(middle >= 0);
+  if (middle == 0) {
+    const pid_t self = getpid();
+    const pid_t rank = fork();
+    if (rank == 0) {
+      dieWithLauncher(self);
+      sleep(30);
+      _exit(0);
+    }
+    (void)!write(fds[1], &rank, sizeof rank);
+    pause();
+    _exit(0);
+  }
+  close(fds[1]);
+  pid_t rank = -1;
+  REQUIRE(read(fds[0], &rank, sizeof rank) == sizeof rank);
+  close(fds[0]);
+  usleep(100000);  // the rank has run dieWithLauncher
+  REQUIRE(kill(middle, SIGKILL) == 0);
+  REQUIRE(waitpid(middle, nullptr, 0) == middle);
+  // Gone: no such process, or a zombie its new parent has not reaped yet.
+  auto isGone = [rank] {
+    std::ifstream stat("/proc/" + std::to_string(rank) + "/stat");
+    std::string pid, name, state;
+    return !(stat >> pid >> name >> state) || state == "Z";
+  };
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = isGone();
+    if (!gone) usleep(10000);
+  }
+  if (!gone) kill(rank, SIGKILL);  // not ours to reap (re-parented): just do not leave it
+  CHECK(gone);
+}
 
 // The ranks hand their errors to the launcher: one every rank hits shows once, not once per rank.
 TEST_CASE("rcn_engine --tp 2 prints an error every rank hits once", "[engine][host][cli]") {

@@ -71,8 +71,10 @@ int generate(const EngineOptions& o, CpuRank& r) {
   auto start = std::chrono::steady_clock::now();
   TokenStream stream(*codec, printer);
   stream.echoPrompt(o.prompt, prompt);
+  int positions = 0;  // run so far: a stop token ends the loop before total
   for (int pos = 0; pos + 1 < total; ++pos) {
     const std::vector<float>& logits = model.forward(token, pos);
+    ++positions;
     const bool inPrompt = pos + 1 < int(prompt.size());
     int next = inPrompt ? prompt[pos + 1] : sampler.sample(logits.data(), config.vocab);
     if (!inPrompt && !stream.accept(token, next)) break;
@@ -85,7 +87,7 @@ int generate(const EngineOptions& o, CpuRank& r) {
   }
   if (r.rank == 0) {
     std::fprintf(stderr, "cpu: %d tokens generated, %.1f tokens/s overall\n", stream.generated(),
-                 (total - 1) / std::max(seconds, 1e-9));
+                 positions / std::max(seconds, 1e-9));
     stream.noteContextEnd(o.steps, config.seqLen);
   }
   return 0;

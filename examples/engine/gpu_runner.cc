@@ -23,6 +23,18 @@ void cudaCheck(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw EngineError(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+// text as the inside of a JSON string (a model path may hold '"' or '\\').
+std::string jsonText(const std::string& text) {
+  std::string out;
+  char escaped[8];
+  for (unsigned char c : text) {
+    const bool plain = c >= 0x20 && c != '"' && c != '\\';
+    std::snprintf(escaped, sizeof escaped, plain ? "%c" : "\\u%04x", c);
+    out += escaped;
+  }
+  return out;
+}
+
 // --shard-of: the all-reduces of a rank whose peers are not there, skipped,
 // so that a step times only the rank's own compute (its argmax then sees only
 // its slice of the vocabulary: the tokens are not the model's).
@@ -297,8 +309,8 @@ int bench(const EngineOptions& o, Rank& r) {
                    "\"decode_step_us\":%.2f,\"decode_tokens_per_s\":%.1f,\"compute_us\":%.2f,\"allreduce_us\":%.2f,"
                    "\"allreduces_per_step\":%d,\"fused_allreduce\":%s,\"weight_bytes_per_rank\":%zu,"
                    "\"hbm_roofline_pct\":%.1f,\"shard_only\":%s}\n",
-                   name.c_str(), dtypeName(mo.dtype), r.shards, lone || r.size > 1 ? collective : "none",
-                   r.path.c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
+                   jsonText(name).c_str(), dtypeName(mo.dtype), r.shards, lone || r.size > 1 ? collective : "none",
+                   jsonText(r.path).c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
                    res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, res.computeUs,
                    res.computeUs >= 0 && !lone ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
                    r.size > 1 && o.fuseAllReduce ? "true" : "false", model->weightBytes(), res.rooflinePct,

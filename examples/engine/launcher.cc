@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,6 +114,7 @@ RankProcess startRank(int argc, char** argv, int r, const std::string& uniqueIdH
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(&a[0]);
   cargs.push_back(nullptr);
+  const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
@@ -120,6 +122,7 @@ RankProcess startRank(int argc, char** argv, int r, const std::string& uniqueIdH
     throw EngineError("fork failed for rank " + std::to_string(r));
   }
   if (pid == 0) {
+    dieWithLauncher(launcher);  // the death signal outlives the exec
     fcntl(fds[1], F_SETFD, 0);  // this one end survives the exec; every other pipe is close-on-exec
     execv("/proc/self/exe", cargs.data());
     std::perror("rcn_engine: execv /proc/self/exe");
@@ -131,6 +134,11 @@ RankProcess startRank(int argc, char** argv, int r, const std::string& uniqueIdH
 }
 
 }  // namespace
+
+void dieWithLauncher(pid_t launcher) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(1);  // it died before the line above
+}
 
 void reportError(const std::string& what, int errorFd) {
   if (errorFd >= 0) {

@@ -48,6 +48,12 @@ struct RankProcess {
 // the first failing rank's status (or 1).
 int superviseRanks(const std::vector<RankProcess>& ranks);
 
+// In a process the launcher (pid `launcher`) just forked: dies with it. A
+// launcher killed by its pid alone (kill, a harness's terminate()) must not
+// leave its ranks generating on, re-parented to init. Exits at once when the
+// launcher is already gone.
+void dieWithLauncher(pid_t launcher);
+
 // This rank's --error-fd (-1 in a process launchRanks did not start), made
 // close-on-exec so that programs the rank starts do not hold it.
 int claimErrorFd(const EngineOptions& o);

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
+#include <set>
 #include <sstream>
+#include <string>
 
 #include "model.h"
 
@@ -92,10 +95,20 @@ std::vector<int> toIntList(const std::string& flag, const std::string& value) {
 
 }  // namespace
 
+// A flag given for a run that would not use it: refused by name, so that
+// what the user asked for is never silently dropped.
+void refuseUnused(const std::set<std::string>& given, std::initializer_list<const char*> flags, bool unused,
+                  const char* why) {
+  for (const char* flag : flags)
+    if (unused && given.count(flag)) throw EngineError(std::string(flag) + " " + why);
+}
+
 EngineOptions parseOptions(int argc, char** argv) {
   EngineOptions o;
+  std::set<std::string> given;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
+    given.insert(flag);
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) throw EngineError(flag + " needs a value");
       return argv[++i];
@@ -136,7 +149,11 @@ EngineOptions parseOptions(int argc, char** argv) {
   if (!o.randomWeights && o.modelPath.empty()) throw EngineError("give --model PATH or --random-weights --shape NAME");
   if (o.randomWeights && !o.modelPath.empty())
     throw EngineError("give --model PATH or --random-weights --shape NAME, not both");
-  if (!o.jsonPath.empty() && !o.bench) throw EngineError("--json writes the --bench results: it needs --bench");
+  refuseUnused(given, {"--json", "--batch", "--prompt-len", "--decode-steps", "--profile"}, !o.bench,
+               "sets up the --bench run: it needs --bench");
+  refuseUnused(given, {"--prompt", "--steps", "--temperature", "--top-k", "--top-p", "--seed"}, o.bench,
+               "sets up text generation, which --bench does not run (--prompt-len, --decode-steps)");
+  refuseUnused(given, {"--shape"}, !o.randomWeights, "names the model --random-weights builds: it needs it");
   if (o.randomWeights && o.shape.empty()) throw EngineError("--random-weights needs --shape");
   if (o.tp < 1) throw EngineError("--tp must be at least 1");
   if (o.shardOf < 1) throw EngineError("--shard-of must be at least 1");

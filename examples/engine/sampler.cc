@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "model.h"
 
 namespace engine {
 
@@ -23,7 +26,18 @@ float Sampler::nextUniform() {
   return float((state_ * 0x2545F4914F6CDD1Dull) >> 40) / float(1u << 24);
 }
 
+// A NaN or infinite logit has no place in either order (argmax skips NaN and
+// takes index 0; the sort's comparison is not an order), so the token would
+// be garbage with nothing said: the model's numbers overflowed.
+static void requireFiniteLogits(const float* logits, int vocab) {
+  for (int i = 0; i < vocab; ++i)
+    if (!std::isfinite(logits[i]))
+      throw EngineError("logit " + std::to_string(i) + " is " + std::to_string(logits[i]) +
+                        ": the model's activations overflowed (weights out of range?); no token can be sampled");
+}
+
 int Sampler::sample(const float* logits, int vocab) {
+  requireFiniteLogits(logits, vocab);
   if (options_.temperature <= 0.0f) return argmax(logits, vocab);
 
   // Candidates sorted by logit, highest first, cut to top-k.

@@ -173,6 +173,11 @@ std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std
     throw EngineError(json + ": tokenizer.json needs rcn_engine_hf, which this build lacks (it needs nlohmann-json)");
 #endif
   if (!tokenizerPath.empty()) return std::make_unique<Llama2cCodec>(tokenizerPath, vocab);
+  // Without a tokenizer the prompt is BOS alone: one the model cannot embed
+  // is config.json's mistake, named here rather than as a bad token later.
+  if (bos >= vocab)
+    throw EngineError(modelPath + "/config.json: bos_token_id " + std::to_string(bos) + " is outside the vocabulary (" +
+                      std::to_string(vocab) + " tokens)");
   return std::make_unique<TokenIdCodec>(bos >= 0 ? bos : Llama2cTokenizer::kBos, stops);
 }
 
