@@ -215,6 +215,25 @@ std::vector<RankOutcome> faultAfterGoodCalls(int nranks, int calls, const std::f
   }, 60);
 }
 
+// One all-reduce that should fail: whether it did, how long it took, and
+// the path's reason (printed).
+struct FailedCall {
+  bool failed;
+  double seconds;
+  std::string why;
+};
+
+FailedCall callOnce(int rank, FastPath* path) {
+  std::vector<float> in(256, 1.0f), out(256);
+  const auto start = std::chrono::steady_clock::now();
+  FailedCall call;
+  call.failed = path->allReduce(in.data(), out.data(), 256, rcnFloat32, rcnSum, nullptr) != rcnSuccess;
+  call.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  path->asyncError(&call.why);
+  std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, call.seconds, call.why.c_str());
+  return call;
+}
+
 }  // namespace
 
 TEST_CASE("host backend over tcp: a corrupted frame fails every rank", "[host][fault]") {
@@ -233,13 +252,10 @@ TEST_CASE("host backend over tcp: a sender stuck mid-frame fails both ranks, say
     // The receiver calls late, so the frame's stall (counted from its header)
     // runs out before the receiver's own wait for the flag could.
     else std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs / 2));
-    std::vector<float> in(256, 1.0f), out(256);
-    const auto start = std::chrono::steady_clock::now();
-    if (path->allReduce(in.data(), out.data(), 256, rcnFloat32, rcnSum, nullptr) == rcnSuccess) return 40;
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string why;
-    path->asyncError(&why);
-    std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, took, why.c_str());
+    const FailedCall call = callOnce(rank, path);
+    const std::string& why = call.why;
+    const double took = call.seconds;
+    if (!call.failed) return 40;
     if (why.find("payload stalled") == std::string::npos) return 41;
     if (why.find("from rank 1") == std::string::npos) return 42;  // names the stuck sender
     return took < kTimeoutMs / 1000.0 + 1.5 ? 0 : 43;
@@ -251,13 +267,10 @@ TEST_CASE("host backend over tcp: a rank that destroyed its communicator fails t
   const int leaver = 1;
   checkRanks(faultAfterGoodCalls(3, 2, [&](int rank, FastPath* path) {
     if (rank == leaver) return 0;  // its path is destroyed on return: BYE to every peer
-    std::vector<float> in(256, 1.0f), out(256);
-    const auto start = std::chrono::steady_clock::now();
-    if (path->allReduce(in.data(), out.data(), 256, rcnFloat32, rcnSum, nullptr) == rcnSuccess) return 40;
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string why;
-    path->asyncError(&why);
-    std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, took, why.c_str());
+    const FailedCall call = callOnce(rank, path);
+    const std::string& why = call.why;
+    const double took = call.seconds;
+    if (!call.failed) return 40;
     if (why.find("waiting for rank 1") == std::string::npos) return 41;
     if (why.find("destroyed its communicator") == std::string::npos) return 42;
     return took < kTimeoutMs / 2000.0 ? 0 : 43;  // well before the timeout
