@@ -6,11 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/multiproc.h"
+#include "support/scoped_env.h"
 #include "support/rank_checks.h"
 #include "support/temp_file.h"
 #include "test_host_util.h"
@@ -122,6 +125,22 @@ int runPolicyDiffers(const rcnUniqueId& id, int rank, const std::string& policy)
 }
 #endif
 
+// Rank 1 sets `name` to `value`, rank 0 not: creation fails on both, naming
+// the difference (the wire's setup, or the fast path's absence, would
+// otherwise split the ranks' collective steps and fail as a lost exchange).
+int runSettingDiffers(const rcnUniqueId& id, int rank, const char* name, const char* value) {
+  setenv("ROCENANTE_BACKEND", "host", 1);
+  if (rank == 1) setenv(name, value, 1);
+  rcnComm_t comm = nullptr;
+  const rcnResult_t result = rcnCommInitRank(&comm, 2, id, rank);
+  const std::string why = rcnGetLastError(nullptr);
+  if (result == rcnSuccess || why.find("configuration differs between rank 0 and rank 1") == std::string::npos) {
+    std::fprintf(stderr, "rank %d: %s (%s)\n", rank, rcnGetErrorString(result), why.c_str());
+    return 70;
+  }
+  return 0;
+}
+
 void runAll(int nranks, const char* wire, bool forced = false) {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
@@ -140,6 +159,29 @@ TEST_CASE("destroy and abort from other threads while a call waits", "[host][api
     REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
     checkRanks(runRanks(2, [&](int rank) { return runTeardownRace(id, rank, withAbort); }, 60));
   }
+}
+
+TEST_CASE("ranks whose settings differ (wire, disable) are told so at creation", "[host][api]") {
+  for (const auto& [name, value] : {std::pair<const char*, const char*>{"ROCENANTE_WIRE", "tcp"},
+                                    {"ROCENANTE_DISABLE", "1"}, {"ROCENANTE_MAX_BYTES", "65536"}}) {
+    INFO(name);
+    rcnUniqueId id;
+    REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+    checkRanks(runRanks(2, [&](int rank) { return runSettingDiffers(id, rank, name, value); }, 60));
+  }
+}
+
+// A wire that cannot be built: the creation's error carries the wire's own
+// reason, not a pointer back to rcnGetLastError.
+TEST_CASE("a fast path that cannot be built says why in the creation's error", "[host][api]") {
+  std::error_code ec;
+  if (!std::filesystem::is_empty("/sys/class/infiniband", ec) && !ec) SKIP("this host has RDMA devices");
+  rcn::test::ScopedEnv host("ROCENANTE_BACKEND", "host"), verbs("ROCENANTE_WIRE", "verbs");
+  rcnComm_t comms[2] = {};
+  CHECK(rcnCommInitAll(comms, 2, nullptr) != rcnSuccess);
+  const std::string why = rcnGetLastError(nullptr);
+  INFO(why);
+  CHECK(why.find("building the fast path failed: verbs wire:") != std::string::npos);
 }
 
 #ifdef ROCENANTE_HAVE_YAML  // policy files need yaml-cpp

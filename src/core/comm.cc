@@ -191,8 +191,10 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
   comm->topoClass = topo.cls;
   comm->nnodes = topo.nnodes;
   std::string reason;
-  if (paramBool(ParamId::Disable)) {
-    reason = "disabled by ROCENANTE_DISABLE";
+  bool settingsAgree = false;
+  RCN_CHECK(compareSettings(comm, &settingsAgree, &reason));
+  if (!settingsAgree || paramBool(ParamId::Disable)) {
+    if (settingsAgree) reason = "disabled by ROCENANTE_DISABLE";
     RCN_CHECK(policyLoad(topo.cls, rcnPathNccl, comm->nranks, &comm->policy));
   } else {
     RCN_CHECK(buildFastPath(comm, topo, &reason));

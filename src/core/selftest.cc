@@ -335,22 +335,26 @@ rcnResult_t gatherVotes(rcnComm* comm, const Vote& mine, std::vector<Vote>* vote
   return comm->bootstrap->allGather(votes->data(), sizeof(Vote));
 }
 
-// Gathers every rank's config hash; names the first rank that differs from rank 0.
-rcnResult_t compareConfig(rcnComm* comm, bool* agree, std::string* why) {
+// Gathers every rank's hash of `text`; *agree unless a rank's differs from
+// rank 0's, which *why names (`what`: what the text holds), with a WARN.
+rcnResult_t compareTexts(rcnComm* comm, const std::string& text, const char* what, bool* agree,
+                         std::string* why) {
   std::vector<uint64_t> hashes(comm->nranks);
-  hashes[comm->rank] = fnv1a(configText(comm));
+  hashes[comm->rank] = fnv1a(text);
   RCN_CHECK(comm->bootstrap->allGather(hashes.data(), sizeof(uint64_t)));
   *agree = true;
   for (int r = 1; r < comm->nranks && *agree; ++r) {
     if (hashes[r] == hashes[0]) continue;
     *agree = false;
-    *why = "configuration differs between rank 0 and rank " + std::to_string(r) +
-           " (version, ROCENANTE_* variables or policy file); set them alike on every rank";
+    *why = "configuration differs between rank 0 and rank " + std::to_string(r) + " (" + what +
+           "); set them alike on every rank";
   }
-  if (!*agree)
-    RCN_WARN(RCN_LOG_INIT, "rank %d: %s. This rank's config: %s", comm->rank, why->c_str(),
-             configText(comm).c_str());
+  if (!*agree) RCN_WARN(RCN_LOG_INIT, "rank %d: %s. This rank's: %s", comm->rank, why->c_str(), text.c_str());
   return rcnSuccess;
+}
+
+rcnResult_t compareConfig(rcnComm* comm, bool* agree, std::string* why) {
+  return compareTexts(comm, configText(comm), "version, ROCENANTE_* variables or policy file", agree, why);
 }
 
 std::string describeVotes(const std::vector<Vote>& votes, bool* keep) {
@@ -415,6 +419,11 @@ size_t selfTestAgreedCap(const std::vector<size_t>& capBytes, size_t largest, in
   for (size_t r = 0; r < capBytes.size(); ++r)
     if (capBytes[r] < cap) cap = capBytes[r], *capper = static_cast<int>(r);
   return cap;
+}
+
+rcnResult_t compareSettings(rcnComm* comm, bool* agree, std::string* why) {
+  return compareTexts(comm, "version=" + std::to_string(ROCENANTE_VERSION_CODE) + ";" + paramAgreementText(),
+                      "version or ROCENANTE_* variables", agree, why);
 }
 
 rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {

@@ -17,6 +17,12 @@ namespace rcn {
 // reason: on entry, what was built; on return, the decision in one line.
 rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason);
 
+// Collective, before the fast path is built (its collective steps follow
+// these settings): *agree when every rank has rank 0's version and
+// ROCENANTE_* settings; else *why names the first rank that differs, the
+// same on every rank, so all of them go without the fast path alike.
+rcnResult_t compareSettings(rcnComm* comm, bool* agree, std::string* why);
+
 // What one rank's timings say. Sizes up to kSelfTestSmallBytes (the messages
 // the fast path exists for) decide on or off, by their sums; larger ones
 // only where the one-shot threshold stops.

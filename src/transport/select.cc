@@ -45,8 +45,11 @@ rcnResult_t createFastPath(const FastPathContext& ctx, TransportKind kind,
   if (ctx.cudaDev < 0) kind = TransportKind::Host;
   rcnResult_t result = buildKind(ctx, kind, out, why);
   if (result != rcnSuccess) {
-    // The ranks must still meet in agree(); the error becomes "no fast path".
-    *why = std::string("building the fast path failed: ") + rcnGetErrorString(result);
+    // The ranks must still meet in agree(); the error becomes "no fast path",
+    // with the builder's own reason (its text, or the warning it logged).
+    std::string cause = !why->empty() ? *why : lastErrorText();
+    if (cause.empty()) cause = rcnGetErrorString(result);
+    *why = "building the fast path failed: " + cause;
     out->reset();
   }
   RCN_CHECK(agree(ctx, out, why));
