@@ -133,9 +133,12 @@ rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm);
  * still in included (bounded: that call's own waits end within
  * ROCENANTE_TIMEOUT_MS), then frees it. The wait for the device is bounded
  * by ROCENANTE_TIMEOUT_MS too: work that is not ours and never ends leaves
- * the exchange memory leaked (with a WARN), not the call hanging. Destroy and abort may race each other
- * from different threads: the first frees the communicator, the other finds
- * it gone (rcnInvalidUsage for a destroy, nothing for an abort). */
+ * the exchange memory leaked (with a WARN), not the call hanging. Destroy
+ * and abort may race each other from different threads: the first frees the
+ * communicator. The other, if it starts while the first is under way, finds
+ * it going (rcnInvalidUsage for a destroy, rcnSuccess for an abort); if it
+ * starts after the first returned, it finds a freed handle (rcnInvalidArgument,
+ * "already destroyed"), as any later call on that handle does. */
 rcnResult_t rcnCommDestroy(rcnComm_t comm);
 
 /* Stops every pending wait of this communicator and frees it. Always returns:
