@@ -57,7 +57,8 @@ rcnResult_t resolve(const char* host, int port, SocketAddress* out) {
   addrinfo* res = nullptr;
   int rc = getaddrinfo(host, std::to_string(port).c_str(), &hints, &res);
   if (rc != 0 || !res) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: cannot resolve MASTER_ADDR '%s': %s", host, gai_strerror(rc));
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: cannot resolve MASTER_ADDR '%s' to an IPv4 address (IPv6 is not "
+             "supported): %s", host, gai_strerror(rc));
     return rcnInvalidArgument;
   }
   memcpy(&out->storage, res->ai_addr, res->ai_addrlen);
