@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/params.h"
 #include "core/policy.h"
 #include "support/scoped_env.h"
 #include "support/temp_file.h"
@@ -131,11 +132,13 @@ TEST_CASE("environment on top of defaults, and malformed values are errors") {
     CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
     CHECK(std::string(lastErrorText()).find("ROCENANTE_FORCE") != std::string::npos);
   }
-  {
-    ScopedEnv max("ROCENANTE_MAX_BYTES", "lots");
+  for (const char* bad : {"lots", "-1", "2G"}) {  // 2G: past the 1 GiB the buffers may take
+    INFO(bad);
+    ScopedEnv max("ROCENANTE_MAX_BYTES", bad);
     clearLastError();
     CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
     CHECK(std::string(lastErrorText()).find("ROCENANTE_MAX_BYTES") != std::string::npos);
+    CHECK(rcn::paramValidate() == rcnInvalidArgument);
   }
   {
     ScopedEnv disable("ROCENANTE_DISABLE", "maybe");
@@ -211,6 +214,11 @@ TEST_CASE("malformed files name the file, the line and the key") {
   e = parseError("force: always\n");
   CHECK(e.find("bad.yaml:1:") != std::string::npos);
   CHECK(e.find("'force'") != std::string::npos);
+
+  e = parseError("classes:\n  single_host:\n    one_shot_max_bytes_graph: 2G\n");
+  CHECK(e.find("bad.yaml:3:") != std::string::npos);
+  CHECK(e.find("one_shot_max_bytes_graph") != std::string::npos);
+  CHECK(e.find("at most 1G") != std::string::npos);
 
   e = parseError("classes:\n  rack:\n    max_ranks: 2\n");
   CHECK(e.find("classes.rack") != std::string::npos);

@@ -90,6 +90,26 @@ TEST_CASE("DGX Spark: the GB10 sits on its own PCIe root, so every NIC is SYS") 
   CHECK(t.gpus[0].nearestNic == "roceP2p1s0f0");  // the first in name order at equal distance
 }
 
+// One InfiniBand fabric is one subnet prefix however its GIDs are spelled (a
+// topology file may shorten them or write capitals); a GID that is not an
+// IPv6 address names no fabric.
+TEST_CASE("InfiniBand subnets come from the GID's first 64 bits, not its text") {
+  RankTopo t;
+  NicInfo nic;
+  PortInfo port;
+  port.state = "ACTIVE";
+  port.linkLayer = "InfiniBand";
+  for (const char* gid : {"fe80:0000:0000:0000:248a:0703:0049:abcd", "fe80::248a:703:49:ef01",
+                          "FE80::248A:703:49:1234", "", "not-a-gid"}) {
+    GidInfo g;
+    g.gid = gid;
+    port.gids.push_back(g);
+  }
+  nic.ports = {port};
+  t.nics = {nic};
+  CHECK(rdmaSubnets(t) == std::vector<std::string>{"ib:fe80:0000:0000:0000"});
+}
+
 TEST_CASE("multi-GPU host: InfiniBand ports, peer-memory module, GPU-to-NIC locality") {
   TopoProbeOptions opt;
   opt.root = topotest::fixture("sysfs/nvlink-host");

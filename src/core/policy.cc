@@ -55,7 +55,8 @@ rcnResult_t applyEnvironment(PolicyConfig* config) {
   if (const char* text = envText("ROCENANTE_MAX_BYTES")) {
     int64_t value = 0;
     if (!parseIntText(text, &value, &why)) return badEnv("ROCENANTE_MAX_BYTES", why);
-    if (value < 0) return badEnv("ROCENANTE_MAX_BYTES", "must not be negative");
+    if (value < 0 || value > (int64_t(1) << 30))
+      return badEnv("ROCENANTE_MAX_BYTES", "must be in 0..1G (the fast path's buffers are sized from it)");
     config->oneShotMaxBytes = config->oneShotMaxBytesGraph = static_cast<size_t>(value);
     config->source += " + env MAX_BYTES";
   }

@@ -71,6 +71,14 @@ size_t bytesOf(const YAML::Node& node, const std::string& key) {
   return static_cast<size_t>(value);
 }
 
+// A one-shot threshold: the fast path's buffers are sized from it, and at
+// most 1 GiB (as ROCENANTE_MAX_BYTES).
+size_t oneShotBytesOf(const YAML::Node& node, const std::string& key) {
+  const size_t bytes = bytesOf(node, key);
+  if (bytes > (size_t(1) << 30)) fail(node, key, "must be at most 1G (the fast path's buffers are sized from it)");
+  return bytes;
+}
+
 int intOf(const YAML::Node& node, const std::string& key, int lo, int hi) {
   int64_t value = 0;
   std::string why;
@@ -159,8 +167,8 @@ PolicyOverrides overridesOf(const YAML::Node& node, const std::string& key) {
     std::string name = item.first.as<std::string>();
     std::string full = key + "." + name;
     const YAML::Node& value = item.second;
-    if (name == "one_shot_max_bytes") o.oneShotMaxBytes = bytesOf(value, full);
-    else if (name == "one_shot_max_bytes_graph") o.oneShotMaxBytesGraph = bytesOf(value, full);
+    if (name == "one_shot_max_bytes") o.oneShotMaxBytes = oneShotBytesOf(value, full);
+    else if (name == "one_shot_max_bytes_graph") o.oneShotMaxBytesGraph = oneShotBytesOf(value, full);
     else if (name == "two_shot_max_bytes") o.twoShotMaxBytes = bytesOf(value, full);
     else if (name == "max_ranks") o.maxRanks = intOf(value, full, 0, kMaxCommRanks);
     else if (name == "nccl") o.ncclPrefs = preferencesOf(value, full);

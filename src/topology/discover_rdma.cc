@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -158,6 +159,24 @@ rcnResult_t discoverRdma(const TopoProbeOptions& opt, RankTopo* out) {
   return rcnSuccess;
 }
 
+namespace {
+
+// An InfiniBand GID's subnet prefix (its first 64 bits) in full, as
+// "ib:fe80:0000:0000:0000", whatever spelling the GID came in (a topology
+// file may shorten it or use capitals); empty for a GID that is not an IPv6
+// address, which then names no fabric.
+std::string ibSubnet(const std::string& gid) {
+  in6_addr addr{};
+  if (inet_pton(AF_INET6, gid.c_str(), &addr) != 1) return "";
+  const uint8_t* b = addr.s6_addr;
+  char text[32];
+  std::snprintf(text, sizeof text, "ib:%02x%02x:%02x%02x:%02x%02x:%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5],
+                b[6], b[7]);
+  return text;
+}
+
+}  // namespace
+
 std::vector<std::string> rdmaSubnets(const RankTopo& t) {
   std::vector<std::string> subnets;
   for (const NicInfo& nic : t.nics)
@@ -165,7 +184,7 @@ std::vector<std::string> rdmaSubnets(const RankTopo& t) {
       if (!port.active()) continue;
       for (const GidInfo& g : port.gids) {
         std::string s;
-        if (port.linkLayer == "InfiniBand") s = "ib:" + g.gid.substr(0, 19);  // subnet prefix
+        if (port.linkLayer == "InfiniBand") s = ibSubnet(g.gid);
         else if (g.isRoceV2() && g.ipv4.valid()) s = g.ipv4.subnetText();
         if (!s.empty() && std::find(subnets.begin(), subnets.end(), s) == subnets.end())
           subnets.push_back(s);
