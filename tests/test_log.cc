@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/log.h"
+#include "rocenante/rocenante.h"
 #include "support/scoped_env.h"
 
 using rcn::test::ScopedEnv;
@@ -50,6 +51,20 @@ TEST_CASE("warnings print whatever the subsystem mask says") {
   });
   CHECK(log.find("env detail") == std::string::npos);
   CHECK(log.find("init detail") != std::string::npos);
+}
+
+// VERSION prints the version line and nothing below it (NCCL_DEBUG=VERSION's
+// banner); the line comes once a process, so the first call here makes it.
+TEST_CASE("ROCENANTE_DEBUG=VERSION prints the version, once, and no warnings") {
+  const std::string log = logOf("VERSION", "ALL", [] {
+    rcn::logVersionOnce();
+    rcn::logVersionOnce();
+    RCN_WARN(RCN_LOG_INIT, "a warning");
+  });
+  const std::string line = "ROCENANTE VERSION rocenante version " + std::to_string(ROCENANTE_MAJOR) + ".";
+  CHECK(log.find(line) != std::string::npos);
+  CHECK(log.find(line) == log.rfind(line));
+  CHECK(log.find("a warning") == std::string::npos);
 }
 
 TEST_CASE("an unknown level or subsystem is warned about") {

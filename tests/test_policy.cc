@@ -121,8 +121,8 @@ TEST_CASE("environment on top of defaults, and malformed values are errors") {
     CHECK(c.oneShotMaxBytes == 64 * 1024);
     CHECK(c.oneShotMaxBytesGraph == 64 * 1024);
   }
-  {
-    ScopedEnv force("ROCENANTE_FORCE", "nccl");
+  for (const char* nccl : {"nccl", " nccl\t"}) {  // spaces around, as any variable may have
+    ScopedEnv force("ROCENANTE_FORCE", nccl);
     REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
     CHECK(c.force == -1);
   }

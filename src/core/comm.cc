@@ -215,6 +215,7 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
 
 rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
   *out = nullptr;
+  logVersionOnce();
   RelaxedCaptureScope relaxed;  // creation must not break a capture on another thread
   auto* comm = new rcnComm;
   comm->rank = args.rank;

@@ -16,6 +16,7 @@
 
 #include "core/params.h"
 #include "core/user_file.h"
+#include "rocenante/rocenante.h"
 
 namespace rcn {
 namespace {
@@ -189,6 +190,15 @@ bool logEnabled(LogLevel level, uint32_t subsys) {
   LogState& s = state();
   return level <= s.level.load(std::memory_order_relaxed) &&
          (level <= kLogWarn || (subsys & s.subsys.load(std::memory_order_relaxed)) != 0);
+}
+
+void logVersionOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!logEnabled(kLogVersion, RCN_LOG_ALL)) return;
+    logMessage(kLogVersion, RCN_LOG_INIT, __FILE__, __LINE__, "rocenante version %d.%d.%d", ROCENANTE_MAJOR,
+               ROCENANTE_MINOR, ROCENANTE_PATCH);
+  });
 }
 
 void logMessage(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {

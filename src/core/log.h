@@ -39,6 +39,10 @@ void setLastError(const std::string& text);
 // Re-reads ROCENANTE_DEBUG* (tests change them between cases).
 void logReinit();
 
+// The library's version, once a process, at ROCENANTE_DEBUG=VERSION
+// and above (as NCCL prints its version at its first communicator).
+void logVersionOnce();
+
 }  // namespace rcn
 
 using rcn::RCN_LOG_ALL;

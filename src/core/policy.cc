@@ -45,7 +45,7 @@ rcnResult_t applyEnvironment(PolicyConfig* config) {
     config->source += " + env DISABLE";
   }
   if (const char* text = envText("ROCENANTE_FORCE")) {
-    std::string force = text;
+    const std::string force = paramStr(ParamId::Force);  // trimmed, as every variable is read
     if (force == "rocenante") config->force = 1;
     else if (force == "nccl") config->force = -1;
     else if (force == "none") config->force = 0;
