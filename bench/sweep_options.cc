@@ -175,6 +175,10 @@ bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::s
         return false;
       }
       value = argv[++i];
+      if (value.rfind("--", 0) == 0) {  // the next option, not a value (--name=--x gives one)
+        *why = arg + " needs a value, not the option " + value;
+        return false;
+      }
     }
     if (!applyValued(arg, value, &o, why)) return false;
   }
@@ -206,7 +210,7 @@ std::string sweepUsage(const char* program) {
     "MASTER_ADDR/MASTER_PORT (torchrun) or the OMPI_/PMI_/SLURM_ equivalents.\n"
     "  --gpus N               local processes to start (default: one per GPU; 2 on the host backend)\n"
     "  --min-bytes B          smallest message (default 8; K/M/G suffixes)\n"
-    "  --max-bytes B          largest message (default 64M; up to 256M and beyond)\n"
+    "  --max-bytes B          no message above this (default 64M: 8 B to 32M by 4)\n"
     "  --factor F             size step (default 4)\n"
     "  --dtype T              bf16 (default), fp16, fp32\n"
     "  --op OP                sum (default), max, min\n"

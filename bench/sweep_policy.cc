@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/dtype.h"
-#include "core/params.h"
 #include "sweep_options.h"
 #include "sweep_report.h"
 
@@ -39,15 +38,12 @@ int preferredNccl(const SweepResults& r, Mode mode, size_t bytes) {
   return fastestNcclAt(r, mode, bytes, ringVariant, best, bestUs);
 }
 
-// ROCENANTE_MAX_BYTES's default from the parameter table: the fast path's
-// buffer size, which caps any threshold a policy file sets.
-size_t defaultSlotBytes() {
-  for (const ParamInfo& p : paramTable()) {
-    int64_t value = 0;
-    std::string why;
-    if (p.id == ParamId::MaxBytes && parseIntText(p.defaultText, &value, &why)) return static_cast<size_t>(value);
-  }
-  return 0;
+// text on comment lines: each line break starts a new comment, so a note or
+// command line of several lines cannot put a key into the file.
+std::string commentText(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '\n' || c == '\r' ? std::string("\n#   ") : std::string(1, c);
+  return out;
 }
 
 }  // namespace
@@ -84,14 +80,9 @@ std::string policyYaml(const SweepResults& r, const PolicyChoice& c, const std::
   std::string y = "# rocenante routing policy written by allreduce_sweep --write-policy\n";
   y += "# measured: " + std::to_string(r.nranks) + " ranks, " + r.backend + " backend, " +
        dtypeShortName(r.dtype) + " " + opName(r.op) + "\n";
-  for (const auto& kv : r.meta) y += "# " + kv.first + ": " + kv.second + "\n";
+  for (const auto& kv : r.meta) y += "# " + kv.first + ": " + commentText(kv.second) + "\n";
   y += "# one_shot_max_bytes*: largest size at which rocenante one-shot beat the fastest NCCL method\n";
   y += "# at that size and every smaller one (0: it never won or was not measured).\n";
-  size_t largest = std::max(c.oneShotMaxBytes, c.oneShotMaxBytesGraph);
-  if (largest > defaultSlotBytes())
-    y += "# The fast path's buffers hold ROCENANTE_MAX_BYTES (default " + formatBytes(defaultSlotBytes()) +
-         ") and cap these thresholds:\n# run with ROCENANTE_MAX_BYTES=" + std::to_string(largest) +
-         " or more for them to take full effect.\n";
   bool anything = c.haveEager || c.haveGraph || !c.nccl.empty();
   y += "version: 1\nclasses:\n  " + topoClass + ":" + (anything ? "\n" : " {}\n");
   if (c.haveEager) y += "    one_shot_max_bytes: " + std::to_string(c.oneShotMaxBytes) + "\n";

@@ -71,6 +71,9 @@ TEST_CASE("sweep options: bad input names the option") {
   CHECK(why.find("--min-bytes") != std::string::npos);
   CHECK_FALSE(parse({"--gpus"}, &o, &why));
   CHECK(why.find("needs a value") != std::string::npos);
+  CHECK_FALSE(parse({"--json", "--no-progress"}, &o, &why));  // not a file named --no-progress
+  CHECK(why.find("--json needs a value, not the option --no-progress") != std::string::npos);
+  CHECK(parse({"--note=--odd note"}, &o, &why));  // the inline form takes any text
   CHECK_FALSE(parse({"--frobnicate"}, &o, &why));
   CHECK(why.find("--frobnicate") != std::string::npos);
   CHECK_FALSE(parse({"--max-bytes", "-5"}, &o, &why));

@@ -133,13 +133,17 @@ TEST_CASE("sweep policy: crossovers and NCCL preferences") {
   std::string yaml = policyYaml(r, c, "single_host");
   CHECK(yaml.find("one_shot_max_bytes_graph: 65536") != std::string::npos);
   CHECK(yaml.find("one_shot_max_bytes: 1048576") != std::string::npos);
-  // 1 MB is more than the fast path's default buffers: the file says how to get them.
-  CHECK(yaml.find("ROCENANTE_MAX_BYTES=1048576") != std::string::npos);
+  // The buffers are sized from the thresholds: no advice to set ROCENANTE_MAX_BYTES,
+  // which would replace both thresholds with one.
+  CHECK(yaml.find("ROCENANTE_MAX_BYTES") == std::string::npos);
 #ifdef ROCENANTE_HAVE_YAML
-  // The library itself accepts what the sweep writes.
+  // The library itself accepts what the sweep writes, a note of several lines included.
+  r.meta.push_back({"note", "first line\nforce: nccl"});
+  yaml = policyYaml(r, c, "single_host");
   rcn::PolicyFile file;
   std::string error;
   REQUIRE(rcn::policyFileParse(yaml, "sweep.yaml", &file, &error) == rcnSuccess);
+  CHECK(!file.force);  // the note stayed a comment
   const rcn::PolicyOverrides& o = file.perClass.at(rcn::TopoClass::SingleHost);
   CHECK(*o.oneShotMaxBytes == 1u << 20);
   CHECK(*o.oneShotMaxBytesGraph == 65536);
