@@ -123,6 +123,14 @@ TEST_CASE("topology file: bad files name the file, the line and the key") {
   CHECK(contains(parseError(nic + "          - {port: 1, mtu: -5}\n"), "key 'ranks[0].nics[0].ports[0].mtu': must not be negative"));
   CHECK(contains(parseError(nic + "          - {port: 1, gids: [{index: 0, gid: garbage}]}\n"),
                  "key 'ranks[0].nics[0].ports[0].gids[0].gid': expected an IPv6 address"));
+  // What YAML would take without a word: a key twice, a second document; and
+  // an address without its prefix (which would read as /32), a GPU listed twice.
+  CHECK(contains(parseError(std::string(kGoodRank) + "    host: b\n"), "bad.yaml:5: key 'ranks[0].host': given twice"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "---\nversion: 1\n"), "bad.yaml:6: a topology file is one YAML document"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "    netifs:\n      - {name: e0, ipv4: 10.0.0.2}\n"),
+                 "expected a.b.c.d/prefix, got '10.0.0.2'"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "    gpus:\n      - {index: 0}\n      - {index: 0}\n"),
+                 "key 'ranks[0].gpus[1]': GPU index 0 given twice"));
 }
 
 TEST_CASE("topology file: a missing file is a clear error") {

@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "core/check.h"
 #include "core/user_file.h"
@@ -127,13 +129,17 @@ class Fields {
   }
 
   // Every key present must be one of `allowed` (catches typos).
+  // Every key known, and none twice (YAML keeps one of two equal keys
+  // without a word).
   void allow(std::initializer_list<const char*> allowed) {
     if (!err_->empty() || !node_.IsMap()) return;
+    std::set<std::string> seen;
     for (const auto& kv : node_) {
       std::string key = kv.first.Scalar();
       bool known = false;
       for (const char* a : allowed) known = known || key == a;
       if (!known) return fail(kv.first, sub(key), "unknown key");
+      if (!seen.insert(key).second) return fail(kv.first, sub(key), "given twice");
     }
   }
 
@@ -203,7 +209,9 @@ void parseIpv4Field(Fields& f, const YAML::Node& node, const char* key, Ipv4Net*
   std::string text;
   f.get(key, &text, required);
   if (text.empty()) return;
-  if (!parseIpv4Net(text, out)) f.fail(node[key], f.sub(key), "expected a.b.c.d/prefix, got '" + text + "'");
+  // The prefix says which hosts share the subnet: without one it would read as /32.
+  if (text.find('/') == std::string::npos || !parseIpv4Net(text, out))
+    f.fail(node[key], f.sub(key), "expected a.b.c.d/prefix, got '" + text + "'");
 }
 
 // A GID is an IPv6 address: sysfs's full form (fe80:0000:...) or a short one (::ffff:10.0.1.1).
@@ -299,8 +307,12 @@ RankTopo parseRank(const YAML::Node& node, const std::string& file, const std::s
   f.get("cuda_dev", &t.cudaDev);
   f.get("peermem", &t.peerMemModule);
   YAML::Node gpus = f.list("gpus");
-  for (size_t i = 0; i < gpus.size() && err->empty(); i++)
+  for (size_t i = 0; i < gpus.size() && err->empty(); i++) {
     t.gpus.push_back(parseGpu(gpus[i], file, item(path, "gpus", i), err));
+    for (size_t j = 0; j + 1 < t.gpus.size() && err->empty(); j++)
+      if (t.gpus[j].index == t.gpus.back().index)
+        f.fail(gpus[i], item(path, "gpus", i), "GPU index " + std::to_string(t.gpus.back().index) + " given twice");
+  }
   // The rank's own GPU is one of those it lists (a probe lists every GPU it sees).
   f.check(t.cudaDev == -1 || gpuByIndex(t, t.cudaDev), "cuda_dev",
           "GPU " + std::to_string(t.cudaDev) + " is not in this rank's gpus (-1 for none)");
@@ -325,7 +337,16 @@ RankTopo parseRank(const YAML::Node& node, const std::string& file, const std::s
 rcnResult_t topoParseText(const std::string& text, const std::string& fileName, std::vector<RankTopo>* ranks) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    // One document: a second one would be dropped without a word (an empty
+    // one, as after a final `---`, says nothing).
+    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    for (size_t d = 1; d < documents.size(); ++d)
+      if (!documents[d].IsNull()) {
+        RCN_WARN(RCN_LOG_TOPO, "topology file %s:%d: a topology file is one YAML document", fileName.c_str(),
+                 documents[d].Mark().line + 1);
+        return rcnInvalidArgument;
+      }
+    if (!documents.empty()) root = documents[0];
   } catch (const YAML::ParserException& e) {
     RCN_WARN(RCN_LOG_TOPO, "topology file %s:%d: not valid YAML/JSON: %s", fileName.c_str(), e.mark.line + 1,
              e.msg.c_str());
