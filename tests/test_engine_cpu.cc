@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -550,6 +551,10 @@ TEST_CASE("argmax keys order by value, then by the lower index", "[engine]") {
           CHECK((argmaxKey(a, ia) > argmaxKey(b, ib)) == aFirst);
         }
   for (uint32_t index : {0u, 1u, 151935u}) CHECK(argmaxKeyIndex(argmaxKey(-2.0f, index)) == int(index));
+  // A winner that is not finite is seen (the GPU argmax's overflow flag).
+  for (float v : values) CHECK(argmaxKeyFinite(argmaxKey(v, 3)) == std::isfinite(v));
+  for (float v : {FLT_MAX, -FLT_MAX, FLT_MIN, std::nanf(""), -std::nanf("")})
+    CHECK(argmaxKeyFinite(argmaxKey(v, 3)) == std::isfinite(v));
 
   // Random logits with many ties, split over 1-5 ranks as GpuModel splits them.
   std::mt19937 gen(5);

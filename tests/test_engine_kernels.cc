@@ -561,7 +561,7 @@ int runQkvCase(const QkvCase& c) {
   RANK_EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
   RANK_EXPECT(launchRandomFill(DType::BF16, x, xCount, 5, 1.0f, 0.0f, on) == cudaSuccess);
   RANK_EXPECT(launchRandomFill(DType::BF16, slow, slowCount, 9, 1.0f, 0.0f, on) == cudaSuccess);
-  RANK_EXPECT(launchTokensFromKeys(tokenIds, pos, argmaxKeys, c.tokens, true, on) == cudaSuccess);
+  RANK_EXPECT(launchTokensFromKeys(tokenIds, pos, argmaxKeys, nullptr, c.tokens, true, on) == cudaSuccess);
   QkvEpilogue e;
   e.place = TokenPlacement{nullptr, pos, seq};
   e.shape = AttentionShape{heads, kvHeads, d, heads / kvHeads, 0, 0, maxContext, 10000.0f, 1e-5f, c.interleaved,
@@ -655,8 +655,10 @@ namespace {
 // launchArgmaxKey + launchTokensFromKeys over `seqs` rows of `vocab` random
 // logits with planted winners: a tie of the largest value at two indices (the
 // lower must win), a winner in the last logit, and a row of -inf but one.
-// Two steps in a row, so the keys must come back to 0 in between.
-int runArgmaxCase(int seqs, int vocab, int offset) {
+// Two steps in a row, so the keys must come back to 0 in between. With
+// `poison`, one row's logit is that (NaN or infinite), which must raise the
+// non-finite flag; without, the flag stays 0.
+int runArgmaxCase(int seqs, int vocab, int offset, float poison = 0.0f) {
   if (cudaSetDevice(0) != cudaSuccess) return 2;
   std::vector<float> logits(size_t(seqs) * vocab);
   uint64_t state = 12345 + vocab;
@@ -672,9 +674,13 @@ int runArgmaxCase(int seqs, int vocab, int offset) {
         row[vocab / 2] = -3.0f, want[b] = vocab / 2;
     }
   }
+  const bool poisoned = poison != 0.0f;
+  if (poisoned) logits[vocab / 5] = poison, want[0] = vocab / 5;  // row 0: a NaN or +inf wins
   float* deviceLogits = nullptr;
   uint64_t* keys = nullptr;
-  int *tokens = nullptr, *pos = nullptr;
+  int *tokens = nullptr, *pos = nullptr, *nonFinite = nullptr;
+  RANK_EXPECT(cudaMalloc(&nonFinite, 4) == cudaSuccess);
+  RANK_EXPECT(cudaMemset(nonFinite, 0, 4) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&deviceLogits, logits.size() * 4) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&keys, seqs * 8) == cudaSuccess);
   RANK_EXPECT(cudaMalloc(&tokens, seqs * 4) == cudaSuccess);
@@ -686,8 +692,11 @@ int runArgmaxCase(int seqs, int vocab, int offset) {
   for (int step = 1; step <= 2; ++step) {
     RANK_EXPECT(cudaMemset(tokens, 0xff, seqs * 4) == cudaSuccess);
     RANK_EXPECT(launchArgmaxKey(keys, deviceLogits, seqs, vocab, offset, on) == cudaSuccess);
-    RANK_EXPECT(launchTokensFromKeys(tokens, pos, keys, seqs, true, on) == cudaSuccess);
+    RANK_EXPECT(launchTokensFromKeys(tokens, pos, keys, nonFinite, seqs, true, on) == cudaSuccess);
     std::vector<int> got(seqs), positions(seqs);
+    int flagged = -1;
+    RANK_EXPECT(cudaMemcpy(&flagged, nonFinite, 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    RANK_CHECK(flagged == (poisoned ? 1 : 0), "step %d: non-finite flag %d", step, flagged);
     std::vector<uint64_t> keysAfter(seqs);
     RANK_EXPECT(cudaMemcpy(got.data(), tokens, seqs * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
     RANK_EXPECT(cudaMemcpy(positions.data(), pos, seqs * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -698,7 +707,7 @@ int runArgmaxCase(int seqs, int vocab, int offset) {
       RANK_CHECK(keysAfter[b] == 0, "row %d: key not reset", b);
     }
   }
-  cudaFree(deviceLogits), cudaFree(keys), cudaFree(tokens), cudaFree(pos);
+  cudaFree(deviceLogits), cudaFree(keys), cudaFree(tokens), cudaFree(pos), cudaFree(nonFinite);
   return 0;
 }
 
@@ -729,7 +738,7 @@ int runPipelinedArgmax(int seqs, int vocab) {
     const float scale = 1.0f / float(1 << step);  // each step's best below the last's
     RANK_EXPECT(launchRandomFill(DType::F32, logits[step], count, 31 + step, scale, 0.0f, on) == cudaSuccess);
     RANK_EXPECT(launchArgmaxKey(keys, logits[step], seqs, vocab, 0, on) == cudaSuccess);
-    RANK_EXPECT(launchTokensFromKeys(tokens[step], pos, keys, seqs, true, on) == cudaSuccess);
+    RANK_EXPECT(launchTokensFromKeys(tokens[step], pos, keys, nullptr, seqs, true, on) == cudaSuccess);
   }
   RANK_EXPECT(cudaDeviceSynchronize() == cudaSuccess);
   std::vector<float> values(count);
@@ -758,6 +767,8 @@ TEST_CASE("argmax over many blocks: lowest index on ties, keys back to 0", "[eng
   rcn::test::checkInOneRank([] { return runArgmaxCase(3, 128256, 0); }, "3 rows of 128256");
   rcn::test::checkInOneRank([] { return runArgmaxCase(8, 64128, 64128); }, "8 rows of 64128 at 64128");
   rcn::test::checkInOneRank([] { return runArgmaxCase(2, 512, 0); }, "2 rows of 512");
+  rcn::test::checkInOneRank([] { return runArgmaxCase(3, 4096, 0, NAN); }, "a NaN wins: flagged");
+  rcn::test::checkInOneRank([] { return runArgmaxCase(3, 4096, 0, INFINITY); }, "+inf wins: flagged");
   rcn::test::checkInOneRank([] { return runPipelinedArgmax(8, 128256); }, "pipelined, 8 rows of 128256");
 }
 

@@ -25,4 +25,12 @@ ENGINE_HOST_DEVICE inline uint64_t argmaxKey(float value, uint32_t index) {
 
 ENGINE_HOST_DEVICE inline int argmaxKeyIndex(uint64_t key) { return int(0xffffffffu - uint32_t(key & 0xffffffffu)); }
 
+// Whether the key's value is a finite float: +inf and a NaN with the sign
+// bit clear rank at or above +inf's high word, -inf and a NaN with it set at
+// or below -inf's. A winner that is not finite means the logits overflowed.
+ENGINE_HOST_DEVICE inline bool argmaxKeyFinite(uint64_t key) {
+  const uint32_t high = uint32_t(key >> 32);
+  return high > 0x007fffffu && high < 0xff800000u;
+}
+
 }  // namespace engine

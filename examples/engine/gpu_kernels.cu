@@ -192,10 +192,13 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmaxKeyKernel(uint64_t* keys
   }
 }
 
-// tokens[b] = the index keys[b] names; keys[b] goes back to 0 for the next step.
-__global__ void tokensFromKeysKernel(int* tokens, int* pos, uint64_t* keys, bool advance) {
+// tokens[b] = the index keys[b] names; keys[b] goes back to 0 for the next
+// step; *nonFinite = 1 where the winner is NaN or infinite.
+__global__ void tokensFromKeysKernel(int* tokens, int* pos, uint64_t* keys, int* nonFinite, bool advance) {
   waitForPrevious();
-  tokens[threadIdx.x] = argmaxKeyIndex(keys[threadIdx.x]);
+  const uint64_t key = keys[threadIdx.x];
+  tokens[threadIdx.x] = argmaxKeyIndex(key);
+  if (nonFinite && !argmaxKeyFinite(key)) *nonFinite = 1;
   keys[threadIdx.x] = 0;
   if (advance) pos[threadIdx.x] += 1;
 }
@@ -246,8 +249,9 @@ cudaError_t launchArgmaxKey(uint64_t* keys, const float* logits, int seqs, int c
   return launch(argmaxKeyKernel, grid, dim3(kArgmaxThreads), 0, on, keys, logits, count, offset);
 }
 
-cudaError_t launchTokensFromKeys(int* tokens, int* pos, uint64_t* keys, int seqs, bool advance, Launch on) {
-  return launch(tokensFromKeysKernel, dim3(1), dim3(seqs), 0, on, tokens, pos, keys, advance);
+cudaError_t launchTokensFromKeys(int* tokens, int* pos, uint64_t* keys, int* nonFinite, int seqs, bool advance,
+                                 Launch on) {
+  return launch(tokensFromKeysKernel, dim3(1), dim3(seqs), 0, on, tokens, pos, keys, nonFinite, advance);
 }
 
 cudaError_t launchRandomFill(DType t, void* data, size_t n, uint64_t seed, float scale, float offset, Launch on) {

@@ -83,9 +83,11 @@ cudaError_t launchSwiGlu(DType t, void* out, const void* gateUp, int n, int hidd
 // split over ranks the maximum key over all ranks names the global argmax,
 // the lowest index on ties); keys[b] must be 0 before it. Then
 // launchTokensFromKeys sets tokens[b] to the index keys[b] names (with
-// advance, pos[b] += 1) and keys[b] back to 0.
+// advance, pos[b] += 1) and keys[b] back to 0, and *nonFinite (unless null)
+// to 1 when a winner is NaN or infinite (it is never cleared here).
 cudaError_t launchArgmaxKey(uint64_t* keys, const float* logits, int seqs, int count, int offset, Launch on);
-cudaError_t launchTokensFromKeys(int* tokens, int* pos, uint64_t* keys, int seqs, bool advance, Launch on);
+cudaError_t launchTokensFromKeys(int* tokens, int* pos, uint64_t* keys, int* nonFinite, int seqs, bool advance,
+                                 Launch on);
 
 // Fills n values with offset + scale * uniform[-1, 1) from a counter hash of seed.
 cudaError_t launchRandomFill(DType t, void* data, size_t n, uint64_t seed, float scale, float offset,

@@ -137,6 +137,7 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
     localLogits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * vocabCount_ * sizeof(float)));
   }
   argmaxKeys_ = static_cast<uint64_t*>(allocate(size_t(options.maxSeqs) * sizeof(uint64_t)));
+  nonFiniteLogits_ = static_cast<int*>(allocate(sizeof(int)));
   tokens_ = static_cast<int*>(allocate(T * sizeof(int)));
   pos_ = static_cast<int*>(allocate(T * sizeof(int)));
   seq_ = static_cast<int*>(allocate(T * sizeof(int)));
@@ -383,7 +384,7 @@ void GpuModel::lmHeadAndArgmax(int seqs, bool advance, bool withAllReduce) {
     allReduce_->maxKeys(argmaxKeys_, seqs, stream_);
     mark("allreduce");
   }
-  cudaCheck(launchTokensFromKeys(tokens_, pos_, argmaxKeys_, seqs, advance, on()), "argmax");
+  cudaCheck(launchTokensFromKeys(tokens_, pos_, argmaxKeys_, nonFiniteLogits_, seqs, advance, on()), "argmax");
   mark("argmax");
 }
 
@@ -531,6 +532,11 @@ std::vector<int> GpuModel::nextTokens() {
   cudaCheck(cudaStreamSynchronize(stream_), "next tokens");
   if (allReduce_) allReduce_->checkPeers();
   cudaCheck(cudaMemcpy(out.data(), tokens_, seqs_ * sizeof(int), cudaMemcpyDeviceToHost), "next tokens");
+  int nonFinite = 0;
+  cudaCheck(cudaMemcpy(&nonFinite, nonFiniteLogits_, sizeof nonFinite, cudaMemcpyDeviceToHost), "next tokens");
+  if (nonFinite)
+    throw EngineError("the largest logit is NaN or infinite: the model's activations overflowed (weights out of "
+                      "range?); no token can be chosen");
   return out;
 }
 
