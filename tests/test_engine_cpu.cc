@@ -517,13 +517,13 @@ TEST_CASE("options the run would ignore, or that conflict, are refused by name",
     CHECK_THROWS_WITH(parse(benchOnly), says((name + " sets up the --bench run: it needs --bench").c_str()));
   }
   for (std::vector<std::string> textOnly : std::vector<std::vector<std::string>>{
-           {"--prompt", "x"}, {"--steps", "3"}, {"--temperature", "1"}, {"--top-k", "2"}, {"--top-p", "0.5"},
-           {"--seed", "7"}}) {
+           {"--prompt", "x"}, {"--steps", "3"}, {"--temperature", "1"}, {"--top-k", "2"}, {"--top-p", "0.5"}}) {
     const std::string name = textOnly[0];
     textOnly.insert(textOnly.begin(), {"--model", "m.bin", "--bench"});
     CHECK_THROWS_WITH(parse(textOnly), says((name + " sets up text generation").c_str()));
   }
   CHECK_THROWS_WITH(parse({"--model", "m.bin", "--shape", "llama3-8b"}), says("--shape names the model"));
+  CHECK(parse({"--random-weights", "--shape", "tiny-llama", "--bench", "--seed", "7"}).sampler.seed == 7);  // weights, prompt
   CHECK_THROWS_WITH(parse({"--model", "m.bin", "--bench", "--batch", "1,"}), says("--batch: '' is not an integer"));
   CHECK_THROWS_WITH(parse({"--model", "m.bin", "--bench", "--batch", "1,,8"}), says("--batch: '' is not an integer"));
   CHECK(parse({"--model", "m.bin", "--bench", "--batch", "1,8"}).batches == std::vector<int>{1, 8});

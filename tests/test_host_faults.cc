@@ -276,3 +276,19 @@ TEST_CASE("host backend over tcp: a rank that destroyed its communicator fails t
     return took < kTimeoutMs / 2000.0 ? 0 : 43;  // well before the timeout
   }));
 }
+
+TEST_CASE("host backend over tcp: a rank's abort reaches the others as its reason", "[host][fault]") {
+  const int aborter = 0;
+  checkRanks(faultAfterGoodCalls(3, 1, [&](int rank, FastPath* path) {
+    if (rank == aborter) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the others wait in a call by now
+      path->abort();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its frames are read before its exit
+      return 0;
+    }
+    const FailedCall call = callOnce(rank, path);
+    if (!call.failed) return 40;
+    if (call.why.find("rank 0 aborted its communicator") == std::string::npos) return 41;
+    return call.seconds < kTimeoutMs / 2000.0 ? 0 : 42;  // well before the timeout
+  }));
+}

@@ -151,7 +151,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     throw EngineError("give --model PATH or --random-weights --shape NAME, not both");
   refuseUnused(given, {"--json", "--batch", "--prompt-len", "--decode-steps", "--profile"}, !o.bench,
                "sets up the --bench run: it needs --bench");
-  refuseUnused(given, {"--prompt", "--steps", "--temperature", "--top-k", "--top-p", "--seed"}, o.bench,
+  refuseUnused(given, {"--prompt", "--steps", "--temperature", "--top-k", "--top-p"}, o.bench,
                "sets up text generation, which --bench does not run (--prompt-len, --decode-steps)");
   refuseUnused(given, {"--shape"}, !o.randomWeights, "names the model --random-weights builds: it needs it");
   if (o.randomWeights && o.shape.empty()) throw EngineError("--random-weights needs --shape");

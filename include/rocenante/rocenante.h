@@ -131,9 +131,10 @@ rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm);
 
 /* Waits for the communicator's outstanding work, a call another thread is
  * still in included (bounded: that call's own waits end within
- * ROCENANTE_TIMEOUT_MS), then frees it. The wait for the device is bounded
+ * ROCENANTE_TIMEOUT_MS), then frees it. Its wait for the device is bounded
  * by ROCENANTE_TIMEOUT_MS too: work that is not ours and never ends leaves
- * the exchange memory leaked (with a WARN), not the call hanging. Destroy
+ * the exchange memory leaked (with a WARN) rather than waited for; the NCCL
+ * communicator's own destroy then takes what ncclCommDestroy takes. Destroy
  * and abort may race each other from different threads: the first frees the
  * communicator. The other, if it starts while the first is under way, finds
  * it going (rcnInvalidUsage for a destroy, rcnSuccess for an abort); if it

@@ -274,8 +274,14 @@ rcnResult_t commDestroy(rcnComm* comm) {
   // and work that is not ours (another communicator's collective stuck on a
   // dead peer) may never end: after the bound the fast path is leaked, as
   // abort does, instead of hanging the destroy.
-  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs);
+  cudaError_t deviceError = cudaSuccess;
+  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs, &deviceError);
   std::lock_guard<std::mutex> lock(comm->teardown);
+  if (deviceError != cudaSuccess) {
+    RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p: device %d reports %s", (void*)comm, comm->cudaDev,
+             cudaGetErrorString(deviceError));
+    result = rcnUnhandledCudaError;
+  }
   if (!deviceDrained) {
     RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p: device %d still runs kernels after %lld ms "
              "(ROCENANTE_TIMEOUT_MS); its fast path is leaked", (void*)comm, comm->cudaDev, (long long)limitMs);

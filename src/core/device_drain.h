@@ -11,13 +11,16 @@
 // it cannot free safely (cudaFree would wait for the device too).
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 
 namespace rcn {
 
 // True when every kernel on cudaDev has finished within limitMs, or the
-// device is in an error state where none runs. On false, a detached thread
-// goes on waiting and exits once the device drains.
-bool drainDevice(int cudaDev, int64_t limitMs);
+// device is in an error state where none runs (*syncError, unless null, then
+// holds the device's error; cudaSuccess otherwise). On false, a detached
+// thread goes on waiting and exits once the device drains.
+bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError = nullptr);
 
 }  // namespace rcn

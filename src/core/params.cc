@@ -210,7 +210,7 @@ std::string paramAgreementText() {
                                    ParamId::ProxyLlMaxBytes, ParamId::ProxyThreads, ParamId::DeviceWindowBytes,
                                    ParamId::ProxyFirstCall};
   std::ostringstream text;
-  for (ParamId id : agreed) text << info(id).name << '=' << rawText(id) << ';';
+  for (ParamId id : agreed) text << info(id).name << '=' << trim(rawText(id)) << ';';  // as every reader sees it
   return text.str();
 }
 

@@ -52,9 +52,12 @@ uint64_t fnv1a(const std::string& text) {
   return h;
 }
 
+// What every rank must share before anything is built.
+std::string settingsText() { return "version=" + std::to_string(ROCENANTE_VERSION_CODE) + ";" + paramAgreementText(); }
+
+// And once the fast path is built: the policy agreed and the path itself.
 std::string configText(const rcnComm* comm) {
-  return "version=" + std::to_string(ROCENANTE_VERSION_CODE) + ";" + paramAgreementText() +
-         policyAgreementText(comm->policy) + "transport=" + comm->fast->transportName() +
+  return settingsText() + policyAgreementText(comm->policy) + "transport=" + comm->fast->transportName() +
          ";pathMax=" + std::to_string(comm->fast->maxBytes()) + ";";
 }
 
@@ -422,8 +425,7 @@ size_t selfTestAgreedCap(const std::vector<size_t>& capBytes, size_t largest, in
 }
 
 rcnResult_t compareSettings(rcnComm* comm, bool* agree, std::string* why) {
-  return compareTexts(comm, "version=" + std::to_string(ROCENANTE_VERSION_CODE) + ";" + paramAgreementText(),
-                      "version or ROCENANTE_* variables", agree, why);
+  return compareTexts(comm, settingsText(), "version or ROCENANTE_* variables", agree, why);
 }
 
 rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {

@@ -43,6 +43,7 @@ rcnResult_t createFastPath(const FastPathContext& ctx, TransportKind kind,
                            std::unique_ptr<FastPath>* out, std::string* why) {
   out->reset();
   if (ctx.cudaDev < 0) kind = TransportKind::Host;
+  clearLastError();  // so that a failure's reason below is the builder's, not an earlier warning
   rcnResult_t result = buildKind(ctx, kind, out, why);
   if (result != rcnSuccess) {
     // The ranks must still meet in agree(); the error becomes "no fast path",

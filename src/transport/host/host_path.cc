@@ -84,9 +84,10 @@ class HostPath final : public FastPath {
     return errorCode_;
   }
 
+  // The peers hear why (a wire that carries text), not only a closed connection.
   void abort() override {
     aborted_.store(true, std::memory_order_release);
-    wire_->abort();
+    wire_->abortWith("host backend: rank " + std::to_string(rank_) + " aborted its communicator");
   }
 
  private:

@@ -175,7 +175,7 @@ class TcpWire final : public Wire {
     for (int fd : fds_) if (fd >= 0) shutdown(fd, SHUT_RDWR);
   }
 
-  void abortWith(const std::string& why) override { fail(why); }
+  void abortWith(const std::string& why) override { fail(why, /*logged=*/true); }
 
   bool peerLeft(int peer) const override { return peer >= 0 && peer < nranks_ && byeFrom_[peer].load(); }
 
@@ -183,6 +183,7 @@ class TcpWire final : public Wire {
   // closing with unread bytes would reset a peer's connection before it read ours.
   void close() override {
     if (stopping_.load()) return;
+    closing_.store(true);
     for (int r = 0; r < nranks_; ++r) {
       if (r == rank_ || fds_[r] < 0) continue;
       FrameHeader h{kFrameMagic, kFrameBye, 0, 0};
@@ -223,9 +224,9 @@ class TcpWire final : public Wire {
 
   // The first failure also shuts the sockets, so every peer sees it, after
   // telling them why.
-  void fail(const std::string& text) {
+  void fail(const std::string& text, bool logged = false) {
     std::unique_lock<std::mutex> telling(tellMutex_);
-    if (!failure_.record(text)) return;
+    if (!failure_.record(text, logged)) return;
     tellPeers(text);
     telling.unlock();
     abort();
@@ -272,6 +273,7 @@ class TcpWire final : public Wire {
   std::unique_ptr<std::atomic<bool>[]> byeFrom_;
   std::thread receiver_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> closing_{false};  // close() began: goodbyes sent
   std::mutex tellMutex_;  // a failure's record and ABORT frames, before any abort() shuts the sockets
   WireFailure failure_;
 };
@@ -367,10 +369,10 @@ bool TcpWire::applyFrame(int peer) {
     std::string text(h.length <= kAbortTextBytes ? size_t(h.length) : 0, '\0');
     if (h.length > kAbortTextBytes) bad = "abort text too long";
     else if (!readFully(fds_[peer], text.data(), text.size())) text = "(its reason was cut off)";
-    if (bad.empty()) {
-      fail("tcp wire: rank " + std::to_string(peer) + " failed: " + text);
-      return false;
-    }
+    // A rank that is leaving (its BYE sent) no longer needs anyone: a peer's
+    // failure then is not this rank's error.
+    if (bad.empty() && !closing_.load()) fail("tcp wire: rank " + std::to_string(peer) + " failed: " + text);
+    if (bad.empty()) return false;
   } else {
     bad = "unknown frame type";
   }

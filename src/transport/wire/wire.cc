@@ -12,14 +12,14 @@
 
 namespace rcn {
 
-bool WireFailure::record(const std::string& text) {
+bool WireFailure::record(const std::string& text, bool logged) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (failed_.load()) return false;
     text_ = text;
     failed_.store(true, std::memory_order_release);
   }
-  RCN_WARN(RCN_LOG_TRANSPORT, "%s", text.c_str());
+  if (!logged) RCN_WARN(RCN_LOG_TRANSPORT, "%s", text.c_str());
   return true;
 }
 

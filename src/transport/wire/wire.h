@@ -73,7 +73,9 @@ class Wire {
   virtual rcnResult_t progress() = 0;
   // rcnSuccess or the first error seen (a peer gone, a bad frame, a QP error).
   virtual rcnResult_t error(std::string* why) const = 0;
-  // Stops background activity; later puts fail. Never blocks on a peer.
+  // Stops background activity; later puts fail. Never waits for a peer to
+  // answer (tcp: at most 100 ms a busy connection, while a failure another
+  // thread found is told to the peers first).
   virtual void abort() = 0;
   // abort() for a failure of this rank's own (a timeout, a user's abort):
   // a wire that can carry text tells the peers `why` first, so they blame
@@ -117,7 +119,8 @@ class Wire {
 class WireFailure {
  public:
   // Records text when nothing was recorded before; true when this call did.
-  bool record(const std::string& text);
+  // logged: the caller already warned with this text (it is not repeated).
+  bool record(const std::string& text, bool logged = false);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   // rcnSuccess, or rcnRemoteError with the recorded text in *why (if why).
   rcnResult_t get(std::string* why) const;
