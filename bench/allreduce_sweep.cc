@@ -276,6 +276,11 @@ int runSweep(int argc, char** argv) {
   s.gpus = rcn::bench::visibleGpuCount();
   s.gpu = s.gpus > 0 && !(backend && std::string(backend) == "host");
   if (!s.gpu && !backend) setenv("ROCENANTE_BACKEND", "host", 1);
+  if (!s.gpu && !s.opts.eager) {
+    std::fprintf(stderr, "allreduce_sweep: --mode graph times CUDA graphs: the host backend has none (no GPU "
+                         "here, or ROCENANTE_BACKEND=host); use --mode eager\n");
+    return 2;
+  }
   if (!s.gpu && !s.opts.maxBytesGiven) s.opts.maxBytes = std::max(s.opts.minBytes, kHostDefaultMaxBytes);
   if (!listSweepSizes(s.opts, &s.sizes, &why)) {
     std::fprintf(stderr, "allreduce_sweep: %s\n", why.c_str());

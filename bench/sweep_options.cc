@@ -182,6 +182,7 @@ bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::s
     }
     if (!applyValued(arg, value, &o, why)) return false;
   }
+  if (o.minBytes > o.maxBytes && !o.maxBytesGiven) o.maxBytes = o.minBytes;  // not a default's fault: that size alone
   if (o.minBytes > o.maxBytes) {
     *why = "--min-bytes (" + std::to_string(o.minBytes) + ") is larger than --max-bytes (" +
            std::to_string(o.maxBytes) + ")";

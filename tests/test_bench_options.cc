@@ -69,6 +69,8 @@ TEST_CASE("sweep options: bad input names the option") {
   CHECK(why.find("bogus") != std::string::npos);
   CHECK_FALSE(parse({"--min-bytes", "1M", "--max-bytes", "1K"}, &o, &why));
   CHECK(why.find("--min-bytes") != std::string::npos);
+  REQUIRE(parse({"--min-bytes", "128M"}, &o, &why));  // above the default largest: that size alone
+  CHECK(o.maxBytes == size_t(128) << 20);
   CHECK_FALSE(parse({"--gpus"}, &o, &why));
   CHECK(why.find("needs a value") != std::string::npos);
   CHECK_FALSE(parse({"--json", "--no-progress"}, &o, &why));  // not a file named --no-progress
