@@ -18,8 +18,10 @@ using namespace rcn::test;
 namespace {
 
 // Each rank passes the read end of a pipe holding its rank number; every
-// rank must read each peer's number from the descriptor it received.
-int exchangeRank(const rcnUniqueId& id, int rank, int nranks, bool corruptToken) {
+// rank must read each peer's number from the descriptor it received. Rank
+// `without` (if any) has no descriptor to give (-1, a failed export): its
+// peers must receive -1 for it, not some other descriptor.
+int exchangeRank(const rcnUniqueId& id, int rank, int nranks, bool corruptToken, int without = -1) {
   std::unique_ptr<Bootstrap> bootstrap;
   if (bootstrapInitTcp(id, rank, nranks, &bootstrap) != rcnSuccess) return 10;
   FdListener listener;
@@ -36,7 +38,8 @@ int exchangeRank(const rcnUniqueId& id, int rank, int nranks, bool corruptToken)
   for (int p = 1; p < nranks; ++p)
     if (write(fds[1], &mine, sizeof mine) != sizeof mine) return 14;
   std::vector<int> received;
-  rcnResult_t res = exchangeFds(listener, rank, endpoints, fds[0], deadlineAfterMs(3000), &received, &why);
+  const int given = rank == without ? -1 : fds[0];
+  rcnResult_t res = exchangeFds(listener, rank, endpoints, given, deadlineAfterMs(3000), &received, &why);
   if (corruptToken) {
     // Rank 1 must refuse rank 0's connection; rank 0 then fails too. Both within the deadline.
     if ((rank == 0 || rank == 1) && res == rcnSuccess) return 20;
@@ -48,6 +51,10 @@ int exchangeRank(const rcnUniqueId& id, int rank, int nranks, bool corruptToken)
   }
   for (int p = 0; p < nranks; ++p) {
     if (p == rank) continue;
+    if (p == without) {
+      if (received[p] != -1) return 17;
+      continue;
+    }
     int32_t theirs = 0;
     if (read(received[p], &theirs, sizeof theirs) != sizeof theirs || theirs != 1000 + p) return 16;
     close(received[p]);
@@ -64,6 +71,17 @@ TEST_CASE("descriptors reach every peer, any rank count", "[p2p][fd]") {
     auto outcomes = runRanks(nranks, [&](int rank) { return exchangeRank(id, rank, nranks, false); }, 60);
     std::string report;
     INFO(nranks << " ranks");
+    if (!allSucceeded(outcomes, &report)) FAIL(report);
+  }
+}
+
+TEST_CASE("a rank without a descriptor still serves its peers, who receive -1 for it", "[p2p][fd]") {
+  for (int without : {0, 1, 2}) {
+    rcnUniqueId id;
+    REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
+    auto outcomes = runRanks(3, [&](int rank) { return exchangeRank(id, rank, 3, false, without); }, 60);
+    std::string report;
+    INFO("rank " << without << " has none");
     if (!allSucceeded(outcomes, &report)) FAIL(report);
   }
 }

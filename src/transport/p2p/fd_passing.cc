@@ -51,19 +51,22 @@ bool waitReady(int fd, short events, Deadline deadline, std::string* why) {
   }
 }
 
+// fd < 0: the header alone, which the receiver reads as "no descriptor".
 bool sendFd(int sock, const FdHeader& header, int fd, Deadline deadline, std::string* why) {
   iovec iov{const_cast<FdHeader*>(&header), sizeof header};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  }
   for (;;) {
     if (!waitReady(sock, POLLOUT, deadline, why)) return false;
     ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -93,8 +96,10 @@ bool recvFd(int sock, FdHeader* header, int* fd, Deadline deadline, std::string*
     break;
   }
   cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) {
-    *why = "message carried no file descriptor";
+  *fd = -1;  // a peer that had none to give (its export failed)
+  if (!cm) return true;
+  if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) {
+    *why = "message carried control data that is not a file descriptor";
     return false;
   }
   std::memcpy(fd, CMSG_DATA(cm), sizeof *fd);

@@ -37,7 +37,8 @@ class FdListener {
 };
 
 // Gives myFd to every other rank and receives theirs: received[r] is rank r's
-// descriptor (-1 for this rank). Lower ranks connect to higher ones, and each
+// descriptor (-1 for this rank, and for a rank that gave -1: it had none, but
+// still served its peers, so the exchange completes). Lower ranks connect to higher ones, and each
 // rank first serves every lower rank, so no two ranks wait on each other.
 // The caller closes the received descriptors.
 rcnResult_t exchangeFds(const FdListener& listener, int rank, const std::vector<FdEndpoint>& peers,

@@ -202,8 +202,9 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
     for (int r = 0; r < n; ++r) endpoints[r] = regions[r].endpoint;
     if (path->own_.exportFd(&myFd) != rcnSuccess)
       mapped.fail("rank " + std::to_string(me) + " could not export its region");
-    // Even without a descriptor of its own a rank must serve its peers' connections.
-    if (exchangeFds(listener, me, endpoints, myFd < 0 ? 0 : myFd, deadline, &fds, &err) != rcnSuccess)
+    // Even without a descriptor of its own a rank must serve its peers'
+    // connections; it sends none (-1), which they see as a failed export.
+    if (exchangeFds(listener, me, endpoints, myFd, deadline, &fds, &err) != rcnSuccess)
       mapped.fail("rank " + std::to_string(me) + ": " + err);
     if (myFd >= 0) close(myFd);
   }
@@ -218,6 +219,8 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
       peer.borrow(reinterpret_cast<void*>(regions[p].ptr), regions[p].bytes);
     } else if (path->kind_ == IpcKind::Legacy) {
       res = peer.importLegacy(regions[p].legacy);
+    } else if (fds[p] < 0) {
+      res = rcnRemoteError;  // that rank could not export its region: nothing to import
     } else {
       res = peer.importFd(fds[p], regions[p].bytes, ctx.cudaDev);
     }

@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "core/check.h"
+#include "core/device_drain.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/params.h"
@@ -241,11 +242,16 @@ rcnResult_t ProxyPath::asyncError(std::string* why) {
 
 // Frees in reverse order. Before the engine stops, it forwards every call the
 // GPU already finished, so a peer still waiting for our last flags gets them.
+// The wait for the GPU is bounded (work that is not ours may never end, say
+// another communicator's kernel on a dead peer); past it, what the GPU may
+// still touch is leaked rather than freed under it (a free would wait too).
 void ProxyPath::release() {
   DeviceScope device(cudaDev_);  // and the caller's current device back at the end
-  if (engine_ && state_ && host_ && !host_->abort && engine_->error(nullptr) == rcnSuccess) {
+  cudaError_t deviceError = cudaSuccess;
+  const bool drained = !device.ok() || drainDevice(cudaDev_, int64_t(timeoutMs_), &deviceError);
+  if (drained && engine_ && state_ && host_ && !host_->abort && engine_->error(nullptr) == rcnSuccess) {
     ProxyState st{};
-    if (device.ok() && cudaDeviceSynchronize() == cudaSuccess &&
+    if (device.ok() && deviceError == cudaSuccess &&
         cudaMemcpy(&st, state_, sizeof st, cudaMemcpyDeviceToHost) == cudaSuccess && !st.failed &&
         engine_->drain(st.epoch, timeoutMs_) != rcnSuccess)
       RCN_INFO(RCN_LOG_PROXY, "proxy path: rank %d: calls the GPU finished were not all forwarded before "
@@ -258,6 +264,13 @@ void ProxyPath::release() {
   if (wire_) {
     if (healthy) wire_->close();
     else wire_->abort();
+  }
+  if (!drained) {
+    RCN_WARN(RCN_LOG_PROXY, "proxy path: rank %d: device %d still runs kernels after %llu ms; its memory is "
+             "leaked", rank_, cudaDev_, (unsigned long long)timeoutMs_);
+    (void)wire_.release();
+    deviceRegion_.abandon();
+    return;
   }
   if (registered_) cudaHostUnregister(wire_->region());
   if (state_) cudaFree(state_);

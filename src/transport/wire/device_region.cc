@@ -48,8 +48,12 @@ rcnResult_t DeviceRegionMemory::allocate(int cudaDev, size_t bytes, bool dmabuf,
 }
 
 void DeviceRegionMemory::release() {
-  if (region_.dmabufFd >= 0) close(region_.dmabufFd);
   if (region_.ptr && cudaSetDevice(region_.cudaDev) == cudaSuccess) cudaFree(region_.ptr);
+  abandon();
+}
+
+void DeviceRegionMemory::abandon() {
+  if (region_.dmabufFd >= 0) close(region_.dmabufFd);
   region_ = DeviceRegion{};
 }
 

@@ -24,6 +24,9 @@ class DeviceRegionMemory {
   // exportDmabuf: also open a dma-buf of it (region().dmabufFd).
   rcnResult_t allocate(int cudaDev, size_t bytes, bool exportDmabuf, std::string* why);
   void release();
+  // Forgets the memory without freeing it, for a GPU that may still write it
+  // (a free would wait for the GPU); the dma-buf is closed.
+  void abandon();
   const DeviceRegion& region() const { return region_; }
 
  private:
