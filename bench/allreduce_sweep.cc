@@ -153,7 +153,7 @@ rcnResult_t sweep(const Setup& s, World* world, Pools* pools, MethodSet* methods
   if (!runner.init(why)) return rcnUnhandledCudaError;
   std::vector<Mode> modes;
   if (s.gpu && s.opts.graph) modes.push_back(Mode::Graph);
-  if (s.opts.eager || !s.gpu) modes.push_back(Mode::Eager);
+  if (s.opts.eager) modes.push_back(Mode::Eager);  // the host backend was refused without it
   Progress progress(s.opts.progress && world->rank == 0, s.sizes.size());
   // Why a method stopped partway, per mode: a method that cannot be captured
   // in a graph may still run eagerly.

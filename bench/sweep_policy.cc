@@ -1,6 +1,5 @@
 #include "sweep_policy.h"
 
-#include <algorithm>
 
 #include "core/dtype.h"
 #include "sweep_options.h"

@@ -49,7 +49,7 @@ double median(std::vector<double> v) {
 #define CK(call) RETURN_ON_CUDA_ERROR(call, 1)
 
 // Microseconds per call: graph of kCallsPerGraph, replayed kReplays times.
-int timeGraph(int rank, Bootstrap* boot, FastPath* path, void* send, void* recv, size_t count,
+int timeGraph(Bootstrap* boot, FastPath* path, void* send, void* recv, size_t count,
               cudaStream_t stream, double* us) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
@@ -81,7 +81,7 @@ int timeGraph(int rank, Bootstrap* boot, FastPath* path, void* send, void* recv,
   return 0;
 }
 
-int timeEager(int rank, Bootstrap* boot, FastPath* path, void* send, void* recv, size_t count,
+int timeEager(Bootstrap* boot, FastPath* path, void* send, void* recv, size_t count,
               cudaStream_t stream, double* us) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
@@ -132,8 +132,8 @@ int rankMain(const rcnUniqueId& id, int rank, int nranks) {
     for (int s = 0; s < kNumSizes; ++s) {
       const size_t count = kSizes[s] / 2;
       double* r = &results[(c * kNumSizes + s) * 2];
-      if (timeGraph(rank, boot.get(), path.get(), send, recv, count, stream, &r[0])) return 1;
-      if (timeEager(rank, boot.get(), path.get(), send, recv, count, stream, &r[1])) return 1;
+      if (timeGraph(boot.get(), path.get(), send, recv, count, stream, &r[0])) return 1;
+      if (timeEager(boot.get(), path.get(), send, recv, count, stream, &r[1])) return 1;
     }
     std::string err;
     if (path->asyncError(&err) != rcnSuccess) {

@@ -99,6 +99,25 @@ void killedMidCall(const char* wire, const std::vector<std::string>& blames) {
   expectSurvivorsFail(outcomes, victim);
 }
 
+// One all-reduce that should fail: whether it did, how long it took, and
+// the path's reason (printed).
+struct FailedCall {
+  bool failed;
+  double seconds;
+  std::string why;
+};
+
+FailedCall callOnce(int rank, FastPath* path) {
+  std::vector<float> in(256, 1.0f), out(256);
+  const auto start = std::chrono::steady_clock::now();
+  FailedCall call;
+  call.failed = path->allReduce(in.data(), out.data(), 256, rcnFloat32, rcnSum, nullptr) != rcnSuccess;
+  call.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  path->asyncError(&call.why);
+  std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, call.seconds, call.why.c_str());
+  return call;
+}
+
 }  // namespace
 
 TEST_CASE("host backend over shm: a rank killed mid-call fails every survivor", "[host][fault]") {
@@ -125,20 +144,15 @@ TEST_CASE("host backend: a rank that never calls makes the others time out namin
       std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs + 1500));
       return 0;
     }
-    std::vector<float> in(64, 1.0f), out(64);
-    auto start = std::chrono::steady_clock::now();
-    rcnResult_t res = path->allReduce(in.data(), out.data(), 64, rcnFloat32, rcnSum, nullptr);
-    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string why;
-    path->asyncError(&why);
-    std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, took, why.c_str());
-    if (res == rcnSuccess) return 40;
+    const FailedCall call = callOnce(rank, path.get());
+    if (!call.failed) return 40;
     // Each names the idle rank, not the survivor that timed out first and
     // shut its connections (over tcp it tells why first).
-    if (why.find("timed out after") == std::string::npos || why.find("waiting for rank 1") == std::string::npos)
+    if (call.why.find("timed out after") == std::string::npos ||
+        call.why.find("waiting for rank 1") == std::string::npos)
       return 41;
-    if (why.find("closed its connection") != std::string::npos) return 43;
-    return took < kTimeoutMs / 1000.0 + 1.5 ? 0 : 42;
+    if (call.why.find("closed its connection") != std::string::npos) return 43;
+    return call.seconds < kTimeoutMs / 1000.0 + 1.5 ? 0 : 42;
   }, 60);
   checkRanks(outcomes);
   }
@@ -215,25 +229,6 @@ std::vector<RankOutcome> faultAfterGoodCalls(int nranks, int calls, const std::f
   }, 60);
 }
 
-// One all-reduce that should fail: whether it did, how long it took, and
-// the path's reason (printed).
-struct FailedCall {
-  bool failed;
-  double seconds;
-  std::string why;
-};
-
-FailedCall callOnce(int rank, FastPath* path) {
-  std::vector<float> in(256, 1.0f), out(256);
-  const auto start = std::chrono::steady_clock::now();
-  FailedCall call;
-  call.failed = path->allReduce(in.data(), out.data(), 256, rcnFloat32, rcnSum, nullptr) != rcnSuccess;
-  call.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  path->asyncError(&call.why);
-  std::fprintf(stderr, "rank %d: %.2f s: %s\n", rank, call.seconds, call.why.c_str());
-  return call;
-}
-
 }  // namespace
 
 TEST_CASE("host backend over tcp: a corrupted frame fails every rank", "[host][fault]") {
@@ -253,12 +248,10 @@ TEST_CASE("host backend over tcp: a sender stuck mid-frame fails both ranks, say
     // runs out before the receiver's own wait for the flag could.
     else std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs / 2));
     const FailedCall call = callOnce(rank, path);
-    const std::string& why = call.why;
-    const double took = call.seconds;
     if (!call.failed) return 40;
-    if (why.find("payload stalled") == std::string::npos) return 41;
-    if (why.find("from rank 1") == std::string::npos) return 42;  // names the stuck sender
-    return took < kTimeoutMs / 1000.0 + 1.5 ? 0 : 43;
+    if (call.why.find("payload stalled") == std::string::npos) return 41;
+    if (call.why.find("from rank 1") == std::string::npos) return 42;  // names the stuck sender
+    return call.seconds < kTimeoutMs / 1000.0 + 1.5 ? 0 : 43;
   }));
 }
 
@@ -268,12 +261,10 @@ TEST_CASE("host backend over tcp: a rank that destroyed its communicator fails t
   checkRanks(faultAfterGoodCalls(3, 2, [&](int rank, FastPath* path) {
     if (rank == leaver) return 0;  // its path is destroyed on return: BYE to every peer
     const FailedCall call = callOnce(rank, path);
-    const std::string& why = call.why;
-    const double took = call.seconds;
     if (!call.failed) return 40;
-    if (why.find("waiting for rank 1") == std::string::npos) return 41;
-    if (why.find("destroyed its communicator") == std::string::npos) return 42;
-    return took < kTimeoutMs / 2000.0 ? 0 : 43;  // well before the timeout
+    if (call.why.find("waiting for rank 1") == std::string::npos) return 41;
+    if (call.why.find("destroyed its communicator") == std::string::npos) return 42;
+    return call.seconds < kTimeoutMs / 2000.0 ? 0 : 43;  // well before the timeout
   }));
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <iterator>
 #include <vector>
 
@@ -217,6 +218,29 @@ TEST_CASE("p2p: ranks whose calls differ in count, type or op fail with rcnInval
 
 namespace {
 
+using PathSet = std::vector<std::unique_ptr<FastPath>>;
+
+// The ranks of one process on GPU 0, rank r calling through each set's path r.
+std::vector<LocalRank> ranksOnGpu0(std::initializer_list<const PathSet*> sets) {
+  std::vector<LocalRank> locals(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    locals[r].rank = r;
+    locals[r].device = 0;
+    for (const PathSet* set : sets) locals[r].comms.push_back(pathFn((*set)[r].get()));
+  }
+  return locals;
+}
+
+// After healthy calls no path may have recorded an error.
+void checkNoAsyncError(const PathSet& paths) {
+  for (size_t r = 0; r < paths.size(); ++r) {
+    std::string err;
+    const rcnResult_t res = paths[r]->asyncError(&err);
+    INFO("rank " << r << ": " << err);
+    CHECK(res == rcnSuccess);
+  }
+}
+
 // Both ranks in this process on GPU 0, over two paths of `options`' kind:
 // one that splits the protocols at splitLimit (so consecutive calls of one
 // path change protocol: neither protocol's leftovers may read as the other's
@@ -231,24 +255,12 @@ void runOneGpuBatches(P2pOptions options, const char* splitLimit) {
   if (!buildP2pPathsInProcess(kRanks, options, &split, &why)) FAIL(why);
   options.llMaxBytes = "0";
   if (!buildP2pPathsInProcess(kRanks, options, &flags, &why)) FAIL(why);
-  std::vector<LocalRank> locals(kRanks);
-  for (int r = 0; r < kRanks; ++r) {
-    locals[r].rank = r;
-    locals[r].device = 0;
-    locals[r].comms = {pathFn(split[r].get()), pathFn(flags[r].get())};
-  }
-  BatchRunner runner(kRanks, kMaxBytes, locals, identity());
+  BatchRunner runner(kRanks, kMaxBytes, ranksOnGpu0({&split, &flags}), identity());
   if (!runner.setUp(&why)) FAIL(why);
   if (!runInBatches(runner, everyTypeAndOp(21, kMaxBytes, 2), 300, false, &why)) FAIL(why);
   if (!runInBatches(runner, everyTypeAndOp(22, kMaxBytes, 2), 400, true, &why)) FAIL(why);
-  for (int r = 0; r < kRanks; ++r) {
-    for (FastPath* path : {split[r].get(), flags[r].get()}) {
-      std::string err;
-      const rcnResult_t res = path->asyncError(&err);
-      INFO("rank " << r << ": " << err);
-      CHECK(res == rcnSuccess);
-    }
-  }
+  checkNoAsyncError(split);
+  checkNoAsyncError(flags);
 }
 
 }  // namespace
@@ -304,13 +316,7 @@ TEST_CASE("proxy in one process on one GPU: LL lines 2^15 calls old, across the 
   std::vector<std::unique_ptr<FastPath>> paths;
   std::string why;
   if (!buildP2pPathsInProcess(kRanks, options, &paths, &why)) FAIL(why);
-  std::vector<LocalRank> locals(kRanks);
-  for (int r = 0; r < kRanks; ++r) {
-    locals[r].rank = r;
-    locals[r].device = 0;
-    locals[r].comms = {pathFn(paths[r].get())};
-  }
-  BatchRunner runner(kRanks, kMaxBytes, locals, identity());
+  BatchRunner runner(kRanks, kMaxBytes, ranksOnGpu0({&paths}), identity());
   if (!runner.setUp(&why)) FAIL(why);
   Call large, small;
   large.count = 16384;  // 64 KB of floats: 8192 lines
@@ -323,10 +329,5 @@ TEST_CASE("proxy in one process on one GPU: LL lines 2^15 calls old, across the 
   if (!runner.run(first16, 1, true, 1, &why)) FAIL(why);
   if (!runner.run(middle, 2, true, 2046, &why)) FAIL(why);
   if (!runner.run(last16, 3, true, 1, &why)) FAIL(why);
-  for (int r = 0; r < kRanks; ++r) {
-    std::string err;
-    const rcnResult_t res = paths[r]->asyncError(&err);
-    INFO("rank " << r << ": " << err);
-    CHECK(res == rcnSuccess);
-  }
+  checkNoAsyncError(paths);
 }

@@ -137,14 +137,14 @@ struct FakeKernel {
       for (int h = 0; h < 2; ++h) __atomic_store_n(&own[2 * u + h], word(rank, call, u, h), __ATOMIC_RELEASE);
     if (staged) ringGrid(phase, call, units, kProxyLLStaged);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTimeoutMs);
+    const uint32_t tag = uint32_t(word(rank, call, 0, 0) >> 32);  // every line of this call carries it
     for (int p = 0; p < nranks; ++p) {
       if (p == rank) continue;
       const uint64_t* lines = reinterpret_cast<const uint64_t*>(wire->region() + layout.llSlotOffset(phase, p));
       for (size_t u = 0; u < units; ++u) {
         for (int h = 0; h < 2; ++h) {
           uint64_t w;
-          while (uint32_t((w = __atomic_load_n(&lines[2 * u + h], __ATOMIC_ACQUIRE)) >> 32) !=
-                 uint32_t(word(p, call, u, h) >> 32)) {
+          while (uint32_t((w = __atomic_load_n(&lines[2 * u + h], __ATOMIC_ACQUIRE)) >> 32) != tag) {
             if (*abortFlag || std::chrono::steady_clock::now() > deadline) return 2;
             std::this_thread::yield();
           }

@@ -262,9 +262,10 @@ int runKilledPeerRank(const rcnUniqueId& id, int rank, const char* wire) {
     // A call after the error is recorded returns it instead of launching.
     const rcnResult_t launched = path->allReduce(buf, buf, 16384, rcnFloat32, rcnSum, nullptr);
     if (launched == rcnSuccess) CUDA_OK(cudaDeviceSynchronize());
-    if (path->asyncError(&why) == rcnSuccess && launched != rcnSuccess) return 72;
+    const rcnResult_t async = path->asyncError(&why);
+    if (async == rcnSuccess && launched != rcnSuccess) return 72;
     if (launched != rcnSuccess && launched != rcnRemoteError) return 76;
-    if (path->asyncError(&why) != rcnSuccess) {
+    if (async != rcnSuccess) {
       double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::fprintf(stderr, "rank %d: async error after %.2f s: %s\n", rank, took, why.c_str());
       return why.find("rank 1") != std::string::npos && took < 4.0 ? 0 : 73;

@@ -137,8 +137,9 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
     localLogits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * vocabCount_ * sizeof(float)));
   }
   argmaxKeys_ = static_cast<uint64_t*>(allocate(size_t(options.maxSeqs) * sizeof(uint64_t)));
-  nonFiniteLogits_ = static_cast<int*>(allocate(sizeof(int)));
-  tokens_ = static_cast<int*>(allocate(T * sizeof(int)));
+  // The overflow flag just before the tokens, so one copy reads both.
+  nonFiniteLogits_ = static_cast<int*>(allocate((T + 1) * sizeof(int)));
+  tokens_ = nonFiniteLogits_ + 1;
   pos_ = static_cast<int*>(allocate(T * sizeof(int)));
   seq_ = static_cast<int*>(allocate(T * sizeof(int)));
   lastRow_ = static_cast<int*>(allocate(options.maxSeqs * sizeof(int)));
@@ -528,16 +529,15 @@ std::vector<float> GpuModel::logits(int seq) {
 }
 
 std::vector<int> GpuModel::nextTokens() {
-  std::vector<int> out(seqs_);
+  std::vector<int> flagAndTokens(seqs_ + 1);
   cudaCheck(cudaStreamSynchronize(stream_), "next tokens");
   if (allReduce_) allReduce_->checkPeers();
-  cudaCheck(cudaMemcpy(out.data(), tokens_, seqs_ * sizeof(int), cudaMemcpyDeviceToHost), "next tokens");
-  int nonFinite = 0;
-  cudaCheck(cudaMemcpy(&nonFinite, nonFiniteLogits_, sizeof nonFinite, cudaMemcpyDeviceToHost), "next tokens");
-  if (nonFinite)
+  cudaCheck(cudaMemcpy(flagAndTokens.data(), nonFiniteLogits_, (seqs_ + 1) * sizeof(int), cudaMemcpyDeviceToHost),
+            "next tokens");
+  if (flagAndTokens[0])
     throw EngineError("the largest logit is NaN or infinite: the model's activations overflowed (weights out of "
                       "range?); no token can be chosen");
-  return out;
+  return std::vector<int>(flagAndTokens.begin() + 1, flagAndTokens.end());
 }
 
 void GpuModel::setNextTokens(const std::vector<int>& tokens) {

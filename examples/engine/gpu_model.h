@@ -165,7 +165,7 @@ class GpuModel {
   bool logitsGathered_ = false;    // logits_ holds this step's full rows (gathered once per step)
   void *xb_, *qkvOut_, *att_, *delta_, *gateUpOut_, *act_, *xbLast_;
   int *tokens_, *pos_, *seq_, *lastRow_;
-  int* nonFiniteLogits_;  // set by the argmax when a winning logit is NaN or infinite
+  int* nonFiniteLogits_;  // set by the argmax when a winning logit is NaN or infinite; tokens_ follow it
   int seqs_ = 0, position_ = 0;
   bool profiling_ = false;
   std::vector<std::pair<const char*, cudaEvent_t>> marks_;

@@ -59,12 +59,16 @@ std::string describeConfig(const ModelConfig& c) {
   return s.str();
 }
 
+size_t firstNonFinite(const float* values, size_t n) {
+  bool finite = true;  // a pass without early exit vectorizes; only bad values pay for the search
+  for (size_t i = 0; i < n; ++i) finite &= std::isfinite(values[i]);
+  if (finite) return n;
+  return size_t(std::find_if(values, values + n, [](float v) { return !std::isfinite(v); }) - values);
+}
+
 void requireFinite(const std::vector<float>& values, const std::string& where) {
-  bool finite = true;  // a pass without early exit vectorizes; only a bad file pays for the search
-  for (float v : values) finite &= std::isfinite(v);
-  if (finite) return;
-  const size_t at = size_t(std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); }) -
-                           values.begin());
+  const size_t at = firstNonFinite(values.data(), values.size());
+  if (at == values.size()) return;
   throw EngineError(where + " holds " + std::to_string(values[at]) + " (element " + std::to_string(at) +
                     " of those read; a corrupt checkpoint?)");
 }

@@ -78,5 +78,7 @@ std::string describeConfig(const ModelConfig& config);
 // among weights just read: a corrupt checkpoint would otherwise only show as
 // garbage text.
 void requireFinite(const std::vector<float>& values, const std::string& where);
+// The index of the first NaN or infinite value, or n when all are finite.
+size_t firstNonFinite(const float* values, size_t n);
 
 }  // namespace engine

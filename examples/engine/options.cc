@@ -183,8 +183,7 @@ void requireCpuOptions(const EngineOptions& o) {
                         : !o.cudaGraph             ? "--no-graph"
                         : !o.gemv                  ? "--no-gemv"
                         : o.fuseAllReduce          ? "--fused-allreduce"
-                        : o.profile                ? "--profile"
-                                                   : nullptr;
+                                                   : nullptr;  // --profile needs --bench, refused above
   if (gpuOnly)
     throw EngineError(std::string(gpuOnly) + " is for the gpu path, and this run is on the cpu" +
                       (o.device == "auto" ? " (no GPU found; --device gpu to insist)" : ""));

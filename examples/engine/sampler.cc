@@ -30,10 +30,10 @@ float Sampler::nextUniform() {
 // takes index 0; the sort's comparison is not an order), so the token would
 // be garbage with nothing said: the model's numbers overflowed.
 static void requireFiniteLogits(const float* logits, int vocab) {
-  for (int i = 0; i < vocab; ++i)
-    if (!std::isfinite(logits[i]))
-      throw EngineError("logit " + std::to_string(i) + " is " + std::to_string(logits[i]) +
-                        ": the model's activations overflowed (weights out of range?); no token can be sampled");
+  const size_t at = firstNonFinite(logits, size_t(vocab));
+  if (at == size_t(vocab)) return;
+  throw EngineError("logit " + std::to_string(at) + " is " + std::to_string(logits[at]) +
+                    ": the model's activations overflowed (weights out of range?); no token can be sampled");
 }
 
 int Sampler::sample(const float* logits, int vocab) {

@@ -129,7 +129,7 @@ rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why)
   const int64_t maxBlocks = paramInt(ParamId::MaxBlocks);
   const int64_t threads = paramInt(ParamId::Threads);
   const int64_t timeoutMs = paramInt(ParamId::TimeoutMs);
-  RCN_ARG_CHECK(ctx.maxBytes <= (size_t(1) << 30), "the one-shot threshold of %zu bytes is over 1 GiB",
+  RCN_ARG_CHECK(ctx.maxBytes <= kMaxOneShotBytes, "the one-shot threshold of %zu bytes is over 1 GiB",
                 ctx.maxBytes);
   RCN_ARG_CHECK(threads % 32 == 0, "ROCENANTE_THREADS=%lld must be a multiple of 32",
                 static_cast<long long>(threads));

@@ -49,22 +49,38 @@ cudaMemPool_t scratchPool(int dev) {
 
 }  // namespace
 
-rcnResult_t zeroDeviceMemory(void* ptr, size_t bytes) {
+// Runs enqueue(stream) on a private stream and waits for that stream alone,
+// at most ROCENANTE_BOOTSTRAP_TIMEOUT_MS; `what` names the work in the warning.
+template <typename Enqueue>
+rcnResult_t onPrivateStream(const char* what, Enqueue enqueue) {
   cudaStream_t stream = nullptr;
   RCN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaError_t status = cudaMemsetAsync(ptr, 0, bytes, stream);
+  cudaError_t status = enqueue(stream);
   const int64_t limitMs = bootstrapTimeoutMs();
   if (status == cudaSuccess)
     status = pollCudaQuery(deadlineAfterMs(limitMs), std::chrono::microseconds(20),
                            [&] { return cudaStreamQuery(stream); });
-  cudaStreamDestroy(stream);  // a memset still pending completes first
+  cudaStreamDestroy(stream);  // work still pending completes first
   if (status == cudaErrorNotReady) {
-    RCN_WARN(RCN_LOG_INIT, "zeroing a new exchange region did not finish within %lld ms "
-             "(ROCENANTE_BOOTSTRAP_TIMEOUT_MS): the GPU runs other work that does not make room", (long long)limitMs);
+    RCN_WARN(RCN_LOG_INIT, "%s did not finish within %lld ms (ROCENANTE_BOOTSTRAP_TIMEOUT_MS): the GPU runs "
+             "other work that does not make room", what, (long long)limitMs);
     return rcnSystemError;
   }
   RCN_CUDA_CHECK(status);
   return rcnSuccess;
+}
+
+rcnResult_t zeroDeviceMemory(void* ptr, size_t bytes) {
+  return onPrivateStream("zeroing a new exchange region",
+                         [&](cudaStream_t stream) { return cudaMemsetAsync(ptr, 0, bytes, stream); });
+}
+
+// A pageable source is staged before cudaMemcpyAsync returns, so it may go
+// out of scope even if the copy is still pending at the time limit.
+rcnResult_t copyToDeviceMemory(void* dst, const void* src, size_t bytes) {
+  return onPrivateStream("copying a new communicator's state to the GPU", [&](cudaStream_t stream) {
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+  });
 }
 
 rcnResult_t allocScratch(void** ptr, size_t bytes, cudaStream_t stream) {

@@ -27,6 +27,8 @@ namespace rcn {
 // private stream, waiting for it at most ROCENANTE_BOOTSTRAP_TIMEOUT_MS
 // (rcnSystemError past that: the GPU is full of work that does not end).
 rcnResult_t zeroDeviceMemory(void* ptr, size_t bytes);
+// The same for a copy of `bytes` from host memory at src to device memory at dst.
+rcnResult_t copyToDeviceMemory(void* dst, const void* src, size_t bytes);
 
 // Scratch memory ordered on `stream`, from a pool of the current device that
 // every peer GPU can reach (NCCL may write straight into a buffer of a rank

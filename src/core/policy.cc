@@ -44,7 +44,7 @@ rcnResult_t applyEnvironment(PolicyConfig* config) {
     config->disabled = value;
     config->source += " + env DISABLE";
   }
-  if (const char* text = envText("ROCENANTE_FORCE")) {
+  if (envText("ROCENANTE_FORCE")) {
     const std::string force = paramStr(ParamId::Force);  // trimmed, as every variable is read
     if (force == "rocenante") config->force = 1;
     else if (force == "nccl") config->force = -1;
@@ -55,7 +55,7 @@ rcnResult_t applyEnvironment(PolicyConfig* config) {
   if (const char* text = envText("ROCENANTE_MAX_BYTES")) {
     int64_t value = 0;
     if (!parseIntText(text, &value, &why)) return badEnv("ROCENANTE_MAX_BYTES", why);
-    if (value < 0 || value > (int64_t(1) << 30))
+    if (value < 0 || uint64_t(value) > kMaxOneShotBytes)
       return badEnv("ROCENANTE_MAX_BYTES", "must be in 0..1G (the fast path's buffers are sized from it)");
     config->oneShotMaxBytes = config->oneShotMaxBytesGraph = static_cast<size_t>(value);
     config->source += " + env MAX_BYTES";

@@ -26,6 +26,10 @@ enum class NcclProto { Default, LL, LL128, Simple };
 
 enum class TopoClass { Unknown, SingleHost, MultiNodeAnyToAny, MultiNodePartial };
 
+// The largest one-shot threshold: the fast path's buffers are sized from it
+// (ROCENANTE_MAX_BYTES's range in params.def says the same).
+constexpr size_t kMaxOneShotBytes = size_t(1) << 30;
+
 struct CallDesc {
   Collective coll = Collective::AllReduce;
   size_t bytes = 0;

@@ -1,7 +1,6 @@
 #include "core/policy_file.h"
 
 #include <algorithm>
-#include <set>
 #include <vector>
 
 #include "core/user_file.h"
@@ -10,7 +9,7 @@
 #include "core/params.h"
 
 #ifdef ROCENANTE_HAVE_YAML
-#include <yaml-cpp/yaml.h>
+#include "core/yaml_strict.h"
 #endif
 
 namespace rcn {
@@ -75,7 +74,7 @@ size_t bytesOf(const YAML::Node& node, const std::string& key) {
 // most 1 GiB (as ROCENANTE_MAX_BYTES).
 size_t oneShotBytesOf(const YAML::Node& node, const std::string& key) {
   const size_t bytes = bytesOf(node, key);
-  if (bytes > (size_t(1) << 30)) fail(node, key, "must be at most 1G (the fast path's buffers are sized from it)");
+  if (bytes > kMaxOneShotBytes) fail(node, key, "must be at most 1G (the fast path's buffers are sized from it)");
   return bytes;
 }
 
@@ -125,13 +124,9 @@ NcclProto protoOf(const YAML::Node& node, const std::string& key) {
 // mean one of them.
 void requireMap(const YAML::Node& node, const std::string& key) {
   if (!node.IsMap()) fail(node, key, "expected a mapping of keys to values");
-  std::set<std::string> seen;
-  for (const auto& item : node) {
-    if (!item.first.IsScalar()) continue;  // refused as an unknown key where it is read
-    const std::string name = item.first.Scalar();
-    if (!seen.insert(name).second)
-      fail(item.first, key == "(top level)" ? name : key + "." + name, "given twice");
-  }
+  // (A key that is not a scalar is refused as an unknown key where it is read.)
+  if (const YAML::Node twice = repeatedKey(node); !twice.IsNull())
+    fail(twice, key == "(top level)" ? twice.Scalar() : key + "." + twice.Scalar(), "given twice");
 }
 
 NcclPreference preferenceOf(const YAML::Node& node, const std::string& key) {
@@ -235,9 +230,8 @@ rcnResult_t policyFileParse(const std::string& text, const std::string& name, Po
     // One document: what a second one said would be dropped without a word
     // (an empty one, as after a final `---`, says nothing).
     const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    for (size_t d = 1; d < documents.size(); ++d)
-      if (!documents[d].IsNull())
-        fail(documents[d], "(document " + std::to_string(d + 1) + ")", "a policy file is one YAML document");
+    if (const size_t d = extraDocument(documents))
+      fail(documents[d], "(document " + std::to_string(d + 1) + ")", "a policy file is one YAML document");
     parseTop(documents.empty() ? YAML::Node() : documents[0], out);
     return rcnSuccess;
   } catch (const BadValue& bad) {

@@ -6,7 +6,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <set>
 #include <sstream>
 #include <vector>
 
@@ -15,7 +14,7 @@
 #include "topology/topology.h"
 
 #ifdef ROCENANTE_HAVE_YAML
-#include <yaml-cpp/yaml.h>
+#include "core/yaml_strict.h"
 #endif
 
 namespace rcn {
@@ -128,19 +127,16 @@ class Fields {
     if (err_->empty() && !node.IsMap()) fail(node, path_, "expected a mapping");
   }
 
-  // Every key present must be one of `allowed` (catches typos).
-  // Every key known, and none twice (YAML keeps one of two equal keys
-  // without a word).
+  // Every key present must be one of `allowed` (catches typos), and none twice.
   void allow(std::initializer_list<const char*> allowed) {
     if (!err_->empty() || !node_.IsMap()) return;
-    std::set<std::string> seen;
     for (const auto& kv : node_) {
       std::string key = kv.first.Scalar();
       bool known = false;
       for (const char* a : allowed) known = known || key == a;
       if (!known) return fail(kv.first, sub(key), "unknown key");
-      if (!seen.insert(key).second) return fail(kv.first, sub(key), "given twice");
     }
+    if (const YAML::Node twice = repeatedKey(node_); !twice.IsNull()) fail(twice, sub(twice.Scalar()), "given twice");
   }
 
   template <class T>
@@ -308,10 +304,10 @@ RankTopo parseRank(const YAML::Node& node, const std::string& file, const std::s
   f.get("peermem", &t.peerMemModule);
   YAML::Node gpus = f.list("gpus");
   for (size_t i = 0; i < gpus.size() && err->empty(); i++) {
-    t.gpus.push_back(parseGpu(gpus[i], file, item(path, "gpus", i), err));
-    for (size_t j = 0; j + 1 < t.gpus.size() && err->empty(); j++)
-      if (t.gpus[j].index == t.gpus.back().index)
-        f.fail(gpus[i], item(path, "gpus", i), "GPU index " + std::to_string(t.gpus.back().index) + " given twice");
+    const GpuInfo g = parseGpu(gpus[i], file, item(path, "gpus", i), err);
+    if (err->empty() && gpuByIndex(t, g.index))
+      f.fail(gpus[i], item(path, "gpus", i), "GPU index " + std::to_string(g.index) + " given twice");
+    t.gpus.push_back(g);
   }
   // The rank's own GPU is one of those it lists (a probe lists every GPU it sees).
   f.check(t.cudaDev == -1 || gpuByIndex(t, t.cudaDev), "cuda_dev",
@@ -337,15 +333,12 @@ RankTopo parseRank(const YAML::Node& node, const std::string& file, const std::s
 rcnResult_t topoParseText(const std::string& text, const std::string& fileName, std::vector<RankTopo>* ranks) {
   YAML::Node root;
   try {
-    // One document: a second one would be dropped without a word (an empty
-    // one, as after a final `---`, says nothing).
     const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    for (size_t d = 1; d < documents.size(); ++d)
-      if (!documents[d].IsNull()) {
-        RCN_WARN(RCN_LOG_TOPO, "topology file %s:%d: a topology file is one YAML document", fileName.c_str(),
-                 documents[d].Mark().line + 1);
-        return rcnInvalidArgument;
-      }
+    if (const size_t d = extraDocument(documents)) {
+      RCN_WARN(RCN_LOG_TOPO, "topology file %s:%d: a topology file is one YAML document", fileName.c_str(),
+               documents[d].Mark().line + 1);
+      return rcnInvalidArgument;
+    }
     if (!documents.empty()) root = documents[0];
   } catch (const YAML::ParserException& e) {
     RCN_WARN(RCN_LOG_TOPO, "topology file %s:%d: not valid YAML/JSON: %s", fileName.c_str(), e.mark.line + 1,

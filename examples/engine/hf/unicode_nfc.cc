@@ -16,27 +16,22 @@ namespace engine::hf {
 
 bool nfcAvailable() { return true; }
 
-namespace {
-
-// ICU's UTF-8 reader replaces bad bytes with U+FFFD; asking the strict
-// converter first keeps them for the pre-tokenizer's error.
-bool validUtf8(const std::string& text) {
-  UErrorCode status = U_ZERO_ERROR;
-  int32_t units = 0;
-  u_strFromUTF8(nullptr, 0, &units, text.data(), int32_t(text.size()), &status);
-  return status == U_BUFFER_OVERFLOW_ERROR || U_SUCCESS(status);
-}
-
-}  // namespace
-
 std::string toNfc(const std::string& text) {
   if (text.size() > size_t(INT32_MAX / 2)) throw EngineError("text of " + std::to_string(text.size()) +
                                                              " bytes is too long to normalize (NFC)");
-  if (!validUtf8(text)) return text;
+  if (text.empty()) return text;
+  // The strict converter, not UnicodeString::fromUTF8, which would replace bad
+  // bytes with U+FFFD: text that is not UTF-8 goes on as it was, for the
+  // pre-tokenizer's error. UTF-16 never takes more units than UTF-8 bytes.
   UErrorCode status = U_ZERO_ERROR;
+  icu::UnicodeString in;
+  int32_t units = 0;
+  UChar* buffer = in.getBuffer(int32_t(text.size()));
+  u_strFromUTF8(buffer, in.getCapacity(), &units, text.data(), int32_t(text.size()), &status);
+  in.releaseBuffer(U_SUCCESS(status) ? units : 0);
+  if (U_FAILURE(status)) return text;
   const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
   if (U_FAILURE(status)) throw EngineError(std::string("ICU has no NFC data: ") + u_errorName(status));
-  const icu::UnicodeString in = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), int32_t(text.size())));
   if (nfc->isNormalized(in, status) && U_SUCCESS(status)) return text;
   const icu::UnicodeString out = nfc->normalize(in, status);
   if (U_FAILURE(status)) throw EngineError(std::string("NFC normalization failed: ") + u_errorName(status));

@@ -12,6 +12,7 @@
 
 #include "core/check.h"
 #include "core/device_drain.h"
+#include "core/device_memory.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/params.h"
@@ -120,12 +121,12 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
 
   RCN_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(ProxyState)));
   // The first call is numbered firstCall (1 but where a test crosses the
-  // wrap). A blocking copy: calls run on the caller's stream, which does not
-  // wait for this one.
+  // wrap). Finished before any call: they run on the caller's stream, which
+  // does not wait for this one.
   const uint32_t firstCall = uint32_t(paramInt(ParamId::ProxyFirstCall));
   ProxyState start{};
   start.epoch = firstCall - 1;
-  RCN_CUDA_CHECK(cudaMemcpy(state_, &start, sizeof start, cudaMemcpyHostToDevice));
+  RCN_CHECK(copyToDeviceMemory(state_, &start, sizeof start));
   RCN_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(ProxyHostShared),
                                cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(host_, 0, sizeof *host_);

@@ -365,14 +365,15 @@ bool TcpWire::applyFrame(int peer) {
   } else if (h.type == kFrameBye) {
     byeFrom_[peer].store(true);
     return false;
+  } else if (h.type == kFrameAbort && h.length > kAbortTextBytes) {
+    bad = "abort text too long";
   } else if (h.type == kFrameAbort) {
-    std::string text(h.length <= kAbortTextBytes ? size_t(h.length) : 0, '\0');
-    if (h.length > kAbortTextBytes) bad = "abort text too long";
-    else if (!readFully(fds_[peer], text.data(), text.size())) text = "(its reason was cut off)";
+    std::string text(size_t(h.length), '\0');
+    if (!readFully(fds_[peer], text.data(), text.size())) text = "(its reason was cut off)";
     // A rank that is leaving (its BYE sent) no longer needs anyone: a peer's
     // failure then is not this rank's error.
-    if (bad.empty() && !closing_.load()) fail("tcp wire: rank " + std::to_string(peer) + " failed: " + text);
-    if (bad.empty()) return false;
+    if (!closing_.load()) fail("tcp wire: rank " + std::to_string(peer) + " failed: " + text);
+    return false;
   } else {
     bad = "unknown frame type";
   }
