@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/comm.h"
 #include "core/params.h"
 #include "support/scoped_env.h"
 
@@ -71,6 +72,34 @@ TEST_CASE("parameters read the environment and fall back to defaults") {
   {
     ScopedEnv env("ROCENANTE_TIMEOUT_MS", "soon");
     CHECK(rcn::paramInt(ParamId::TimeoutMs) == 10000);  // malformed: default, with a warning
+  }
+}
+
+TEST_CASE("peer waits take ROCENANTE_TIMEOUT_MS, or under the shim while it is unset ROCENANTE_SHIM_TIMEOUT_MS") {
+  unsetenv("ROCENANTE_TIMEOUT_MS");
+  unsetenv("ROCENANTE_SHIM_TIMEOUT_MS");
+  ncclComm_t someNccl = reinterpret_cast<ncclComm_t>(uintptr_t{1});  // never dereferenced
+  rcnComm native;  // the native API, its own NCCL communicator
+  native.nccl = someNccl;
+  rcnComm hostBackend;  // no NCCL at all
+  hostBackend.nccl = nullptr;
+  hostBackend.ownsNccl = false;
+  rcnComm shim;  // built over the user's communicator
+  shim.nccl = someNccl;
+  shim.ownsNccl = false;
+  CHECK(rcn::peerWaitMs(&native) == 10000);
+  CHECK(rcn::peerWaitMs(&hostBackend) == 10000);
+  CHECK(rcn::peerWaitMs(&shim) == 1800000);
+  {
+    ScopedEnv env("ROCENANTE_SHIM_TIMEOUT_MS", "5000");
+    CHECK(rcn::peerWaitMs(&shim) == 5000);
+    CHECK(rcn::peerWaitMs(&native) == 10000);
+  }
+  {
+    ScopedEnv env("ROCENANTE_TIMEOUT_MS", "3000");
+    ScopedEnv shimEnv("ROCENANTE_SHIM_TIMEOUT_MS", "5000");
+    CHECK(rcn::peerWaitMs(&shim) == 3000);  // set explicitly, it holds everywhere
+    CHECK(rcn::peerWaitMs(&native) == 3000);
   }
 }
 

@@ -105,6 +105,11 @@ rcnPath_t pathOf(TransportKind kind) {
 // Chooses the transport, loads the policy for it (its thresholds size the
 // exchange slots) and builds the fast path. Collective: every rank takes the
 // same branches, since the topology and the parameters are agreed.
+// The bound on the waits of destroy and abort, for calls and the GPU: with
+// the abort flag raised our kernels end at once, so what remains is work that
+// is not ours. Its range keeps nanosecond deadlines within 64 bits.
+int64_t teardownLimitMs() { return paramInt(ParamId::TimeoutMs); }
+
 rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why) {
   TransportKind kind;
   RCN_CHECK(parseTransport(&kind));
@@ -128,14 +133,14 @@ rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why)
   // threshold comes from the policy and the thread count must fill warps.
   const int64_t maxBlocks = paramInt(ParamId::MaxBlocks);
   const int64_t threads = paramInt(ParamId::Threads);
-  const int64_t timeoutMs = paramInt(ParamId::TimeoutMs);
   RCN_ARG_CHECK(ctx.maxBytes <= kMaxOneShotBytes, "the one-shot threshold of %zu bytes is over 1 GiB",
                 ctx.maxBytes);
   RCN_ARG_CHECK(threads % 32 == 0, "ROCENANTE_THREADS=%lld must be a multiple of 32",
                 static_cast<long long>(threads));
   ctx.maxBlocks = static_cast<int>(maxBlocks);
   ctx.threads = static_cast<int>(threads);
-  ctx.timeoutMs = static_cast<uint64_t>(timeoutMs);
+  ctx.timeoutMs = static_cast<uint64_t>(peerWaitMs(comm));
+  ctx.teardownMs = static_cast<uint64_t>(teardownLimitMs());
   ctx.bootstrap = comm->bootstrap.get();
   ctx.topo = &topo;
   return createFastPath(ctx, kind, &comm->fast, why);
@@ -205,13 +210,23 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
   }
   RCN_CHECK(requireSomePath(comm, reason));
   fillInfo(comm, reason);
-  RCN_INFO(RCN_LOG_INIT, "comm %p rank %d/%d dev %d: %s path, up to %zu bytes (%s)", (void*)comm,
-           comm->rank, comm->nranks, comm->cudaDev, comm->info.transport, comm->info.maxBytes,
-           comm->info.reason);
+  RCN_INFO(RCN_LOG_INIT, "comm %p rank %d/%d dev %d: %s path, up to %zu bytes (%s); a peer is waited for at "
+           "most %lld ms", (void*)comm, comm->rank, comm->nranks, comm->cudaDev, comm->info.transport,
+           comm->info.maxBytes, comm->info.reason, (long long)peerWaitMs(comm));
   return rcnSuccess;
 }
 
 }  // namespace
+
+// NCCL waits for a late rank for as long as it takes, and frameworks bound
+// that with their own watchdog, which aborts the communicator (and stops our
+// waits); a 10 s bound under the shim would fail a barrier that one rank
+// reaches after writing a checkpoint. Native-API callers keep the short default.
+int64_t peerWaitMs(const rcnComm* comm) {
+  const bool underShim = comm->nccl && !comm->ownsNccl;
+  if (!underShim || paramIsSet(ParamId::TimeoutMs)) return paramInt(ParamId::TimeoutMs);
+  return paramInt(ParamId::ShimTimeoutMs);
+}
 
 rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
   *out = nullptr;
@@ -247,13 +262,6 @@ rcnResult_t commCheck(const rcnComm* comm, const char* caller) {
                 (const void*)comm);
   return rcnSuccess;
 }
-
-namespace {
-// The bound on the waits of destroy and abort: a call's own waits end
-// within ROCENANTE_TIMEOUT_MS (its range keeps nanosecond deadlines within
-// 64 bits).
-int64_t teardownLimitMs() { return paramInt(ParamId::TimeoutMs); }
-}  // namespace
 
 rcnResult_t commDestroy(rcnComm* comm) {
   {

@@ -77,6 +77,10 @@ struct CommInitArgs {
 // fallback, builds the fast path and runs the self-test and vote.
 rcnResult_t commCreate(CommInitArgs args, rcnComm** out);
 
+// The bound on the fast path's waits for a peer: ROCENANTE_TIMEOUT_MS, or,
+// under the NCCL shim while that is unset, ROCENANTE_SHIM_TIMEOUT_MS.
+int64_t peerWaitMs(const rcnComm* comm);
+
 // commCreate with the defaults of a native-API rank (api.cc): one rank of a
 // multi-process communicator, its bootstrap already connected.
 rcnResult_t commCreateRank(int rank, int nranks, std::unique_ptr<Bootstrap> bootstrap, rcnComm** out);

@@ -20,7 +20,8 @@ struct FastPathContext {
   size_t maxBytes = 0;              // slot size: largest message taken
   int maxBlocks = 0;
   int threads = 0;
-  uint64_t timeoutMs = 0;
+  uint64_t timeoutMs = 0;           // bound on a wait for a peer
+  uint64_t teardownMs = 0;          // bound on release's waits for the GPU and the path's own threads
   class Bootstrap* bootstrap = nullptr;  // valid during creation only
   const struct CommTopo* topo = nullptr;  // the agreed topology, during creation (may be null)
 };

@@ -26,10 +26,12 @@ constexpr const char* kPrefix = "ROCENANTE_";
 
 const ParamInfo& info(ParamId id) { return paramTable()[static_cast<size_t>(id)]; }
 
+// The environment's text for a parameter; null when it is unset.
+const char* envText(ParamId id) { return getenv((std::string(kPrefix) + info(id).name).c_str()); }
+
 // The environment's text for a parameter, or its default.
 std::string rawText(ParamId id) {
-  std::string name = std::string(kPrefix) + info(id).name;
-  const char* value = getenv(name.c_str());
+  const char* value = envText(id);
   return value ? std::string(value) : std::string(info(id).defaultText);
 }
 
@@ -152,6 +154,8 @@ int64_t paramDefaultInt(ParamId id) {
   parseIntText(info(id).defaultText, &value, &why);
   return value;
 }
+
+bool paramIsSet(ParamId id) { return envText(id) != nullptr; }
 
 int64_t paramInt(ParamId id) {
   int64_t value = 0;

@@ -35,6 +35,8 @@ const std::vector<ParamInfo>& paramTable();
 // is used; paramValidate() reports them as errors at communicator
 // creation.
 int64_t paramInt(ParamId id);
+// Whether the environment sets the parameter (to anything, even a malformed value).
+bool paramIsSet(ParamId id);
 // The table's default of an INT parameter.
 int64_t paramDefaultInt(ParamId id);
 

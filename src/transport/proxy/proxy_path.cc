@@ -83,7 +83,8 @@ class ProxyPath final : public FastPath {
   int maxBlocks_ = 0;
   int gridBlocks_ = 0;  // most blocks per call: no more than the proxy has lanes
   int threads_ = 0;
-  uint64_t timeoutMs_ = 0;
+  uint64_t timeoutMs_ = 0;   // a wait for a peer
+  uint64_t teardownMs_ = 0;  // release's waits
   bool programmaticLaunch_ = false;
   bool stagedLines_ = false;  // region in GPU memory: staged LL for every call
   char name_[32] = "proxy";
@@ -105,6 +106,7 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   maxBlocks_ = ctx.maxBlocks;
   threads_ = ctx.threads;
   timeoutMs_ = ctx.timeoutMs;
+  teardownMs_ = ctx.teardownMs;
   // Not ROCENANTE_PDL: on the H200 host an early-scheduled next kernel made
   // the proxy path slower (48 KB: 16.9 us against 15.4 us without).
   programmaticLaunch_ = false;
@@ -249,14 +251,14 @@ rcnResult_t ProxyPath::asyncError(std::string* why) {
 void ProxyPath::release() {
   DeviceScope device(cudaDev_);  // and the caller's current device back at the end
   cudaError_t deviceError = cudaSuccess;
-  const bool drained = !device.ok() || drainDevice(cudaDev_, int64_t(timeoutMs_), &deviceError);
+  const bool drained = !device.ok() || drainDevice(cudaDev_, int64_t(teardownMs_), &deviceError);
   if (drained && engine_ && state_ && host_ && !host_->abort && engine_->error(nullptr) == rcnSuccess) {
     ProxyState st{};
     if (device.ok() && deviceError == cudaSuccess &&
         cudaMemcpy(&st, state_, sizeof st, cudaMemcpyDeviceToHost) == cudaSuccess && !st.failed &&
-        engine_->drain(st.epoch, timeoutMs_) != rcnSuccess)
+        engine_->drain(st.epoch, teardownMs_) != rcnSuccess)
       RCN_INFO(RCN_LOG_PROXY, "proxy path: rank %d: calls the GPU finished were not all forwarded before "
-               "release (the engine failed or %llu ms passed)", rank_, (unsigned long long)timeoutMs_);
+               "release (the engine failed or %llu ms passed)", rank_, (unsigned long long)teardownMs_);
   }
   std::string why;
   bool healthy = engine_ && engine_->error(&why) == rcnSuccess && host_ &&
@@ -268,7 +270,7 @@ void ProxyPath::release() {
   }
   if (!drained) {
     RCN_WARN(RCN_LOG_PROXY, "proxy path: rank %d: device %d still runs kernels after %llu ms; its memory is "
-             "leaked", rank_, cudaDev_, (unsigned long long)timeoutMs_);
+             "leaked", rank_, cudaDev_, (unsigned long long)teardownMs_);
     (void)wire_.release();
     deviceRegion_.abandon();
     return;
