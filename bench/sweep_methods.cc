@@ -233,9 +233,12 @@ std::unique_ptr<NcclMethod> createNccl(World* world, int index, const ncclUnique
 }
 
 // Why a method cannot run at all in this configuration ("" when it can try).
-std::string staticUnavailability(int m, bool gpu, const Pools& pools) {
+std::string staticUnavailability(int m, bool gpu, int nranks, const Pools& pools) {
   if (kMethods[m].kind == MethodKind::RcnTwoShot)
     return "n/a: rocenante's two-shot kernel is not built yet";
+  // One rank's all-reduce is a copy: a row labelled one-shot would time that copy.
+  if (kMethods[m].kind == MethodKind::RcnForced && nranks < 2)
+    return "n/a: one rank: rocenante's fast path needs 2 or more ranks";
   if (methodIsNccl(m) && !gpu) return "n/a: no GPU (host backend), so no NCCL";
   if (kMethods[m].symmetric && !pools.ncclMemAlloc) return "unavailable: " + pools.allocNote;
   return "";
@@ -256,7 +259,7 @@ rcnResult_t createMethods(const SweepOptions& opts, World* world, bool gpu, Pool
       out->unavailable[m] = "not selected (--methods)";
       continue;
     }
-    std::string reason = staticUnavailability(m, gpu, *pools);
+    std::string reason = staticUnavailability(m, gpu, world->nranks, *pools);
     if (!reason.empty()) {
       out->unavailable[m] = reason;
       continue;
