@@ -102,6 +102,15 @@ TEST_CASE("launch env: inconsistent variables are clear errors") {
   CHECK(why.find("LOCAL_RANK=5 is not below WORLD_SIZE=1") != std::string::npos);
   CHECK_FALSE(parseLaunchEnv(envOf({{"RANK", "0"}, {"WORLD_SIZE", "100000000"}, {"MASTER_ADDR", "h"}}), &info, &why));
   CHECK(why.find("more than the 1048576 ranks") != std::string::npos);
+  // Spaces around a number count alike on both sides; a sign or a gap inside does not parse.
+  REQUIRE(parseLaunchEnv(envOf({{"RANK", " 1"}, {"WORLD_SIZE", "2 "}, {"MASTER_ADDR", "h"}}), &info, &why));
+  CHECK(info.rank == 1);
+  CHECK(info.nranks == 2);
+  CHECK_FALSE(parseLaunchEnv(envOf({{"RANK", "+1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}), &info, &why));
+  CHECK(why.find("RANK='+1'") != std::string::npos);
+  CHECK_FALSE(parseLaunchEnv(envOf({{"RANK", "1 0"}, {"WORLD_SIZE", "20"}, {"MASTER_ADDR", "h"}}), &info, &why));
+  CHECK_FALSE(parseLaunchEnv(envOf({{"RANK", "0"}, {"WORLD_SIZE", " "}, {"MASTER_ADDR", "h"}}), &info, &why));
+  CHECK_FALSE(parseLaunchEnv(envOf({{"RANK", "0"}, {"WORLD_SIZE", "99999999999"}, {"MASTER_ADDR", "h"}}), &info, &why));
   // A rank variable alone is no launcher, and the hint says what is missing (not for a Slurm batch script).
   REQUIRE(parseLaunchEnv(envOf({{"RANK", "1"}}), &info, &why));
   CHECK(info.kind == LaunchKind::Standalone);

@@ -32,11 +32,17 @@ const LauncherVars kLaunchers[] = {
     {"Slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", nullptr, true},
 };
 
+// Decimal digits, with spaces or tabs around them allowed on both sides alike
+// (strtol alone skips them in front only, and takes a sign).
 bool parseInt(const char* text, int* out) {
-  if (!text || !*text) return false;
-  char* end = nullptr;
-  long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value < 0 || value > 1000000000L) return false;
+  if (!text) return false;
+  std::string digits = text;
+  const size_t first = digits.find_first_not_of(" \t");
+  if (first == std::string::npos) return false;
+  digits = digits.substr(first, digits.find_last_not_of(" \t") - first + 1);
+  if (digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  const long long value = std::stoll(digits);
+  if (value > 1000000000LL) return false;
   *out = static_cast<int>(value);
   return true;
 }
