@@ -18,6 +18,7 @@ lines = [
     "A malformed value, or one outside the row's allowed values (an integer's range, both ends",
     "included; a string's choices), is an error at communicator creation that names the variable;",
     "an unknown `ROCENANTE_*` name is logged as a warning (a likely typo).",
+    "A string with choices that is set but empty reads as its default.",
     "",
     "| variable | kind | default | allowed | meaning |",
     "|---|---|---|---|---|",

@@ -103,6 +103,29 @@ TEST_CASE("peer waits take ROCENANTE_TIMEOUT_MS, or under the shim while it is u
   }
 }
 
+TEST_CASE("a parameter with choices reads as one of them, its default when empty, else an error") {
+  std::string value;
+  {
+    ScopedEnv env("ROCENANTE_TRANSPORT", " p2p ");
+    REQUIRE(rcn::paramChoice(ParamId::Transport, &value) == rcnSuccess);
+    CHECK(value == "p2p");
+  }
+  {
+    ScopedEnv env("ROCENANTE_TRANSPORT", "");  // as if unset, like every reader of the table
+    REQUIRE(rcn::paramChoice(ParamId::Transport, &value) == rcnSuccess);
+    CHECK(value == "auto");
+  }
+  {
+    ScopedEnv env("ROCENANTE_GDR", "yes");
+    CHECK(rcn::paramChoice(ParamId::Gdr, &value) == rcnInvalidArgument);
+  }
+  {
+    ScopedEnv env("ROCENANTE_FORCE", "");
+    REQUIRE(rcn::paramChoice(ParamId::Force, &value) == rcnSuccess);
+    CHECK(value.empty());  // the row's default: force nothing
+  }
+}
+
 TEST_CASE("validation names the malformed variable") {
   CHECK(rcn::paramValidate() == rcnSuccess);
   ScopedEnv env("ROCENANTE_MAX_BLOCKS", "many");

@@ -29,10 +29,8 @@ constexpr size_t kHostMinSlotBytes = 64 * 1024;
 // the shim builds over an NCCL communicator, whose buffers live on a GPU
 // wherever there is one.
 rcnResult_t pickDevice(int requested, bool ncclBuffers, int* cudaDev) {
-  std::string backend = paramStr(ParamId::Backend);
-  // Checked first, so a typo fails on a machine without GPUs too.
-  RCN_ARG_CHECK(backend == "gpu" || backend == "auto" || backend == "host",
-                "ROCENANTE_BACKEND='%s' is not one of auto, gpu, host", backend.c_str());
+  std::string backend;
+  RCN_CHECK(paramChoice(ParamId::Backend, &backend));  // first, so a typo fails without GPUs too
   RCN_ARG_CHECK(!(ncclBuffers && backend == "host" && rcn::bench::visibleGpuCount() > 0),
                 "ROCENANTE_BACKEND=host cannot serve an NCCL communicator: its buffers are GPU memory, which "
                 "the host backend's CPU copies cannot read");
@@ -62,16 +60,12 @@ rcnResult_t createNcclComm(rcnComm* comm) {
 }
 
 rcnResult_t parseTransport(TransportKind* kind) {
-  std::string text = paramStr(ParamId::Transport);
-  if (text == "auto") *kind = TransportKind::Auto;
-  else if (text == "p2p") *kind = TransportKind::P2p;
+  std::string text;
+  RCN_CHECK(paramChoice(ParamId::Transport, &text));
+  if (text == "p2p") *kind = TransportKind::P2p;
   else if (text == "proxy") *kind = TransportKind::Proxy;
   else if (text == "host") *kind = TransportKind::Host;
-  else {
-    RCN_WARN(RCN_LOG_INIT, "ROCENANTE_TRANSPORT='%s' is not one of auto, p2p, proxy, host",
-             text.c_str());
-    return rcnInvalidArgument;
-  }
+  else *kind = TransportKind::Auto;
   return rcnSuccess;
 }
 

@@ -174,9 +174,19 @@ bool paramBool(ParamId id) {
   return value;
 }
 
-// Not checked against the row's choices here: the readers of these name a
-// bad value themselves, and paramValidate refused it at creation.
+// Not checked against the row's choices here: paramValidate refused a bad
+// value at creation, and readers that can fail call paramChoice.
 std::string paramStr(ParamId id) { return trim(rawText(id)); }
+
+rcnResult_t paramChoice(ParamId id, std::string* value) {
+  const ParamInfo& p = info(id);
+  *value = paramStr(id);
+  if (value->empty()) *value = p.defaultText;
+  std::string why;
+  if (strAllowed(p, *value, &why)) return rcnSuccess;
+  RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s: %s", p.name, why.c_str());
+  return rcnInvalidArgument;
+}
 
 rcnResult_t paramValidate() {
   rcnResult_t result = rcnSuccess;

@@ -45,6 +45,10 @@ int64_t paramDefaultInt(ParamId id);
 bool firstTimeInProcess(const std::string& key);
 bool paramBool(ParamId id);
 std::string paramStr(ParamId id);
+// A STR parameter with choices (its row's "a|b|c"): the value, or the row's
+// default when unset or empty. A value that is not a choice is refused with a
+// warning naming the variable and the choices.
+rcnResult_t paramChoice(ParamId id, std::string* value);
 
 // Parses text as the parameter's kind. Returns false with a reason on bad input.
 bool parseIntText(const std::string& text, int64_t* value, std::string* why);

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/check.h"
 #include "core/log.h"
 #include "core/params.h"
 #include "core/policy_file.h"
@@ -45,11 +46,11 @@ rcnResult_t applyEnvironment(PolicyConfig* config) {
     config->source += " + env DISABLE";
   }
   if (envText("ROCENANTE_FORCE")) {
-    const std::string force = paramStr(ParamId::Force);  // trimmed, as every variable is read
+    std::string force;
+    RCN_CHECK(paramChoice(ParamId::Force, &force));
     if (force == "rocenante") config->force = 1;
     else if (force == "nccl") config->force = -1;
-    else if (force == "none") config->force = 0;
-    else return badEnv("ROCENANTE_FORCE", "'" + force + "' is not one of rocenante, nccl, none");
+    else config->force = 0;
     config->source += " + env FORCE";
   }
   if (const char* text = envText("ROCENANTE_MAX_BYTES")) {

@@ -34,14 +34,11 @@ std::string gdrObstacle(const RankTopo& r, int rank, GdrMode mode, bool dmabufRe
 }  // namespace
 
 rcnResult_t gdrModeFromParams(GdrMode* out) {
-  const std::string text = paramStr(ParamId::Gdr);
-  if (text == "auto" || text.empty()) *out = GdrMode::Auto;
-  else if (text == "0") *out = GdrMode::Off;
+  std::string text;
+  RCN_CHECK(paramChoice(ParamId::Gdr, &text));
+  if (text == "0") *out = GdrMode::Off;
   else if (text == "1") *out = GdrMode::On;
-  else {
-    RCN_WARN(RCN_LOG_ENV, "ROCENANTE_GDR='%s' is not one of auto, 0, 1", text.c_str());
-    return rcnInvalidArgument;
-  }
+  else *out = GdrMode::Auto;
   return rcnSuccess;
 }
 

@@ -66,7 +66,7 @@ rcnResult_t agreeOnStep(Bootstrap* bs, int rank, int nranks, bool ok, const std:
 }
 
 bool parseWireKind(const std::string& text, WireKind* out) {
-  if (text.empty() || text == "auto") *out = WireKind::Auto;
+  if (text == "auto") *out = WireKind::Auto;
   else if (text == "shm") *out = WireKind::Shm;
   else if (text == "tcp") *out = WireKind::Tcp;
   else if (text == "verbs") *out = WireKind::Verbs;
@@ -76,9 +76,9 @@ bool parseWireKind(const std::string& text, WireKind* out) {
 }
 
 rcnResult_t wireKindFromParams(WireKind* out) {
-  std::string text = paramStr(ParamId::Wire);
-  RCN_ARG_CHECK(parseWireKind(text, out), "ROCENANTE_WIRE='%s' is not one of auto, verbs, shm, tcp, cuda",
-                text.c_str());
+  std::string text;
+  RCN_CHECK(paramChoice(ParamId::Wire, &text));
+  RCN_ARG_CHECK(parseWireKind(text, out), "ROCENANTE_WIRE='%s' has no wire", text.c_str());
   return rcnSuccess;
 }
 
