@@ -25,7 +25,8 @@ void setOptionEnv(const P2pOptions& options) {
 
 bool buildOne(Bootstrap* bootstrap, int rank, int nranks, int device, const P2pOptions& options,
               std::unique_ptr<FastPath>* out, std::string* why) {
-  if (cudaSetDevice(device) != cudaSuccess) {
+  // A device that does not exist is left for the path's own cudaSetDevice to fail on.
+  if (device != kNoSuchDevice && cudaSetDevice(device) != cudaSuccess) {
     *why = "cudaSetDevice failed";
     return false;
   }
@@ -72,7 +73,8 @@ bool buildP2pPathsInProcess(int nranks, const P2pOptions& options,
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       std::unique_ptr<Bootstrap> bootstrap = bootstrapInitLocal(group, r);
-      ok[r] = buildOne(bootstrap.get(), r, nranks, options.oneGpu ? 0 : r, options, &(*out)[r], &whys[r]);
+      const int device = r == options.unusableDeviceRank ? kNoSuchDevice : options.oneGpu ? 0 : r;
+      ok[r] = buildOne(bootstrap.get(), r, nranks, device, options, &(*out)[r], &whys[r]);
     });
   }
   for (auto& t : threads) t.join();

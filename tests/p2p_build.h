@@ -22,6 +22,7 @@ struct P2pOptions {
   const char* ipc = nullptr;         // ROCENANTE_P2P_IPC for this path, if set
   const char* pdl = nullptr;         // ROCENANTE_PDL for this path, if set
   bool oneGpu = false;               // every rank on device 0 (ranks may share a GPU)
+  int unusableDeviceRank = -1;       // this rank is handed a device that does not exist
   // The transport's factory (transport/transport.h): createP2pPath, or
   // createProxyPath (then llMaxBytes is ROCENANTE_PROXY_LL_MAX_BYTES).
   rcnResult_t (*create)(const FastPathContext&, std::unique_ptr<FastPath>*, std::string*) = nullptr;
@@ -31,6 +32,9 @@ struct P2pOptions {
 // Sets the options' environment variables first (process-wide).
 bool buildP2pPath(Bootstrap* bootstrap, int rank, int nranks, int device, const P2pOptions& options,
                   std::unique_ptr<FastPath>* out, std::string* why);
+
+// A device index no machine has (options.unusableDeviceRank).
+constexpr int kNoSuchDevice = 1 << 20;
 
 // Builds one path per rank, ranks 0..nranks-1 on devices 0..nranks-1 of
 // this process (all on device 0 with oneGpu), one thread per rank over an

@@ -8,7 +8,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <initializer_list>
+#include <string>
 #include <iterator>
 #include <vector>
 
@@ -204,6 +206,22 @@ const MismatchCase kAcrossLimit[] = {
     {"count across the LL limit, the larger first", {{16000, rcnFloat32, rcnSum}, {1000, rcnFloat32, rcnSum}}}};
 
 }  // namespace
+
+TEST_CASE("p2p: a rank that cannot use its GPU makes every rank go without the path, at once", "[p2p][gpu]") {
+  requireGpus(1);
+  P2pOptions options;
+  options.oneGpu = true;
+  options.unusableDeviceRank = 1;
+  std::vector<std::unique_ptr<FastPath>> paths;
+  std::string why;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK_FALSE(buildP2pPathsInProcess(kRanks, options, &paths, &why));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(why);
+  // Rank 0 hears rank 1's reason in the first exchange, well before the bootstrap's 30 s.
+  CHECK(why.find("rank 0: no p2p path: rank 1 cannot use GPU " + std::to_string(kNoSuchDevice)) == 0);
+  CHECK(seconds < 10);
+}
 
 TEST_CASE("p2p: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[p2p][gpu]") {
   requireGpus(1);  // both ranks on GPU 0: the kernels are small enough to run side by side

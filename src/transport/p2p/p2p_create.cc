@@ -24,13 +24,6 @@ namespace rcn {
 
 namespace {
 
-struct RankInfo {
-  PeerIdentity id;
-  char busId[32] = {};
-  int32_t cuMemOk = 0;
-  int32_t pad = 0;
-};
-
 struct Verdict {
   int32_t ok = 1;
   char failure[188] = {};
@@ -40,6 +33,14 @@ struct Verdict {
     ok = 0;
     std::snprintf(failure, sizeof failure, "%s", text.c_str());
   }
+};
+
+struct RankInfo {
+  Verdict verdict;  // whether this rank could use its GPU at all
+  PeerIdentity id;
+  char busId[32] = {};
+  int32_t cuMemOk = 0;
+  int32_t pad = 0;
 };
 
 struct RankRegion {
@@ -62,6 +63,7 @@ std::string firstFailure(const std::vector<T>& all, const Verdict& (*get)(const 
   return "";
 }
 
+const Verdict& infoVerdict(const RankInfo& r) { return r.verdict; }
 const Verdict& regionVerdict(const RankRegion& r) { return r.verdict; }
 const Verdict& plainVerdict(const Verdict& v) { return v; }
 
@@ -132,18 +134,28 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   }
   RCN_ARG_CHECK(ctx.bootstrap && ctx.cudaDev >= 0 && ctx.rank >= 0 && ctx.rank < ctx.nranks,
                 "p2p needs a bootstrap and a CUDA device");
-  RCN_CUDA_CHECK(cudaSetDevice(ctx.cudaDev));
   const int me = ctx.rank, n = ctx.nranks;
 
-  // 1. Who and where.
+  // 1. Who and where. A rank that cannot use its GPU still joins the
+  // exchange, so that every rank hears why and falls back together instead
+  // of waiting out the bootstrap's timeout.
   std::vector<RankInfo> infos(n);
   RankInfo& mine = infos[me];
   mine.id = localPeerIdentity();
-  RCN_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.busId, sizeof mine.busId, ctx.cudaDev));
-  std::string cuMemWhy;
-  mine.cuMemOk = cuMemFdSupported(ctx.cudaDev, &cuMemWhy) ? 1 : 0;
-  if (!mine.cuMemOk) RCN_INFO(RCN_LOG_TRANSPORT, "rank %d: no cuMem IPC (%s)", me, cuMemWhy.c_str());
+  cudaError_t gpuError = cudaSetDevice(ctx.cudaDev);
+  if (gpuError == cudaSuccess) gpuError = cudaDeviceGetPCIBusId(mine.busId, sizeof mine.busId, ctx.cudaDev);
+  if (gpuError != cudaSuccess) {
+    cudaGetLastError();
+    mine.verdict.fail("rank " + std::to_string(me) + " cannot use GPU " + std::to_string(ctx.cudaDev) + ": " +
+                      cudaGetErrorString(gpuError));
+  } else {
+    std::string cuMemWhy;
+    mine.cuMemOk = cuMemFdSupported(ctx.cudaDev, &cuMemWhy) ? 1 : 0;
+    if (!mine.cuMemOk) RCN_INFO(RCN_LOG_TRANSPORT, "rank %d: no cuMem IPC (%s)", me, cuMemWhy.c_str());
+  }
   RCN_CHECK(ctx.bootstrap->allGather(infos.data(), sizeof(RankInfo)));
+  *why = firstFailure(infos, infoVerdict);
+  if (!why->empty()) return rcnSuccess;  // every rank saw the same verdicts
 
   auto path = std::unique_ptr<P2pPath>(new P2pPath());
   path->rank_ = me;
