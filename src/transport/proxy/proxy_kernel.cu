@@ -59,8 +59,8 @@ __device__ inline bool peerUsesOtherProtocol(const ProxyKernelArgs& a, int phase
 __device__ inline uint32_t waitCheckPeer(WaitBudget& budget, const ProxyKernelArgs& a, int phase, int peer,
                                          uint32_t call, bool waitingInLL) {
   const uint32_t why = waitCheck(budget, a, waitingInLL);
-  if (why != kOneShotOk || !budget.lookedNow() || !budget.readsHostNow(hostMask(waitingInLL), waitingInLL))
-    return why;
+  // hostMask + 1 is a multiple of 64, so a spin that reads host memory also read the clock.
+  if (why != kOneShotOk || !budget.readsHostNow(hostMask(waitingInLL), waitingInLL)) return why;
   return peerUsesOtherProtocol(a, phase, peer, call, waitingInLL) ? kOneShotMismatch : kOneShotOk;
 }
 
