@@ -1,6 +1,6 @@
 # Required: CUDA toolkit and NCCL's header (NCCL itself is opened at run time,
 # so librocenante.so can stand in for libnccl.so.2 without linking to it).
-# Optional: libibverbs, hwloc, yaml-cpp; each found one adds a ROCENANTE_HAVE_* define.
+# Optional: libibverbs's header, hwloc, yaml-cpp; each found one adds a ROCENANTE_HAVE_* define.
 find_package(CUDAToolkit REQUIRED)
 find_package(Threads REQUIRED)
 
@@ -15,25 +15,14 @@ message(STATUS "rocenante: nccl.h in ${NCCL_INCLUDE_DIR}")
 set(ROCENANTE_FEATURE_DEFINES "")
 set(ROCENANTE_OPTIONAL_LIBS "")
 
+# libibverbs: the header only. The library is opened at run time (dlopen, as
+# NCCL does), so librocenante.so also loads where rdma-core is absent.
 find_path(IBVERBS_INCLUDE_DIR infiniband/verbs.h)
-find_library(IBVERBS_LIBRARY ibverbs)
-if(IBVERBS_INCLUDE_DIR AND IBVERBS_LIBRARY)
+if(IBVERBS_INCLUDE_DIR)
   set(ROCENANTE_HAVE_IBVERBS ON)
   list(APPEND ROCENANTE_FEATURE_DEFINES ROCENANTE_HAVE_IBVERBS=1)
-  list(APPEND ROCENANTE_OPTIONAL_LIBS ${IBVERBS_LIBRARY})
-  # dma-buf registration of GPU memory (rdma-core 34 and later).
-  include(CheckSymbolExists)
-  include(CMakePushCheckState)
-  cmake_push_check_state(RESET)
-  set(CMAKE_REQUIRED_INCLUDES ${IBVERBS_INCLUDE_DIR})
-  set(CMAKE_REQUIRED_LIBRARIES ${IBVERBS_LIBRARY})
-  check_symbol_exists(ibv_reg_dmabuf_mr "infiniband/verbs.h" ROCENANTE_HAVE_IBV_DMABUF)
-  cmake_pop_check_state()
-  if(ROCENANTE_HAVE_IBV_DMABUF)
-    list(APPEND ROCENANTE_FEATURE_DEFINES ROCENANTE_HAVE_IBV_DMABUF=1)
-  endif()
 endif()
-message(STATUS "rocenante: libibverbs ${ROCENANTE_HAVE_IBVERBS} (dma-buf registration ${ROCENANTE_HAVE_IBV_DMABUF})")
+message(STATUS "rocenante: infiniband/verbs.h ${ROCENANTE_HAVE_IBVERBS} (libibverbs.so.1 opened at run time)")
 
 find_package(PkgConfig QUIET)
 if(PkgConfig_FOUND)

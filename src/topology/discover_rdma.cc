@@ -1,7 +1,7 @@
 // RDMA devices: sysfs gives devices, ports, GIDs with their RoCE version and
-// netdev (the same files NCCL and rdma-core read); libibverbs, when built in
-// and probing the real machine, confirms each port's state, link layer and
-// active MTU. IPv4-mapped GIDs get the prefix of their netdev's address.
+// netdev (the same files NCCL and rdma-core read); on the real machine,
+// libibverbs (where built in and loadable) confirms each port's state, link
+// layer and active MTU. IPv4-mapped GIDs get the prefix of their netdev's address.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 #include "topology/topology.h"
 
 #ifdef ROCENANTE_HAVE_IBVERBS
-#include <infiniband/verbs.h>
+#include "transport/wire/verbs_api.h"
 #endif
 
 namespace rcn {
@@ -109,31 +109,37 @@ static int ibvMtuBytes(ibv_mtu m) {
 
 // Overwrites what sysfs said about each port with what the verbs driver says.
 static void confirmWithIbverbs(std::vector<NicInfo>* nics) {
+  std::string why;
+  if (!verbsApiUsable(&why)) {
+    RCN_INFO(RCN_LOG_TOPO, "%s; keeping sysfs port facts", why.c_str());
+    return;
+  }
+  const VerbsApi& api = verbsApi();
   int count = 0;
-  ibv_device** list = ibv_get_device_list(&count);
+  ibv_device** list = api.getDeviceList(&count);
   if (!list) {
     RCN_INFO(RCN_LOG_TOPO, "ibv_get_device_list failed: %s; keeping sysfs port facts", strerror(errno));
     return;
   }
   for (int i = 0; i < count; i++) {
-    std::string name = ibv_get_device_name(list[i]);
+    std::string name = api.getDeviceName(list[i]);
     auto nic = std::find_if(nics->begin(), nics->end(), [&](const NicInfo& n) { return n.name == name; });
     if (nic == nics->end()) continue;
-    ibv_context* ctx = ibv_open_device(list[i]);
+    ibv_context* ctx = api.openDevice(list[i]);
     if (!ctx) {
       RCN_INFO(RCN_LOG_TOPO, "ibv_open_device(%s) failed: %s", name.c_str(), strerror(errno));
       continue;
     }
     for (PortInfo& port : nic->ports) {
       ibv_port_attr attr{};
-      if (ibv_query_port(ctx, port.port, &attr) != 0) continue;
-      port.state = attr.state == IBV_PORT_ACTIVE ? "ACTIVE" : ibv_port_state_str(attr.state);
+      if (api.queryPort(ctx, uint8_t(port.port), &attr) != 0) continue;
+      port.state = attr.state == IBV_PORT_ACTIVE ? "ACTIVE" : api.portStateStr(attr.state);
       port.linkLayer = attr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
       port.mtu = ibvMtuBytes(attr.active_mtu);
     }
-    ibv_close_device(ctx);
+    api.closeDevice(ctx);
   }
-  ibv_free_device_list(list);
+  api.freeDeviceList(list);
 }
 #endif
 

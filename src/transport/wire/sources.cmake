@@ -3,6 +3,7 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/peer_identity.cc
   ${CMAKE_CURRENT_LIST_DIR}/shm_wire.cc
   ${CMAKE_CURRENT_LIST_DIR}/tcp_wire.cc
+  ${CMAKE_CURRENT_LIST_DIR}/verbs_api.cc
   ${CMAKE_CURRENT_LIST_DIR}/verbs_wire.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_wire.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_region.cc)

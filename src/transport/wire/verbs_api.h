@@ -2,12 +2,15 @@
 // tests can replace it: assert what is posted (opcode, flags, inline length,
 // remote address and key, payload-before-flag order, signaling cadence) and
 // inject failures (create_qp failing, a QP in error, an error completion).
-// The default table calls the real library.
+// The default table calls the real library, opened at run time
+// (verbs_api.cc) so that librocenante.so loads where rdma-core is absent.
 #pragma once
 
 #if ROCENANTE_HAVE_IBVERBS
 
 #include <infiniband/verbs.h>
+
+#include <string>
 
 namespace rcn {
 
@@ -36,13 +39,22 @@ struct VerbsApi {
   int (*postSend)(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
   int (*pollCq)(ibv_cq* cq, int entries, ibv_wc* wc);
   const char* (*wcStatusStr)(ibv_wc_status status);
+  const char* (*portStateStr)(ibv_port_state state);
 };
+
+// Opens soname and resolves every entry (regDmabufMr may stay null). On
+// failure *out is all null and why names the library or the missing symbols.
+bool loadVerbsApi(const char* soname, VerbsApi* out, std::string* why);
 
 // The table in use (the real library unless a test replaced it).
 const VerbsApi& verbsApi();
+// False when the table in use is empty (libibverbs.so.1 did not load); why
+// (optional) then says why.
+bool verbsApiUsable(std::string* why);
 // Tests: replace the table; nullptr restores the real one.
 void setVerbsApiForTest(const VerbsApi* api);
-// The real library's table (tests copy it and override a few entries).
+// The real library's table, loaded on first use; all null where it did not
+// load (tests copy it and override entries).
 const VerbsApi& realVerbsApi();
 
 // Test hook: the sysfs directory the GID search reads (default /sys/class/infiniband).

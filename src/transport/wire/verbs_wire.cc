@@ -46,39 +46,13 @@ rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, const Dev
 
 namespace rcn {
 
-// ---- the function table ------------------------------------------------------
-
 namespace {
 
-// Wrappers for the entry points verbs.h defines inline or as macros.
-int realQueryPort(ibv_context* c, uint8_t port, ibv_port_attr* a) { return ibv_query_port(c, port, a); }
-int realPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); }
-int realPollCq(ibv_cq* cq, int n, ibv_wc* wc) { return ibv_poll_cq(cq, n, wc); }
-ibv_mr* realRegMr(ibv_pd* pd, void* addr, size_t len, int access) { return ibv_reg_mr(pd, addr, len, access); }
-#if ROCENANTE_HAVE_IBV_DMABUF
-constexpr auto kRegDmabufMr = ibv_reg_dmabuf_mr;
-#else
-constexpr ibv_mr* (*kRegDmabufMr)(ibv_pd*, uint64_t, size_t, uint64_t, int, int) = nullptr;
-#endif
-
-const VerbsApi kRealApi = {
-    ibv_get_device_list, ibv_free_device_list, ibv_get_device_name, ibv_open_device,
-    ibv_close_device,    ibv_query_device,     realQueryPort,       ibv_query_gid,
-    ibv_alloc_pd,        ibv_dealloc_pd,       realRegMr,           kRegDmabufMr,
-    ibv_dereg_mr,        ibv_create_cq,        ibv_destroy_cq,      ibv_create_qp,
-    ibv_destroy_qp,      ibv_modify_qp,        ibv_query_qp,        realPostSend,
-    realPollCq,          ibv_wc_status_str,
-};
-
-std::atomic<const VerbsApi*> gApi{&kRealApi};
 std::string gSysfsRoot = "/sys/class/infiniband";
 
 }  // namespace
 
-const VerbsApi& verbsApi() { return *gApi.load(); }
 bool verbsDmabufRegistration() { return verbsApi().regDmabufMr != nullptr; }
-const VerbsApi& realVerbsApi() { return kRealApi; }
-void setVerbsApiForTest(const VerbsApi* api) { gApi.store(api ? api : &kRealApi); }
 void setVerbsSysfsRootForTest(const char* root) {
   gSysfsRoot = root ? root : "/sys/class/infiniband";
 }
@@ -100,6 +74,10 @@ struct VerbsPort {
 
 // Opens the first device:port that the HCA filter accepts and that is ACTIVE.
 bool openFirstPort(VerbsPort* out, std::string* why) {
+  if (!verbsApiUsable(why)) {
+    *why = "verbs wire: " + *why;
+    return false;
+  }
   const VerbsApi& api = verbsApi();
   std::string spec = hcaSpecFromEnv();
   HcaFilter filter = parseHcaFilter(spec);

@@ -139,7 +139,7 @@ rcnResult_t agreeOnStep(Bootstrap* bs, int rank, int nranks, bool ok, const std:
                         const char* wire, const char* step, std::string* why);
 
 // Which wire to build. Auto: shm when every rank is on this host, else verbs
-// when built with ibverbs and every rank has an RDMA device, else tcp. Cuda
+// when every rank has an RDMA device (libibverbs loaded), else tcp. Cuda
 // (device-memory regions on one host, written by the copy engine) stands in
 // for GPUDirect RDMA where there is no NIC; only asked for by name.
 enum class WireKind { Auto, Shm, Tcp, Verbs, Cuda };
@@ -171,7 +171,8 @@ rcnResult_t createShmWire(const FastPathContext& ctx, const WireLayout& layout,
                           std::unique_ptr<Wire>* out, std::string* why);
 rcnResult_t createTcpWire(const FastPathContext& ctx, const WireLayout& layout,
                           std::unique_ptr<Wire>* out, std::string* why);
-// Fails with rcnInvalidUsage and a reason when built without ibverbs.
+// Fails with rcnInvalidUsage and a reason when built without verbs.h or
+// where libibverbs.so.1 does not load.
 rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout,
                             const DeviceRegion* device, std::unique_ptr<Wire>* out,
                             std::string* why);
@@ -180,7 +181,8 @@ rcnResult_t createCudaWire(const FastPathContext& ctx, const WireLayout& layout,
                            std::string* why);
 // True when this process can open at least one usable RDMA device/port.
 bool verbsDeviceAvailable();
-// True when this build can register GPU memory through dma-buf.
+// True when the loaded libibverbs can register GPU memory through dma-buf
+// (ibv_reg_dmabuf_mr, rdma-core 34 and later).
 bool verbsDmabufRegistration();
 
 }  // namespace rcn
