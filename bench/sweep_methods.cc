@@ -235,7 +235,7 @@ std::unique_ptr<NcclMethod> createNccl(World* world, int index, const ncclUnique
 // Why a method cannot run at all in this configuration ("" when it can try).
 std::string staticUnavailability(int m, bool gpu, int nranks, const Pools& pools) {
   if (kMethods[m].kind == MethodKind::RcnTwoShot)
-    return "n/a: rocenante's two-shot kernel is not built yet";
+    return "n/a: rocenante has no two-shot kernel (above its one-shot threshold, calls go to NCCL)";
   // One rank's all-reduce is a copy: a row labelled one-shot would time that copy.
   if (kMethods[m].kind == MethodKind::RcnForced && nranks < 2)
     return "n/a: one rank: rocenante's fast path needs 2 or more ranks";

@@ -220,6 +220,11 @@ TEST_CASE("malformed files name the file, the line and the key") {
   CHECK(e.find("one_shot_max_bytes_graph") != std::string::npos);
   CHECK(e.find("at most 1G") != std::string::npos);
 
+  e = parseError("classes:\n  default:\n    two_shot_max_bytes: 1M\n");
+  CHECK(e.find("bad.yaml:3:") != std::string::npos);
+  CHECK(e.find("no two-shot kernel") != std::string::npos);
+  CHECK(parseError("classes:\n  default:\n    two_shot_max_bytes: 0\n") == "");
+
   e = parseError("classes:\n  rack:\n    max_ranks: 2\n");
   CHECK(e.find("classes.rack") != std::string::npos);
 

@@ -78,6 +78,16 @@ size_t oneShotBytesOf(const YAML::Node& node, const std::string& key) {
   return bytes;
 }
 
+// The two-shot threshold: kept in the format for the kernel's route, but a
+// value other than 0 would promise a kernel rocenante does not have (the
+// calls would go to NCCL, unsaid).
+size_t twoShotBytesOf(const YAML::Node& node, const std::string& key) {
+  const size_t bytes = bytesOf(node, key);
+  if (bytes != 0)
+    fail(node, key, "must be 0: rocenante has no two-shot kernel, so calls above one_shot_max_bytes go to NCCL");
+  return bytes;
+}
+
 int intOf(const YAML::Node& node, const std::string& key, int lo, int hi) {
   int64_t value = 0;
   std::string why;
@@ -164,7 +174,7 @@ PolicyOverrides overridesOf(const YAML::Node& node, const std::string& key) {
     const YAML::Node& value = item.second;
     if (name == "one_shot_max_bytes") o.oneShotMaxBytes = oneShotBytesOf(value, full);
     else if (name == "one_shot_max_bytes_graph") o.oneShotMaxBytesGraph = oneShotBytesOf(value, full);
-    else if (name == "two_shot_max_bytes") o.twoShotMaxBytes = bytesOf(value, full);
+    else if (name == "two_shot_max_bytes") o.twoShotMaxBytes = twoShotBytesOf(value, full);
     else if (name == "max_ranks") o.maxRanks = intOf(value, full, 0, kMaxCommRanks);
     else if (name == "nccl") o.ncclPrefs = preferencesOf(value, full);
     else
