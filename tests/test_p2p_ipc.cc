@@ -38,13 +38,13 @@ int correctnessRank(const rcnUniqueId& id, int rank, const char* ipc, const char
   std::string why;
   for (int i = 0; i < 3; ++i) {
     options.llMaxBytes = ll[i];
-    CHILD_CHECK(buildP2pPath(bootstrap.get(), rank, kRanks, rank, options, &paths[i], &why), "%s", why.c_str());
+    CHILD_CHECK(buildP2pPath(bootstrap.get(), rank, kRanks, rankDevice(rank), options, &paths[i], &why), "%s", why.c_str());
   }
   CHILD_CHECK(std::string(paths[0]->transportName()) == expectName, "transport %s, expected %s",
               paths[0]->transportName(), expectName);
   std::vector<LocalRank> locals(1);
   locals[0].rank = rank;
-  locals[0].device = rank;
+  locals[0].device = rankDevice(rank);
   for (auto& p : paths) locals[0].comms.push_back(pathFn(p.get()));
   {
     BatchRunner runner(kRanks, kMaxBytes, locals, exchangeViaBootstrap(bootstrap.get(), rank, kRanks));
@@ -79,7 +79,7 @@ int timeoutRank(const rcnUniqueId& id, int rank, const char* llMaxBytes) {
   options.llMaxBytes = llMaxBytes;
   std::unique_ptr<FastPath> path;
   std::string why;
-  CHILD_CHECK(buildP2pPath(bootstrap.get(), rank, kRanks, rank, options, &path, &why), "%s", why.c_str());
+  CHILD_CHECK(buildP2pPath(bootstrap.get(), rank, kRanks, rankDevice(rank), options, &path, &why), "%s", why.c_str());
   if (rank == 0) {
     void* buf = nullptr;
     CHILD_CHECK(cudaMalloc(&buf, 4096) == cudaSuccess, "cudaMalloc");
@@ -117,7 +117,7 @@ int abortRank(const rcnUniqueId& id, int rank) {
   options.timeoutMs = 10000;
   std::unique_ptr<FastPath> path;
   std::string why;
-  CHILD_CHECK(buildP2pPath(bootstrap.get(), rank, kRanks, rank, options, &path, &why), "%s", why.c_str());
+  CHILD_CHECK(buildP2pPath(bootstrap.get(), rank, kRanks, rankDevice(rank), options, &path, &why), "%s", why.c_str());
   if (rank == 0) {
     void* buf = nullptr;
     CHILD_CHECK(cudaMalloc(&buf, 1 << 20) == cudaSuccess, "cudaMalloc");

@@ -149,12 +149,12 @@ int latency(Rank& R, size_t bytes, double* usPerCall) {
 
 int runRank(const rcnUniqueId& id, int rank, int nranks, const char* wire, bool measure) {
   Rank R{rank, nranks};
-  CUDA_OK(cudaSetDevice(rank % gpuCount()));
+  CUDA_OK(cudaSetDevice(rankDevice(rank)));
   setenv("ROCENANTE_WIRE", wire, 1);
   R.bs = joinBootstrap(id, rank, nranks);
   if (!R.bs) return 80;
   FastPathContext ctx = hostContext(R.bs.get(), kMaxBytes, 10000);
-  ctx.cudaDev = rank % gpuCount();
+  ctx.cudaDev = rankDevice(rank);
   ctx.maxBlocks = int(paramInt(ParamId::MaxBlocks));  // 32 and 512 unless the run sweeps them
   ctx.threads = int(paramInt(ParamId::Threads));
   std::string why;
@@ -203,7 +203,7 @@ void runAll(const char* wire, bool measure = true) {
 // The proxy path as users reach it: ROCENANTE_TRANSPORT=proxy, rcnCommInitRank,
 // rcnAllReduce on device buffers, rcnCommQuery.
 int runApiRank(const rcnUniqueId& id, int rank, int nranks) {
-  CUDA_OK(cudaSetDevice(rank % gpuCount()));
+  CUDA_OK(cudaSetDevice(rankDevice(rank)));
   setenv("ROCENANTE_TRANSPORT", "proxy", 1);
   setenv("ROCENANTE_WIRE", "shm", 1);
   setenv("ROCENANTE_FORCE", "rocenante", 1);
@@ -242,12 +242,12 @@ int runApiRank(const rcnUniqueId& id, int rank, int nranks) {
 // Rank 1 dies between calls; rank 0 keeps calling and must get an async error
 // naming rank 1 well within the timeout, with every kernel returning.
 int runKilledPeerRank(const rcnUniqueId& id, int rank, const char* wire) {
-  CUDA_OK(cudaSetDevice(rank % gpuCount()));
+  CUDA_OK(cudaSetDevice(rankDevice(rank)));
   setenv("ROCENANTE_WIRE", wire, 1);
   auto bs = joinBootstrap(id, rank, 2);
   if (!bs) return 70;
   FastPathContext ctx = hostContext(bs.get(), kMaxBytes, 5000);
-  ctx.cudaDev = rank % gpuCount();
+  ctx.cudaDev = rankDevice(rank);
   ctx.maxBlocks = 32;
   ctx.threads = 512;
   std::unique_ptr<FastPath> path;

@@ -8,6 +8,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/params.h"
+
 namespace rcn::test {
 
 // Counted in a child process: initialising CUDA in the parent would make
@@ -34,6 +36,10 @@ int gpuCount() {
   cached = n;
   return n;
 }
+
+bool shareGpus() { return paramBool(ParamId::TestShareGpus); }
+
+int rankDevice(int rank) { return gpuCount() > 0 ? rank % gpuCount() : 0; }
 
 void exitUnlessGpus(int n) {
   int have = gpuCount();

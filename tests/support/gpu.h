@@ -24,6 +24,12 @@ namespace rcn::test {
 // create a context, so it is safe before fork().
 int gpuCount();
 
+// ROCENANTE_TEST_SHARE_GPUS: a case written for more GPUs than the machine has
+// runs anyway, where it places its ranks with rankDevice.
+bool shareGpus();
+// The GPU of `rank` in a case that gives each rank its own: rank % gpuCount().
+int rankDevice(int rank);
+
 // Prints why and exits with 77, which ctest reports as skipped, unless at
 // least n GPUs are present.
 void exitUnlessGpus(int n);
