@@ -38,7 +38,6 @@ bool buildOne(Bootstrap* bootstrap, int rank, int nranks, int device, const P2pO
   ctx.maxBlocks = options.maxBlocks;
   ctx.threads = options.threads;
   ctx.timeoutMs = options.timeoutMs;
-  ctx.teardownMs = options.timeoutMs;
   ctx.bootstrap = bootstrap;
   const char* name = isProxy(options) ? "proxy" : "p2p";
   rcnResult_t res = (options.create ? options.create : createP2pPath)(ctx, out, why);

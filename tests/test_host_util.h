@@ -35,7 +35,6 @@ inline FastPathContext hostContext(Bootstrap* bs, size_t maxBytes, uint64_t time
   ctx.cudaDev = -1;
   ctx.maxBytes = maxBytes;
   ctx.timeoutMs = timeoutMs;
-  ctx.teardownMs = timeoutMs;
   ctx.bootstrap = bs;
   return ctx;
 }

@@ -197,6 +197,10 @@ TEST_CASE("the agreement text changes with agreed parameters only") {
     ScopedEnv env("ROCENANTE_DEBUG", "INFO");
     CHECK(rcn::paramAgreementText() == base);
   }
+  for (const char* unsetLike : {"", " "}) {  // every reader takes these as the default: ranks agree
+    ScopedEnv env("ROCENANTE_TRANSPORT", unsetLike);
+    CHECK(rcn::paramAgreementText() == base);
+  }
 }
 
 TEST_CASE("every parameter is documented in docs/PARAMS.md") {

@@ -148,6 +148,18 @@ TEST_CASE("environment on top of defaults, and malformed values are errors") {
 
 #ifdef ROCENANTE_HAVE_YAML
 
+TEST_CASE("ROCENANTE_FORCE set but empty leaves the policy file's force alone") {
+  TempFile policy("force: nccl\n");
+  ScopedEnv file("ROCENANTE_POLICY", policy.path().c_str());
+  ScopedEnv noDisable("ROCENANTE_DISABLE", nullptr);
+  PolicyConfig c;
+  for (const char* unsetLike : {"", "  "}) {
+    ScopedEnv force("ROCENANTE_FORCE", unsetLike);
+    REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
+    CHECK(c.force == -1);
+  }
+}
+
 TEST_CASE("the shipped sample policy parses") {
   PolicyFile file;
   std::string error;

@@ -32,10 +32,12 @@ CommTopo twoCapableNodes() {
   return t;
 }
 
+// dmabufBuild: every rank's libibverbs can register a dma-buf.
 RegionPlacement place(const CommTopo* topo, WireKind wire, GdrMode mode, bool dmabufBuild = true,
                       rcnResult_t want = rcnSuccess) {
   RegionPlacement p;
-  CHECK(chooseRegionPlacement(topo, 0, wire, mode, dmabufBuild, &p) == want);
+  const std::vector<uint8_t> dmabufByRank(topo ? topo->ranks.size() : 0, dmabufBuild ? 1 : 0);
+  CHECK(chooseRegionPlacement(topo, 0, wire, mode, dmabufByRank, &p) == want);
   return p;
 }
 
@@ -57,6 +59,25 @@ TEST_CASE("GPU memory over verbs when every rank can take GPUDirect writes", "[g
   p = place(&t, WireKind::Verbs, GdrMode::Auto, /*dmabufBuild=*/false);
   CHECK(p.device);
   CHECK_FALSE(p.dmabuf);
+}
+
+TEST_CASE("each rank is judged by its own host's rdma-core", "[gdr]") {
+  CommTopo t = twoCapableNodes();  // dma-buf GPUs, no peermem module anywhere
+  RegionPlacement p;
+  // Rank 1's libibverbs predates ibv_reg_dmabuf_mr: every rank, rank 0 included, sees it.
+  REQUIRE(chooseRegionPlacement(&t, 0, WireKind::Verbs, GdrMode::Auto, {1, 0}, &p) == rcnSuccess);
+  CHECK_FALSE(p.device);
+  CHECK(p.why.find("rank 1 has neither dma-buf registration nor nvidia-peermem") != std::string::npos);
+  REQUIRE(chooseRegionPlacement(&t, 1, WireKind::Verbs, GdrMode::Auto, {1, 0}, &p) == rcnSuccess);
+  CHECK_FALSE(p.device);
+  // With peermem on rank 1, both take GPU memory, rank 1 registering through peermem.
+  t.ranks[1].peerMemModule = "nvidia_peermem";
+  REQUIRE(chooseRegionPlacement(&t, 1, WireKind::Verbs, GdrMode::Auto, {1, 0}, &p) == rcnSuccess);
+  CHECK(p.device);
+  CHECK_FALSE(p.dmabuf);
+  REQUIRE(chooseRegionPlacement(&t, 0, WireKind::Verbs, GdrMode::Auto, {1, 0}, &p) == rcnSuccess);
+  CHECK(p.device);
+  CHECK(p.dmabuf);
 }
 
 TEST_CASE("pinned host memory when any rank cannot, naming it", "[gdr]") {

@@ -298,7 +298,7 @@ TEST_CASE("proxy path, GPU memory: a peer killed mid-run gives the survivor an a
 }
 
 TEST_CASE("proxy path through the public API (ROCENANTE_TRANSPORT=proxy)", "[gpu][proxy][api]") {
-  requireGpus(2);
+  requireOwnGpus(2);
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   auto outcomes = runRanks(2, [&](int rank) { return runApiRank(id, rank, 2); }, 120);

@@ -223,7 +223,7 @@ typedef struct {
   uint32_t* failed;                  /* device: set once a wait failed (rcnAllReduce's calls see it too) */
   rcnDeviceError* error;             /* device pointer to the host-mapped first-error record */
   const volatile uint32_t* abortFlag; /* device pointer to host-mapped memory, set by rcnCommAbort */
-  uint64_t timeoutNs;                /* ROCENANTE_TIMEOUT_MS */
+  uint64_t timeoutNs;                /* ROCENANTE_TIMEOUT_MS (under the shim, unset: ROCENANTE_SHIM_TIMEOUT_MS) */
 } rcnDeviceComm;
 
 /* rcnSuccess and *dev filled when comm's fast path is p2p with a window

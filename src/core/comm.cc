@@ -99,9 +99,8 @@ rcnPath_t pathOf(TransportKind kind) {
 // Chooses the transport, loads the policy for it (its thresholds size the
 // exchange slots) and builds the fast path. Collective: every rank takes the
 // same branches, since the topology and the parameters are agreed.
-// The bound on the waits of destroy and abort, for calls and the GPU: with
-// the abort flag raised our kernels end at once, so what remains is work that
-// is not ours. Its range keeps nanosecond deadlines within 64 bits.
+// The bound on the waits of destroy and abort, for calls and the GPU. Its
+// range keeps nanosecond deadlines within 64 bits.
 int64_t teardownLimitMs() { return paramInt(ParamId::TimeoutMs); }
 
 rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why) {
@@ -133,8 +132,7 @@ rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why)
                 static_cast<long long>(threads));
   ctx.maxBlocks = static_cast<int>(maxBlocks);
   ctx.threads = static_cast<int>(threads);
-  ctx.timeoutMs = static_cast<uint64_t>(peerWaitMs(comm));
-  ctx.teardownMs = static_cast<uint64_t>(teardownLimitMs());
+  ctx.timeoutMs = static_cast<uint64_t>(paramInt(ParamId::TimeoutMs));
   ctx.bootstrap = comm->bootstrap.get();
   ctx.topo = &topo;
   return createFastPath(ctx, kind, &comm->fast, why);
@@ -202,6 +200,9 @@ rcnResult_t buildComm(rcnComm* comm, CommInitArgs& args) {
     reason = std::string("fast path ") + comm->fast->transportName();
     RCN_CHECK(selfTestAndVote(comm, &reason));
   }
+  // Only now: creation's waits must end within the bootstrap's bound, so
+  // that a rank that fails its self-test leaves its peers an error in time.
+  if (comm->fast) comm->fast->setPeerWaitMs(static_cast<uint64_t>(peerWaitMs(comm)));
   RCN_CHECK(requireSomePath(comm, reason));
   fillInfo(comm, reason);
   RCN_INFO(RCN_LOG_INIT, "comm %p rank %d/%d dev %d: %s path, up to %zu bytes (%s); a peer is waited for at "
@@ -287,6 +288,9 @@ rcnResult_t commDestroy(rcnComm* comm) {
   if (!deviceDrained) {
     RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p: device %d still runs kernels after %lld ms "
              "(ROCENANTE_TIMEOUT_MS); its fast path is leaked", (void*)comm, comm->cudaDev, (long long)limitMs);
+    // One of them may be ours, waiting for a late peer: it gives up now
+    // instead of spinning on the caller's stream until its own bound.
+    if (comm->fast) comm->fast->abort();
     (void)comm->fast.release();
   }
   if (!callsDone) {

@@ -20,8 +20,8 @@ struct FastPathContext {
   size_t maxBytes = 0;              // slot size: largest message taken
   int maxBlocks = 0;
   int threads = 0;
-  uint64_t timeoutMs = 0;           // bound on a wait for a peer
-  uint64_t teardownMs = 0;          // bound on release's waits for the GPU and the path's own threads
+  uint64_t timeoutMs = 0;           // bound on every wait of creation, teardown and the wires; on
+                                    // the kernels' waits for a peer until setPeerWaitMs
   class Bootstrap* bootstrap = nullptr;  // valid during creation only
   const struct CommTopo* topo = nullptr;  // the agreed topology, during creation (may be null)
 };
@@ -46,6 +46,10 @@ class FastPath {
   virtual rcnResult_t asyncError(std::string* why) = 0;
   // Makes every pending wait of this path give up promptly. Never blocks.
   virtual void abort() = 0;
+  // The bound on a later kernel's wait for a peer, set once creation (whose
+  // self-test keeps FastPathContext::timeoutMs) is done. The host path's
+  // waits keep the context's bound.
+  virtual void setPeerWaitMs(uint64_t ms) { (void)ms; }
   // The device API's view (rocenante/device.cuh); false, with the reason in
   // *why, where this path has none.
   virtual bool deviceComm(rcnDeviceComm* out, std::string* why) const {

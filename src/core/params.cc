@@ -224,7 +224,11 @@ std::string paramAgreementText() {
                                    ParamId::ProxyLlMaxBytes, ParamId::ProxyThreads, ParamId::DeviceWindowBytes,
                                    ParamId::ProxyFirstCall};
   std::ostringstream text;
-  for (ParamId id : agreed) text << info(id).name << '=' << trim(rawText(id)) << ';';  // as every reader sees it
+  for (ParamId id : agreed) {  // as every reader sees it: trimmed, and a string set but empty is its default
+    std::string value = trim(rawText(id));
+    if (value.empty() && info(id).kind == ParamKind::STR) value = info(id).defaultText;
+    text << info(id).name << '=' << value << ';';
+  }
   return text.str();
 }
 

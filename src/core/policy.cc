@@ -45,9 +45,9 @@ rcnResult_t applyEnvironment(PolicyConfig* config) {
     config->disabled = value;
     config->source += " + env DISABLE";
   }
-  if (envText("ROCENANTE_FORCE")) {
-    std::string force;
-    RCN_CHECK(paramChoice(ParamId::Force, &force));
+  std::string force;  // empty, or only spaces, reads as unset: the policy's own force stays
+  RCN_CHECK(paramChoice(ParamId::Force, &force));
+  if (!force.empty()) {
     if (force == "rocenante") config->force = 1;
     else if (force == "nccl") config->force = -1;
     else config->force = 0;

@@ -17,4 +17,10 @@ inline void requireGpus(int n) {
   SKIP("needs " << n << " GPU(s), found " << have << " (ROCENANTE_TEST_SHARE_GPUS=1 runs it on fewer)");
 }
 
+// For cases that go through NCCL, which refuses two ranks on one GPU: never shared.
+inline void requireOwnGpus(int n) {
+  const int have = gpuCount();
+  if (have < n) SKIP("needs " << n << " GPU(s), one per rank (NCCL's rule), found " << have);
+}
+
 }  // namespace rcn::test

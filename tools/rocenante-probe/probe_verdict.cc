@@ -31,10 +31,12 @@ static rcnPath_t likelyPath(const CommTopo& topo, std::string* name) {
 static Verdict hostVerdict(const CommTopo& topo, const std::string& pathName) {
   Verdict v;
   v.path = "none";
+  std::string transport;
+  const bool autoTransport = paramChoice(ParamId::Transport, &transport) == rcnSuccess && transport == "auto";
   const char* noNccl = "without a GPU there is no NCCL to fall back to, so creating a communicator fails";
   if (paramBool(ParamId::Disable)) {
     v.reason = std::string("ROCENANTE_DISABLE is set; ") + noNccl;
-  } else if (topo.cls == TopoClass::MultiNodePartial && paramStr(ParamId::Transport) == "auto") {
+  } else if (topo.cls == TopoClass::MultiNodePartial && autoTransport) {
     v.reason = topo.reason + "; " + noNccl +
                " (ROCENANTE_TRANSPORT=host takes the host path anyway)";
   } else {

@@ -60,6 +60,11 @@ rcnResult_t P2pPath::asyncError(std::string* why) {
   return rcnRemoteError;
 }
 
+void P2pPath::setPeerWaitMs(uint64_t ms) {
+  timeoutMs_ = ms;
+  args_.timeoutNs = device_.timeoutNs = ms * 1000000ull;
+}
+
 bool P2pPath::deviceComm(rcnDeviceComm* out, std::string* why) const {
   if (device_.maxValues == 0) {
     *why = "the p2p path has no device window (ROCENANTE_DEVICE_WINDOW_BYTES=0)";

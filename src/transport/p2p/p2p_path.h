@@ -33,6 +33,7 @@ class P2pPath final : public FastPath {
   size_t maxBytes() const override { return maxBytes_; }
   rcnResult_t asyncError(std::string* why) override;
   void abort() override;
+  void setPeerWaitMs(uint64_t ms) override;
   bool deviceComm(rcnDeviceComm* out, std::string* why) const override;
 
  protected:
@@ -49,7 +50,7 @@ class P2pPath final : public FastPath {
   size_t llMaxBytes_ = 0;
   int maxBlocks_ = 0;
   int threads_ = 0;
-  uint64_t timeoutMs_ = 0;
+  uint64_t timeoutMs_ = 0;  // the kernels' bound on a wait for a peer
   OneShotLaunchOptions launch_;
 
   OneShotArgs args_{};  // every field but the call's own (send, recv, count, signature)

@@ -68,6 +68,7 @@ class ProxyPath final : public FastPath {
     if (wire_) wire_->abort();
     if (engine_) engine_->stop();
   }
+  void setPeerWaitMs(uint64_t ms) override { args_.timeoutNs = ms * 1000000ull; }
 
   rcnResult_t build(const FastPathContext& ctx, std::string* why);
 
@@ -83,8 +84,7 @@ class ProxyPath final : public FastPath {
   int maxBlocks_ = 0;
   int gridBlocks_ = 0;  // most blocks per call: no more than the proxy has lanes
   int threads_ = 0;
-  uint64_t timeoutMs_ = 0;   // a wait for a peer
-  uint64_t teardownMs_ = 0;  // release's waits
+  uint64_t timeoutMs_ = 0;  // creation's, teardown's and the engine's waits
   bool programmaticLaunch_ = false;
   bool stagedLines_ = false;  // region in GPU memory: staged LL for every call
   char name_[32] = "proxy";
@@ -106,7 +106,6 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   maxBlocks_ = ctx.maxBlocks;
   threads_ = ctx.threads;
   timeoutMs_ = ctx.timeoutMs;
-  teardownMs_ = ctx.teardownMs;
   // Not ROCENANTE_PDL: on the H200 host an early-scheduled next kernel made
   // the proxy path slower (48 KB: 16.9 us against 15.4 us without).
   programmaticLaunch_ = false;
@@ -178,8 +177,16 @@ rcnResult_t ProxyPath::buildWire(const FastPathContext& ctx, std::string* why) {
   RCN_CHECK(wireKindFromParams(&requested));
   RCN_CHECK(gdrModeFromParams(&gdr));
   RCN_CHECK(resolveWireKind(ctx, requested, &kind));
+  // Whether a host's rdma-core registers a dma-buf is its own fact (the
+  // library is loaded at run time): every rank judges every rank by the
+  // rank's own answer, so all place their regions alike.
+  std::vector<uint8_t> dmabufByRank(ctx.nranks, 0);
+  if (kind == WireKind::Verbs) {
+    dmabufByRank[rank_] = verbsDmabufRegistration() ? 1 : 0;
+    RCN_CHECK(ctx.bootstrap->allGather(dmabufByRank.data(), 1));
+  }
   RegionPlacement placement;
-  rcnResult_t placed = chooseRegionPlacement(ctx.topo, rank_, kind, gdr, verbsDmabufRegistration(), &placement);
+  rcnResult_t placed = chooseRegionPlacement(ctx.topo, rank_, kind, gdr, dmabufByRank, &placement);
   if (placed != rcnSuccess) {
     *why = "proxy path: " + placement.why;
     return placed;
@@ -251,26 +258,28 @@ rcnResult_t ProxyPath::asyncError(std::string* why) {
 void ProxyPath::release() {
   DeviceScope device(cudaDev_);  // and the caller's current device back at the end
   cudaError_t deviceError = cudaSuccess;
-  const bool drained = !device.ok() || drainDevice(cudaDev_, int64_t(teardownMs_), &deviceError);
+  const bool drained = !device.ok() || drainDevice(cudaDev_, int64_t(timeoutMs_), &deviceError);
   if (drained && engine_ && state_ && host_ && !host_->abort && engine_->error(nullptr) == rcnSuccess) {
     ProxyState st{};
     if (device.ok() && deviceError == cudaSuccess &&
         cudaMemcpy(&st, state_, sizeof st, cudaMemcpyDeviceToHost) == cudaSuccess && !st.failed &&
-        engine_->drain(st.epoch, teardownMs_) != rcnSuccess)
+        engine_->drain(st.epoch, timeoutMs_) != rcnSuccess)
       RCN_INFO(RCN_LOG_PROXY, "proxy path: rank %d: calls the GPU finished were not all forwarded before "
-               "release (the engine failed or %llu ms passed)", rank_, (unsigned long long)teardownMs_);
+               "release (the engine failed or %llu ms passed)", rank_, (unsigned long long)timeoutMs_);
   }
   std::string why;
-  bool healthy = engine_ && engine_->error(&why) == rcnSuccess && host_ &&
+  bool healthy = drained && engine_ && engine_->error(&why) == rcnSuccess && host_ &&
                  host_->error.code == kOneShotOk && !host_->abort;
+  // A kernel still running may be waiting for a late peer: it must give up
+  // (its host memory is leaked below, so the flag stays readable), and a
+  // lane blocked on the wire must wake before the engine joins it.
+  if (!drained && host_) host_->abort = 1;
+  if (wire_ && !healthy) wire_->abort();
   engine_.reset();
-  if (wire_) {
-    if (healthy) wire_->close();
-    else wire_->abort();
-  }
+  if (wire_ && healthy) wire_->close();
   if (!drained) {
     RCN_WARN(RCN_LOG_PROXY, "proxy path: rank %d: device %d still runs kernels after %llu ms; its memory is "
-             "leaked", rank_, cudaDev_, (unsigned long long)teardownMs_);
+             "leaked", rank_, cudaDev_, (unsigned long long)timeoutMs_);
     (void)wire_.release();
     deviceRegion_.abandon();
     return;

@@ -9,7 +9,7 @@ namespace rcn {
 namespace {
 
 // Whether the NIC registers this GPU's memory through dma-buf (the GPU
-// exports it and this rdma-core can take it) rather than nvidia-peermem.
+// exports it and its host's rdma-core can take it) rather than nvidia-peermem.
 bool registersByDmabuf(const GpuInfo& gpu, bool dmabufRegistration) {
   return gpu.dmaBuf == Support::Yes && dmabufRegistration;
 }
@@ -43,7 +43,7 @@ rcnResult_t gdrModeFromParams(GdrMode* out) {
 }
 
 rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire, GdrMode mode,
-                                  bool dmabufRegistration, RegionPlacement* out) {
+                                  const std::vector<uint8_t>& dmabufByRank, RegionPlacement* out) {
   *out = RegionPlacement{};
   if (wire == WireKind::Cuda) {  // the stand-in exists to run the GPU-memory protocol
     out->device = true;
@@ -56,15 +56,15 @@ rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire,
   }
   if (wire != WireKind::Verbs) {
     out->why = "the shm and tcp wires copy with the CPU";
-  } else if (!topo || topo->ranks.empty()) {
+  } else if (!topo || topo->ranks.empty() || dmabufByRank.size() != topo->ranks.size()) {
     out->why = "no topology to check GPUDirect RDMA against";
   } else {
     for (int r = 0; r < int(topo->ranks.size()) && out->why.empty(); ++r)
-      out->why = gdrObstacle(topo->ranks[r], r, mode, dmabufRegistration);
+      out->why = gdrObstacle(topo->ranks[r], r, mode, dmabufByRank[r] != 0);
     if (out->why.empty()) {
       const GpuInfo* mine = ownGpu(topo->ranks[rank]);
       out->device = true;
-      out->dmabuf = registersByDmabuf(*mine, dmabufRegistration);
+      out->dmabuf = registersByDmabuf(*mine, dmabufByRank[rank] != 0);
       out->why = out->dmabuf ? "GPU memory, registered through dma-buf" : "GPU memory, registered through peermem";
     }
   }

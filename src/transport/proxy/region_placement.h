@@ -7,7 +7,9 @@
 // Decided from the agreed topology, so every rank decides the same.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rocenante/rocenante.h"
 #include "topology/topology.h"
@@ -28,9 +30,9 @@ rcnResult_t gdrModeFromParams(GdrMode* out);
 
 // topo may be null (then only the cuda wire gets GPU memory). Fails with
 // rcnInvalidUsage, naming the rank and the reason, when mode is On and GPU
-// memory cannot be used. dmabufRegistration: this build's verbs wire can
-// register a dma-buf.
+// memory cannot be used. dmabufByRank[r]: rank r's libibverbs can register a
+// dma-buf (a fact of each host's rdma-core, gathered from every rank).
 rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire, GdrMode mode,
-                                  bool dmabufRegistration, RegionPlacement* out);
+                                  const std::vector<uint8_t>& dmabufByRank, RegionPlacement* out);
 
 }  // namespace rcn

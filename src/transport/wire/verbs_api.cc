@@ -32,10 +32,11 @@ struct RealApi {
 };
 
 const RealApi& realApi() {
-  static const RealApi real = [] {
-    RealApi r;
-    if (!loadVerbsApi("libibverbs.so.1", &r.api, &r.why))
-      RCN_INFO(RCN_LOG_TRANSPORT, "%s: RDMA verbs unavailable (verbs wire, port check)", r.why.c_str());
+  // Never destroyed: a communicator torn down from a static destructor may still ask.
+  static const RealApi& real = *[] {
+    auto* r = new RealApi;
+    if (!loadVerbsApi("libibverbs.so.1", &r->api, &r->why))
+      RCN_INFO(RCN_LOG_TRANSPORT, "%s: RDMA verbs unavailable (verbs wire, port check)", r->why.c_str());
     return r;
   }();
   return real;
