@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <initializer_list>
-#include <string>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include "p2p_build.h"
@@ -221,6 +221,34 @@ TEST_CASE("p2p: a rank that cannot use its GPU makes every rank go without the p
   // Rank 0 hears rank 1's reason in the first exchange, well before the bootstrap's 30 s.
   CHECK(why.find("rank 0: no p2p path: rank 1 cannot use GPU " + std::to_string(kNoSuchDevice)) == 0);
   CHECK(seconds < 10);
+}
+
+// The shim raises the kernels' bound once creation is done (comm.cc): a later
+// call waits for a missing peer as long as the new bound, then names it.
+TEST_CASE("p2p: setPeerWaitMs bounds the kernels' later waits for a peer", "[p2p][gpu]") {
+  requireGpus(1);
+  P2pOptions options;
+  options.oneGpu = true;
+  options.timeoutMs = 60000;  // creation's bound: the call below must not take it
+  std::vector<std::unique_ptr<FastPath>> paths;
+  std::string why;
+  if (!buildP2pPathsInProcess(kRanks, options, &paths, &why)) FAIL(why);
+  for (auto& path : paths) path->setPeerWaitMs(300);
+  rcnDeviceComm device{};
+  if (paths[0]->deviceComm(&device, &why)) CHECK(device.timeoutNs == 300000000ull);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  void* buffer = nullptr;
+  REQUIRE(cudaMalloc(&buffer, 4096) == cudaSuccess);
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(paths[0]->allReduce(buffer, buffer, 1024, rcnFloat32, rcnSum, nullptr) == rcnSuccess);  // rank 1 never calls
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds < 5);
+  CHECK(paths[0]->asyncError(&why) == rcnRemoteError);
+  INFO(why);
+  CHECK(why.find("peer 1 did not arrive within 300 ms") != std::string::npos);
+  paths.clear();
+  cudaFree(buffer);
 }
 
 TEST_CASE("p2p: ranks whose calls differ in count, type or op fail with rcnInvalidUsage", "[p2p][gpu]") {
