@@ -7,7 +7,8 @@ fi
 # Only the architectures of the machine at hand: building all four triples the time.
 if [ -z "${CUDA_ARCHS:-}" ]; then
   CUDA_ARCHS=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.' || true)
-  CUDA_ARCHS=${CUDA_ARCHS:-90}
+  # A failing nvidia-smi prints its complaint on stdout: only a number is an architecture.
+  [[ "$CUDA_ARCHS" =~ ^[0-9]+$ ]] || CUDA_ARCHS=90
 fi
 export CUDA_ARCHS
 BUILD_DIR=${BUILD_DIR:-build}

@@ -7,19 +7,36 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
+# The mirror that serves plain `bookworm`: its deb822 stanza (fields in any
+# order, stanzas split by blank lines), else its one-line entry.
+bookworm_uri() {
+  local sources=/etc/apt/sources.list.d/debian.sources
+  if [ -f "$sources" ]; then
+    awk 'function stanza() { if (!found && uri != "" && bookworm) { print uri; found = 1 } uri = ""; bookworm = 0 }
+         /^[[:space:]]*$/ { stanza(); next }
+         /^URIs:/ { uri = $2 }
+         /^Suites:/ { for (i = 2; i <= NF; i++) if ($i == "bookworm") bookworm = 1 }
+         END { stanza() }' "$sources"
+  fi
+  if [ -f /etc/apt/sources.list ]; then
+    awk '$1 == "deb" { for (i = 3; i <= NF; i++) if ($i == "bookworm") { print $(i - 1); exit } }' /etc/apt/sources.list
+  fi
+}
+
 add_backports() {
   local list=/etc/apt/sources.list.d/rocenante-backports.list
-  [ -f "$list" ] && return 0
-  if grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null; then return 0; fi
-  local uri=""
-  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-    uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
-  fi
-  if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-    uri=$(awk '$1=="deb" && $3 ~ /^bookworm$/ {print $2; exit}' /etc/apt/sources.list)
-  fi
-  if [ -z "$uri" ]; then echo "install-deps: no Debian apt source found to derive backports from" >&2; return 1; fi
-  echo "deb $uri bookworm-backports main" | $SUDO tee "$list" >/dev/null
+  # Another entry apt reads (not a comment, not a disabled file) already has it.
+  local others=(/etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources)
+  for f in "${others[@]}"; do
+    [ "$f" != "$list" ] && [ -f "$f" ] && grep -qE '^[^#]*bookworm-backports' "$f" && return 0
+  done
+  local uri
+  uri=$(bookworm_uri | head -1)
+  if [ -z "$uri" ]; then echo "install-deps: no Debian apt source for bookworm to derive backports from" >&2; return 1; fi
+  local line="deb $uri bookworm-backports main"
+  # Rewritten when it differs, so a wrong entry from an earlier run is mended.
+  if [ -f "$list" ] && [ "$(cat "$list")" = "$line" ]; then return 0; fi
+  echo "$line" | $SUDO tee "$list" >/dev/null
 }
 
 if command -v apt-get >/dev/null; then

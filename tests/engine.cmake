@@ -8,7 +8,7 @@ if(ROCENANTE_BUILD_EXAMPLES)
   rcn_add_test(test_engine_host SOURCES test_engine_host.cc test_engine_naive.cc LIBS rcn_engine_host TIMEOUT 60)
   add_dependencies(test_engine_host rcn_engine)
   target_compile_definitions(test_engine_host PRIVATE RCN_ENGINE_BIN="$<TARGET_FILE:rcn_engine>")
-  if(ROCENANTE_ENGINE_GPU)
+  if(ROCENANTE_ENGINE_GPU AND TARGET CUDA::cublas)  # as examples/CMakeLists.txt builds it
     rcn_add_test(test_engine_gpu SOURCES test_engine_gpu.cc LIBS rcn_engine_gpu LABELS gpu TIMEOUT 300)
     rcn_add_test(test_engine_kernels SOURCES test_engine_kernels.cc LIBS rcn_engine_gpu LABELS gpu TIMEOUT 120)
   endif()
