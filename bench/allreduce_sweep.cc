@@ -22,6 +22,7 @@
 
 #include "core/dtype.h"
 #include "core/launch_env.h"
+#include "core/params.h"
 #include "core/user_file.h"
 #include "sweep_check.h"
 #include "sweep_methods.h"
@@ -272,10 +273,12 @@ int runSweep(int argc, char** argv) {
 
   // Counting GPUs initialises CUDA here; the ranks started below exec a
   // fresh copy of this program, so that is safe.
-  const char* backend = std::getenv("ROCENANTE_BACKEND");
+  std::string backend;  // read as the library reads it
+  if (rcn::paramChoice(rcn::ParamId::Backend, &backend) != rcnSuccess)
+    return fail(nullptr, "a bad ROCENANTE_BACKEND (the warning above says why)");
   s.gpus = rcn::bench::visibleGpuCount();
-  s.gpu = s.gpus > 0 && !(backend && std::string(backend) == "host");
-  if (!s.gpu && !backend) setenv("ROCENANTE_BACKEND", "host", 1);
+  s.gpu = s.gpus > 0 && backend != "host";
+  if (!s.gpu && backend == "auto") setenv("ROCENANTE_BACKEND", "host", 1);
   if (!s.gpu && !s.opts.eager) {
     std::fprintf(stderr, "allreduce_sweep: --mode graph times CUDA graphs: the host backend has none (no GPU "
                          "here, or ROCENANTE_BACKEND=host); use --mode eager\n");

@@ -2,7 +2,11 @@
 // and the topology exchange across forked processes, as rocenante-probe runs it.
 #include <catch2/catch_test_macros.hpp>
 
+#include <chrono>
+#include <string>
+
 #include "core/bootstrap_env.h"
+#include "core/log.h"
 #include "support/free_port.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
@@ -46,4 +50,18 @@ TEST_CASE("bad launcher arguments are rejected before any socket") {
   CHECK(bootstrapInitFromEnv(2, 2, "127.0.0.1", 29500, &boot) == rcnInvalidArgument);
   CHECK(bootstrapInitFromEnv(1, 2, "", 29500, &boot) == rcnInvalidArgument);
   CHECK(bootstrapInitFromEnv(1, 2, "127.0.0.1", 70000, &boot) == rcnInvalidArgument);
+}
+
+// Under a job scheduler rank 0's name may reach DNS after the workers start:
+// a name that does not resolve is asked again until the bootstrap's bound.
+TEST_CASE("a MASTER_ADDR that does not resolve is retried until the bootstrap timeout, then named") {
+  topotest::ScopedEnv bound("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "1500");
+  std::unique_ptr<Bootstrap> boot;
+  clearLastError();
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(bootstrapInitFromEnv(1, 2, "rank0.invalid", 29500, &boot) == rcnInvalidArgument);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(seconds >= 1.4);
+  CHECK(seconds < 10);
+  CHECK(std::string(lastErrorText()).find("cannot resolve MASTER_ADDR 'rank0.invalid'") != std::string::npos);
 }

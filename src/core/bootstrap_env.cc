@@ -11,11 +11,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/check.h"
+#include "core/deadline.h"
 #include "core/params.h"
 #include "core/socket.h"
 
@@ -50,21 +53,38 @@ Refusal judge(const Join& join, int nranks, const std::vector<char>& taken) {
   return taken[join.rank] ? kRankTaken : kAccepted;
 }
 
-rcnResult_t resolve(const char* host, int port, SocketAddress* out) {
+// One lookup of host in `family`; 0 or getaddrinfo's error.
+int lookUp(const char* host, int port, int family, SocketAddress* out) {
   addrinfo hints{};
-  hints.ai_family = AF_INET;
+  hints.ai_family = family;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  int rc = getaddrinfo(host, std::to_string(port).c_str(), &hints, &res);
-  if (rc != 0 || !res) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: cannot resolve MASTER_ADDR '%s' to an IPv4 address (IPv6 is not "
-             "supported): %s", host, gai_strerror(rc));
-    return rcnInvalidArgument;
-  }
+  const int rc = getaddrinfo(host, std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0 || !res) return rc != 0 ? rc : EAI_NONAME;
   memcpy(&out->storage, res->ai_addr, res->ai_addrlen);
   out->len = res->ai_addrlen;
   freeaddrinfo(res);
-  return rcnSuccess;
+  return 0;
+}
+
+// MASTER_ADDR's IPv4 address, asked again until the deadline: under a job
+// scheduler the workers may start before rank 0's name is in DNS.
+rcnResult_t resolve(const char* host, int port, Deadline deadline, SocketAddress* out) {
+  auto backoff = std::chrono::milliseconds(50);
+  for (;;) {
+    const int rc = lookUp(host, port, AF_INET, out);
+    if (rc == 0) return rcnSuccess;
+    if (msUntil(deadline) == 0) {
+      SocketAddress v6;
+      const bool onlyV6 = lookUp(host, port, AF_INET6, &v6) == 0;
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: cannot resolve MASTER_ADDR '%s' to an IPv4 address within %lld ms "
+               "(ROCENANTE_BOOTSTRAP_TIMEOUT_MS): %s", host, static_cast<long long>(bootstrapTimeoutMs()),
+               onlyV6 ? "it has only IPv6 addresses, which the rendezvous does not support" : gai_strerror(rc));
+      return rcnInvalidArgument;
+    }
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(backoff, std::chrono::milliseconds(msUntil(deadline))));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+  }
 }
 
 // socketListen picks its own port; the rendezvous needs the agreed one.
@@ -199,7 +219,7 @@ rcnResult_t bootstrapInitFromEnv(int rank, int nranks, const char* addr, int por
     if (nranks > 1) RCN_CHECK(serveId(id, nranks, port, deadline));
   } else {
     SocketAddress root;
-    RCN_CHECK(resolve(addr, port, &root));
+    RCN_CHECK(resolve(addr, port, deadline, &root));
     RCN_CHECK(fetchId(rank, nranks, root, deadline, &id));
   }
   return bootstrapInitTcp(id, rank, nranks, out);

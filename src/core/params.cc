@@ -178,14 +178,42 @@ bool paramBool(ParamId id) {
 // value at creation, and readers that can fail call paramChoice.
 std::string paramStr(ParamId id) { return trim(rawText(id)); }
 
+namespace {
+
+// The variable's trimmed text, or false when it is unset or empty.
+bool setText(ParamId id, std::string* text) {
+  const char* value = envText(id);
+  *text = value ? trim(value) : std::string();
+  return !text->empty();
+}
+
+rcnResult_t refuse(ParamId id, const std::string& why) {
+  RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s: %s", info(id).name, why.c_str());
+  return rcnInvalidArgument;
+}
+
+}  // namespace
+
+rcnResult_t paramIntIfSet(ParamId id, bool* set, int64_t* value) {
+  std::string text, why;
+  *set = setText(id, &text);
+  if (*set && !intValue(info(id), text, value, &why)) return refuse(id, why);
+  return rcnSuccess;
+}
+
+rcnResult_t paramBoolIfSet(ParamId id, bool* set, bool* value) {
+  std::string text, why;
+  *set = setText(id, &text);
+  if (*set && !parseBoolText(text, value, &why)) return refuse(id, why);
+  return rcnSuccess;
+}
+
 rcnResult_t paramChoice(ParamId id, std::string* value) {
   const ParamInfo& p = info(id);
   *value = paramStr(id);
   if (value->empty()) *value = p.defaultText;
   std::string why;
-  if (strAllowed(p, *value, &why)) return rcnSuccess;
-  RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s: %s", p.name, why.c_str());
-  return rcnInvalidArgument;
+  return strAllowed(p, *value, &why) ? rcnSuccess : refuse(id, why);
 }
 
 rcnResult_t paramValidate() {

@@ -45,6 +45,11 @@ int64_t paramDefaultInt(ParamId id);
 bool firstTimeInProcess(const std::string& key);
 bool paramBool(ParamId id);
 std::string paramStr(ParamId id);
+// An INT or BOOL parameter that overrides something else only where it is
+// set: *set is false when the variable is unset or empty. Malformed, or
+// outside its row's range: rcnInvalidArgument, with a warning naming it.
+rcnResult_t paramIntIfSet(ParamId id, bool* set, int64_t* value);
+rcnResult_t paramBoolIfSet(ParamId id, bool* set, bool* value);
 // A STR parameter with choices (its row's "a|b|c"): the value, or the row's
 // default when unset or empty. A value that is not a choice is refused with a
 // warning naming the variable and the choices.

@@ -25,24 +25,13 @@ namespace {
 constexpr size_t kKiB = 1024;
 constexpr size_t kMiB = 1024 * 1024;
 
-const char* envText(const char* name) {
-  const char* value = getenv(name);
-  return value && *value ? value : nullptr;
-}
-
-rcnResult_t badEnv(const char* name, const std::string& why) {
-  RCN_WARN(RCN_LOG_ENV, "%s: %s", name, why.c_str());
-  return rcnInvalidArgument;
-}
-
 // The environment on top of everything else: ROCENANTE_DISABLE,
 // ROCENANTE_FORCE, ROCENANTE_MAX_BYTES. Malformed values are errors here.
 rcnResult_t applyEnvironment(PolicyConfig* config) {
-  std::string why;
-  if (const char* text = envText("ROCENANTE_DISABLE")) {
-    bool value = false;
-    if (!parseBoolText(text, &value, &why)) return badEnv("ROCENANTE_DISABLE", why);
-    config->disabled = value;
+  bool set = false, disabled = false;
+  RCN_CHECK(paramBoolIfSet(ParamId::Disable, &set, &disabled));
+  if (set) {
+    config->disabled = disabled;
     config->source += " + env DISABLE";
   }
   std::string force;  // empty, or only spaces, reads as unset: the policy's own force stays
@@ -53,12 +42,10 @@ rcnResult_t applyEnvironment(PolicyConfig* config) {
     else config->force = 0;
     config->source += " + env FORCE";
   }
-  if (const char* text = envText("ROCENANTE_MAX_BYTES")) {
-    int64_t value = 0;
-    if (!parseIntText(text, &value, &why)) return badEnv("ROCENANTE_MAX_BYTES", why);
-    if (value < 0 || uint64_t(value) > kMaxOneShotBytes)
-      return badEnv("ROCENANTE_MAX_BYTES", "must be in 0..1G (the fast path's buffers are sized from it)");
-    config->oneShotMaxBytes = config->oneShotMaxBytesGraph = static_cast<size_t>(value);
+  int64_t maxBytes = 0;  // its row's range (0..1G) bounds the buffers sized from it
+  RCN_CHECK(paramIntIfSet(ParamId::MaxBytes, &set, &maxBytes));
+  if (set) {
+    config->oneShotMaxBytes = config->oneShotMaxBytesGraph = static_cast<size_t>(maxBytes);
     config->source += " + env MAX_BYTES";
   }
   return rcnSuccess;

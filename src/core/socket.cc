@@ -230,6 +230,34 @@ int connectOnce(const SocketAddress& addr, Deadline deadline, int fd, std::strin
 
 }  // namespace
 
+namespace {
+
+// A connect to a port on this host with nobody listening can land on the
+// connecting socket itself when the kernel picks that very port as the source
+// (a MASTER_PORT inside the ephemeral range): it would then read its own
+// messages back.
+bool connectedToItself(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t localLen = sizeof local, peerLen = sizeof peer;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &localLen) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peerLen) != 0)
+    return false;
+  return localLen == peerLen && std::memcmp(&local, &peer, localLen) == 0;
+}
+
+bool acceptRetryable(int err) {
+  switch (err) {
+    case EAGAIN: case EINTR: case ECONNABORTED:
+    case ENETDOWN: case EPROTO: case ENOPROTOOPT: case EHOSTDOWN: case ENONET:
+    case EHOSTUNREACH: case EOPNOTSUPP: case ENETUNREACH:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 rcnResult_t socketListen(const SocketAddress& addr, int* fd, SocketAddress* bound) {
   SocketAddress any = addr;
   setPort(&any, 0);
@@ -241,7 +269,11 @@ rcnResult_t socketListen(const SocketAddress& addr, int* fd, SocketAddress* boun
     return rcnSystemError;
   }
   bound->len = sizeof bound->storage;
-  RCN_SYS_CHECK(getsockname(*fd, bound->sa(), &bound->len), "getsockname");
+  if (getsockname(*fd, bound->sa(), &bound->len) != 0) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: getsockname: %s", strerror(errno));
+    socketClose(fd);
+    return rcnSystemError;
+  }
   return rcnSuccess;
 }
 
@@ -250,6 +282,10 @@ rcnResult_t socketConnect(const SocketAddress& addr, Deadline deadline, int* fd,
   for (;;) {
     RCN_CHECK(newSocket(addr.storage.ss_family, fd));
     int outcome = connectOnce(addr, deadline, *fd, why);
+    if (outcome == 1 && connectedToItself(*fd)) {
+      *why = "connected to itself (nothing listens there yet, and the port is one the kernel hands out)";
+      outcome = 0;
+    }
     if (outcome == 1) {
       setNoDelay(*fd);
       return rcnSuccess;
@@ -280,8 +316,9 @@ rcnResult_t socketAccept(int listenFd, Deadline deadline, int* fd, std::string* 
       setNoDelay(*fd);
       return rcnSuccess;
     }
-    // The connection may have gone away between poll and accept: try again.
-    if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) continue;
+    // The connection may have gone away between poll and accept, or carried
+    // a network error of its own (accept(2) asks to retry those): try again.
+    if (acceptRetryable(errno)) continue;
     *why = errnoText("accept", errno);
     return rcnSystemError;
   }
