@@ -19,11 +19,15 @@
 #include <thread>
 #include <vector>
 
+#include <ifaddrs.h>
+#include <net/if.h>
+
 #include "core/bootstrap.h"
 #include "core/deadline.h"
-#include "support/scoped_env.h"
 #include "core/log.h"
+#include "core/socket.h"
 #include "support/multiproc.h"
+#include "support/scoped_env.h"
 
 namespace {
 
@@ -409,4 +413,35 @@ TEST_CASE("pollUntil: a deadline that already passed still looks once", "[bootst
   calls = 0;
   CHECK(rcn::pollUntil(past, std::chrono::milliseconds(1), answering(true, &calls)));
   CHECK(calls == 1);
+}
+
+namespace {
+
+// Whether this machine has an up interface with an IPv4 address other than loopback.
+bool hasNonLoopbackIpv4() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next)
+    found = found || (ifa->ifa_addr && ifa->ifa_addr->sa_family == AF_INET && (ifa->ifa_flags & IFF_UP) &&
+                      !(ifa->ifa_flags & IFF_LOOPBACK));
+  freeifaddrs(list);
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("an interface list that also matches lo picks another interface first; lo named alone is taken", "[bootstrap]") {
+  ScopedEnv nccl("NCCL_SOCKET_IFNAME", nullptr);
+  rcn::SocketAddress addr;
+  {
+    ScopedEnv list("ROCENANTE_SOCKET_IFNAME", "lo");
+    REQUIRE(rcn::socketPickListenAddress(&addr) == rcnSuccess);
+    CHECK(addr.text().rfind("127.0.0.1", 0) == 0);
+  }
+  if (!hasNonLoopbackIpv4()) SKIP("no interface but loopback here");
+  ScopedEnv list("ROCENANTE_SOCKET_IFNAME", "^docker");  // everything but docker bridges, lo included
+  REQUIRE(rcn::socketPickListenAddress(&addr) == rcnSuccess);
+  INFO(addr.text());
+  CHECK(addr.text().rfind("127.", 0) != 0);
 }

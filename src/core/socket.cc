@@ -90,15 +90,28 @@ void copyAddress(const sockaddr* sa, SocketAddress* addr) {
   std::memcpy(&addr->storage, sa, addr->len);
 }
 
-// The interface named by the user's list, IPv4 preferred over IPv6.
+// An IPv6 link-local address (fe80::/10) names its interface by a scope id
+// that means nothing on another host: peers could not connect to it.
+bool isLinkLocal6(const sockaddr* sa) {
+  if (sa->sa_family != AF_INET6) return false;
+  const uint8_t* bytes = reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr.s6_addr;
+  return bytes[0] == 0xfe && (bytes[1] & 0xc0) == 0x80;
+}
+
+// The interface named by the user's list: IPv4 before IPv6, and loopback
+// last (a list such as "^docker0" matches lo too, which other hosts cannot reach).
 bool findListed(ifaddrs* list, const IfnameFilter& filter, SocketAddress* addr) {
-  for (int family : {AF_INET, AF_INET6}) {
-    for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
-      if (!isUsableFamily(ifa->ifa_addr) || ifa->ifa_addr->sa_family != family) continue;
-      if (!(ifa->ifa_flags & IFF_UP) || !filter.matches(ifa->ifa_name)) continue;
-      copyAddress(ifa->ifa_addr, addr);
-      RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: using interface %s (%s)", ifa->ifa_name, addr->text().c_str());
-      return true;
+  for (bool loopback : {false, true}) {
+    for (int family : {AF_INET, AF_INET6}) {
+      for (ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
+        if (!isUsableFamily(ifa->ifa_addr) || ifa->ifa_addr->sa_family != family) continue;
+        if (!(ifa->ifa_flags & IFF_UP) || !filter.matches(ifa->ifa_name)) continue;
+        if (bool(ifa->ifa_flags & IFF_LOOPBACK) != loopback || isLinkLocal6(ifa->ifa_addr)) continue;
+        copyAddress(ifa->ifa_addr, addr);
+        RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: using interface %s (%s)%s", ifa->ifa_name, addr->text().c_str(),
+                 loopback ? ": loopback, so only ranks on this host can reach it" : "");
+        return true;
+      }
     }
   }
   return false;
@@ -145,7 +158,8 @@ rcnResult_t socketPickListenAddress(SocketAddress* addr) {
   if (!wanted.empty()) {
     found = findListed(list, parseIfnameFilter(wanted), addr);
     if (!found) {
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: %s=%s matches no up interface with an IP address; interfaces: %s",
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: %s=%s matches no up interface with an IP address (IPv6 "
+               "link-local ones do not count: other hosts cannot reach them); interfaces: %s",
                source, wanted.c_str(), interfaceNames(list).c_str());
       freeifaddrs(list);
       return rcnInvalidArgument;
