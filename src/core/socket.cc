@@ -242,10 +242,6 @@ int connectOnce(const SocketAddress& addr, Deadline deadline, int fd, std::strin
   return isRetryableConnectError(err) ? 0 : -1;
 }
 
-}  // namespace
-
-namespace {
-
 // A connect to a port on this host with nobody listening can land on the
 // connecting socket itself when the kernel picks that very port as the source
 // (a MASTER_PORT inside the ephemeral range): it would then read its own
