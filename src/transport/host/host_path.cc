@@ -206,6 +206,10 @@ rcnResult_t HostPath::waitForPeers(uint32_t epoch, int phase) {
       if (aborted_.load(std::memory_order_acquire))
         return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) + " aborted");
       if (wire_->progress() != rcnSuccess) {
+        // A peer that made this call and then left fails the wire (the shm
+        // wire sees its process exit): its flag may have come after the loop
+        // read it, so read it again before blaming anyone.
+        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == epoch) break;
         std::string why;
         wire_->error(&why);
         return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) +
