@@ -302,22 +302,15 @@ ncclResult_t afterCreate(ncclResult_t created, ncclComm_t* newcomm, bool blockin
 void logFirstRoute(Entry& entry, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
   if (!logEnabled(kLogInfo, RCN_LOG_SHIM) || entry.routesLogged.load(std::memory_order_relaxed) == 3) return;
   rcnComm* rc = entry.rc;
-  CallDesc call;
-  call.bytes = bytes;
-  call.dtype = dtype;
-  call.op = op;
-  call.nranks = rc->nranks;
-  call.transport = rc->fast ? rc->fast->path() : rcnPathNccl;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
-    call.graphCapture = capture == cudaStreamCaptureStatusActive;
-  bool fast = policyRoute(call, rc->policy).route == Route::OneShot && rc->fast &&
-              rc->fast->supports(dtype, op) && bytes <= rc->fast->maxBytes();
+  const bool fast = commTakesFastPath(rc, bytes, dtype, op, stream);
   uint32_t bit = fast ? 1u : 2u;
   if (entry.routesLogged.fetch_or(bit) & bit) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const bool capturing = cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
+                         capture == cudaStreamCaptureStatusActive;
   RCN_INFO(RCN_LOG_SHIM, "rank %d: first all-reduce %s: %zu bytes %s %s%s", rc->rank,
            fast ? "on the rocenante path" : "sent to NCCL", bytes, dtypeName(dtype), opName(op),
-           call.graphCapture ? " (graph capture)" : "");
+           capturing ? " (graph capture)" : "");
 }
 
 }  // namespace

@@ -386,6 +386,23 @@ void commAbort(rcnComm* comm) {
   comm->magic = rcnComm::kDeadMagic;
 }
 
+bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
+                       cudaStream_t stream) {
+  CallDesc call;
+  call.bytes = bytes;
+  call.dtype = dtype;
+  call.op = op;
+  call.nranks = comm->nranks;
+  call.nnodes = comm->nnodes;
+  call.topo = comm->topoClass;
+  call.transport = comm->fast ? comm->fast->path() : rcnPathNccl;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
+    call.graphCapture = capture == cudaStreamCaptureStatusActive;
+  return policyRoute(call, comm->policy).route == Route::OneShot && comm->fast && comm->fast->supports(dtype, op) &&
+         bytes <= comm->fast->maxBytes();
+}
+
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
                           rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
   CommCallScope inCall(comm);  // before the check: a destroy or abort either is seen or waits for us
@@ -401,20 +418,7 @@ rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t co
     RCN_ARG_CHECK(comm->fast, "rcnAllReduce: comm %p has neither a fast path nor NCCL", (void*)comm);
     return comm->fast->allReduce(send, recv, count, dtype, op, stream);
   }
-  CallDesc call;
-  call.bytes = bytes;
-  call.dtype = dtype;
-  call.op = op;
-  call.nranks = comm->nranks;
-  call.nnodes = comm->nnodes;
-  call.topo = comm->topoClass;
-  call.transport = comm->fast ? comm->fast->path() : rcnPathNccl;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
-    call.graphCapture = capture == cudaStreamCaptureStatusActive;
-  RouteDecision decision = policyRoute(call, comm->policy);
-  if (decision.route == Route::OneShot && comm->fast && comm->fast->supports(dtype, op) &&
-      bytes <= comm->fast->maxBytes()) {
+  if (commTakesFastPath(comm, bytes, dtype, op, stream)) {
     RCN_TRACE_LOG(RCN_LOG_COLL, "allreduce %zu bytes %s %s -> %s", bytes, dtypeName(dtype),
                   opName(op), comm->fast->transportName());
     return comm->fast->allReduce(send, recv, count, dtype, op, stream);

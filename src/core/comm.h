@@ -119,6 +119,12 @@ void commAbort(rcnComm* comm);
 rcnResult_t commCheck(const rcnComm* comm, const char* caller);
 
 // The routing decision and dispatch for one all-reduce (arguments checked).
+// Whether an all-reduce of `bytes` on `stream` takes the fast path (else
+// NCCL): the policy's route, and the path's types and capacity. The same on
+// every rank for the same call.
+bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
+                       cudaStream_t stream);
+
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
                           rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream);
 
