@@ -128,8 +128,8 @@ void ProxyEngine::fail(const std::string& text) {
     failed_.store(true, std::memory_order_release);
   }
   RCN_WARN(RCN_LOG_PROXY, "%s", text.c_str());
-  *abortFlag_ = 1;  // kernels stop waiting for flags that will not come
-  wire_->abort();   // and peers see the wire go down
+  *abortFlag_ = 1;         // kernels stop waiting for flags that will not come
+  wire_->abortWith(text);  // and peers see the wire go down, told why
 }
 
 rcnResult_t ProxyEngine::drain(uint32_t epoch, uint64_t timeoutMs) {

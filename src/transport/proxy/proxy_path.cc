@@ -65,7 +65,7 @@ class ProxyPath final : public FastPath {
   // or send queue), which stop() then joins without waiting for its timeout.
   void abort() override {
     if (host_) host_->abort = 1;
-    if (wire_) wire_->abort();
+    if (wire_) wire_->abortWith("proxy path: rank " + std::to_string(rank_) + " aborted its communicator");
     if (engine_) engine_->stop();
   }
   void setPeerWaitMs(uint64_t ms) override { args_.timeoutNs = ms * 1000000ull; }

@@ -206,8 +206,14 @@ class TcpWire final : public Wire {
     const int err = errno;
     lock.unlock();
     if (stopping_.load(std::memory_order_acquire)) return rcnRemoteError;  // our own abort shut it: no news
-    fail("tcp wire: rank " + std::to_string(rank_) + " lost its connection to rank " +
-         std::to_string(peer) + " (" + strerror(err) + ")");
+    // The peer may have said why it closed (an ABORT frame naming the rank
+    // that failed, a BYE) in frames the receiver has not applied yet: give it
+    // a moment, so that the reason recorded is that one, not this broken pipe.
+    (void)pollUntil(deadlineAfterMs(100), std::chrono::milliseconds(1),
+                    [this, peer] { return failure_.failed() || byeFrom_[peer].load(); });
+    if (failure_.failed()) return rcnRemoteError;
+    fail("tcp wire: rank " + std::to_string(rank_) + " lost its connection to rank " + std::to_string(peer) +
+         (byeFrom_[peer].load() ? ", which had destroyed its communicator" : " (" + std::string(strerror(err)) + ")"));
     return rcnRemoteError;
   }
 
