@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/check.h"
@@ -82,8 +81,7 @@ rcnResult_t resolve(const char* host, int port, Deadline deadline, SocketAddress
                onlyV6 ? "it has only IPv6 addresses, which the rendezvous does not support" : gai_strerror(rc));
       return rcnInvalidArgument;
     }
-    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(backoff, std::chrono::milliseconds(msUntil(deadline))));
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    backOff(deadline, &backoff, std::chrono::milliseconds(1000));
   }
 }
 

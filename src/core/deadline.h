@@ -3,6 +3,7 @@
 // can report, never into a hang. These helpers keep that bound in one place.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -35,6 +36,13 @@ bool pollUntil(Deadline deadline, std::chrono::microseconds pause, Done done) {
     if (pause.count() > 0) std::this_thread::sleep_for(pause);
   }
   return true;
+}
+
+// Retries that back off: sleeps *delay (no later than the deadline), then
+// doubles it up to `cap`.
+inline void backOff(Deadline deadline, std::chrono::milliseconds* delay, std::chrono::milliseconds cap) {
+  std::this_thread::sleep_for(std::min(*delay, std::chrono::milliseconds(msUntil(deadline))));
+  *delay = std::min(*delay * 2, cap);
 }
 
 }  // namespace rcn

@@ -1,6 +1,5 @@
 #include "core/policy.h"
 
-#include <cstdlib>
 #include <sstream>
 
 #include "core/check.h"

@@ -303,9 +303,7 @@ rcnResult_t socketConnect(const SocketAddress& addr, Deadline deadline, int* fd,
     socketClose(fd);
     if (outcome < 0) return rcnSystemError;
     if (msUntil(deadline) == 0) return rcnRemoteError;
-    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
-        backoff, std::chrono::milliseconds(msUntil(deadline))));
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    backOff(deadline, &backoff, std::chrono::milliseconds(200));
   }
 }
 

@@ -93,6 +93,8 @@ class HostPath final : public FastPath {
  private:
   rcnResult_t oneCall(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t n);
   rcnResult_t waitForPeers(uint32_t epoch, int phase);
+  // Why a wait for peer's flag of call `epoch` should stop, or "" to go on.
+  std::string reasonToGiveUp(int peer, uint32_t epoch, Deadline deadline);
   rcnResult_t checkPeersCall(const CallHeader& call, int phase);
   rcnResult_t fail(rcnResult_t code, const std::string& text, bool tellPeers = true);
   void pause(Clock::time_point waitStart);
@@ -195,6 +197,25 @@ void HostPath::pause(Clock::time_point waitStart) {
   nanosleep(&ts, nullptr);
 }
 
+std::string HostPath::reasonToGiveUp(int peer, uint32_t epoch, Deadline deadline) {
+  // Built only on the way out: this runs on every spin of the wait.
+  auto waiting = [&] {
+    return "host backend: rank " + std::to_string(rank_) + " waiting for rank " + std::to_string(peer);
+  };
+  if (wire_->progress() != rcnSuccess) {
+    std::string why;
+    wire_->error(&why);
+    return waiting() + ": " + why;
+  }
+  if (wire_->peerLeft(peer))
+    return waiting() + " (call " + std::to_string(epoch) + "): it destroyed its communicator without making this call";
+  if (!expired(deadline)) return "";
+  char text[200];
+  std::snprintf(text, sizeof text, "host backend: rank %d timed out after %llu ms waiting for rank %d (call %u)",
+                rank_, static_cast<unsigned long long>(timeoutMs_), peer, epoch);
+  return text;
+}
+
 rcnResult_t HostPath::waitForPeers(uint32_t epoch, int phase) {
   const uint32_t* flags = wire_->flags();
   const auto start = Clock::now();  // pause() spins first, counting from here
@@ -205,31 +226,17 @@ rcnResult_t HostPath::waitForPeers(uint32_t epoch, int phase) {
     while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != epoch) {
       if (aborted_.load(std::memory_order_acquire))
         return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) + " aborted");
-      if (wire_->progress() != rcnSuccess) {
-        // A peer that made this call and then left fails the wire (the shm
-        // wire sees its process exit): its flag may have come after the loop
-        // read it, so read it again before blaming anyone.
-        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == epoch) break;
-        std::string why;
-        wire_->error(&why);
-        return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) +
-                                        " waiting for rank " + std::to_string(peer) + ": " + why);
+      const std::string why = reasonToGiveUp(peer, epoch, deadline);
+      if (why.empty()) {
+        pause(start);
+        continue;
       }
-      // The flag comes before the goodbye on the peer's connection: read again
-      // after seeing it, or a peer that made the call and then left is blamed.
-      if (wire_->peerLeft(peer) && __atomic_load_n(flag, __ATOMIC_ACQUIRE) != epoch)
-        return fail(rcnRemoteError, "host backend: rank " + std::to_string(rank_) + " waiting for rank " +
-                                        std::to_string(peer) + " (call " + std::to_string(epoch) +
-                                        "): it destroyed its communicator without making this call");
-      if (expired(deadline)) {
-        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == epoch) break;  // it came just now
-        char text[200];
-        std::snprintf(text, sizeof text,
-                      "host backend: rank %d timed out after %llu ms waiting for rank %d (call %u)",
-                      rank_, static_cast<unsigned long long>(timeoutMs_), peer, epoch);
-        return fail(rcnRemoteError, text);
-      }
-      pause(start);
+      // A peer that made this call and then left (its exit fails the wire,
+      // its goodbye follows its flag) or a flag that came at the deadline:
+      // the flag may have landed after the loop read it, so read it again
+      // before blaming anyone.
+      if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == epoch) break;
+      return fail(rcnRemoteError, why);
     }
   }
   return rcnSuccess;
