@@ -50,16 +50,27 @@ rcnResult_t initAll(rcnComm_t* comms, int ndev, const int* devlist) {
   std::vector<rcnResult_t> results(ndev, rcnSuccess);
   std::vector<std::string> errors(ndev);  // each rank's last WARN, logged on its own thread
   std::vector<std::thread> threads;
-  for (int i = 0; i < ndev; ++i) {
-    threads.emplace_back([&, i] {
-      rcn::CommInitArgs args;
-      args.rank = i;
-      args.nranks = ndev;
-      args.cudaDev = devlist ? devlist[i] : i;
-      args.bootstrap = rcn::bootstrapInitLocal(group, i);
-      results[i] = rcn::commCreate(std::move(args), &comms[i]);
-      if (results[i] != rcnSuccess) errors[i] = rcn::lastErrorText();
-    });
+  try {
+    threads.reserve(ndev);
+    for (int i = 0; i < ndev; ++i) {
+      threads.emplace_back([&, i] {
+        rcn::CommInitArgs args;
+        args.rank = i;
+        args.nranks = ndev;
+        args.cudaDev = devlist ? devlist[i] : i;
+        args.bootstrap = rcn::bootstrapInitLocal(group, i);
+        results[i] = rcn::commCreate(std::move(args), &comms[i]);
+        if (results[i] != rcnSuccess) errors[i] = rcn::lastErrorText();
+      });
+    }
+  } catch (const std::exception& e) {
+    // No exception may leave through the C API. The ranks already started
+    // would wait for the others until the bootstrap timeout: fail the group.
+    const int missing = int(threads.size());
+    errors[missing] = std::string("cannot start a thread for each of the devices: ") + e.what();
+    results[missing] = rcnSystemError;
+    for (int i = missing + 1; i < ndev; ++i) results[i] = rcnRemoteError;
+    rcn::bootstrapInitLocal(group, missing)->abort();
   }
   for (auto& t : threads) t.join();
   // The cause, rather than a rank that only saw a peer give up (rcnRemoteError).
