@@ -213,13 +213,14 @@ namespace {
 // is still in one when the fault starts (a corrupted call may otherwise reach
 // a rank still in its last good one, which then fails there: seen once in
 // CI), then run fault(rank, path).
-std::vector<RankOutcome> faultAfterGoodCalls(int nranks, int calls, const std::function<int(int, FastPath*)>& fault) {
+std::vector<RankOutcome> faultAfterGoodCalls(int nranks, int calls, const std::function<int(int, FastPath*)>& fault,
+                                             const char* wire = "tcp") {
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
   return runRanks(nranks, [&](int rank) {
     auto bs = joinBootstrap(id, rank, nranks);
     if (!bs) return 30;
-    auto path = buildPath(bs.get(), "tcp");
+    auto path = buildPath(bs.get(), wire);
     if (!path) return 31;
     std::vector<float> in(256, 1.0f), out(256);
     for (int i = 0; i < calls; ++i)
@@ -255,17 +256,43 @@ TEST_CASE("host backend over tcp: a sender stuck mid-frame fails both ranks, say
   }));
 }
 
-TEST_CASE("host backend over tcp: a rank that destroyed its communicator fails the others' next call at once",
+TEST_CASE("host backend: a rank that destroyed its communicator fails the others' next call at once",
           "[host][fault]") {
-  const int leaver = 1;
-  checkRanks(faultAfterGoodCalls(3, 2, [&](int rank, FastPath* path) {
-    if (rank == leaver) return 0;  // its path is destroyed on return: BYE to every peer
-    const FailedCall call = callOnce(rank, path);
-    if (!call.failed) return 40;
-    if (call.why.find("waiting for rank 1") == std::string::npos) return 41;
-    if (call.why.find("destroyed its communicator") == std::string::npos) return 42;
-    return call.seconds < kTimeoutMs / 2000.0 ? 0 : 43;  // well before the timeout
-  }));
+  for (const char* wire : {"tcp", "shm"}) {
+    INFO("wire " << wire);
+    const int leaver = 1;
+    checkRanks(faultAfterGoodCalls(3, 2, [&](int rank, FastPath* path) {
+      if (rank == leaver) return 0;  // its path is destroyed on return: its goodbye to every peer
+      const FailedCall call = callOnce(rank, path);
+      if (!call.failed) return 40;
+      if (call.why.find("waiting for rank 1") == std::string::npos) return 41;
+      if (call.why.find("destroyed its communicator") == std::string::npos) return 42;
+      return call.seconds < kTimeoutMs / 2000.0 ? 0 : 43;  // well before the timeout
+    }, wire));
+  }
+}
+
+// The end of a job: a rank makes its last call, destroys its communicator
+// and exits while a peer is still in that call, waiting for a third rank.
+// Leaving is no failure: the waiting rank has the leaver's share already.
+TEST_CASE("host backend: a rank that leaves after its last call fails no peer still in it", "[host][fault]") {
+  for (const char* wire : {"tcp", "shm"}) {
+    INFO("wire " << wire);
+    const int leaver = 1, late = 2;
+    checkRanks(faultAfterGoodCalls(3, 1, [&](int rank, FastPath* path) {
+      // The late rank calls once the leaver has left and its process is gone
+      // (the exit watch looks every 20 ms).
+      if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::vector<float> in(256, float(rank + 1)), out(256, -1.0f);
+      if (path->allReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, nullptr) != rcnSuccess) {
+        std::string why;
+        path->asyncError(&why);
+        std::fprintf(stderr, "rank %d: %s\n", rank, why.c_str());
+        return 40;
+      }
+      return std::all_of(out.begin(), out.end(), [](float v) { return v == 6.0f; }) ? 0 : 41;
+    }, wire));
+  }
 }
 
 TEST_CASE("host backend over tcp: a rank's abort reaches the others as its reason", "[host][fault]") {

@@ -83,3 +83,28 @@ TEST_CASE("exit watch: only an exited peer in this pid namespace is reported", "
   child.end();
   CHECK(checkAfterInterval(watch) == "cuda wire: rank 1 (pid " + std::to_string(childPid) + ") exited");
 }
+
+TEST_CASE("exit watch: a peer that left on purpose before it exited is no failure, and no longer watched", "[wire]") {
+  const PeerIdentity self = localPeerIdentity();
+  const pid_t gone = reapedPid();
+  REQUIRE(gone > 0);
+  std::vector<PeerIdentity> peers(3, self);
+  peers[1].pid = gone;
+  peers[2].pid = gone;
+  PeerExitWatch watch;
+  std::string why;
+  REQUIRE(watch.watch(peers, 0, "shm", &why) == rcnSuccess);
+  std::vector<int> asked;
+  auto onlyRank1Left = [&](int rank) {
+    asked.push_back(rank);
+    return rank == 1;
+  };
+  CHECK(watch.check(onlyRank1Left) == "shm wire: rank 2 (pid " + std::to_string(gone) + ") exited");
+  CHECK(asked == std::vector<int>{1, 2});  // asked of exited peers only, in rank order
+  asked.clear();
+  CHECK(checkAfterInterval(watch).find("rank 2") != std::string::npos);  // rank 1 is no longer watched
+  CHECK(watch.check().empty());  // within the interval: not looked at again
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  CHECK(watch.check([](int) { return true; }).empty());
+  CHECK(checkAfterInterval(watch).empty());  // nobody is watched any more
+}

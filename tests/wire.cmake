@@ -7,6 +7,7 @@ rcn_add_test(test_wire_proxy_engine SOURCES test_wire_proxy_engine.cc LABELS cpu
 rcn_add_test(test_wire_proxy_gpu SOURCES test_wire_proxy_gpu.cc LABELS gpu proxy TIMEOUT 600)
 rcn_add_test(test_region_placement SOURCES test_region_placement.cc LABELS cpu wire TIMEOUT 60)
 rcn_add_test(test_peer_exit_watch SOURCES test_peer_exit_watch.cc LABELS cpu wire TIMEOUT 30)
+rcn_add_test(test_wire_goodbye SOURCES test_wire_goodbye.cc LABELS cpu wire TIMEOUT 120)
 # libibverbs is opened at run time: the loader, and no DT_NEEDED on it in
 # librocenante.so (skipped, 77, without readelf and objdump).
 rcn_add_test(test_verbs_api SOURCES test_verbs_api.cc LABELS cpu wire TIMEOUT 30)

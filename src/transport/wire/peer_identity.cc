@@ -77,13 +77,20 @@ rcnResult_t PeerExitWatch::watch(const std::vector<PeerIdentity>& peers, int sel
   return rcnSuccess;
 }
 
-std::string PeerExitWatch::check() {
+std::string PeerExitWatch::check(const std::function<bool(int)>& leftOnPurpose) {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_ < std::chrono::milliseconds(20)) return "";
   last_ = now;
-  for (const WatchedPeer& p : watched_)
-    if (!processAlive(p.pid))
+  for (size_t i = 0; i < watched_.size();) {
+    const WatchedPeer p = watched_[i];
+    if (processAlive(p.pid)) {
+      ++i;
+    } else if (leftOnPurpose && leftOnPurpose(p.rank)) {
+      watched_.erase(watched_.begin() + long(i));
+    } else {
       return std::string(wire_) + " wire: rank " + std::to_string(p.rank) + " (pid " + std::to_string(p.pid) + ") exited";
+    }
+  }
   return "";
 }
 

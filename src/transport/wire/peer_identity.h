@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,8 +43,11 @@ class PeerExitWatch {
   // name with static storage) also names the wire in check()'s message.
   rcnResult_t watch(const std::vector<PeerIdentity>& peers, int self, const char* wire, std::string* why);
   // "" while every peer lives (looked at no more than every 20 ms), else
-  // "<wire> wire: rank R (pid P) exited".
-  std::string check();
+  // "<wire> wire: rank R (pid P) exited". A peer that exited after leaving
+  // on purpose (leftOnPurpose(rank), asked after its exit was seen, so a
+  // goodbye written before the exit is never missed) is no failure: it is
+  // no longer watched.
+  std::string check(const std::function<bool(int)>& leftOnPurpose = nullptr);
 
  private:
   struct WatchedPeer {

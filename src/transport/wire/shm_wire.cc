@@ -3,7 +3,10 @@
 // peer's mapping and a flag is a release store after it, which is the same
 // ordering an RC queue pair gives the verbs wire. Segments are named by a
 // per-communicator random id and unlinked as soon as every rank mapped them,
-// so nothing is left in /dev/shm even if a process dies later.
+// so nothing is left in /dev/shm even if a process dies later. Past each
+// region lies its rank's goodbye word, set by close(): a rank that exits
+// after it left on purpose has failed nothing, and one still waiting for it
+// knows nothing more will come (the flags it raised before stay readable).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -33,6 +36,9 @@ struct ShmBlob {
   PeerIdentity identity;
   int32_t ok;       // used by the later agreement rounds
 };
+
+// The segment's tail past the region: the goodbye word, on a line of its own.
+constexpr size_t kGoodbyeBytes = 64;
 
 void segmentName(uint64_t commId, int rank, char* name, size_t size) {
   std::snprintf(name, size, "/rcn-%016llx-%d", static_cast<unsigned long long>(commId), rank);
@@ -69,7 +75,7 @@ class ShmWire final : public Wire {
  public:
   ~ShmWire() override {
     for (size_t r = 0; r < mapped_.size(); ++r)
-      if (mapped_[r]) munmap(mapped_[r], layout_.regionBytes);
+      if (mapped_[r]) munmap(mapped_[r], segmentBytes());
     if (ownName_[0]) shm_unlink(ownName_);  // only still linked if setup failed
   }
 
@@ -102,10 +108,10 @@ class ShmWire final : public Wire {
 #endif
   }
 
-  // A killed peer never raises its flag: notice that it is gone.
+  // A killed peer never raises its flag: notice that it is gone, unless it said goodbye first.
   rcnResult_t progress() override {
     if (failure_.failed()) return rcnRemoteError;
-    const std::string gone = exitWatch_.check();
+    const std::string gone = exitWatch_.check([this](int peer) { return peerLeft(peer); });
     if (gone.empty()) return rcnSuccess;
     failure_.record(gone);
     return rcnRemoteError;
@@ -115,8 +121,22 @@ class ShmWire final : public Wire {
 
   void abort() override { aborted_.store(true, std::memory_order_release); }
 
+  // After this rank's last flags, which the fence orders before the word.
+  void close() override {
+    if (mapped_.empty() || !mapped_[rank_]) return;
+    flushPuts();
+    __atomic_store_n(goodbyeWord(rank_), 1u, __ATOMIC_RELEASE);
+  }
+
+  bool peerLeft(int peer) const override {
+    return peer >= 0 && peer < nranks_ && peer != rank_ && mapped_[peer] &&
+           __atomic_load_n(goodbyeWord(peer), __ATOMIC_ACQUIRE) != 0;
+  }
+
  private:
   bool stopped() const override { return aborted_.load(std::memory_order_acquire); }
+  size_t segmentBytes() const { return layout_.regionBytes + kGoodbyeBytes; }
+  uint32_t* goodbyeWord(int r) const { return reinterpret_cast<uint32_t*>(mapped_[r] + layout_.regionBytes); }
   rcnResult_t createOwnSegment(std::string* why);
   rcnResult_t mapPeerSegment(int r, std::string* why);
 
@@ -137,7 +157,7 @@ rcnResult_t ShmWire::createOwnSegment(std::string* why) {
     ownName_[0] = 0;
     return rcnSystemError;
   }
-  size_t bytes = layout_.regionBytes;
+  size_t bytes = segmentBytes();
   // posix_fallocate reserves the pages in /dev/shm now: a full one fails here
   // with ENOSPC, where ftruncate alone would leave a hole whose first write
   // (the memset below, or a peer's put) raises SIGBUS.
@@ -170,7 +190,7 @@ rcnResult_t ShmWire::mapPeerSegment(int r, std::string* why) {
            " failed: " + strerror(err);
     return rcnSystemError;
   }
-  void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = mmap(nullptr, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;
   ::close(fd);
   if (base == MAP_FAILED) {
