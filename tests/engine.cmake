@@ -3,7 +3,7 @@
 # examples/, which CMake resolves at generate time.
 if(ROCENANTE_BUILD_EXAMPLES)
   option(ROCENANTE_ENGINE_GPU "Build the engine's CUDA path (needs cuBLAS and the rocenante library)" ON)
-  rcn_add_test(test_engine_cpu SOURCES test_engine_cpu.cc test_engine_bpe_merge.cc test_engine_naive.cc LIBS rcn_engine_core TIMEOUT 120)
+  rcn_add_test(test_engine_cpu SOURCES test_engine_cpu.cc test_engine_bpe_merge.cc test_engine_naive.cc LIBS rcn_engine_core rcn_engine_models TIMEOUT 120)
   # TP ranks as processes over rocenante's host backend, in-process and through rcn_engine.
   rcn_add_test(test_engine_host SOURCES test_engine_host.cc test_engine_naive.cc LIBS rcn_engine_host TIMEOUT 60)
   add_dependencies(test_engine_host rcn_engine)

@@ -9,7 +9,7 @@ if(ROCENANTE_BUILD_EXAMPLES)
     rcn_add_test(test_engine_hf SOURCES test_engine_hf.cc test_engine_hf_writer.cc test_engine_naive.cc
       LIBS rcn_engine_hf rcn_engine_models nlohmann_json::nlohmann_json TIMEOUT 120)
     rcn_add_test(test_engine_hf_tokenizer SOURCES test_engine_hf_tokenizer.cc test_engine_hf_writer.cc
-      LIBS rcn_engine_hf nlohmann_json::nlohmann_json TIMEOUT 60)
+      LIBS rcn_engine_hf rcn_engine_models nlohmann_json::nlohmann_json TIMEOUT 60)
     # The CLI case runs the rcn_engine program on a random model + tokenizer.json.
     add_dependencies(test_engine_hf_tokenizer rcn_engine)
     target_compile_definitions(test_engine_hf_tokenizer PRIVATE RCN_ENGINE_BIN="$<TARGET_FILE:rcn_engine>")

@@ -33,6 +33,7 @@
 #include "options.h"
 #include "sampler.h"
 #include "shapes.h"
+#include "text_codec.h"
 #include "support/shared_model.h"
 #include "test_engine_naive.h"
 #include "tokenizer.h"
@@ -380,6 +381,9 @@ TEST_CASE("llama2.c tokenizer errors are clear", "[engine]") {
   // A tokenizer with more tokens than the model: another model's.
   CHECK_THROWS_WITH(Llama2cTokenizer(tok512Path, 100),
                     Catch::Matchers::ContainsSubstring("more than the model's 100 tokens"));
+  // And fewer: the file ends at a token's boundary.
+  CHECK_THROWS_WITH(Llama2cTokenizer(tok512Path, 600),
+                    Catch::Matchers::ContainsSubstring("has 512 tokens, fewer than the model's 600"));
   // Long prompts tokenize in O(n log n): 100 KB of text.
   std::string text;
   while (text.size() < 100000) text += "Once upon a time there was a dog. ";
@@ -536,6 +540,38 @@ TEST_CASE("options the run would ignore, or that conflict, are refused by name",
     option.insert(option.begin(), {"--model", "m.bin", "--device", "cpu"});
     CHECK_THROWS_WITH(requireCpuOptions(parse(option)), says((name + " ").c_str()));
   }
+}
+
+// Sampling choices at temperature 0 (greedy: they would change nothing),
+// empty paths, and each out-of-range count or sampling value, named by its flag.
+TEST_CASE("sampling options of a greedy run, empty paths and bad values are refused by their flag", "[engine]") {
+  const auto says = [](const char* text) { return Catch::Matchers::ContainsSubstring(text); };
+  for (const char* flag : {"--top-k", "--top-p", "--seed"}) {
+    const std::string value = std::string(flag) == "--top-p" ? "0.5" : "3";
+    CHECK_THROWS_WITH(parse({"--model", "m.bin", flag, value}), says((std::string(flag) + " ").c_str()));
+    CHECK_THROWS_WITH(parse({"--model", "m.bin", flag, value}), says("decodes greedily"));
+    CHECK_NOTHROW(parse({"--model", "m.bin", "--temperature", "0.7", flag, value}));
+  }
+  CHECK(parse({"--random-weights", "--shape", "tiny-llama", "--seed", "9"}).sampler.seed == 9);  // picks the weights
+  for (const char* flag : {"--model", "--tokenizer", "--json"})
+    CHECK_THROWS_WITH(parse({"--model", "m.bin", "--bench", flag, ""}), says((std::string(flag) + " needs a path").c_str()));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--steps", "-1"}), says("--steps must be 0 or more"));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--bench", "--prompt-len", "0"}), says("--prompt-len must be at least 1"));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--bench", "--decode-steps", "0"}),
+                    says("--decode-steps must be at least 1"));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--temperature", "-1"}), says("--temperature must be 0"));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--temperature", "1", "--top-p", "0"}), says("--top-p must be in"));
+  CHECK_THROWS_WITH(parse({"--model", "m.bin", "--temperature", "1", "--top-k", "-1"}), says("--top-k must be 0"));
+  CHECK(parse({"--model", "m.bin", "--prompt", "hi"}).promptGiven);
+  CHECK_FALSE(parse({"--model", "m.bin"}).promptGiven);
+}
+
+// A prompt the user gave cannot be encoded without a tokenizer: refused, not
+// replaced by the BOS token alone.
+TEST_CASE("a prompt without a tokenizer is refused", "[engine]") {
+  const std::string model = requireSharedModel("stories260K.bin");
+  CHECK_THROWS_WITH(openTextCodec(model, "", 512, true), Catch::Matchers::ContainsSubstring("--prompt needs a tokenizer"));
+  CHECK(openTextCodec(model, "", 512, false)->encode("ignored") == std::vector<int>{1});  // BOS alone
 }
 
 // The vocab-parallel argmax (argmax_key.h, used by the GPU path): the largest

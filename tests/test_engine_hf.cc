@@ -619,7 +619,7 @@ TEST_CASE("a tokenizer.json in the model directory that is no regular file is na
   ModelConfig c = smallConfig("llama");
   hftest::writeHfModel(dir.path, randomWeights(c, 2), {});
   REQUIRE(::mkdir((dir.path + "/tokenizer.json").c_str(), 0700) == 0);
-  CHECK_THAT(errorOf([&] { openTextCodec(dir.path, "", c.vocab); }),
+  CHECK_THAT(errorOf([&] { openTextCodec(dir.path, "", c.vocab, false); }),
              ContainsSubstring("tokenizer.json: not a regular file"));
   ::rmdir((dir.path + "/tokenizer.json").c_str());
 }

@@ -21,6 +21,7 @@
 #include "support/engine_run.h"
 #include "unicode_nfc.h"
 #include "test_engine_hf_writer.h"
+#include "text_codec.h"
 
 using namespace engine;
 using Catch::Matchers::ContainsSubstring;
@@ -113,6 +114,21 @@ std::string errorOf(const std::string& path) {
 using Ids = std::vector<int>;
 
 }  // namespace
+
+// A tokenizer.json under another name is read as one (by its content), and
+// one whose vocabulary is larger than the model's is refused as another model's.
+TEST_CASE("tokenizer.json is known by its content, and must fit the model's vocabulary") {
+  TempDir dir;
+  const std::string json = writeJson(dir.path, tokenizerJson(Style::Llama3));
+  requirePcre2(json);
+  const std::string renamed = dir.path + "/tokenizer_json.txt";
+  REQUIRE(std::rename(json.c_str(), renamed.c_str()) == 0);
+  const int vocab = hf::BpeTokenizer(renamed).vocabSize();
+  const std::vector<int> ids = openTextCodec("", renamed, vocab, true)->encode("hello");
+  CHECK_FALSE(ids.empty());
+  CHECK_THROWS_WITH(openTextCodec("", renamed, vocab - 1, true),
+                    Catch::Matchers::ContainsSubstring("more than the model's " + std::to_string(vocab - 1)));
+}
 
 TEST_CASE("byte-level alphabet") {
   CHECK(hf::byteToUnicode(' ') == "Ġ");

@@ -62,7 +62,7 @@ int generate(const EngineOptions& o, CpuRank& r) {
   CpuModel model(std::move(shard), planShard(config, r.size, r.rank), r.allReduce.get());
   const bool printer = r.rank == 0 && !o.quiet;
 
-  std::unique_ptr<TextCodec> codec = openTextCodec(o.modelPath, o.tokenizerPath, config.vocab);
+  std::unique_ptr<TextCodec> codec = openTextCodec(o.modelPath, o.tokenizerPath, config.vocab, o.promptGiven);
   const std::vector<int> prompt = codec->encode(o.prompt);
   requirePromptFits(prompt, config.seqLen);
   Sampler sampler(o.sampler);

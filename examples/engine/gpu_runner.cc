@@ -1,8 +1,10 @@
 #include "gpu_runner.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -34,6 +36,28 @@ std::string jsonText(const std::string& text) {
   }
   return out;
 }
+
+// --json's file, opened (for appending) before the bench runs, so that a
+// path that cannot be written fails at once rather than after the timing.
+struct JsonOutput {
+  std::FILE* file = nullptr;
+  std::string path;
+
+  explicit JsonOutput(const std::string& p) : path(p) {
+    if (path.empty()) return;
+    file = std::fopen(path.c_str(), "a");
+    if (!file) throw EngineError("--json: cannot open " + path + " for writing: " + std::strerror(errno));
+  }
+  ~JsonOutput() {
+    if (file) std::fclose(file);
+  }
+  void close() {
+    std::FILE* f = file;
+    file = nullptr;
+    const bool written = !std::ferror(f);
+    if (std::fclose(f) != 0 || !written) throw EngineError("--json: cannot write " + path + ": " + std::strerror(errno));
+  }
+};
 
 // --shard-of: the all-reduces of a rank whose peers are not there, skipped,
 // so that a step times only the rank's own compute (its argmax then sees only
@@ -148,7 +172,7 @@ int generate(const EngineOptions& o, Rank& r) {
   mo.maxContext = 0;  // the model's own seq_len
   ModelConfig c;
   std::unique_ptr<GpuModel> model = buildModel(o, r, mo, &c);
-  std::unique_ptr<TextCodec> codec = openTextCodec(o.modelPath, o.tokenizerPath, c.vocab);
+  std::unique_ptr<TextCodec> codec = openTextCodec(o.modelPath, o.tokenizerPath, c.vocab, o.promptGiven);
   std::vector<int> prompt = codec->encode(o.prompt);
   requirePromptFits(prompt, model->maxContext());
   const bool printer = r.rank == 0 && !o.quiet;
@@ -221,6 +245,7 @@ double timeDecode(GpuModel& model, Rank& r, int from, int steps, float* scratch)
 }
 
 int bench(const EngineOptions& o, Rank& r) {
+  JsonOutput json(r.rank == 0 ? o.jsonPath : "");
   int maxBatch = 1;
   for (int b : o.batches) maxBatch = std::max(maxBatch, b);
   GpuModelOptions mo;
@@ -299,11 +324,9 @@ int bench(const EngineOptions& o, Rank& r) {
                 res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, ar, rest, res.rooflinePct);
   }
   std::fflush(stdout);
-  if (!o.jsonPath.empty()) {
-    FILE* f = std::fopen(o.jsonPath.c_str(), "a");
-    if (!f) throw EngineError("cannot write " + o.jsonPath);
+  if (json.file) {
     for (const BenchResult& res : results)
-      std::fprintf(f,
+      std::fprintf(json.file,
                    "{\"shape\":\"%s\",\"dtype\":\"%s\",\"tp\":%d,\"collective\":\"%s\",\"path\":\"%s\",\"batch\":%d,"
                    "\"prompt_len\":%d,\"decode_steps\":%d,\"cuda_graph\":%s,\"prefill_tokens_per_s\":%.1f,"
                    "\"decode_step_us\":%.2f,\"decode_tokens_per_s\":%.1f,\"compute_us\":%.2f,\"allreduce_us\":%.2f,"
@@ -315,7 +338,7 @@ int bench(const EngineOptions& o, Rank& r) {
                    res.computeUs >= 0 && !lone ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
                    r.size > 1 && o.fuseAllReduce ? "true" : "false", model->weightBytes(), res.rooflinePct,
                    lone ? "true" : "false");
-    std::fclose(f);
+    json.close();
   }
   return 0;
 }
@@ -325,6 +348,15 @@ int bench(const EngineOptions& o, Rank& r) {
 bool gpuAvailable() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+void requireGpu() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess)
+    throw EngineError(std::string("--device gpu: no usable CUDA GPU here (cudaGetDeviceCount: ") +
+                      cudaGetErrorString(e) + ")");
+  if (n == 0) throw EngineError("--device gpu: this machine has no CUDA GPU");
 }
 
 int runGpu(const EngineOptions& o, int argc, char** argv) {

@@ -7,6 +7,8 @@
 namespace engine {
 
 bool gpuAvailable();
+// Throws EngineError naming why when this process cannot use a CUDA GPU (--device gpu).
+void requireGpu();
 
 // Runs the options on the GPU; with --tp N > 1 (and no --rank) launches N
 // rank processes of this program and waits for them. Returns the exit code.

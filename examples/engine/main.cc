@@ -2,7 +2,11 @@
 //   rcn_engine --model stories260K.bin --tokenizer tok512.bin --prompt "Once upon a time"
 //   rcn_engine --device gpu --tp 2 --random-weights --shape llama3-8b --bench --batch 1,8
 //   torchrun --nproc-per-node 2 --no-python rcn_engine --model stories260K.bin --tokenizer tok512.bin
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <new>
+#include <string>
 
 #include "cpu_runner.h"
 #include "launcher.h"
@@ -18,12 +22,22 @@ namespace {
 bool wantGpu(const EngineOptions& o) {
   if (o.device == "cpu") return false;
 #ifdef ENGINE_HAVE_GPU
-  if (o.device == "gpu") return true;
+  if (o.device == "gpu") {
+    requireGpu();
+    return true;
+  }
   return gpuAvailable();
 #else
   if (o.device == "gpu") throw EngineError("this build has no GPU path");
   return false;
 #endif
+}
+
+// A run whose text or table could not be written (a full disk, a closed
+// pipe) has failed, whatever it computed.
+int finishOutput(int rc) {
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
+  throw EngineError(std::string("cannot write the output to stdout: ") + std::strerror(errno ? errno : EIO));
 }
 
 }  // namespace
@@ -37,11 +51,11 @@ int main(int argc, char** argv) {
     engine::adoptExternalLaunch(options);  // under torchrun / mpirun / srun: this process is one rank
     if (engine::wantGpu(options)) {
 #ifdef ENGINE_HAVE_GPU
-      return engine::runGpu(options, argc, argv);
+      return engine::finishOutput(engine::runGpu(options, argc, argv));
 #endif
     }
     engine::requireCpuOptions(options);
-    return engine::runCpu(options, argc, argv);
+    return engine::finishOutput(engine::runCpu(options, argc, argv));
   } catch (const std::bad_alloc&) {
     // The model (weights, or one rank's whole checkpoint before it is
     // sharded) is larger than this machine's memory.

@@ -46,7 +46,9 @@ void printUsage(const char* program) {
       "  --quiet                 no streamed text, only the summary\n"
       "  --profile               bench: also time each operation of eager decode steps\n"
       "  --shard-of N            bench, gpu, --tp 1: time rank 0's shard of a TP=N split alone on this GPU,\n"
-      "                          its all-reduces skipped: the compute part of a TP=N step, with fewer GPUs\n",
+      "                          its all-reduces skipped: the compute part of a TP=N step, with fewer GPUs\n"
+      "  --rank N --unique-id HEX --error-fd FD   set by the engine for the ranks it starts itself (--tp N\n"
+      "                          without a launcher); not for use by hand\n",
       program);
 }
 
@@ -113,14 +115,19 @@ EngineOptions parseOptions(int argc, char** argv) {
       if (i + 1 >= argc) throw EngineError(flag + " needs a value");
       return argv[++i];
     };
+    auto path = [&]() -> std::string {
+      std::string p = value();
+      if (p.empty()) throw EngineError(flag + " needs a path, not an empty string");
+      return p;
+    };
     if (flag == "--help" || flag == "-h") {
       printUsage(argv[0]);
       std::exit(0);
-    } else if (flag == "--model") o.modelPath = value();
-    else if (flag == "--tokenizer") o.tokenizerPath = value();
+    } else if (flag == "--model") o.modelPath = path();
+    else if (flag == "--tokenizer") o.tokenizerPath = path();
     else if (flag == "--random-weights") o.randomWeights = true;
     else if (flag == "--shape") o.shape = value();
-    else if (flag == "--prompt") o.prompt = value();
+    else if (flag == "--prompt") o.prompt = value(), o.promptGiven = true;
     else if (flag == "--steps") o.steps = toInt(flag, value());
     else if (flag == "--temperature") o.sampler.temperature = toFloat(flag, value());
     else if (flag == "--top-k") o.sampler.topK = toInt(flag, value());
@@ -137,7 +144,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     else if (flag == "--batch") o.batches = toIntList(flag, value());
     else if (flag == "--prompt-len") o.promptLen = toInt(flag, value());
     else if (flag == "--decode-steps") o.decodeSteps = toInt(flag, value());
-    else if (flag == "--json") o.jsonPath = value();
+    else if (flag == "--json") o.jsonPath = path();
     else if (flag == "--quiet") o.quiet = true;
     else if (flag == "--profile") o.profile = true;
     else if (flag == "--shard-of") o.shardOf = toInt(flag, value());
@@ -169,9 +176,19 @@ EngineOptions parseOptions(int argc, char** argv) {
     throw EngineError("--dtype must be f32, bf16 or auto, not " + o.dtype);
   for (int b : o.batches)
     if (b < 1) throw EngineError("--batch sizes must be positive");
-  if (o.steps < 0 || o.promptLen < 1 || o.decodeSteps < 1) throw EngineError("step counts must be positive");
-  if (o.sampler.temperature < 0 || o.sampler.topP <= 0 || o.sampler.topP > 1 || o.sampler.topK < 0)
-    throw EngineError("sampling: temperature >= 0, 0 < top-p <= 1, top-k >= 0");
+  if (o.steps < 0) throw EngineError("--steps must be 0 or more");
+  if (o.promptLen < 1) throw EngineError("--prompt-len must be at least 1");
+  if (o.decodeSteps < 1) throw EngineError("--decode-steps must be at least 1");
+  if (o.sampler.temperature < 0) throw EngineError("--temperature must be 0 (greedy) or more");
+  if (o.sampler.topP <= 0 || o.sampler.topP > 1) throw EngineError("--top-p must be in (0, 1]");
+  if (o.sampler.topK < 0) throw EngineError("--top-k must be 0 (all tokens) or more");
+  // Greedy decoding draws nothing: a sampling choice there would change nothing.
+  const bool greedy = !o.bench && o.sampler.temperature == 0;
+  refuseUnused(given, {"--top-k", "--top-p"}, greedy,
+               "steers sampling, and temperature 0 (the default) decodes greedily: give --temperature > 0");
+  refuseUnused(given, {"--seed"}, greedy && !o.randomWeights,
+               "seeds sampling (and random weights), and temperature 0 (the default) decodes greedily: give "
+               "--temperature > 0");
   return o;
 }
 

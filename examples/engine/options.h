@@ -15,6 +15,7 @@ struct EngineOptions {
   bool randomWeights = false;
   std::string shape;            // with randomWeights
   std::string prompt = "Once upon a time";
+  bool promptGiven = false;     // --prompt on the command line (without a tokenizer it cannot be encoded)
   int steps = 128;              // tokens to generate
   SamplerOptions sampler;
   std::string device = "auto";  // auto, cpu, gpu

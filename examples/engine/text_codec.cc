@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 
@@ -41,6 +42,20 @@ bool endsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// Whether a tokenizer file holds JSON: a name ending in .json, or a first
+// byte '{' followed by a blank or '"'. A tokenizer.bin starts with its
+// longest token's length as 4 bytes, which would then be a length in the
+// hundreds of millions.
+bool isJsonTokenizer(const std::string& path) {
+  if (endsWith(path, ".json")) return true;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;  // the reader names the problem
+  char head[2] = {};
+  const size_t got = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  return got == 2 && head[0] == '{' && (std::isspace(static_cast<unsigned char>(head[1])) || head[1] == '"');
+}
+
 // No tokenizer: the prompt is BOS alone and each token prints as its id.
 class TokenIdCodec : public TextCodec {
  public:
@@ -76,6 +91,10 @@ class TokenizerJsonCodec : public TextCodec {
   TokenizerJsonCodec(const std::string& path, int vocab, int bos, std::vector<int> stops)
       : tokenizer_(path), path_(path), vocab_(vocab), bos_(bos) {
     stops_ = std::move(stops);
+    // Models pad their vocabulary past the tokenizer's (Qwen), never the other way.
+    if (tokenizer_.vocabSize() > vocab)
+      throw EngineError(path + ": its vocabulary has " + std::to_string(tokenizer_.vocabSize()) +
+                        " tokens, more than the model's " + std::to_string(vocab) + " (a tokenizer of another model?)");
   }
 
   std::vector<int> encode(const std::string& text) const override {
@@ -153,9 +172,10 @@ void TokenStream::noteContextEnd(int steps, int context) const {
                context, generated_, steps);
 }
 
-std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab) {
+std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab,
+                                         bool promptGiven) {
   const bool hfDirectory = isDirectory(modelPath);
-  std::string json = endsWith(tokenizerPath, ".json") ? tokenizerPath : "";
+  std::string json = !tokenizerPath.empty() && isJsonTokenizer(tokenizerPath) ? tokenizerPath : "";
   if (tokenizerPath.empty() && hfDirectory && exists(modelPath + "/tokenizer.json"))
     json = modelPath + "/tokenizer.json";
   // llama2.c's ids unless a Hugging Face config.json says otherwise.
@@ -173,6 +193,9 @@ std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std
     throw EngineError(json + ": tokenizer.json needs rcn_engine_hf, which this build lacks (it needs nlohmann-json)");
 #endif
   if (!tokenizerPath.empty()) return std::make_unique<Llama2cCodec>(tokenizerPath, vocab);
+  if (promptGiven)
+    throw EngineError("--prompt needs a tokenizer to encode it (--tokenizer PATH, or tokenizer.json in the model's "
+                      "directory); without one the prompt is the BOS token alone and tokens print as ids");
   // Without a tokenizer the prompt is BOS alone: one the model cannot embed
   // is config.json's mistake, named here rather than as a bad token later.
   if (bos >= vocab)

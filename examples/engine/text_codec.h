@@ -62,7 +62,11 @@ class TokenStream {
 // empty). A tokenizer path ending in .json, or none with a Hugging Face model
 // directory holding tokenizer.json, selects tokenizer.json; stops are the
 // directory's config.json eos_token_id. Otherwise tokenizer.bin (llama2.c,
-// stops at BOS and EOS). Throws EngineError naming the file and the problem.
-std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab);
+// stops at BOS and EOS); a tokenizer file whose content starts like JSON is
+// read as tokenizer.json whatever its name. Throws EngineError naming the
+// file and the problem, and when the user gave a prompt (promptGiven) that
+// no tokenizer can encode.
+std::unique_ptr<TextCodec> openTextCodec(const std::string& modelPath, const std::string& tokenizerPath, int vocab,
+                                         bool promptGiven);
 
 }  // namespace engine

@@ -28,6 +28,9 @@ Llama2cTokenizer::Llama2cTokenizer(const std::string& path, int vocabSize) {
   scores_.resize(vocabSize);
   for (int i = 0; i < vocabSize; ++i) {
     int32_t length = 0;
+    if (std::ftell(f.get()) == long(bytes))  // the file ends at a token's boundary: a shorter vocabulary
+      throw EngineError(path + ": has " + std::to_string(i) + " tokens, fewer than the model's " +
+                        std::to_string(vocabSize) + " (a tokenizer of another model?)");
     if (std::fread(&scores_[i], sizeof(float), 1, f.get()) != 1 ||
         std::fread(&length, sizeof length, 1, f.get()) != 1 || length < 0 || length > maxTokenLength)
       throw EngineError(path + ": truncated or corrupt at token " + std::to_string(i) + " of " +
