@@ -166,7 +166,13 @@ void installTunerOnce() {
   });
 }
 
+// Whether NCCL makes the communicator blocking: NCCL_COMM_BLOCKING, when
+// set to an integer, overrides the config (as NCCL's own override does).
 bool configBlocking(const ncclConfig_t* config, bool inherited) {
+  const char* env = std::getenv("NCCL_COMM_BLOCKING");
+  char* end = nullptr;
+  const long forced = env && *env ? std::strtol(env, &end, 10) : 0;
+  if (env && *env && end && *end == '\0') return forced != 0;
   if (!config) return inherited;
   return config->blocking == NCCL_CONFIG_UNDEF_INT || config->blocking != 0;
 }
@@ -437,10 +443,13 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm) {
 // Revoke stops NCCL's operations in flight and fails later ones. Ours stop
 // too, and every later all-reduce fails here (small ones would otherwise run
 // on the fast path as if nothing happened; NCCL fails the large ones anyway);
-// destroy or abort still frees us.
+// destroy or abort still frees us. Ours stop first: a kernel of ours waiting
+// for a peer would hold NCCL's work queued behind it on the stream. Flags
+// NCCL refuses (any but NCCL_REVOKE_DEFAULT) leave both running.
 ncclResult_t shim_ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   auto fn = realNccl().ncclCommRevoke;
   if (!fn) return reportMissing("ncclCommRevoke"), ncclInvalidUsage;
+  if (revokeFlags != 0) return fn(comm, revokeFlags);  // NCCL_REVOKE_DEFAULT
   if (auto entry = findEntry(comm); entry && entry->rc) commStop(entry->rc);
   return fn(comm, revokeFlags);
 }

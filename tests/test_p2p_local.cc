@@ -12,9 +12,11 @@
 #include <initializer_list>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "p2p_build.h"
+#include "rocenante/rocenante.h"
 #include "p2p_harness.h"
 #include "support/gpu_case.h"
 #include "support/scoped_env.h"
@@ -376,4 +378,44 @@ TEST_CASE("proxy in one process on one GPU: LL lines 2^15 calls old, across the 
   if (!runner.run(middle, 2, true, 2046, &why)) FAIL(why);
   if (!runner.run(last16, 3, true, 1, &why)) FAIL(why);
   checkNoAsyncError(paths);
+}
+
+// Destroy waits for the device before it frees (device_drain.h). A graph
+// capture (global mode) under way on another thread must survive it: the
+// wait and the frees run in relaxed mode, and a wait the capture refuses
+// counts as "still running" (the path is leaked), never as drained.
+TEST_CASE("destroying a communicator leaves a capture on another thread intact", "[p2p][gpu]") {
+  requireGpus(1);
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  const int devices[1] = {0};
+  rcnComm_t comm = nullptr;
+  REQUIRE(rcnCommInitAll(&comm, 1, devices) == rcnSuccess);
+  void* buffer = nullptr;
+  REQUIRE(cudaMalloc(&buffer, 4096) == cudaSuccess);
+  cudaStream_t stream;
+  REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(buffer, 0, 4096, stream) == cudaSuccess);
+  rcnResult_t destroyed = rcnInternalError;
+  std::thread([&] {
+    cudaSetDevice(0);
+    destroyed = rcnCommDestroy(comm);
+  }).join();
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  CHECK(graph != nullptr);
+  CHECK(destroyed == rcnSuccess);
+  if (graph) {
+    cudaGraphExec_t exec = nullptr;
+    CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    if (exec) {
+      CHECK(cudaGraphLaunch(exec, stream) == cudaSuccess);
+      CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
+      cudaGraphExecDestroy(exec);
+    }
+    cudaGraphDestroy(graph);
+  }
+  cudaGetLastError();
+  cudaStreamDestroy(stream);
+  cudaFree(buffer);
 }

@@ -259,6 +259,7 @@ rcnResult_t commCheck(const rcnComm* comm, const char* caller) {
 }
 
 rcnResult_t commDestroy(rcnComm* comm) {
+  RelaxedCaptureScope relaxed;  // its frees must not break a capture on another thread
   {
     std::lock_guard<std::mutex> lock(comm->teardown);
     if (comm->magic != rcnComm::kLiveMagic || comm->closing) {
@@ -333,6 +334,7 @@ void commStop(rcnComm* comm) {
 }
 
 void commAbort(rcnComm* comm) {
+  RelaxedCaptureScope relaxed;  // as destroy
   bool frees = false;
   {
     // Stop everything even when a destroy is under way (it may be waiting

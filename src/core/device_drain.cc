@@ -8,9 +8,31 @@
 #include <system_error>
 #include <thread>
 
+#include "core/device_memory.h"
 #include "core/log.h"
 
 namespace rcn {
+
+namespace {
+
+bool isCaptureError(cudaError_t e) {
+  switch (e) {
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorCapturedEvent:
+    case cudaErrorStreamCaptureWrongThread:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
 
 bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError) {
   // Shared with the waiting thread, which may outlive this call.
@@ -19,7 +41,10 @@ bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError) {
   try {
     std::thread([cudaDev, drained] {
       // Whatever it returns, the device has stopped running kernels: they
-      // finished, or an error left the context unable to run any.
+      // finished, or an error left the context unable to run any. Except
+      // a capture under way on another thread, which a device-wide sync may
+      // not wait past (relaxed: this thread does not take part in it).
+      RelaxedCaptureScope relaxed;
       cudaError_t result = cudaSetDevice(cudaDev);
       if (result == cudaSuccess) result = cudaDeviceSynchronize();
       cudaGetLastError();  // this thread's error state, not the caller's
@@ -31,6 +56,11 @@ bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError) {
   }
   if (done.wait_for(std::chrono::milliseconds(limitMs)) != std::future_status::ready) return false;
   const cudaError_t result = done.get();
+  if (isCaptureError(result)) {
+    RCN_WARN(RCN_LOG_ALL, "cannot wait for device %d's kernels while a CUDA graph capture is under way on it (%s): "
+             "they are taken to be still running", cudaDev, cudaGetErrorString(result));
+    return false;
+  }
   if (syncError) *syncError = result;
   return true;
 }
