@@ -277,6 +277,8 @@ int runSweep(int argc, char** argv) {
   if (rcn::paramChoice(rcn::ParamId::Backend, &backend) != rcnSuccess)
     return fail(nullptr, "a bad ROCENANTE_BACKEND (the warning above says why)");
   s.gpus = rcn::bench::visibleGpuCount();
+  if (backend == "gpu" && s.gpus == 0)
+    return fail(nullptr, "ROCENANTE_BACKEND=gpu, but no GPU is visible here (unset it, or =host, for the CPU backend)");
   s.gpu = s.gpus > 0 && backend != "host";
   if (!s.gpu && backend == "auto") setenv("ROCENANTE_BACKEND", "host", 1);
   if (!s.gpu && !s.opts.eager) {

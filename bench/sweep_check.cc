@@ -15,29 +15,33 @@ void fillPattern(void* dst, size_t count, rcnDataType_t dtype, uint64_t seed, in
 void makeSizeData(uint64_t seed, int nranks, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
                   bool withReference, SizeData* out) {
   out->count = count;
-  out->bytes = count * dtypeSize(dtype);
+  out->elemBytes = dtypeSize(dtype);
+  out->bytes = count * out->elemBytes;
   out->dtype = dtype;
-  out->inputs.assign(nranks, std::vector<char>(out->bytes));
+  const size_t elements = count + kInputSets - 1;  // set s starts at element s
+  out->inputs.assign(nranks, std::vector<char>(elements * dtypeSize(dtype)));
   std::vector<const void*> pointers;
   for (int r = 0; r < nranks; ++r) {
-    fillPattern(out->inputs[r].data(), count, dtype, seed, r);
+    fillPattern(out->inputs[r].data(), elements, dtype, seed, r);
     pointers.push_back(out->inputs[r].data());
   }
   out->reference = rcn::test::Reference{};
   out->expectedBits.clear();
   if (!withReference) return;
-  out->reference = rcn::test::referenceAllReduce(pointers, count, dtype, op);
-  out->expectedBits.resize(out->bytes);
-  for (size_t i = 0; i < count; ++i) rcn::test::storeElement(out->expectedBits.data(), i, dtype, out->reference.value[i]);
+  out->reference = rcn::test::referenceAllReduce(pointers, elements, dtype, op);
+  out->expectedBits.resize(elements * dtypeSize(dtype));
+  for (size_t i = 0; i < elements; ++i)
+    rcn::test::storeElement(out->expectedBits.data(), i, dtype, out->reference.value[i]);
 }
 
-long long countWrong(const void* out, const SizeData& data) {
-  if (std::memcmp(out, data.expectedBits.data(), data.bytes) == 0) return 0;
+long long countWrong(const void* out, const SizeData& data, int set) {
+  const size_t first = size_t(set);
+  if (std::memcmp(out, data.expectedBits.data() + first * dtypeSize(data.dtype), data.bytes) == 0) return 0;
   long long wrong = 0;
   for (size_t i = 0; i < data.count; ++i) {
     double got = rcn::test::loadElement(out, i, data.dtype);
     // NaN (or a poisoned value) fails this comparison and counts.
-    if (!(std::fabs(got - data.reference.value[i]) <= data.reference.tolerance[i])) ++wrong;
+    if (!(std::fabs(got - data.reference.value[first + i]) <= data.reference.tolerance[first + i])) ++wrong;
   }
   return wrong;
 }

@@ -3,6 +3,11 @@
 // tests/support/reference.h (the same reference the library's tests use);
 // both are reused by every method and mode at that size. Outputs are
 // poisoned before each checked run, so an element never written counts.
+// There are two input sets, the pattern from element 0 and from element 1:
+// the timed runs use set 1, the checked run alternates them slot by slot
+// (set 0 first), so no call of the checked run finds in a peer's exchange
+// what its previous call left there: a call that read a peer's data before
+// it arrived counts wrong rather than passing on identical stale bytes.
 #pragma once
 
 #include <cstddef>
@@ -14,24 +19,30 @@
 
 namespace rcn::bench {
 
+inline constexpr int kInputSets = 2;
+
 struct SizeData {
   size_t bytes = 0;
   size_t count = 0;
+  size_t elemBytes = 0;
   rcnDataType_t dtype = rcnBfloat16;
-  std::vector<std::vector<char>> inputs;  // inputs[r]: rank r's count elements
-  rcn::test::Reference reference;         // empty when the check is off
+  std::vector<std::vector<char>> inputs;  // inputs[r]: rank r's count + 1 elements (both sets)
+  rcn::test::Reference reference;         // count + 1 values; empty when the check is off
   std::vector<char> expectedBits;         // the reference stored in dtype: what a correct result holds
+
+  // Rank r's count elements of input set `set` (0 or 1).
+  const char* input(int r, int set) const { return inputs[r].data() + size_t(set) * elemBytes; }
 };
 
 // The pattern of every rank (and, when withReference, the reference) for one size.
 void makeSizeData(uint64_t seed, int nranks, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
                   bool withReference, SizeData* out);
 
-// Elements of out (count elements) farther from the reference than its tolerance.
-// The pattern's results are exact, so a correct output is bit-identical to
-// expectedBits: a memcmp settles most checks; only a mismatch is counted
-// element by element.
-long long countWrong(const void* out, const SizeData& data);
+// Elements of out (count elements) farther from the reference of input set
+// `set` than its tolerance. The pattern's results are exact, so a correct
+// output is bit-identical to expectedBits: a memcmp settles most checks; only
+// a mismatch is counted element by element.
+long long countWrong(const void* out, const SizeData& data, int set = 0);
 
 // Writes rank's pattern into dst (count elements of dtype).
 void fillPattern(void* dst, size_t count, rcnDataType_t dtype, uint64_t seed, int rank);

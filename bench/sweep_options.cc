@@ -189,6 +189,15 @@ bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::s
     return false;
   }
   if (!checkSizeRange(o, why)) return false;
+  const std::string* outputs[] = {&o.jsonPath, &o.csvPath, &o.policyPath};
+  const char* outputNames[] = {"--json", "--csv", "--write-policy"};
+  for (int a = 0; a < 3; ++a)
+    for (int b = a + 1; b < 3; ++b)
+      if (!outputs[a]->empty() && *outputs[a] == *outputs[b]) {
+        *why = std::string(outputNames[a]) + " and " + outputNames[b] + " name the same file, " + *outputs[a] +
+               ": one would overwrite the other";
+        return false;
+      }
   *out = o;
   return true;
 }
@@ -211,7 +220,8 @@ std::string sweepUsage(const char* program) {
     "MASTER_ADDR/MASTER_PORT (torchrun) or the OMPI_/PMI_/SLURM_ equivalents.\n"
     "  --gpus N               local processes to start (default: one per GPU; 2 on the host backend)\n"
     "  --min-bytes B          smallest message (default 8; K/M/G suffixes)\n"
-    "  --max-bytes B          no message above this (default 64M: 8 B to 32M by 4)\n"
+    "  --max-bytes B          no message above this (default 64M on GPUs: 8 B to 32M by 4;\n"
+    "                         1M on the host backend: 8 B to 512K)\n"
     "  --factor F             size step (default 4)\n"
     "  --dtype T              bf16 (default), fp16, fp32\n"
     "  --op OP                sum (default), max, min\n"
@@ -219,9 +229,11 @@ std::string sweepUsage(const char* program) {
     "  --methods LIST         comma list of " + methodNamesText() + "\n"
     "  --trials N             timed trials per point (default 5): median, min, max, IQR\n"
     "  --graph-ops K          all-reduces per CUDA graph (default 20)\n"
-    "  --rotate-bytes B       pool the buffers rotate through, so small sizes leave L2 (default 128M)\n"
+    "  --rotate-bytes B       pool the buffers of sizes from 256K up rotate through (at most 256\n"
+    "                         slots of 4K or more), so they leave L2 (default 128M; GPUs only)\n"
     "  --oneshot-max-bytes B  largest message the forced one-shot communicator takes (default 64M)\n"
-    "  --no-verify            skip the check against the CPU reference (#wrong shows -1)\n"
+    "  --no-verify            skip the check against the CPU reference (#wrong: - in the table,\n"
+    "                         -1 in CSV and JSON)\n"
     "  --no-progress          no progress line on stderr\n"
     "  --json FILE, --csv FILE  write every result\n"
     "  --write-policy FILE    write the measured crossovers as a rocenante policy file\n"

@@ -47,6 +47,18 @@ std::string commentText(const std::string& text) {
 
 }  // namespace
 
+// Why crossover c cannot be written as a threshold, or "" when it can.
+std::string outsideMeasured(const Crossover& c) {
+  if (!c.compared) return "";
+  if (c.firstLoss == 0)
+    return "rocenante won at every size measured, up to " + std::to_string(c.largestCompared) +
+           " bytes: the crossover lies above (sweep larger sizes to find it)";
+  if (c.winsUpTo == 0 && c.smallestCompared > kPolicyBottomBytes)
+    return "rocenante lost at the smallest size measured, " + std::to_string(c.smallestCompared) +
+           " bytes: smaller sizes were not measured";
+  return "";
+}
+
 PolicyChoice choosePolicy(const SweepResults& r) {
   PolicyChoice c;
   int oneShot = methodIndex(kOneShot);
@@ -56,6 +68,8 @@ PolicyChoice choosePolicy(const SweepResults& r) {
   c.haveEager = eager.compared;
   c.oneShotMaxBytesGraph = graph.winsUpTo;
   c.oneShotMaxBytes = eager.winsUpTo;
+  c.graphUnknown = outsideMeasured(graph);
+  c.eagerUnknown = outsideMeasured(eager);
 
   Mode mode = c.haveGraph ? Mode::Graph : Mode::Eager;
   for (size_t bytes : resultSizes(r)) {
@@ -81,13 +95,18 @@ std::string policyYaml(const SweepResults& r, const PolicyChoice& c, const std::
        dtypeShortName(r.dtype) + " " + opName(r.op) + "\n";
   for (const auto& kv : r.meta) y += "# " + kv.first + ": " + commentText(kv.second) + "\n";
   y += "# one_shot_max_bytes*: largest size at which rocenante one-shot beat the fastest NCCL method\n";
-  y += "# at that size and every smaller one (0: it never won or was not measured).\n";
-  bool anything = c.haveEager || c.haveGraph || !c.nccl.empty();
+  y += "# at that size and every smaller one (0: it lost from the smallest sizes on); a crossover\n";
+  y += "# outside the sizes measured is left out, and the library's built-in threshold stays.\n";
+  bool anything = (c.haveEager && c.eagerUnknown.empty()) || (c.haveGraph && c.graphUnknown.empty()) || !c.nccl.empty();
   y += "version: 1\nclasses:\n  " + topoClass + ":" + (anything ? "\n" : " {}\n");
-  if (c.haveEager) y += "    one_shot_max_bytes: " + std::to_string(c.oneShotMaxBytes) + "\n";
-  else y += "    # one_shot_max_bytes: not measured (no eager result to compare with NCCL)\n";
-  if (c.haveGraph) y += "    one_shot_max_bytes_graph: " + std::to_string(c.oneShotMaxBytesGraph) + "\n";
-  else y += "    # one_shot_max_bytes_graph: not measured (no graph result to compare with NCCL)\n";
+  auto threshold = [&](const char* key, bool have, const std::string& unknown, size_t bytes, const char* mode) {
+    if (!have) return std::string("    # ") + key + ": not measured (no " + mode + " result to compare with NCCL)\n";
+    if (!unknown.empty()) return std::string("    # ") + key + ": not written, the built-in threshold stays: " +
+                                 commentText(unknown) + "\n";
+    return std::string("    ") + key + ": " + std::to_string(bytes) + "\n";
+  };
+  y += threshold("one_shot_max_bytes", c.haveEager, c.eagerUnknown, c.oneShotMaxBytes, "eager");
+  y += threshold("one_shot_max_bytes_graph", c.haveGraph, c.graphUnknown, c.oneShotMaxBytesGraph, "graph");
   if (!c.nccl.empty()) {
     y += "    # NCCL settings that beat NCCL's default by at least " +
          std::to_string(static_cast<int>(kNcclPreferenceMargin * 100)) + "% up to max_bytes\n";

@@ -9,10 +9,18 @@
 
 namespace rcn::bench {
 
+// The smallest measured size at or below which a loss means one-shot loses
+// at every size (below it an all-reduce costs its fixed latency alone); a
+// loss at a larger first size says nothing about the sizes not measured.
+inline constexpr size_t kPolicyBottomBytes = 1024;
+
 struct PolicyChoice {
   size_t oneShotMaxBytes = 0;       // eager crossover (0: rocenante never won)
   size_t oneShotMaxBytesGraph = 0;  // graph crossover
   bool haveEager = false, haveGraph = false;
+  // Why a measured crossover is not written ("" when it is): it lies outside
+  // the sizes measured, and the library's built-in threshold then stays.
+  std::string eagerUnknown, graphUnknown;
   struct NcclRange {
     size_t maxBytes;
     const char* algo;   // policy file spelling: default, ring, tree

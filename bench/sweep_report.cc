@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 
 #include "core/dtype.h"
@@ -13,12 +14,33 @@ namespace {
 
 std::string printfText(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string printfText(const char* fmt, ...) {
-  char buf[512];
-  va_list args;
+  va_list args, again;
   va_start(args, fmt);
-  vsnprintf(buf, sizeof buf, fmt, args);
+  va_copy(again, args);
+  const int length = vsnprintf(nullptr, 0, fmt, args);  // whole, however long the escaped text in it
   va_end(args);
-  return buf;
+  std::string out(length > 0 ? size_t(length) : 0, '\0');
+  if (length > 0) vsnprintf(out.data(), out.size() + 1, fmt, again);
+  va_end(again);
+  return out;
+}
+
+// The length of the valid UTF-8 sequence at text[i] (1-4), or 0 when the
+// bytes there are not one (a stray continuation byte, a truncated or overlong
+// sequence, a surrogate, past U+10FFFF).
+size_t utf8SequenceAt(const std::string& text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  const size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xe ? 3 : (lead >> 3) == 0x1e ? 4 : 0;
+  if (length == 0 || i + length > text.size()) return 0;
+  uint32_t code = length == 1 ? lead : lead & (0x7f >> length);
+  for (size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    code = code << 6 | (byte(i + k) & 0x3f);
+  }
+  const uint32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (code < smallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
+  return length;
 }
 
 bool modePresent(const SweepResults& r, Mode mode) {
@@ -153,6 +175,7 @@ Crossover findCrossover(const SweepResults& r, int method, Mode mode) {
     const Point* p = findPoint(r, method, mode, bytes);
     int best = bestNcclAt(r, mode, bytes);
     if (!p || best < 0) continue;
+    if (!c.compared) c.smallestCompared = bytes;
     c.compared = true;
     c.largestCompared = bytes;
     bool wins = p->wrong <= 0 && p->us.median < findPoint(r, best, mode, bytes)->us.median;
@@ -235,14 +258,20 @@ std::string toCsv(const SweepResults& r) {
   return out;
 }
 
+// JSON must be UTF-8: a byte that is not part of a valid sequence (a note in
+// Latin-1, say) becomes U+FFFD.
 std::string jsonEscape(const std::string& text) {
   std::string out;
-  for (unsigned char c : text) {
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c == '\n') out += "\\n";
-    else if (c < 0x20) out += printfText("\\u%04x", c);
-    else out += static_cast<char>(c);
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const size_t length = utf8SequenceAt(text, i);
+    if (length == 0) out += "\\ufffd", i += 1;
+    else if (length > 1) out += text.substr(i, length), i += length;
+    else if (c == '"') out += "\\\"", ++i;
+    else if (c == '\\') out += "\\\\", ++i;
+    else if (c == '\n') out += "\\n", ++i;
+    else if (c < 0x20) out += printfText("\\u%04x", c), ++i;
+    else out += static_cast<char>(c), ++i;
   }
   return out;
 }

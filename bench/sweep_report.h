@@ -28,6 +28,7 @@ struct Crossover {
   bool compared = false;   // at least one size had both measured
   size_t winsUpTo = 0;     // largest size such that it won at every compared size up to it (0: none)
   size_t firstLoss = 0;    // first compared size where it did not win (0: it won everywhere)
+  size_t smallestCompared = 0;
   size_t largestCompared = 0;
 };
 // A win needs a verified result (#wrong == 0, or unchecked) and a smaller median.

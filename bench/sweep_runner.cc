@@ -140,17 +140,24 @@ void PointRunner::destroyGraphs() {
   graphs_.clear();
 }
 
-// This rank's input into slot 0, then copied to every other slot, doubling
-// the filled prefix each time (slots are evenly spaced).
-bool PointRunner::loadInputs(const PointPlan& plan, const SizeData& data, std::string* why) {
-  const void* mine = data.inputs[world_->rank].data();
+// The input set slot `slot` holds (sweep_check.h): set 1 in every slot for
+// the timed runs, sets 0 and 1 alternating for the checked run.
+static int inputSetOf(InputLayout layout, size_t slot) { return layout == InputLayout::Timed ? 1 : int(slot % 2); }
+
+// This rank's inputs into slots 0 and 1, then copied to every other slot,
+// doubling the filled prefix each time (slots are evenly spaced; an even
+// prefix keeps the sets alternating).
+bool PointRunner::loadInputs(const PointPlan& plan, const SizeData& data, InputLayout layout, std::string* why) {
   char* send = static_cast<char*>(pools_->send);
-  if (!gpu_) {
-    std::memcpy(send, mine, data.bytes);
-  } else if (!cudaOk(cudaMemcpyAsync(send, mine, data.bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpy", why)) {
-    return false;
+  const size_t first = std::min<size_t>(2, plan.slots);
+  for (size_t slot = 0; slot < first; ++slot) {
+    const void* mine = data.input(world_->rank, inputSetOf(layout, slot));
+    char* dst = send + slot * plan.stride;
+    if (!gpu_) std::memcpy(dst, mine, data.bytes);
+    else if (!cudaOk(cudaMemcpyAsync(dst, mine, data.bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpy", why))
+      return false;
   }
-  for (size_t filled = 1; filled < plan.slots; filled *= 2) {
+  for (size_t filled = first; filled < plan.slots; filled *= 2) {
     size_t copy = std::min(filled, plan.slots - filled) * plan.stride;
     char* dst = send + filled * plan.stride;
     if (!gpu_) std::memcpy(dst, send, copy);
@@ -164,7 +171,7 @@ bool PointRunner::runDevice(SweepMethod& method, Mode mode, const PointPlan& pla
                             RankPoint* out, std::string* why) {
   bool graph = mode == Mode::Graph;
   size_t used = plan.slots * plan.stride;
-  if (!loadInputs(plan, data, why) ||
+  if (!loadInputs(plan, data, InputLayout::Timed, why) ||
       !cudaOk(cudaMemsetAsync(pools_->recv, kPoison, used, stream_), "cudaMemsetAsync", why) ||
       !waitStream("preparing buffers", why))
     return false;
@@ -191,8 +198,9 @@ bool PointRunner::runDevice(SweepMethod& method, Mode mode, const PointPlan& pla
   storeStats(usPerOp, out);
   if (!opts_.verify) return true;
 
-  // The checked run: poisoned outputs, then one all-reduce into every slot.
-  if (!cudaOk(cudaMemsetAsync(pools_->recv, kPoison, used, stream_), "cudaMemsetAsync", why))
+  // The checked run: other inputs, poisoned outputs, then one all-reduce into every slot.
+  if (!loadInputs(plan, data, InputLayout::Checked, why) ||
+      !cudaOk(cudaMemsetAsync(pools_->recv, kPoison, used, stream_), "cudaMemsetAsync", why))
     return false;
   bool enqueued = graph ? launchGraphs(plan.graphs, 0, why)
                         : enqueueEager(method, plan, static_cast<int>(plan.slots), 0, why);
@@ -200,23 +208,44 @@ bool PointRunner::runDevice(SweepMethod& method, Mode mode, const PointPlan& pla
   return checkOutputs(plan, data, &out->wrong, why);
 }
 
+// Counts, over every slot: output elements off the reference of the slot's
+// input set; bytes written past the output's end (the slot's padding, still
+// poisoned when nothing wrote there), in elements; elements of the input the
+// call changed.
 bool PointRunner::checkOutputs(const PointPlan& plan, const SizeData& data, long long* wrong, std::string* why) {
-  std::vector<char>& host = hostCopy_;
-  if (host.size() < plan.slots * plan.stride) host.resize(plan.slots * plan.stride);
+  const size_t used = plan.slots * plan.stride;
+  std::vector<char>& recv = hostCopy_;
+  std::vector<char>& send = hostSendCopy_;
+  if (recv.size() < used) recv.resize(used), send.resize(used);
   if (gpu_) {
-    if (!cudaOk(cudaMemcpy(host.data(), pools_->recv, plan.slots * plan.stride, cudaMemcpyDeviceToHost), "cudaMemcpy", why))
+    if (!cudaOk(cudaMemcpy(recv.data(), pools_->recv, used, cudaMemcpyDeviceToHost), "cudaMemcpy", why) ||
+        !cudaOk(cudaMemcpy(send.data(), pools_->send, used, cudaMemcpyDeviceToHost), "cudaMemcpy", why))
       return false;
   } else {
-    std::memcpy(host.data(), pools_->recv, plan.slots * plan.stride);
+    std::memcpy(recv.data(), pools_->recv, used);
+    std::memcpy(send.data(), pools_->send, used);
   }
+  auto elementsDiffering = [&](const char* a, const char* b, size_t bytes) {
+    long long n = 0;
+    for (size_t at = 0; at < bytes; at += data.elemBytes)
+      n += std::memcmp(a + at, b + at, std::min(data.elemBytes, bytes - at)) != 0;
+    return n;
+  };
+  const std::vector<char> poison(plan.stride - data.bytes, static_cast<char>(kPoison));
   *wrong = 0;
-  for (size_t s = 0; s < plan.slots; ++s) *wrong += countWrong(host.data() + s * plan.stride, data);
+  for (size_t s = 0; s < plan.slots; ++s) {
+    const int set = inputSetOf(InputLayout::Checked, s);
+    const char* out = recv.data() + s * plan.stride;
+    *wrong += countWrong(out, data, set);
+    *wrong += elementsDiffering(out + data.bytes, poison.data(), poison.size());
+    *wrong += elementsDiffering(send.data() + s * plan.stride, data.input(world_->rank, set), data.bytes);
+  }
   return true;
 }
 
 bool PointRunner::runHost(SweepMethod& method, const PointPlan& plan, const SizeData& data, RankPoint* out,
                           std::string* why) {
-  if (!loadInputs(plan, data, why)) return false;
+  if (!loadInputs(plan, data, InputLayout::Timed, why)) return false;
   std::memset(pools_->recv, kPoison, plan.slots * plan.stride);
   if (!enqueueEager(method, plan, plan.warmupOps, 0, why)) return false;
   if (world_->bootstrap->barrier() != rcnSuccess) {
@@ -232,6 +261,7 @@ bool PointRunner::runHost(SweepMethod& method, const PointPlan& plan, const Size
   }
   storeStats(usPerOp, out);
   if (!opts_.verify) return true;
+  if (!loadInputs(plan, data, InputLayout::Checked, why)) return false;
   std::memset(pools_->recv, kPoison, plan.slots * plan.stride);
   if (!enqueueEager(method, plan, static_cast<int>(plan.slots), 0, why)) return false;
   return checkOutputs(plan, data, &out->wrong, why);

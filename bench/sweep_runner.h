@@ -26,6 +26,9 @@ struct RankPoint {
   char why[224] = {};
 };
 
+// Which input set each slot holds (sweep_check.h).
+enum class InputLayout { Timed, Checked };
+
 class PointRunner {
  public:
   // gpu false: the host backend (pools in host memory, no stream).
@@ -41,7 +44,7 @@ class PointRunner {
                  std::string* why);
   bool runHost(SweepMethod& method, const PointPlan& plan, const SizeData& data, RankPoint* out,
                std::string* why);
-  bool loadInputs(const PointPlan& plan, const SizeData& data, std::string* why);
+  bool loadInputs(const PointPlan& plan, const SizeData& data, InputLayout layout, std::string* why);
   bool enqueueEager(SweepMethod& method, const PointPlan& plan, int ops, int firstOp, std::string* why);
   bool captureGraphs(SweepMethod& method, const PointPlan& plan, std::string* why);
   bool launchGraphs(int launches, int first, std::string* why);
@@ -58,7 +61,8 @@ class PointRunner {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<cudaGraphExec_t> graphs_;
-  std::vector<char> hostCopy_;  // outputs copied back for the check, reused across points
+  std::vector<char> hostCopy_;      // outputs copied back for the check, reused across points
+  std::vector<char> hostSendCopy_;  // and the inputs, which a call must leave as they were
 };
 
 // The bound on any wait for the GPU: past it a peer has almost surely died.

@@ -15,15 +15,9 @@ build_targets allreduce_sweep
 
 OUT_DIR=${SWEEP_OUT:-$BUILD_DIR/sweep}
 mkdir -p "$OUT_DIR"
-GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${GPUS:-0}" -ge 1 ]; then
-  RANKS=$GPUS
-  echo "run-sweep: $GPUS GPU(s): one process per GPU" >&2
-else
-  RANKS=2
-  echo "run-sweep: no GPU: 2 processes on the host backend (NCCL needs a GPU: n/a)" >&2
-fi
-"$BUILD_DIR/bench/allreduce_sweep" --gpus "$RANKS" \
+# The sweep counts the GPUs it can see itself (CUDA_VISIBLE_DEVICES included)
+# and starts one process per GPU, or 2 on the host backend without any.
+"$BUILD_DIR/bench/allreduce_sweep" \
   --json "$OUT_DIR/sweep.json" --csv "$OUT_DIR/sweep.csv" --write-policy "$OUT_DIR/sweep-policy.yaml" "$@"
 
 if python3 -c 'import matplotlib' 2>/dev/null; then

@@ -18,14 +18,14 @@ using rcn::test::storeElement;
 namespace {
 
 // What a method writes that reduces rank by rank and rounds every partial
-// sum to the data type (NCCL's ring does): exact for the pattern.
-std::vector<char> reduceRoundingEachStep(const SizeData& d) {
+// sum to the data type (NCCL's ring does): exact for the pattern. Of input set `set`.
+std::vector<char> reduceRoundingEachStep(const SizeData& d, int set = 0) {
   std::vector<char> out(d.bytes);
   for (size_t i = 0; i < d.count; ++i) {
-    storeElement(out.data(), i, d.dtype, loadElement(d.inputs[0].data(), i, d.dtype));
+    storeElement(out.data(), i, d.dtype, loadElement(d.input(0, set), i, d.dtype));
     for (size_t r = 1; r < d.inputs.size(); ++r)
       storeElement(out.data(), i, d.dtype,
-                   loadElement(out.data(), i, d.dtype) + loadElement(d.inputs[r].data(), i, d.dtype));
+                   loadElement(out.data(), i, d.dtype) + loadElement(d.input(int(r), set), i, d.dtype));
   }
   return out;
 }
@@ -72,6 +72,24 @@ TEST_CASE("check: poisoned, corrupted, stale and partial outputs are counted") {
   makeSizeData(2, 2, 1000, rcnBfloat16, rcnSum, true, &other);  // another size's inputs
   CHECK(countWrong(reduceRoundingEachStep(other).data(), d) > 500);
   CHECK(countWrong(d.inputs[0].data(), d) > 500);  // a peer's contribution missing
+}
+
+// The timed runs and the checked run's slots alternate two input sets, so a
+// call that returned the previous call's result (it read a peer's exchange
+// before the new data came) is counted, not passed as identical bytes.
+TEST_CASE("check: the two input sets differ, each has its own reference, and one passes for the other never") {
+  for (rcnDataType_t t : {rcnBfloat16, rcnFloat32}) {
+    SizeData d;
+    makeSizeData(9, 4, 3000, t, rcnSum, true, &d);
+    for (int r = 0; r < 4; ++r)
+      for (size_t i = 0; i < 3000; ++i)
+        REQUIRE(loadElement(d.input(r, 1), i, t) == patternValue(9, r, i + 1));  // set 1: the pattern from element 1
+    const std::vector<char> set0 = reduceRoundingEachStep(d, 0), set1 = reduceRoundingEachStep(d, 1);
+    CHECK(countWrong(set0.data(), d, 0) == 0);
+    CHECK(countWrong(set1.data(), d, 1) == 0);
+    CHECK(countWrong(set1.data(), d, 0) > 2000);  // stale: the previous call's result
+    CHECK(countWrong(set0.data(), d, 1) > 2000);
+  }
 }
 
 TEST_CASE("check: max and min, and no reference when the check is off") {

@@ -78,6 +78,10 @@ TEST_CASE("sweep options: bad input names the option") {
   CHECK(parse({"--note=--odd note"}, &o, &why));  // the inline form takes any text
   CHECK_FALSE(parse({"--frobnicate"}, &o, &why));
   CHECK(why.find("--frobnicate") != std::string::npos);
+  CHECK_FALSE(parse({"--json", "out", "--csv", "out"}, &o, &why));  // one would overwrite the other
+  CHECK(why.find("--json and --csv name the same file, out") != std::string::npos);
+  CHECK_FALSE(parse({"--csv", "p.yaml", "--write-policy", "p.yaml"}, &o, &why));
+  CHECK(parse({"--json", "a.json", "--csv", "a.csv", "--write-policy", "a.yaml"}, &o, &why));
   CHECK_FALSE(parse({"--max-bytes", "-5"}, &o, &why));
   CHECK_FALSE(parse({"--trials", "0"}, &o, &why));
   // A factor just above 1 would list (and run) millions of sizes: listed up to the limit, then refused.

@@ -24,8 +24,8 @@ Point measured(const char* method, Mode mode, size_t bytes, double us, long long
   return p;
 }
 
-// rocenante wins in graph mode up to 64K, loses from 256K; NCCL Ring LL beats
-// NCCL's default by 20% at the small sizes.
+// rocenante wins in graph mode up to 64K, loses from 256K; eagerly up to
+// 256K, loses at 1M; NCCL Ring LL beats NCCL's default by 20% at the small sizes.
 SweepResults sample() {
   SweepResults r;
   r.nranks = 2;
@@ -45,7 +45,7 @@ SweepResults sample() {
     r.points.push_back(measured("nccl-ring", Mode::Graph, sizes[i], nccl[i] * 1.01));
     r.points.push_back(measured("nccl-ring-ll", Mode::Graph, sizes[i], ringLL[i]));
     r.points.push_back(measured("rcn-oneshot", Mode::Eager, sizes[i], oneShot[i] + 3));
-    r.points.push_back(measured("nccl", Mode::Eager, sizes[i], 40.0));
+    r.points.push_back(measured("nccl", Mode::Eager, sizes[i], i < 4 ? 40.0 : 20.0));
   }
   Point na;
   na.method = methodIndex("nccl-symm");
@@ -85,8 +85,8 @@ TEST_CASE("sweep report: speedups and the crossover") {
   CHECK(c.winsUpTo == 65536);
   CHECK(c.firstLoss == 262144);
   Crossover e = findCrossover(r, methodIndex("rcn-oneshot"), Mode::Eager);
-  CHECK(e.winsUpTo == 1 << 20);
-  CHECK(e.firstLoss == 0);
+  CHECK(e.winsUpTo == 262144);
+  CHECK(e.firstLoss == 1 << 20);
   // A wrong result never counts as a win.
   r.points[0].wrong = 3;
   CHECK(findCrossover(r, methodIndex("rcn-oneshot"), Mode::Graph).winsUpTo == 0);
@@ -113,6 +113,19 @@ TEST_CASE("sweep report: table, CSV and JSON carry every point") {
   CHECK(json.find("a \\\"quoted\\\" note") != std::string::npos);
   CHECK(json.find("\"measured\": false") != std::string::npos);
   CHECK(jsonEscape("a\nb\\") == "a\\nb\\\\");
+  // JSON is UTF-8: valid sequences pass, stray bytes become U+FFFD.
+  CHECK(jsonEscape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  CHECK(jsonEscape("caf\xe9") == "caf\\ufffd");
+  CHECK(jsonEscape("\xc3") == "\\ufffd");                // truncated
+  CHECK(jsonEscape("\xc0\xaf") == "\\ufffd\\ufffd");   // overlong
+  CHECK(jsonEscape("\xed\xa0\x80") == "\\ufffd\\ufffd\\ufffd");  // a surrogate
+  // A long text is not cut (the report's printf helper once stopped at 512 bytes).
+  r.meta.push_back({"note", std::string(2000, '"')});
+  const std::string longJson = toJson(r);
+  std::string escapedQuotes;
+  for (int i = 0; i < 2000; ++i) escapedQuotes += "\\\"";
+  CHECK(longJson.find("\"note\": \"" + escapedQuotes + "\"") != std::string::npos);
+  CHECK(longJson.find("\"tool\"") != std::string::npos);
 }
 
 TEST_CASE("sweep policy: crossovers and NCCL preferences") {
@@ -121,7 +134,7 @@ TEST_CASE("sweep policy: crossovers and NCCL preferences") {
   CHECK(c.haveGraph);
   CHECK(c.haveEager);
   CHECK(c.oneShotMaxBytesGraph == 65536);
-  CHECK(c.oneShotMaxBytes == 1 << 20);
+  CHECK(c.oneShotMaxBytes == 262144);
   // Ring LL is >= 5% faster than the default up to 16K, not beyond.
   REQUIRE(c.nccl.size() == 2);
   CHECK(c.nccl[0].maxBytes == 16384);
@@ -132,7 +145,7 @@ TEST_CASE("sweep policy: crossovers and NCCL preferences") {
 
   std::string yaml = policyYaml(r, c, "single_host");
   CHECK(yaml.find("one_shot_max_bytes_graph: 65536") != std::string::npos);
-  CHECK(yaml.find("one_shot_max_bytes: 1048576") != std::string::npos);
+  CHECK(yaml.find("one_shot_max_bytes: 262144") != std::string::npos);
   // The buffers are sized from the thresholds: no advice to set ROCENANTE_MAX_BYTES,
   // which would replace both thresholds with one.
   CHECK(yaml.find("ROCENANTE_MAX_BYTES") == std::string::npos);
@@ -145,7 +158,7 @@ TEST_CASE("sweep policy: crossovers and NCCL preferences") {
   REQUIRE(rcn::policyFileParse(yaml, "sweep.yaml", &file, &error) == rcnSuccess);
   CHECK(!file.force);  // the note stayed a comment
   const rcn::PolicyOverrides& o = file.perClass.at(rcn::TopoClass::SingleHost);
-  CHECK(*o.oneShotMaxBytes == 1u << 20);
+  CHECK(*o.oneShotMaxBytes == 262144);
   CHECK(*o.oneShotMaxBytesGraph == 65536);
   REQUIRE(o.ncclPrefs);
   CHECK(o.ncclPrefs->size() == 2);
@@ -176,6 +189,48 @@ TEST_CASE("sweep policy: no NCCL overrides when the default is best, 0 when roce
   std::string error;
   CHECK(rcn::policyFileParse(yaml, "sweep.yaml", &file, &error) == rcnSuccess);
 #endif
+}
+
+// A crossover the sizes measured do not bracket is not written: it would cap
+// the fast path below sizes where it won (a sweep that stopped early), or turn
+// it off at sizes never measured (a sweep that started high).
+TEST_CASE("sweep policy: a crossover outside the sizes measured is left to the built-in threshold") {
+  SweepResults r;
+  r.nranks = 2;
+  r.backend = "gpu";
+  r.methodUnavailable.assign(kNumMethods, "");
+  for (size_t bytes : {8192, 16384, 32768}) {  // eager: rocenante wins everywhere
+    r.points.push_back(measured("rcn-oneshot", Mode::Eager, bytes, 5.0));
+    r.points.push_back(measured("nccl", Mode::Eager, bytes, 9.0));
+  }
+  for (size_t bytes : {1 << 20, 2 << 20}) {  // graph: only large sizes, rocenante loses from the first
+    r.points.push_back(measured("rcn-oneshot", Mode::Graph, bytes, 90.0));
+    r.points.push_back(measured("nccl", Mode::Graph, bytes, 50.0));
+  }
+  PolicyChoice c = choosePolicy(r);
+  CHECK(c.haveEager);
+  CHECK(c.haveGraph);
+  CHECK(c.eagerUnknown.find("won at every size measured, up to 32768") != std::string::npos);
+  CHECK(c.graphUnknown.find("lost at the smallest size measured, 1048576") != std::string::npos);
+  const std::string yaml = policyYaml(r, c, "single_host");
+  CHECK(yaml.find("\n    one_shot_max_bytes") == std::string::npos);  // neither key written
+  CHECK(yaml.find("# one_shot_max_bytes: not written") != std::string::npos);
+  CHECK(yaml.find("# one_shot_max_bytes_graph: not written") != std::string::npos);
+#ifdef ROCENANTE_HAVE_YAML
+  rcn::PolicyFile file;
+  std::string error;
+  REQUIRE(rcn::policyFileParse(yaml, "sweep.yaml", &file, &error) == rcnSuccess);
+  const bool written = file.perClass.count(rcn::TopoClass::SingleHost) &&
+                       file.perClass.at(rcn::TopoClass::SingleHost).oneShotMaxBytes.has_value();
+  CHECK_FALSE(written);
+#endif
+  // From the bottom (1 KB or less), a loss at the first size is a real 0.
+  r.points.clear();
+  r.points.push_back(measured("rcn-oneshot", Mode::Eager, 1024, 9.0));
+  r.points.push_back(measured("nccl", Mode::Eager, 1024, 5.0));
+  c = choosePolicy(r);
+  CHECK(c.eagerUnknown.empty());
+  CHECK(policyYaml(r, c, "single_host").find("    one_shot_max_bytes: 0\n") != std::string::npos);
 }
 
 TEST_CASE("sweep policy: a run with nothing to compare still writes a file the library accepts") {
