@@ -133,7 +133,9 @@ void addMeta(const Setup& s, const World& world, const MethodSet& methods, int a
   m.emplace_back("launch", world.launch.source);
   m.emplace_back("command", commandLine(argc, argv));
   int version = 0;
-  if (rcnGetVersion(&version) == rcnSuccess) m.emplace_back("rocenante_version", std::to_string(version));
+  if (rcnGetVersion(&version) == rcnSuccess)  // as the log prints it: MAJOR * 10000 + MINOR * 100 + PATCH
+    m.emplace_back("rocenante_version", std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) +
+                                            "." + std::to_string(version % 100));
   if (s.gpu) {
     cudaDeviceProp prop{};
     int device = 0;
@@ -295,6 +297,9 @@ int runSweep(int argc, char** argv) {
   if (launch.kind == LaunchKind::Standalone && s.gpu && nprocs > s.gpus)
     return fail(nullptr, "--gpus " + std::to_string(nprocs) + " but only " + std::to_string(s.gpus) +
                              " GPU(s) are visible");
+  if (launch.kind == LaunchKind::External && launch.rank == 0 && s.opts.nprocs)
+    std::fprintf(stderr, "allreduce_sweep: --gpus %d is ignored: %s started this process, one of its %d ranks\n",
+                 s.opts.nprocs, launch.source.c_str(), launch.nranks);
   if (launch.kind == LaunchKind::Standalone && nprocs == 1)
     std::fprintf(stderr, "allreduce_sweep: one rank only: all-reduce is a copy, rocenante's fast path "
                          "needs 2 or more ranks\n");

@@ -103,8 +103,11 @@ bool applyValued(const std::string& name, const std::string& value, SweepOptions
         break;
       }
     }
-  } else if (name == "--trials") ok = parsePositiveInt(value, &o->trials, &reason);
-  else if (name == "--graph-ops") ok = parsePositiveInt(value, &o->opsPerGraph, &reason);
+  } else if (name == "--trials") {
+    // Each trial moves about 512 MB of messages (sweep_plan.h): 1000 of them are minutes a point.
+    ok = parsePositiveInt(value, &o->trials, &reason);
+    if (ok && o->trials > kMaxTrials) ok = false, reason = "must be at most " + std::to_string(kMaxTrials);
+  } else if (name == "--graph-ops") ok = parsePositiveInt(value, &o->opsPerGraph, &reason);
   else if (name == "--rotate-bytes") ok = parseSize(value, &o->rotateBytes, &reason);
   else if (name == "--oneshot-max-bytes") ok = parseSize(value, &o->oneShotMaxBytes, &reason);
   else if (name == "--json") ok = parsePath(value, &o->jsonPath, &reason);
@@ -227,7 +230,7 @@ std::string sweepUsage(const char* program) {
     "  --op OP                sum (default), max, min\n"
     "  --mode M               graph, eager, both (default)\n"
     "  --methods LIST         comma list of " + methodNamesText() + "\n"
-    "  --trials N             timed trials per point (default 5): median, min, max, IQR\n"
+    "  --trials N             timed trials per point (default 5, at most 1000): median, min, max, IQR\n"
     "  --graph-ops K          all-reduces per CUDA graph (default 20)\n"
     "  --rotate-bytes B       pool the buffers of sizes from 256K up rotate through (at most 256\n"
     "                         slots of 4K or more), so they leave L2 (default 128M; GPUs only)\n"

@@ -37,6 +37,7 @@ struct SweepOptions {
 
 // The most message sizes one sweep lists (listSweepSizes refuses more).
 constexpr int kMaxSweepSizes = 256;
+constexpr int kMaxTrials = 1000;  // --trials
 
 // Parses argv. Returns false with a one-line reason naming the bad option.
 // Sizes accept K/M/G suffixes (powers of 1024), like ROCENANTE_* integers.

@@ -84,6 +84,9 @@ TEST_CASE("sweep options: bad input names the option") {
   CHECK(parse({"--json", "a.json", "--csv", "a.csv", "--write-policy", "a.yaml"}, &o, &why));
   CHECK_FALSE(parse({"--max-bytes", "-5"}, &o, &why));
   CHECK_FALSE(parse({"--trials", "0"}, &o, &why));
+  CHECK_FALSE(parse({"--trials", "1001"}, &o, &why));  // each trial is ~512 MB of messages
+  CHECK(why.find("--trials") != std::string::npos);
+  CHECK(parse({"--trials", "1000"}, &o, &why));
   // A factor just above 1 would list (and run) millions of sizes: listed up to the limit, then refused.
   std::vector<size_t> sizes;
   REQUIRE(parse({"--factor", "1.000000000001", "--max-bytes", "64K"}, &o, &why));
