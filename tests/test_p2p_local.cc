@@ -380,11 +380,12 @@ TEST_CASE("proxy in one process on one GPU: LL lines 2^15 calls old, across the 
   checkNoAsyncError(paths);
 }
 
-// Destroy waits for the device before it frees (device_drain.h). A graph
-// capture (global mode) under way on another thread must survive it: the
-// wait and the frees run in relaxed mode, and a wait the capture refuses
-// counts as "still running" (the path is leaked), never as drained.
-TEST_CASE("destroying a communicator leaves a capture on another thread intact", "[p2p][gpu]") {
+// Destroy waits for the whole device before it frees (device_drain.h). A
+// graph capture (global mode) under way on another thread makes CUDA refuse
+// that wait, and invalidates the capture (measured on H200, CUDA 13.0): the
+// destroy must then neither free what our kernels may still use nor wait out
+// its bound, and the device must stay usable.
+TEST_CASE("a destroy during another thread's capture returns at once, leaks instead of freeing", "[p2p][gpu]") {
   requireGpus(1);
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
   const int devices[1] = {0};
@@ -397,25 +398,25 @@ TEST_CASE("destroying a communicator leaves a capture on another thread intact",
   REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
   REQUIRE(cudaMemsetAsync(buffer, 0, 4096, stream) == cudaSuccess);
   rcnResult_t destroyed = rcnInternalError;
+  const auto start = std::chrono::steady_clock::now();
   std::thread([&] {
     cudaSetDevice(0);
     destroyed = rcnCommDestroy(comm);
   }).join();
-  cudaGraph_t graph = nullptr;
-  CHECK(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
-  CHECK(graph != nullptr);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(destroyed == rcnSuccess);
-  if (graph) {
-    cudaGraphExec_t exec = nullptr;
-    CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
-    if (exec) {
-      CHECK(cudaGraphLaunch(exec, stream) == cudaSuccess);
-      CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
-      cudaGraphExecDestroy(exec);
-    }
-    cudaGraphDestroy(graph);
-  }
+  CHECK(seconds < 5);  // not ROCENANTE_TIMEOUT_MS
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  CHECK((ended == cudaSuccess || ended == cudaErrorStreamCaptureInvalidated));
+  if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();
+  // The device still works, for a new communicator too.
+  CHECK(cudaMemsetAsync(buffer, 1, 4096, stream) == cudaSuccess);
+  CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
+  rcnComm_t again = nullptr;
+  CHECK(rcnCommInitAll(&again, 1, devices) == rcnSuccess);
+  if (again) CHECK(rcnCommDestroy(again) == rcnSuccess);
   cudaStreamDestroy(stream);
   cudaFree(buffer);
 }

@@ -279,7 +279,8 @@ rcnResult_t commDestroy(rcnComm* comm) {
   // dead peer) may never end: after the bound the fast path is leaked, as
   // abort does, instead of hanging the destroy.
   cudaError_t deviceError = cudaSuccess;
-  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs, &deviceError);
+  std::string notDrained;
+  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs, &deviceError, &notDrained);
   std::lock_guard<std::mutex> lock(comm->teardown);
   if (deviceError != cudaSuccess) {
     RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p: device %d reports %s", (void*)comm, comm->cudaDev,
@@ -287,8 +288,8 @@ rcnResult_t commDestroy(rcnComm* comm) {
     result = rcnUnhandledCudaError;
   }
   if (!deviceDrained) {
-    RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p: device %d still runs kernels after %lld ms "
-             "(ROCENANTE_TIMEOUT_MS); its fast path is leaked", (void*)comm, comm->cudaDev, (long long)limitMs);
+    RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p: device %d: %s; its fast path is leaked", (void*)comm,
+             comm->cudaDev, notDrained.c_str());
     // One of them may be ours, waiting for a late peer: it gives up now
     // instead of spinning on the caller's stream until its own bound.
     if (comm->fast) comm->fast->abort();
@@ -365,15 +366,15 @@ void commAbort(rcnComm* comm) {
   // lock like destroy's.
   const int64_t limitMs = teardownLimitMs();
   const Deadline deadline = deadlineAfterMs(limitMs);
-  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs);
+  std::string notDrained;
+  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs, nullptr, &notDrained);
   const bool callsDone = commWaitForCalls(comm, deadline);
   std::lock_guard<std::mutex> lock(comm->teardown);
   if (!deviceDrained) {
     // Freeing device memory would wait for the device too, and a kernel of
     // ours may still be running: keep the memory.
-    RCN_WARN(RCN_LOG_COLL, "rcnCommAbort: comm %p: device %d still runs kernels after %lld ms "
-             "(ROCENANTE_TIMEOUT_MS); its fast path and bootstrap are leaked", (void*)comm, comm->cudaDev,
-             (long long)limitMs);
+    RCN_WARN(RCN_LOG_COLL, "rcnCommAbort: comm %p: device %d: %s; its fast path and bootstrap are leaked",
+             (void*)comm, comm->cudaDev, notDrained.c_str());
     (void)comm->fast.release();
     (void)comm->bootstrap.release();
   }

@@ -34,7 +34,9 @@ bool isCaptureError(cudaError_t e) {
 
 }  // namespace
 
-bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError) {
+bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError, std::string* whyNot) {
+  std::string unused;
+  if (!whyNot) whyNot = &unused;
   // Shared with the waiting thread, which may outlive this call.
   auto drained = std::make_shared<std::promise<cudaError_t>>();
   std::future<cudaError_t> done = drained->get_future();
@@ -42,8 +44,7 @@ bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError) {
     std::thread([cudaDev, drained] {
       // Whatever it returns, the device has stopped running kernels: they
       // finished, or an error left the context unable to run any. Except
-      // a capture under way on another thread, which a device-wide sync may
-      // not wait past (relaxed: this thread does not take part in it).
+      // a capture under way on another thread, which refuses the sync.
       RelaxedCaptureScope relaxed;
       cudaError_t result = cudaSetDevice(cudaDev);
       if (result == cudaSuccess) result = cudaDeviceSynchronize();
@@ -51,14 +52,17 @@ bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError) {
       drained->set_value(result);
     }).detach();
   } catch (const std::system_error& e) {
-    RCN_WARN(RCN_LOG_ALL, "could not start a thread to wait for device %d: %s", cudaDev, e.what());
+    *whyNot = std::string("no thread could be started to wait for it (") + e.what() + ")";
     return false;
   }
-  if (done.wait_for(std::chrono::milliseconds(limitMs)) != std::future_status::ready) return false;
+  if (done.wait_for(std::chrono::milliseconds(limitMs)) != std::future_status::ready) {
+    *whyNot = "it still runs kernels after " + std::to_string(limitMs) + " ms (ROCENANTE_TIMEOUT_MS)";
+    return false;
+  }
   const cudaError_t result = done.get();
-  if (isCaptureError(result)) {
-    RCN_WARN(RCN_LOG_ALL, "cannot wait for device %d's kernels while a CUDA graph capture is under way on it (%s): "
-             "they are taken to be still running", cudaDev, cudaGetErrorString(result));
+  if (isCaptureError(result)) {  // nothing says our kernels finished
+    *whyNot = std::string("a CUDA graph capture is under way on it, and CUDA permits no wait for the whole device "
+                          "then (") + cudaGetErrorString(result) + "; that capture is invalidated)";
     return false;
   }
   if (syncError) *syncError = result;

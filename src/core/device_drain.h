@@ -14,13 +14,18 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 namespace rcn {
 
 // True when every kernel on cudaDev has finished within limitMs, or the
 // device is in an error state where none runs (*syncError, unless null, then
-// holds the device's error; cudaSuccess otherwise). On false, a detached
-// thread goes on waiting and exits once the device drains.
-bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError = nullptr);
+// holds the device's error; cudaSuccess otherwise). On false, *whyNot (unless
+// null) says why: the bound passed (a detached thread goes on waiting and
+// exits once the device drains), or a CUDA graph capture is under way on the
+// device, during which CUDA permits no device-wide wait (the attempt also
+// invalidates that capture: a teardown during another thread's capture costs
+// that capture).
+bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError = nullptr, std::string* whyNot = nullptr);
 
 }  // namespace rcn
