@@ -72,15 +72,24 @@ def plot(data, out, title=None):
                 if pts:
                     spd.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", ms=3,
                              label=f"{labels[name]} vs {base}")
-        spd.axhline(1.0, color="black", lw=0.8)
-        spd.set_xscale("log", base=2)
-        spd.set_xlabel("message size (bytes)")
-        spd.set_ylabel("speedup (NCCL time / time)")
-        spd.set_title(f"{mode}: speedup over NCCL (>1: faster)")
-        spd.grid(True, which="both", alpha=0.3)
-        if spd.lines[1:]:
-            spd.legend(fontsize=7)
-        for ax in (lat, spd):
+        size_axes = (lat, spd)
+        if not spd.lines:  # no NCCL at all (the host backend): say so, not an empty frame
+            spd.text(0.5, 0.5, "no NCCL result to compare with\n(" + data["backend"] + " backend)",
+                     ha="center", va="center", transform=spd.transAxes)
+            spd.set_xticks([])
+            spd.set_yticks([])
+            spd.set_title(f"{mode}: speedup over NCCL")
+            size_axes = (lat,)
+        else:
+            spd.axhline(1.0, color="black", lw=0.8)
+            spd.set_xscale("log", base=2)
+            spd.set_xlabel("message size (bytes)")
+            spd.set_ylabel("speedup (NCCL time / time)")
+            spd.set_title(f"{mode}: speedup over NCCL (>1: faster)")
+            spd.grid(True, which="both", alpha=0.3)
+            if spd.lines[1:]:
+                spd.legend(fontsize=7)
+        for ax in size_axes:
             ax.xaxis.set_major_locator(FixedLocator(ticks))
             ax.xaxis.set_minor_locator(NullLocator())
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: size_label(int(round(v)))))

@@ -51,6 +51,17 @@ def main():
             json.dump({"tool": "other"}, f)
         r = subprocess.run([sys.executable, script, bad], capture_output=True, text=True)
         assert r.returncode == 1 and "not an allreduce_sweep" in r.stderr, r.stderr
+        # A host-backend sweep (no NCCL method measured) still plots.
+        host = synthetic()
+        host["backend"] = "host"
+        host["results"] = [{k: v for k, v in r.items() if not k.startswith("speedup")}
+                           for r in host["results"] if r["method"] == "rcn-oneshot"]
+        with open(path, "w") as f:
+            json.dump(host, f)
+        os.remove(out)
+        subprocess.run([sys.executable, script, path, "-o", out], check=True)
+        with open(out, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
     print("plot_sweep.py: ok")
     return 0
 
