@@ -115,7 +115,22 @@ struct Pending {
 thread_local int tlsGroupDepth = 0;
 thread_local std::vector<Pending> tlsPending;
 
-ncclResult_t toNccl(rcnResult_t r) { return static_cast<ncclResult_t>(r); }
+// This thread's last failure of ours, with NCCL's last-error text as it was
+// then. NCCL's text is process-wide and never cleared, so it changing since
+// is what says NCCL failed later (ncclGetLastError).
+thread_local bool tlsOursFailed = false;
+thread_local std::string tlsNcclTextAtOurFailure;
+
+// Our result as NCCL's (the codes are NCCL's); a failure is noted as above.
+ncclResult_t toNccl(rcnResult_t r) {
+  if (r != rcnSuccess && r != rcnInProgress) {
+    auto fn = realNccl().ncclGetLastError;
+    const char* theirs = fn ? fn(nullptr) : nullptr;
+    tlsNcclTextAtOurFailure = theirs ? theirs : "";
+    tlsOursFailed = true;
+  }
+  return static_cast<ncclResult_t>(r);
+}
 
 // The communicator a pending creation made. NCCL writes an init's handle at
 // once and never again, so its slot may be gone by now; a split's or
@@ -497,13 +512,15 @@ const char* shim_ncclGetErrorString(ncclResult_t result) {
 }
 
 const char* shim_ncclGetLastError(ncclComm_t comm) {
-  // NCCL's own text first; when NCCL has none, ours (this thread's last WARN,
-  // e.g. a malformed policy file that failed ncclCommInitRank), so that
-  // frameworks printing "last error" show why.
+  // Ours (this thread's last WARN, e.g. a malformed policy file that failed
+  // ncclCommInitRank) when our failure came after NCCL's last text, else
+  // NCCL's own, so that frameworks printing "last error" show why.
   auto fn = realNccl().ncclGetLastError;
   const char* theirs = fn ? fn(comm) : nullptr;
-  if (theirs && *theirs) return theirs;
   const char* ours = lastErrorText();
+  const bool oursIsLater = tlsOursFailed && ours && *ours && tlsNcclTextAtOurFailure == (theirs ? theirs : "");
+  if (oursIsLater) return ours;
+  if (theirs && *theirs) return theirs;
   return ours && *ours ? ours : (theirs ? theirs : "");
 }
 

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -229,4 +230,7 @@ FAKE_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
   return result == ncclSuccess ? "no error" : "fake NCCL error";
 }
 
-FAKE_EXPORT const char* ncclGetLastError(ncclComm_t) { return ""; }
+// NCCL's last-error text: process-wide, never cleared; the tests set it.
+static std::string lastErrorText;
+FAKE_EXPORT const char* ncclGetLastError(ncclComm_t) { return lastErrorText.c_str(); }
+FAKE_EXPORT void fakeNcclSetLastError(const char* text) { lastErrorText = text; }

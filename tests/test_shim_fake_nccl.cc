@@ -45,6 +45,7 @@ struct Shim {
   decltype(&ncclGroupEnd) groupEnd;
   rcnResult_t (*query)(ncclComm_t, rcnCommInfo*);
   const FakeNcclStats* stats;
+  void (*setNcclLastError)(const char*);  // the fake's own
 };
 
 #define EXPECT(cond) RANK_EXPECT(cond)
@@ -78,9 +79,10 @@ bool openShim(Shim* s) {
   void* fake = dlopen(RCN_FAKE_NCCL, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   auto statsFn = fake ? reinterpret_cast<const FakeNcclStats* (*)()>(dlsym(fake, "fakeNcclStats")) : nullptr;
   s->stats = statsFn ? statsFn() : nullptr;
+  s->setNcclLastError = fake ? reinterpret_cast<void (*)(const char*)>(dlsym(fake, "fakeNcclSetLastError")) : nullptr;
   return s->getUniqueId && s->commInitRank && s->commInitAll && s->commDestroy && s->commAbort &&
          s->allReduce && s->getLastError &&
-         s->commRevoke && s->groupStart && s->groupEnd && s->query && s->stats;
+         s->commRevoke && s->groupStart && s->groupEnd && s->query && s->stats && s->setNcclLastError;
 }
 
 // Runs body in a child process and checks it exited 0.
@@ -240,6 +242,22 @@ TEST_CASE("ncclGetLastError's pointer stays valid when a later warning replaces 
     EXPECT(s.commInitAll(comms, 2, nullptr) != ncclSuccess);
     EXPECT(s.getLastError(nullptr) == first);  // one buffer, rewritten, never freed
     EXPECT(std::strstr(first, "ncclCommInitAll") != nullptr);
+    return 0;
+  });
+}
+
+// NCCL's text is process-wide and never cleared: once NCCL has warned, a
+// later failure of ours must still be what ncclGetLastError says, until NCCL
+// warns again.
+TEST_CASE("ncclGetLastError gives whichever failure came last, ours or NCCL's") {
+  inQuietShim([](Shim& s) {
+    s.setNcclLastError("NCCL: an old failure");
+    EXPECT(std::strcmp(s.getLastError(nullptr), "NCCL: an old failure") == 0);
+    ncclComm_t comms[2] = {nullptr, nullptr};
+    EXPECT(s.commInitAll(comms, 2, nullptr) != ncclSuccess);  // ours: the setup fails over the fake
+    EXPECT(std::strstr(s.getLastError(nullptr), "ncclCommInitAll") != nullptr);
+    s.setNcclLastError("NCCL: a newer failure");
+    EXPECT(std::strcmp(s.getLastError(nullptr), "NCCL: a newer failure") == 0);
     return 0;
   });
 }
