@@ -30,6 +30,11 @@ int openRegularFile(const std::string& path, size_t* bytes) {
   throw EngineError(path + (statted ? ": not a regular file" : ": cannot stat (" + std::string(std::strerror(err)) + ")"));
 }
 
+void requireReadable(const std::string& path, const char* what) {
+  size_t bytes = 0;
+  (void)openInputFile(path, what, &bytes);
+}
+
 InputFile openInputFile(const std::string& path, const char* what, size_t* bytes) {
   const int fd = openRegularFile(path, bytes);
   FILE* f = ::fdopen(fd, "rb");

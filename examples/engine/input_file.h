@@ -24,4 +24,7 @@ using InputFile = std::unique_ptr<FILE, FileCloser>;
 // ("llama2.c checkpoint").
 InputFile openInputFile(const std::string& path, const char* what, size_t* bytes);
 
+// Throws as openInputFile would, without keeping the file open.
+void requireReadable(const std::string& path, const char* what);
+
 }  // namespace engine

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cpu_runner.h"
+#include "input_file.h"
 #include "launcher.h"
 #include "model.h"
 #include "options.h"
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
   try {
     engine::EngineOptions options = engine::parseOptions(argc, argv);
     errorFd = engine::claimErrorFd(options);
+    // Read after the model, which may take minutes to load: a wrong path fails now instead.
+    if (!options.tokenizerPath.empty()) engine::requireReadable(options.tokenizerPath, "tokenizer");
     engine::adoptExternalLaunch(options);  // under torchrun / mpirun / srun: this process is one rank
     if (engine::wantGpu(options)) {
 #ifdef ENGINE_HAVE_GPU
