@@ -287,12 +287,24 @@ TEST_CASE("a rank process dies with its launcher", "[engine][host]") {
 
 // The ranks hand their errors to the launcher: one every rank hits shows once, not once per rank.
 TEST_CASE("rcn_engine --tp 2 prints an error every rank hits once", "[engine][host][cli]") {
+  // A prompt for a model without a tokenizer: every rank refuses it.
+  const EngineRun run = runEngine(kTiny + " --tp 2 --prompt 'Once upon a time'");
+  INFO(run.err);
+  CHECK(run.status == 1);
+  CHECK(occurrences(run.err, "--prompt needs a tokenizer") == 1);
+  CHECK(occurrences(run.err, "error:") == 1);
+  CHECK(occurrences(run.err, " exited with 1\n") == 1);
+}
+
+// A tokenizer that cannot be read fails before the model loads, in the
+// launcher itself: no rank starts.
+TEST_CASE("rcn_engine --tp 2 refuses an unreadable tokenizer before starting ranks", "[engine][host][cli]") {
   const EngineRun run = runEngine(kTiny + " --tp 2 --tokenizer /nonexistent/tok512.bin");
   INFO(run.err);
   CHECK(run.status == 1);
   CHECK(occurrences(run.err, "rcn_engine: error: /nonexistent/tok512.bin: cannot open (No such file or directory)\n") == 1);
   CHECK(occurrences(run.err, "error:") == 1);
-  CHECK(occurrences(run.err, " exited with 1\n") == 1);
+  CHECK(occurrences(run.err, "exited with") == 0);
 }
 
 // The library's reason reaches the message even when its log prints nothing.
