@@ -11,6 +11,11 @@ if [ -z "${CUDA_ARCHS:-}" ]; then
   [[ "$CUDA_ARCHS" =~ ^[0-9]+$ ]] || CUDA_ARCHS=90
 fi
 export CUDA_ARCHS
+# NCCL from install-deps.sh's wheel, on a machine without NCCL of its own.
+if [ -z "${NCCL_ROOT:-}" ] && [ -f .deps/nccl/nvidia/nccl/include/nccl.h ]; then
+  export NCCL_ROOT=$PWD/.deps/nccl/nvidia/nccl
+  export LD_LIBRARY_PATH=$NCCL_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 BUILD_DIR=${BUILD_DIR:-build}
 GENERATOR=$(command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 configure_build() {

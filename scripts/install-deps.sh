@@ -3,6 +3,7 @@
 # Catch2 v3 lives in bookworm-backports; the backports entry is derived from the
 # machine's own Debian source, so no mirror host is named here.
 set -euo pipefail
+cd "$(dirname "$0")/.."  # .deps/ lies in the source tree
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -48,6 +49,28 @@ if command -v apt-get >/dev/null; then
     libyaml-cpp-dev libhwloc-dev libibverbs-dev iproute2 \
     nlohmann-json3-dev libpcre2-dev libicu-dev >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports catch2 >/dev/null
+fi
+
+# NCCL's header and library, which the CUDA toolkit does not ship. Where no
+# nccl.h is found (NCCL_ROOT, the toolkit's, the system's), NVIDIA's wheel of
+# NCCL 2.28 for this CUDA major version is unpacked into .deps/nccl from PyPI;
+# env.sh points NCCL_ROOT (and the loader) there.
+nccl_header_found() {
+  local dir
+  for dir in "${NCCL_ROOT:-/nonexistent}/include" /usr/local/cuda/include /usr/include /usr/local/include \
+             .deps/nccl/nvidia/nccl/include; do
+    [ -f "$dir/nccl.h" ] && return 0
+  done
+  return 1
+}
+if ! nccl_header_found; then
+  nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  cuda_major=$("$nvcc_bin" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p' | head -1)
+  echo "install-deps: no nccl.h here: NCCL 2.28 for CUDA ${cuda_major:-13} from PyPI into .deps/nccl" >&2
+  if ! python3 -m pip install -q --no-deps --target .deps/nccl "nvidia-nccl-cu${cuda_major:-13}==2.28.*"; then
+    echo "install-deps: could not install NCCL: install its development files or set NCCL_ROOT" >&2
+    exit 1
+  fi
 fi
 
 # The sweep's plot script; optional (its test skips without it).
