@@ -94,6 +94,45 @@ int runTeardownRace(const rcnUniqueId& id, int rank, bool withAbort) {
   return 0;
 }
 
+// Rank 0 starts an all-reduce that waits for rank 1, then a second thread
+// calls on the same communicator: refused at once (calls must not overlap),
+// and the first call still completes with the right sum once rank 1 calls.
+int runOverlappingCalls(const rcnUniqueId& id, int rank) {
+  setenv("ROCENANTE_BACKEND", "host", 1);
+  rcnComm_t comm = nullptr;
+  if (rcnCommInitRank(&comm, 2, id, rank) != rcnSuccess) return 70;
+  std::vector<float> in(1000, float(rank + 1)), out(1000, -1.0f);
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  } else {
+    rcnResult_t firstResult = rcnInternalError;
+    std::thread first([&] { firstResult = rcnAllReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, comm, nullptr); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::vector<float> other(1000, 5.0f), otherOut(1000);
+    const rcnResult_t second = rcnAllReduce(other.data(), otherOut.data(), other.size(), rcnFloat32, rcnSum, comm, nullptr);
+    const std::string why = rcnGetLastError(comm);
+    first.join();
+    if (second != rcnInvalidUsage || why.find("must not overlap") == std::string::npos) {
+      std::fprintf(stderr, "the overlapping call: %s (%s)\n", rcnGetErrorString(second), why.c_str());
+      return 71;
+    }
+    if (firstResult != rcnSuccess) return 72;
+    for (float v : out)
+      if (v != 3.0f) return 73;
+    // Calls go on as before.
+    std::fill(out.begin(), out.end(), -1.0f);
+  }
+  if (rank == 1 && rcnAllReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, comm, nullptr) != rcnSuccess)
+    return 74;
+  if (rank == 0 && rcnAllReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, comm, nullptr) != rcnSuccess)
+    return 75;
+  if (rank == 1 && rcnAllReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, comm, nullptr) != rcnSuccess)
+    return 76;
+  for (float v : out)
+    if (v != 3.0f) return 77;
+  return rcnCommDestroy(comm) == rcnSuccess ? 0 : 78;
+}
+
 #ifdef ROCENANTE_HAVE_YAML
 // A policy file's `disable: true` or `force: nccl` leaves the host backend no
 // path, as ROCENANTE_DISABLE=1 does: creation fails on every rank, naming the
@@ -159,6 +198,12 @@ TEST_CASE("destroy and abort from other threads while a call waits", "[host][api
     REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
     checkRanks(runRanks(2, [&](int rank) { return runTeardownRace(id, rank, withAbort); }, 60));
   }
+}
+
+TEST_CASE("a second thread's call on a communicator already in one is refused", "[host][api]") {
+  rcnUniqueId id;
+  REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+  checkRanks(runRanks(2, [&](int rank) { return runOverlappingCalls(id, rank); }, 60));
 }
 
 TEST_CASE("ranks whose settings differ (wire, disable) are told so at creation", "[host][api]") {

@@ -171,7 +171,8 @@ __device__ inline bool rcnDeviceGather4(const rcnDeviceComm& dev, uint32_t call,
   if (call == 0) return false;
 #pragma unroll
   for (int k = 0; k < K; ++k) {  // an odd index would misalign the 16-byte loads
-    if (k < valid && (index[k] % 2 != 0 || index[k] + 4 > dev.maxValues)) {
+    // (index > maxValues - 4, not index + 4 > maxValues, which wraps for an index near SIZE_MAX)
+    if (k < valid && (index[k] % 2 != 0 || dev.maxValues < 4 || index[k] > dev.maxValues - 4)) {
       detail::recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, call);
       return false;
     }

@@ -153,8 +153,11 @@ rcnResult_t rcnCommDestroy(rcnComm_t comm);
 rcnResult_t rcnCommAbort(rcnComm_t comm);
 
 /* Like ncclAllReduce. Calls on one communicator must be ordered: issue them on
- * one stream, or order the streams with events (as NCCL requires). sendbuff
- * may be any device pointer of any alignment; sendbuff == recvbuff is in-place,
+ * one stream, or order the streams with events (as NCCL requires), from one
+ * thread at a time (a call while another thread's is under way on the same
+ * communicator returns rcnInvalidUsage). sendbuff and recvbuff may be any
+ * device pointers aligned to the element size (the fast path refuses others
+ * with rcnInvalidArgument); sendbuff == recvbuff is in-place,
  * and buffers that overlap otherwise are refused. Every rank must make the
  * same call (count, type, op): the host backend checks that and fails every
  * rank of a call that differs, naming both. The p2p path's kernel checks it
@@ -179,8 +182,8 @@ rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcn
                          rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);
 
 /* rcnSuccess, or the error a kernel or proxy recorded (rcnRemoteError for a
- * missing peer, rcnInvalidUsage for a peer whose call differed);
- * rcnGetLastError then names the peer. */
+ * missing peer, rcnInvalidUsage for a peer whose call differed or a device-API
+ * call of this rank's that broke its rules); rcnGetLastError then names it. */
 rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError);
 
 rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info);

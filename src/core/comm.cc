@@ -415,6 +415,17 @@ rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t co
              (void*)comm);
     return rcnInvalidUsage;
   }
+  // The fast path's call numbers and slots are one sequence per communicator:
+  // two threads at once would mix their data and still report success.
+  if (comm->inAllReduce.exchange(true, std::memory_order_acquire)) {
+    RCN_WARN(RCN_LOG_COLL, "rcnAllReduce: comm %p is in an all-reduce on another thread: calls on one communicator "
+             "must not overlap (one thread at a time, as with NCCL)", (void*)comm);
+    return rcnInvalidUsage;
+  }
+  struct Leave {
+    rcnComm* comm;
+    ~Leave() { comm->inAllReduce.store(false, std::memory_order_release); }
+  } leave{comm};
   size_t bytes = count * dtypeSize(dtype);
   if (!comm->nccl) {
     // The host backend has no NCCL to fall back to; it takes every size.

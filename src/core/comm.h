@@ -39,6 +39,9 @@ struct rcnComm {
   // Calls inside the fast path now: abort, which may come from another
   // thread to unblock one, must not free the path under it.
   std::atomic<int> callsInFlight{0};
+  // An all-reduce is under way: calls on one communicator must not overlap
+  // (as in NCCL); a second thread's is refused rather than interleaved.
+  std::atomic<bool> inAllReduce{false};
   // Set by the first destroy or abort (under `teardown`): that one frees the
   // comm; calls that start after it are refused (checked after their
   // CommCallScope, so the teardown's wait for calls sees them or they see it).

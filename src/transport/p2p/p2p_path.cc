@@ -53,6 +53,7 @@ rcnResult_t P2pPath::asyncError(std::string* why) {
   } else if (code == kOneShotBadUse) {
     *why = "rank " + std::to_string(rank_) + ": a device-API call broke its rules (block " + std::to_string(block) +
            " past maxBlocks, or an index past maxValues or odd; docs/DEVICE_API.md)";
+    return rcnInvalidUsage;  // this rank's own misuse, not a missing peer
   } else {
     *why = "rank " + std::to_string(rank_) + ": aborted while waiting for peer " + std::to_string(peer) +
            " (call " + std::to_string(call) + ")";
