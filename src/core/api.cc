@@ -1,4 +1,5 @@
 // The public rcn* entry points: argument checks, then the communicator code.
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <string>
@@ -126,9 +127,13 @@ rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist) {
   RCN_ARG_CHECK(ndev >= 1 && ndev <= kMaxInitAllDevices, "rcnCommInitAll: ndev=%d is not in 1..%d", ndev,
                 kMaxInitAllDevices);
   for (int i = 0; i < ndev; ++i) comm[i] = nullptr;
+  int visible = 0;  // where CUDA answers (the host backend needs no GPU)
+  if (cudaGetDeviceCount(&visible) != cudaSuccess) visible = 0, cudaGetLastError();
   if (devlist) {
     for (int i = 0; i < ndev; ++i) {
       RCN_ARG_CHECK(devlist[i] >= 0, "rcnCommInitAll: devlist[%d]=%d is not a device", i, devlist[i]);
+      RCN_ARG_CHECK(visible == 0 || devlist[i] < visible, "rcnCommInitAll: devlist[%d]=%d, but %d device(s) are visible",
+                    i, devlist[i], visible);
       for (int j = 0; j < i; ++j)
         RCN_ARG_CHECK(devlist[i] != devlist[j], "rcnCommInitAll: device %d is listed twice", devlist[i]);
     }

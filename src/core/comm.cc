@@ -146,7 +146,10 @@ void fillInfo(rcnComm* comm, const std::string& reason) {
   info.path = comm->fast ? comm->fast->path() : rcnPathNccl;
   snprintf(info.transport, sizeof info.transport, "%s",
            comm->fast ? comm->fast->transportName() : "nccl");
-  info.maxBytes = comm->fast ? std::min(comm->fast->maxBytes(), comm->policy.oneShotMaxBytes) : 0;
+  // The host backend has no NCCL behind it: its path takes every size (rcnAllReduce).
+  if (!comm->fast) info.maxBytes = 0;
+  else if (!comm->nccl) info.maxBytes = comm->fast->maxBytes();
+  else info.maxBytes = std::min(comm->fast->maxBytes(), comm->policy.oneShotMaxBytes);
   snprintf(info.reason, sizeof info.reason, "%s", reason.c_str());
 }
 
