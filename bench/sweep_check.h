@@ -3,11 +3,12 @@
 // tests/support/reference.h (the same reference the library's tests use);
 // both are reused by every method and mode at that size. Outputs are
 // poisoned before each checked run, so an element never written counts.
-// There are two input sets, the pattern from element 0 and from element 1:
-// the timed runs use set 1, the checked run alternates them slot by slot
-// (set 0 first), so no call of the checked run finds in a peer's exchange
-// what its previous call left there: a call that read a peer's data before
-// it arrived counts wrong rather than passing on identical stale bytes.
+// There are three input sets, the pattern from element 0, 1 and 2: the timed
+// runs use set 2, the checked run cycles 0, 1, 2 slot by slot, so no call of
+// the checked run has the inputs of either call before it (the one-shot
+// alternates two halves of its exchange, so the call two back is the one whose
+// bytes a call that reads a peer's data before it arrives would find): such a
+// call counts wrong rather than passing on identical stale bytes.
 #pragma once
 
 #include <cstddef>
@@ -19,18 +20,18 @@
 
 namespace rcn::bench {
 
-inline constexpr int kInputSets = 2;
+inline constexpr int kInputSets = 3;
 
 struct SizeData {
   size_t bytes = 0;
   size_t count = 0;
   size_t elemBytes = 0;
   rcnDataType_t dtype = rcnBfloat16;
-  std::vector<std::vector<char>> inputs;  // inputs[r]: rank r's count + 1 elements (both sets)
-  rcn::test::Reference reference;         // count + 1 values; empty when the check is off
+  std::vector<std::vector<char>> inputs;  // inputs[r]: rank r's count + kInputSets - 1 elements (every set)
+  rcn::test::Reference reference;         // as many values; empty when the check is off
   std::vector<char> expectedBits;         // the reference stored in dtype: what a correct result holds
 
-  // Rank r's count elements of input set `set` (0 or 1).
+  // Rank r's count elements of input set `set` (0 to kInputSets - 1).
   const char* input(int r, int set) const { return inputs[r].data() + size_t(set) * elemBytes; }
 };
 

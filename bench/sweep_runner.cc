@@ -140,16 +140,18 @@ void PointRunner::destroyGraphs() {
   graphs_.clear();
 }
 
-// The input set slot `slot` holds (sweep_check.h): set 1 in every slot for
-// the timed runs, sets 0 and 1 alternating for the checked run.
-static int inputSetOf(InputLayout layout, size_t slot) { return layout == InputLayout::Timed ? 1 : int(slot % 2); }
+// The input set slot `slot` holds (sweep_check.h): the last set in every
+// slot for the timed runs, the sets in turn for the checked run.
+static int inputSetOf(InputLayout layout, size_t slot) {
+  return layout == InputLayout::Timed ? kInputSets - 1 : int(slot % kInputSets);
+}
 
-// This rank's inputs into slots 0 and 1, then copied to every other slot,
-// doubling the filled prefix each time (slots are evenly spaced; an even
-// prefix keeps the sets alternating).
+// This rank's inputs into the first kInputSets slots, then copied to every
+// other slot, doubling the filled prefix each time (slots are evenly spaced;
+// a prefix of whole cycles keeps the sets in turn).
 bool PointRunner::loadInputs(const PointPlan& plan, const SizeData& data, InputLayout layout, std::string* why) {
   char* send = static_cast<char*>(pools_->send);
-  const size_t first = std::min<size_t>(2, plan.slots);
+  const size_t first = std::min<size_t>(kInputSets, plan.slots);
   for (size_t slot = 0; slot < first; ++slot) {
     const void* mine = data.input(world_->rank, inputSetOf(layout, slot));
     char* dst = send + slot * plan.stride;

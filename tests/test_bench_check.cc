@@ -74,21 +74,23 @@ TEST_CASE("check: poisoned, corrupted, stale and partial outputs are counted") {
   CHECK(countWrong(d.inputs[0].data(), d) > 500);  // a peer's contribution missing
 }
 
-// The timed runs and the checked run's slots alternate two input sets, so a
-// call that returned the previous call's result (it read a peer's exchange
+// The timed runs and the checked run's slots take turns among the input sets,
+// so a call that returned an earlier call's result (it read a peer's exchange
 // before the new data came) is counted, not passed as identical bytes.
-TEST_CASE("check: the two input sets differ, each has its own reference, and one passes for the other never") {
+TEST_CASE("check: the input sets differ, each has its own reference, and one passes for another never") {
   for (rcnDataType_t t : {rcnBfloat16, rcnFloat32}) {
     SizeData d;
     makeSizeData(9, 4, 3000, t, rcnSum, true, &d);
     for (int r = 0; r < 4; ++r)
       for (size_t i = 0; i < 3000; ++i)
-        REQUIRE(loadElement(d.input(r, 1), i, t) == patternValue(9, r, i + 1));  // set 1: the pattern from element 1
-    const std::vector<char> set0 = reduceRoundingEachStep(d, 0), set1 = reduceRoundingEachStep(d, 1);
-    CHECK(countWrong(set0.data(), d, 0) == 0);
-    CHECK(countWrong(set1.data(), d, 1) == 0);
-    CHECK(countWrong(set1.data(), d, 0) > 2000);  // stale: the previous call's result
-    CHECK(countWrong(set0.data(), d, 1) > 2000);
+        for (int set = 0; set < kInputSets; ++set)
+          REQUIRE(loadElement(d.input(r, set), i, t) == patternValue(9, r, i + set));  // the pattern from element `set`
+    for (int set = 0; set < kInputSets; ++set) {
+      const std::vector<char> out = reduceRoundingEachStep(d, set);
+      for (int other = 0; other < kInputSets; ++other)  // another set's result: stale, an earlier call's
+        CHECK((countWrong(out.data(), d, other) == 0) == (set == other));
+      CHECK(countWrong(out.data(), d, (set + 1) % kInputSets) > 2000);
+    }
   }
 }
 

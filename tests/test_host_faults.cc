@@ -272,29 +272,6 @@ TEST_CASE("host backend: a rank that destroyed its communicator fails the others
   }
 }
 
-// The end of a job: a rank makes its last call, destroys its communicator
-// and exits while a peer is still in that call, waiting for a third rank.
-// Leaving is no failure: the waiting rank has the leaver's share already.
-TEST_CASE("host backend: a rank that leaves after its last call fails no peer still in it", "[host][fault]") {
-  for (const char* wire : {"tcp", "shm"}) {
-    INFO("wire " << wire);
-    const int leaver = 1, late = 2;
-    checkRanks(faultAfterGoodCalls(3, 1, [&](int rank, FastPath* path) {
-      // The late rank calls once the leaver has left and its process is gone
-      // (the exit watch looks every 20 ms).
-      if (rank == late) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      std::vector<float> in(256, float(rank + 1)), out(256, -1.0f);
-      if (path->allReduce(in.data(), out.data(), in.size(), rcnFloat32, rcnSum, nullptr) != rcnSuccess) {
-        std::string why;
-        path->asyncError(&why);
-        std::fprintf(stderr, "rank %d: %s\n", rank, why.c_str());
-        return 40;
-      }
-      return std::all_of(out.begin(), out.end(), [](float v) { return v == 6.0f; }) ? 0 : 41;
-    }, wire));
-  }
-}
-
 TEST_CASE("host backend over tcp: a rank's abort reaches the others as its reason", "[host][fault]") {
   const int aborter = 0;
   checkRanks(faultAfterGoodCalls(3, 1, [&](int rank, FastPath* path) {

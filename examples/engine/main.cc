@@ -37,8 +37,12 @@ bool wantGpu(const EngineOptions& o) {
 // A run whose text or table could not be written (a full disk, a closed
 // pipe) has failed, whatever it computed.
 int finishOutput(int rc) {
-  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return rc;
-  throw EngineError(std::string("cannot write the output to stdout: ") + std::strerror(errno ? errno : EIO));
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout)) return rc;
+  throw EngineError(std::string("cannot write the output to stdout") +
+                    (!flushed && err ? std::string(": ") + std::strerror(err) : std::string(" (a write failed)")));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/nccl_lib.h"
+#include "core/params.h"
 #include "rocenante/rocenante.h"
 
 // Users mix our enums with NCCL's; they must mean the same numbers.
@@ -127,8 +128,16 @@ rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist) {
   RCN_ARG_CHECK(ndev >= 1 && ndev <= kMaxInitAllDevices, "rcnCommInitAll: ndev=%d is not in 1..%d", ndev,
                 kMaxInitAllDevices);
   for (int i = 0; i < ndev; ++i) comm[i] = nullptr;
-  int visible = 0;  // where CUDA answers (the host backend needs no GPU)
-  if (cudaGetDeviceCount(&visible) != cudaSuccess) visible = 0, cudaGetLastError();
+  // The devices must exist where they are used: not on the host backend,
+  // which ignores them, nor where CUDA sees none (creation says why then).
+  std::string backend;
+  int visible = 0;
+  if (rcn::paramChoice(rcn::ParamId::Backend, &backend) != rcnSuccess || backend == "host" ||
+      cudaGetDeviceCount(&visible) != cudaSuccess)
+    visible = 0, cudaGetLastError();
+  RCN_ARG_CHECK(devlist || visible == 0 || ndev <= visible,
+                "rcnCommInitAll: ndev=%d devices 0..%d without a devlist, but %d device(s) are visible", ndev,
+                ndev - 1, visible);
   if (devlist) {
     for (int i = 0; i < ndev; ++i) {
       RCN_ARG_CHECK(devlist[i] >= 0, "rcnCommInitAll: devlist[%d]=%d is not a device", i, devlist[i]);

@@ -283,19 +283,22 @@ rcnResult_t commDestroy(rcnComm* comm) {
   // abort does, instead of hanging the destroy.
   cudaError_t deviceError = cudaSuccess;
   std::string notDrained;
-  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs, &deviceError, &notDrained);
+  const Drained drained =
+      comm->cudaDev < 0 ? Drained::Yes : drainDevice(comm->cudaDev, limitMs, &deviceError, &notDrained);
   std::lock_guard<std::mutex> lock(comm->teardown);
   if (deviceError != cudaSuccess) {
     RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p: device %d reports %s", (void*)comm, comm->cudaDev,
              cudaGetErrorString(deviceError));
     result = rcnUnhandledCudaError;
   }
-  if (!deviceDrained) {
+  if (drained != Drained::Yes) {
     RCN_WARN(RCN_LOG_COLL, "rcnCommDestroy: comm %p: device %d: %s; its fast path is leaked", (void*)comm,
              comm->cudaDev, notDrained.c_str());
-    // One of them may be ours, waiting for a late peer: it gives up now
-    // instead of spinning on the caller's stream until its own bound.
-    if (comm->fast) comm->fast->abort();
+    // One of the kernels still running may be ours, waiting for a late peer:
+    // it gives up now instead of spinning on the caller's stream until its
+    // own bound. Where nothing could be waited for, ours may well finish:
+    // they run on, over memory that is leaked, not freed.
+    if (drained == Drained::TimedOut && comm->fast) comm->fast->abort();
     (void)comm->fast.release();
   }
   if (!callsDone) {
@@ -370,7 +373,8 @@ void commAbort(rcnComm* comm) {
   const int64_t limitMs = teardownLimitMs();
   const Deadline deadline = deadlineAfterMs(limitMs);
   std::string notDrained;
-  const bool deviceDrained = comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs, nullptr, &notDrained);
+  const bool deviceDrained =
+      comm->cudaDev < 0 || drainDevice(comm->cudaDev, limitMs, nullptr, &notDrained) == Drained::Yes;
   const bool callsDone = commWaitForCalls(comm, deadline);
   std::lock_guard<std::mutex> lock(comm->teardown);
   if (!deviceDrained) {

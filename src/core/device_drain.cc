@@ -34,7 +34,7 @@ bool isCaptureError(cudaError_t e) {
 
 }  // namespace
 
-bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError, std::string* whyNot) {
+Drained drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError, std::string* whyNot) {
   std::string unused;
   if (!whyNot) whyNot = &unused;
   // Shared with the waiting thread, which may outlive this call.
@@ -53,20 +53,20 @@ bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError, std::stri
     }).detach();
   } catch (const std::system_error& e) {
     *whyNot = std::string("no thread could be started to wait for it (") + e.what() + ")";
-    return false;
+    return Drained::CannotTell;
   }
   if (done.wait_for(std::chrono::milliseconds(limitMs)) != std::future_status::ready) {
     *whyNot = "it still runs kernels after " + std::to_string(limitMs) + " ms (ROCENANTE_TIMEOUT_MS)";
-    return false;
+    return Drained::TimedOut;
   }
   const cudaError_t result = done.get();
   if (isCaptureError(result)) {  // nothing says our kernels finished
     *whyNot = std::string("a CUDA graph capture is under way on it, and CUDA permits no wait for the whole device "
                           "then (") + cudaGetErrorString(result) + "; that capture is invalidated)";
-    return false;
+    return Drained::CannotTell;
   }
   if (syncError) *syncError = result;
-  return true;
+  return Drained::Yes;
 }
 
 }  // namespace rcn

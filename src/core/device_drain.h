@@ -18,14 +18,18 @@
 
 namespace rcn {
 
-// True when every kernel on cudaDev has finished within limitMs, or the
-// device is in an error state where none runs (*syncError, unless null, then
-// holds the device's error; cudaSuccess otherwise). On false, *whyNot (unless
-// null) says why: the bound passed (a detached thread goes on waiting and
-// exits once the device drains), or a CUDA graph capture is under way on the
-// device, during which CUDA permits no device-wide wait (the attempt also
-// invalidates that capture: a teardown during another thread's capture costs
-// that capture).
-bool drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError = nullptr, std::string* whyNot = nullptr);
+// What a wait for a device found.
+enum class Drained {
+  Yes,         // every kernel finished, or an error left the device running none
+  TimedOut,    // kernels still ran at the bound (a detached thread waits on, exiting once they end)
+  CannotTell,  // no wait was possible (a capture under way, no thread to wait on)
+};
+
+// Waits at most limitMs for every kernel on cudaDev. On Yes, *syncError
+// (unless null) holds the device's error, cudaSuccess otherwise; else
+// *whyNot (unless null) says why. A CUDA graph capture under way on the
+// device permits no device-wide wait, and the attempt invalidates that
+// capture: a teardown during another thread's capture costs that capture.
+Drained drainDevice(int cudaDev, int64_t limitMs, cudaError_t* syncError = nullptr, std::string* whyNot = nullptr);
 
 }  // namespace rcn

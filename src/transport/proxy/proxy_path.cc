@@ -258,7 +258,7 @@ rcnResult_t ProxyPath::asyncError(std::string* why) {
 void ProxyPath::release() {
   DeviceScope device(cudaDev_);  // and the caller's current device back at the end
   cudaError_t deviceError = cudaSuccess;
-  const bool drained = !device.ok() || drainDevice(cudaDev_, int64_t(timeoutMs_), &deviceError);
+  const bool drained = !device.ok() || drainDevice(cudaDev_, int64_t(timeoutMs_), &deviceError) == Drained::Yes;
   if (drained && engine_ && state_ && host_ && !host_->abort && engine_->error(nullptr) == rcnSuccess) {
     ProxyState st{};
     if (device.ok() && deviceError == cudaSuccess &&

@@ -122,8 +122,9 @@ class ShmWire final : public Wire {
   void abort() override { aborted_.store(true, std::memory_order_release); }
 
   // After this rank's last flags, which the fence orders before the word.
+  // Not after an abort or a failure: then this rank did not leave on purpose.
   void close() override {
-    if (mapped_.empty() || !mapped_[rank_]) return;
+    if (mapped_.empty() || !mapped_[rank_] || aborted_.load(std::memory_order_acquire) || failure_.failed()) return;
     flushPuts();
     __atomic_store_n(goodbyeWord(rank_), 1u, __ATOMIC_RELEASE);
   }
