@@ -210,6 +210,9 @@ rcnResult_t sweep(const Setup& s, World* world, Pools* pools, MethodSet* methods
 bool writeOutputs(const Setup& s, const World& world, const SweepResults& results) {
   const std::string topoClass = world.nnodes == 1 ? "single_host" : "default";
   const std::string& policy = s.opts.policyPath;
+  const PolicyChoice choice = choosePolicy(results);
+  const bool setsAnything = (choice.haveEager && choice.eagerUnknown.empty()) ||
+                            (choice.haveGraph && choice.graphUnknown.empty()) || !choice.nccl.empty();
   struct Output {
     const std::string& path;
     std::function<std::string()> text;
@@ -218,8 +221,10 @@ bool writeOutputs(const Setup& s, const World& world, const SweepResults& result
   const Output outputs[] = {
       {s.opts.jsonPath, [&] { return toJson(results); }, ""},
       {s.opts.csvPath, [&] { return toCsv(results); }, ""},
-      {policy, [&] { return policyYaml(results, choosePolicy(results), topoClass); },
-       "# policy written to " + policy + " (use it with ROCENANTE_POLICY=" + policy + ")\n"}};
+      {policy, [&] { return policyYaml(results, choice, topoClass); },
+       setsAnything ? "# policy written to " + policy + " (use it with ROCENANTE_POLICY=" + policy + ")\n"
+                    : "# policy written to " + policy + ": it sets nothing (no crossover against NCCL was measured; "
+                      "its comments say why), so the built-in thresholds stand\n"}};
   bool written = true;
   for (const Output& out : outputs) {
     std::string why;
