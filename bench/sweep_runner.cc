@@ -141,19 +141,20 @@ void PointRunner::destroyGraphs() {
 }
 
 // The input set slot `slot` holds (sweep_check.h): the last set in every
-// slot for the timed runs, the sets in turn for the checked run.
-static int inputSetOf(InputLayout layout, size_t slot) {
-  return layout == InputLayout::Timed ? kInputSets - 1 : int(slot % kInputSets);
+// slot for the timed runs, the sets in turn from `firstSet` for a checked run.
+static int inputSetOf(InputLayout layout, size_t slot, int firstSet = 0) {
+  return layout == InputLayout::Timed ? kInputSets - 1 : int((slot + size_t(firstSet)) % kInputSets);
 }
 
 // This rank's inputs into the first kInputSets slots, then copied to every
 // other slot, doubling the filled prefix each time (slots are evenly spaced;
 // a prefix of whole cycles keeps the sets in turn).
-bool PointRunner::loadInputs(const PointPlan& plan, const SizeData& data, InputLayout layout, std::string* why) {
+bool PointRunner::loadInputs(const PointPlan& plan, const SizeData& data, InputLayout layout, std::string* why,
+                             int firstSet) {
   char* send = static_cast<char*>(pools_->send);
   const size_t first = std::min<size_t>(kInputSets, plan.slots);
   for (size_t slot = 0; slot < first; ++slot) {
-    const void* mine = data.input(world_->rank, inputSetOf(layout, slot));
+    const void* mine = data.input(world_->rank, inputSetOf(layout, slot, firstSet));
     char* dst = send + slot * plan.stride;
     if (!gpu_) std::memcpy(dst, mine, data.bytes);
     else if (!cudaOk(cudaMemcpyAsync(dst, mine, data.bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpy", why))
@@ -214,7 +215,8 @@ bool PointRunner::runDevice(SweepMethod& method, Mode mode, const PointPlan& pla
 // input set; bytes written past the output's end (the slot's padding, still
 // poisoned when nothing wrote there), in elements; elements of the input the
 // call changed.
-bool PointRunner::checkOutputs(const PointPlan& plan, const SizeData& data, long long* wrong, std::string* why) {
+bool PointRunner::checkOutputs(const PointPlan& plan, const SizeData& data, long long* wrong, std::string* why,
+                               int firstSet) {
   const size_t used = plan.slots * plan.stride;
   std::vector<char>& recv = hostCopy_;
   std::vector<char>& send = hostSendCopy_;
@@ -236,7 +238,7 @@ bool PointRunner::checkOutputs(const PointPlan& plan, const SizeData& data, long
   const std::vector<char> poison(plan.stride - data.bytes, static_cast<char>(kPoison));
   *wrong = 0;
   for (size_t s = 0; s < plan.slots; ++s) {
-    const int set = inputSetOf(InputLayout::Checked, s);
+    const int set = inputSetOf(InputLayout::Checked, s, firstSet);
     const char* out = recv.data() + s * plan.stride;
     *wrong += countWrong(out, data, set);
     *wrong += elementsDiffering(out + data.bytes, poison.data(), poison.size());
@@ -263,10 +265,18 @@ bool PointRunner::runHost(SweepMethod& method, const PointPlan& plan, const Size
   }
   storeStats(usPerOp, out);
   if (!opts_.verify) return true;
-  if (!loadInputs(plan, data, InputLayout::Checked, why)) return false;
-  std::memset(pools_->recv, kPoison, plan.slots * plan.stride);
-  if (!enqueueEager(method, plan, static_cast<int>(plan.slots), 0, why)) return false;
-  return checkOutputs(plan, data, &out->wrong, why);
+  // One slot here: a checked call per input set, each set new to the two calls before it.
+  out->wrong = 0;
+  for (int firstSet = 0; firstSet < kInputSets; ++firstSet) {
+    long long wrong = 0;
+    if (!loadInputs(plan, data, InputLayout::Checked, why, firstSet)) return false;
+    std::memset(pools_->recv, kPoison, plan.slots * plan.stride);
+    if (!enqueueEager(method, plan, static_cast<int>(plan.slots), 0, why) ||
+        !checkOutputs(plan, data, &wrong, why, firstSet))
+      return false;
+    out->wrong += wrong;
+  }
+  return true;
 }
 
 }  // namespace rcn::bench

@@ -44,13 +44,14 @@ class PointRunner {
                  std::string* why);
   bool runHost(SweepMethod& method, const PointPlan& plan, const SizeData& data, RankPoint* out,
                std::string* why);
-  bool loadInputs(const PointPlan& plan, const SizeData& data, InputLayout layout, std::string* why);
+  // firstSet: the input set of slot 0 in a checked run (the sets go on in turn).
+  bool loadInputs(const PointPlan& plan, const SizeData& data, InputLayout layout, std::string* why, int firstSet = 0);
   bool enqueueEager(SweepMethod& method, const PointPlan& plan, int ops, int firstOp, std::string* why);
   bool captureGraphs(SweepMethod& method, const PointPlan& plan, std::string* why);
   bool launchGraphs(int launches, int first, std::string* why);
   void destroyGraphs();
   bool waitStream(const char* what, std::string* why);
-  bool checkOutputs(const PointPlan& plan, const SizeData& data, long long* wrong, std::string* why);
+  bool checkOutputs(const PointPlan& plan, const SizeData& data, long long* wrong, std::string* why, int firstSet = 0);
   void* sendSlot(const PointPlan& plan, size_t slot) const;
   void* recvSlot(const PointPlan& plan, size_t slot) const;
 
