@@ -9,11 +9,13 @@ if(ROCENANTE_BUILD_BENCH)  # rcn_bench_core is defined in bench/, added after te
   # The program refuses graph timing where there are no CUDA graphs (it ran eagerly, unsaid).
   add_test(NAME test_bench_graph_on_host COMMAND allreduce_sweep --mode graph --max-bytes 64)
   set_tests_properties(test_bench_graph_on_host PROPERTIES ENVIRONMENT ROCENANTE_BACKEND=host
-    PASS_REGULAR_EXPRESSION "the host backend has none" TIMEOUT 60 LABELS "cpu;bench")
+    PASS_REGULAR_EXPRESSION "the host backend has none" FAIL_REGULAR_EXPRESSION "time\\(us\\)"
+    TIMEOUT 60 LABELS "cpu;bench")
   # One rank has no fast path: no row may claim to time rocenante's one-shot.
   add_test(NAME test_bench_one_rank COMMAND allreduce_sweep --gpus 1 --max-bytes 64)
   set_tests_properties(test_bench_one_rank PROPERTIES ENVIRONMENT ROCENANTE_BACKEND=host
-    PASS_REGULAR_EXPRESSION "rcn-oneshot: n/a: one rank" TIMEOUT 60 LABELS "cpu;bench")
+    PASS_REGULAR_EXPRESSION "rcn-oneshot: n/a: one rank" FAIL_REGULAR_EXPRESSION "\\(rcn-oneshot\\), "
+    TIMEOUT 60 LABELS "cpu;bench")
   # The plot script, when matplotlib is installed (skipped otherwise).
   find_package(Python3 COMPONENTS Interpreter QUIET)
   if(Python3_Interpreter_FOUND)

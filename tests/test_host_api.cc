@@ -150,6 +150,24 @@ int runDisabledByPolicy(const rcnUniqueId& id, int rank, const std::string& poli
   return 0;
 }
 
+// Both ranks name the same file, ROCENANTE_POLICY=policy.yaml, but read it
+// in their own working directory `dir`, where it differs (two nodes whose
+// copies of one path disagree): the settings agree, the vote's comparison of
+// the policies does not, and creation fails on both, naming the policy file.
+int runPolicyContentDiffers(const rcnUniqueId& id, int rank, const std::string& dir) {
+  setenv("ROCENANTE_BACKEND", "host", 1);
+  setenv("ROCENANTE_POLICY", "policy.yaml", 1);
+  if (chdir(dir.c_str()) != 0) return 69;
+  rcnComm_t comm = nullptr;
+  const rcnResult_t result = rcnCommInitRank(&comm, 2, id, rank);
+  const std::string why = rcnGetLastError(nullptr);
+  if (result != rcnInvalidUsage || why.find("policy file") == std::string::npos) {
+    std::fprintf(stderr, "rank %d: %s (%s)\n", rank, rcnGetErrorString(result), why.c_str());
+    return 70;
+  }
+  return 0;
+}
+
 // Rank 0 reads `policy`, rank 1 none: creation fails on both with rcnInvalidUsage.
 int runPolicyDiffers(const rcnUniqueId& id, int rank, const std::string& policy) {
   setenv("ROCENANTE_BACKEND", "host", 1);
@@ -248,5 +266,22 @@ TEST_CASE("ranks whose policies differ on disable are told so", "[host][api]") {
   checkRanks(runRanks(2, [&](int rank) { return runPolicyDiffers(id, rank, rank == 0 ? off.path() : ""); }, 60));
   // Both know at the vote, not at a bootstrap timeout.
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+}
+
+TEST_CASE("ranks whose policy files differ under the same path are told so at the vote", "[host][api]") {
+  std::vector<std::filesystem::path> dirs;
+  for (const char* content : {"version: 1\nclasses:\n  default:\n    one_shot_max_bytes: 4096\n", "version: 1\n"}) {
+    char name[] = "/tmp/rcn_test_policy_dirXXXXXX";
+    REQUIRE(mkdtemp(name) != nullptr);
+    dirs.emplace_back(name);
+    std::FILE* f = std::fopen((dirs.back() / "policy.yaml").c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs(content, f);
+    std::fclose(f);
+  }
+  rcnUniqueId id;
+  REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+  checkRanks(runRanks(2, [&](int rank) { return runPolicyContentDiffers(id, rank, dirs[rank].string()); }, 60));
+  for (const auto& dir : dirs) std::filesystem::remove_all(dir);
 }
 #endif

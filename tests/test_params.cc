@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "core/comm.h"
+#include "core/log.h"
 #include "core/params.h"
 #include "support/scoped_env.h"
 
@@ -130,6 +132,7 @@ TEST_CASE("validation names the malformed variable") {
   CHECK(rcn::paramValidate() == rcnSuccess);
   ScopedEnv env("ROCENANTE_MAX_BLOCKS", "many");
   CHECK(rcn::paramValidate() == rcnInvalidArgument);
+  CHECK(std::string(rcn::lastErrorText()).find("ROCENANTE_MAX_BLOCKS") != std::string::npos);
 }
 
 // Both ends of a range are allowed, one past either is not; a value the row

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/log.h"
@@ -101,13 +103,31 @@ TEST_CASE("policyRoute carries NCCL preferences for calls NCCL keeps") {
 }
 
 TEST_CASE("the agreement text changes with every routing field") {
-  PolicyConfig a = policyDefaults(TopoClass::SingleHost, rcnPathP2p, 4), b = a;
-  CHECK(policyAgreementText(a) == policyAgreementText(b));
-  b.oneShotMaxBytes += 16;
-  CHECK(policyAgreementText(a) != policyAgreementText(b));
-  b = a;
-  b.ncclPrefs.push_back({1024, NcclAlgo::Tree, NcclProto::Simple});
-  CHECK(policyAgreementText(a) != policyAgreementText(b));
+  PolicyConfig a = policyDefaults(TopoClass::SingleHost, rcnPathP2p, 4);
+  a.ncclPrefs.push_back({1024, NcclAlgo::Ring, NcclProto::LL});
+  CHECK(policyAgreementText(a) == policyAgreementText(PolicyConfig(a)));
+  // Each field that routes a call, changed alone.
+  const std::vector<std::pair<const char*, std::function<void(PolicyConfig&)>>> changes = {
+      {"disabled", [](PolicyConfig& c) { c.disabled = !c.disabled; }},
+      {"force", [](PolicyConfig& c) { c.force = -1; }},
+      {"oneShotMaxBytes", [](PolicyConfig& c) { c.oneShotMaxBytes += 16; }},
+      {"oneShotMaxBytesGraph", [](PolicyConfig& c) { c.oneShotMaxBytesGraph += 16; }},
+      {"twoShotMaxBytes", [](PolicyConfig& c) { c.twoShotMaxBytes += 16; }},
+      {"maxRanks", [](PolicyConfig& c) { c.maxRanks += 1; }},
+      {"a preference's size", [](PolicyConfig& c) { c.ncclPrefs[0].maxBytes += 16; }},
+      {"a preference's algorithm", [](PolicyConfig& c) { c.ncclPrefs[0].algo = NcclAlgo::Tree; }},
+      {"a preference's protocol", [](PolicyConfig& c) { c.ncclPrefs[0].proto = NcclProto::Simple; }},
+      {"one more preference", [](PolicyConfig& c) { c.ncclPrefs.push_back({4096, NcclAlgo::Tree, NcclProto::LL}); }},
+  };
+  for (const auto& [field, change] : changes) {
+    INFO(field);
+    PolicyConfig b = a;
+    change(b);
+    CHECK(policyAgreementText(a) != policyAgreementText(b));
+  }
+  PolicyConfig fromElsewhere = a;
+  fromElsewhere.source = "another file";  // where the values came from is no routing field
+  CHECK(policyAgreementText(a) == policyAgreementText(fromElsewhere));
 }
 
 TEST_CASE("environment on top of defaults, and malformed values are errors") {

@@ -307,6 +307,7 @@ TEST_CASE("without a real NCCL, ncclGetErrorString still names the codes") {
 TEST_CASE("ROCENANTE_DISABLE=1: pure forwarding, no tuner, no setup") {
   inChild([] {
     setenv("ROCENANTE_DISABLE", "1", 1);
+    setenv("ROCENANTE_TUNER", "1", 1);  // asked for, and still not loaded: DISABLE wins
     Shim s;
     EXPECT(openShim(&s));
     ncclComm_t comms[2] = {nullptr, nullptr};

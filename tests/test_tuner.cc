@@ -109,6 +109,8 @@ TEST_CASE("v5: the policy's NCCL preferences reweight the cost table") {
   CHECK(channels == -7);  // channels are left to NCCL
 
   Table algoOnly;
+  for (int p = 0; p < kProtos; ++p) algoOnly.cost[kTree][p] += 5.0f;  // alone, the table would pick Ring
+  REQUIRE(algoOnly.chosen().first != kTree);
   v5->getCollInfo(ctx, kAllReduce, 512 * 1024, 1, algoOnly.raw(), kAlgos, kProtos, 0, &channels);
   CHECK(algoOnly.chosen() == std::make_pair(kTree, kLL));  // tree's cheapest protocol
 

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
 #include <thread>
 
 #include "support/multiproc.h"
@@ -54,12 +57,26 @@ std::string failureWithin(Wire& wire, int ms) {
   return "";
 }
 
+// The two survivors leave together: after a failure a rank says no goodbye,
+// so one survivor's exit would otherwise be the other's first failure. Each
+// creates its file, then waits (bounded) for the other's.
+void leaveWithOtherSurvivor(const std::string& dir, int rank) {
+  std::fclose(std::fopen((dir + "/done" + std::to_string(rank)).c_str(), "w"));
+  const std::string other = dir + "/done" + std::to_string(rank == 0 ? 2 : 0);
+  const auto start = Clock::now();
+  while (access(other.c_str(), F_OK) != 0 && Clock::now() - start < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
 // The leaver raises flag 0 on every peer, then leaves (with its goodbye when
 // `goodbye`, else by _exit, as a crash would); the others look on.
 void leaveAfterFlag(const char* wireName, bool goodbye) {
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
   const int nranks = 3;
+  char dirName[] = "/tmp/rcn_goodbyeXXXXXX";
+  REQUIRE(mkdtemp(dirName) != nullptr);
+  const std::string dir = dirName;
   checkRanks(runRanks(nranks, [&](int rank) {
     auto bs = joinBootstrap(id, rank, nranks);
     RANK_CHECK(bs != nullptr, "bootstrap\n");
@@ -93,9 +110,11 @@ void leaveAfterFlag(const char* wireName, bool goodbye) {
       RANK_CHECK(why.find("rank 1") != std::string::npos, "rank %d blames someone else: %s\n", rank, why.c_str());
       RANK_CHECK(!wire->peerLeft(kLeaver), "a crash reads as a goodbye\n");
     }
-    wire->close();  // as a destroy does: this rank's exit must not fail the other survivor's checks
+    leaveWithOtherSurvivor(dir, rank);
+    wire->close();  // as a destroy does
     return 0;
   }, 60), wireName);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
