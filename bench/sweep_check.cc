@@ -19,7 +19,7 @@ void makeSizeData(uint64_t seed, int nranks, size_t count, rcnDataType_t dtype, 
   out->bytes = count * out->elemBytes;
   out->dtype = dtype;
   const size_t elements = count + kInputSets - 1;  // set s starts at element s
-  out->inputs.assign(nranks, std::vector<char>(elements * dtypeSize(dtype)));
+  out->inputs.assign(nranks, std::vector<char>(elements * out->elemBytes));
   std::vector<const void*> pointers;
   for (int r = 0; r < nranks; ++r) {
     fillPattern(out->inputs[r].data(), elements, dtype, seed, r);
@@ -29,14 +29,14 @@ void makeSizeData(uint64_t seed, int nranks, size_t count, rcnDataType_t dtype, 
   out->expectedBits.clear();
   if (!withReference) return;
   out->reference = rcn::test::referenceAllReduce(pointers, elements, dtype, op);
-  out->expectedBits.resize(elements * dtypeSize(dtype));
+  out->expectedBits.resize(elements * out->elemBytes);
   for (size_t i = 0; i < elements; ++i)
     rcn::test::storeElement(out->expectedBits.data(), i, dtype, out->reference.value[i]);
 }
 
 long long countWrong(const void* out, const SizeData& data, int set) {
   const size_t first = size_t(set);
-  if (std::memcmp(out, data.expectedBits.data() + first * dtypeSize(data.dtype), data.bytes) == 0) return 0;
+  if (std::memcmp(out, data.expectedBits.data() + first * data.elemBytes, data.bytes) == 0) return 0;
   long long wrong = 0;
   for (size_t i = 0; i < data.count; ++i) {
     double got = rcn::test::loadElement(out, i, data.dtype);

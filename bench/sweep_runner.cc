@@ -217,17 +217,17 @@ bool PointRunner::runDevice(SweepMethod& method, Mode mode, const PointPlan& pla
 // call changed.
 bool PointRunner::checkOutputs(const PointPlan& plan, const SizeData& data, long long* wrong, std::string* why,
                                int firstSet) {
-  const size_t used = plan.slots * plan.stride;
-  std::vector<char>& recv = hostCopy_;
-  std::vector<char>& send = hostSendCopy_;
-  if (recv.size() < used) recv.resize(used), send.resize(used);
+  // The host backend's pools are host memory, read where they are; a GPU's are copied back.
+  const char* recv = static_cast<const char*>(pools_->recv);
+  const char* send = static_cast<const char*>(pools_->send);
   if (gpu_) {
-    if (!cudaOk(cudaMemcpy(recv.data(), pools_->recv, used, cudaMemcpyDeviceToHost), "cudaMemcpy", why) ||
-        !cudaOk(cudaMemcpy(send.data(), pools_->send, used, cudaMemcpyDeviceToHost), "cudaMemcpy", why))
+    const size_t used = plan.slots * plan.stride;
+    if (hostCopy_.size() < used) hostCopy_.resize(used), hostSendCopy_.resize(used);
+    if (!cudaOk(cudaMemcpy(hostCopy_.data(), pools_->recv, used, cudaMemcpyDeviceToHost), "cudaMemcpy", why) ||
+        !cudaOk(cudaMemcpy(hostSendCopy_.data(), pools_->send, used, cudaMemcpyDeviceToHost), "cudaMemcpy", why))
       return false;
-  } else {
-    std::memcpy(recv.data(), pools_->recv, used);
-    std::memcpy(send.data(), pools_->send, used);
+    recv = hostCopy_.data();
+    send = hostSendCopy_.data();
   }
   auto elementsDiffering = [&](const char* a, const char* b, size_t bytes) {
     long long n = 0;
@@ -239,10 +239,10 @@ bool PointRunner::checkOutputs(const PointPlan& plan, const SizeData& data, long
   *wrong = 0;
   for (size_t s = 0; s < plan.slots; ++s) {
     const int set = inputSetOf(InputLayout::Checked, s, firstSet);
-    const char* out = recv.data() + s * plan.stride;
+    const char* out = recv + s * plan.stride;
     *wrong += countWrong(out, data, set);
     *wrong += elementsDiffering(out + data.bytes, poison.data(), poison.size());
-    *wrong += elementsDiffering(send.data() + s * plan.stride, data.input(world_->rank, set), data.bytes);
+    *wrong += elementsDiffering(send + s * plan.stride, data.input(world_->rank, set), data.bytes);
   }
   return true;
 }

@@ -62,8 +62,8 @@ class PointRunner {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<cudaGraphExec_t> graphs_;
-  std::vector<char> hostCopy_;      // outputs copied back for the check, reused across points
-  std::vector<char> hostSendCopy_;  // and the inputs, which a call must leave as they were
+  std::vector<char> hostCopy_;      // a GPU's outputs copied back for the check, reused across points
+  std::vector<char> hostSendCopy_;  // and its inputs, which a call must leave as they were
 };
 
 // The bound on any wait for the GPU: past it a peer has almost surely died.

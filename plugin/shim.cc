@@ -185,9 +185,9 @@ void installTunerOnce() {
 // set to an integer, overrides the config (as NCCL's own override does).
 bool configBlocking(const ncclConfig_t* config, bool inherited) {
   const char* env = std::getenv("NCCL_COMM_BLOCKING");
-  char* end = nullptr;
-  const long forced = env && *env ? std::strtol(env, &end, 10) : 0;
-  if (env && *env && end && *end == '\0') return forced != 0;
+  int64_t forced = 0;
+  std::string unparsed;
+  if (env && *env && parseIntText(env, &forced, &unparsed)) return forced != 0;
   if (!config) return inherited;
   return config->blocking == NCCL_CONFIG_UNDEF_INT || config->blocking != 0;
 }

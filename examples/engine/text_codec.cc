@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "input_file.h"
 #include "model.h"
 #include "tokenizer.h"
 #ifdef ENGINE_HAVE_HF
@@ -48,11 +49,10 @@ bool endsWith(const std::string& s, const std::string& suffix) {
 // hundreds of millions.
 bool isJsonTokenizer(const std::string& path) {
   if (endsWith(path, ".json")) return true;
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;  // the reader names the problem
+  size_t bytes = 0;
+  const InputFile f = openInputFile(path, "tokenizer", &bytes);  // a regular file, or an error naming it
   char head[2] = {};
-  const size_t got = std::fread(head, 1, sizeof head, f);
-  std::fclose(f);
+  const size_t got = std::fread(head, 1, sizeof head, f.get());
   return got == 2 && head[0] == '{' && (std::isspace(static_cast<unsigned char>(head[1])) || head[1] == '"');
 }
 
