@@ -3,7 +3,8 @@
 // the next, against a CPU reference in rank order (bit-exact: the same fp32
 // additions), on grids that change from call to call, with rcnAllReduce calls
 // between and in a CUDA graph; a peer that never puts; and the paths that
-// have no device API.
+// have no device API. Under ROCENANTE_TEST_SHARE_GPUS on one GPU both ranks
+// share it, without NCCL (ROCENANTE_NATIVE_NCCL=0).
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime.h>
@@ -133,9 +134,36 @@ struct Rank {
   unsigned* failures = nullptr;
 };
 
+// Rank r on rankDevice(r): its own GPU, or, with ROCENANTE_TEST_SHARE_GPUS on
+// fewer GPUs, a shared one, and then without NCCL (nativeNcclUnlessShared).
+void initAll(rcnComm_t (&comms)[kRanks]) {
+  int devices[kRanks];
+  for (int r = 0; r < kRanks; ++r) devices[r] = rankDevice(r);
+  NativeNcclUnlessShared ncclRule(kRanks);
+  REQUIRE(rcnCommInitAll(comms, kRanks, devices) == rcnSuccess);
+}
+
+// Loads the test's kernels on every rank's GPU before any call. CUDA loads a
+// kernel at its first launch, and the load waits for the kernels running on
+// the GPU: where two ranks share one, for the peer's kernel, which is waiting
+// for this rank (DEVICE_API.md says the same to users).
+void preloadKernels() {
+  const void* kernels[] = {reinterpret_cast<const void*>(putKernel), reinterpret_cast<const void*>(gatherKernel<1>),
+                           reinterpret_cast<const void*>(gatherKernel<4>), reinterpret_cast<const void*>(stressPut),
+                           reinterpret_cast<const void*>(stressGather)};
+  for (int r = 0; r < kRanks; ++r) {
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
+    for (const void* kernel : kernels) {
+      cudaFuncAttributes attributes;
+      REQUIRE(cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess);
+    }
+  }
+}
+
 void setUp(std::vector<Rank>& ranks) {
   rcnComm_t comms[kRanks] = {};
-  REQUIRE(rcnCommInitAll(comms, kRanks, nullptr) == rcnSuccess);
+  initAll(comms);
+  preloadKernels();
   for (int r = 0; r < kRanks; ++r) {
     Rank& k = ranks[r];
     k.comm = comms[r];
@@ -143,7 +171,7 @@ void setUp(std::vector<Rank>& ranks) {
     REQUIRE(k.dev.rank == r);
     REQUIRE(k.dev.nranks == kRanks);
     REQUIRE(k.dev.maxValues >= kValues);
-    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     REQUIRE(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking) == cudaSuccess);
     REQUIRE(cudaMalloc(&k.in, kValues * sizeof(float)) == cudaSuccess);
     REQUIRE(cudaMalloc(&k.out, kValues * sizeof(float)) == cudaSuccess);
@@ -156,7 +184,7 @@ void setUp(std::vector<Rank>& ranks) {
 void tearDown(std::vector<Rank>& ranks) {
   for (int r = 0; r < kRanks; ++r) {
     Rank& k = ranks[r];
-    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     REQUIRE(cudaStreamSynchronize(k.stream) == cudaSuccess);
     cudaFree(k.in), cudaFree(k.out), cudaFree(k.scratch), cudaFree(k.failures);
     cudaStreamDestroy(k.stream);
@@ -172,7 +200,7 @@ std::vector<float> freshInputs(std::vector<Rank>& ranks, std::mt19937& rng) {
   for (int r = 0; r < kRanks; ++r) {
     for (size_t i = 0; i < kValues; ++i) values[i] = normal(rng);
     for (size_t i = 0; i < kValues; ++i) want[i] = r == 0 ? values[i] : want[i] + values[i];
-    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     REQUIRE(cudaMemcpy(ranks[r].in, values.data(), kValues * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
     REQUIRE(cudaMemcpy(ranks[r].out, poison.data(), kValues * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
   }
@@ -184,7 +212,7 @@ std::vector<float> freshInputs(std::vector<Rank>& ranks, std::mt19937& rng) {
 void enqueueCall(std::vector<Rank>& ranks, int putBlocks, int gatherBlocks) {
   for (int r = 0; r < kRanks; ++r) {
     Rank& k = ranks[r];
-    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     putKernel<<<putBlocks, 128, 0, k.stream>>>(k.dev, k.in, kValues);
     REQUIRE(cudaGetLastError() == cudaSuccess);
     REQUIRE(rcnAllReduce(k.scratch, k.scratch, 1024, rcnFloat32, rcnSum, k.comm, k.stream) == rcnSuccess);
@@ -198,7 +226,7 @@ void enqueueCall(std::vector<Rank>& ranks, int putBlocks, int gatherBlocks) {
 void checkOutputs(std::vector<Rank>& ranks, const std::vector<float>& want, int call) {
   std::vector<float> got(kValues);
   for (int r = 0; r < kRanks; ++r) {
-    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     REQUIRE(cudaStreamSynchronize(ranks[r].stream) == cudaSuccess);
     REQUIRE(cudaMemcpy(got.data(), ranks[r].out, kValues * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
     unsigned failures = 0;
@@ -252,7 +280,7 @@ TEST_CASE("Device puts and gathers sum in rank order, the same bits on every ran
   std::vector<cudaGraphExec_t> execs(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     Rank& k = ranks[r];
-    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     REQUIRE(cudaStreamBeginCapture(k.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
     putKernel<<<11, 128, 0, k.stream>>>(k.dev, k.in, kValues);
     REQUIRE(rcnAllReduce(k.scratch, k.scratch, 1024, rcnFloat32, rcnSum, k.comm, k.stream) == rcnSuccess);
@@ -265,13 +293,13 @@ TEST_CASE("Device puts and gathers sum in rank order, the same bits on every ran
   for (int replay = 0; replay < 20; ++replay) {
     const std::vector<float> want = freshInputs(ranks, rng);
     for (int r = 0; r < kRanks; ++r) {
-      REQUIRE(cudaSetDevice(r) == cudaSuccess);
+      REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
       REQUIRE(cudaGraphLaunch(execs[r], ranks[r].stream) == cudaSuccess);
     }
     checkOutputs(ranks, want, call++);
   }
   for (int r = 0; r < kRanks; ++r) {
-    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     REQUIRE(cudaGraphExecDestroy(execs[r]) == cudaSuccess);
     rcnResult_t async = rcnInternalError;
     REQUIRE(rcnCommGetAsyncError(ranks[r].comm, &async) == rcnSuccess);
@@ -291,7 +319,7 @@ TEST_CASE("Device calls back to back, PDL-launched, with skewed ranks", "[device
   setUp(ranks);
   std::vector<unsigned*> wrong(kRanks);
   for (int r = 0; r < kRanks; ++r) {
-    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     REQUIRE(cudaMalloc(&wrong[r], sizeof(unsigned)) == cudaSuccess);
     REQUIRE(cudaMemset(wrong[r], 0, sizeof(unsigned)) == cudaSuccess);
   }
@@ -299,7 +327,7 @@ TEST_CASE("Device calls back to back, PDL-launched, with skewed ranks", "[device
   for (int iter = 0; iter < kCalls; ++iter) {
     for (int r = 0; r < kRanks; ++r) {
       Rank& k = ranks[r];
-      REQUIRE(cudaSetDevice(r) == cudaSuccess);
+      REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
       const unsigned delayNs = (iter + r) % 3 == 0 ? 3000u : 0u;  // each rank late on some calls
       REQUIRE(launchPdl(stressPut, 1 + (iter * 7 + r) % 40, 128, k.stream, k.dev, iter, kValues, delayNs) ==
               cudaSuccess);
@@ -310,7 +338,7 @@ TEST_CASE("Device calls back to back, PDL-launched, with skewed ranks", "[device
     }
   }
   for (int r = 0; r < kRanks; ++r) {
-    REQUIRE(cudaSetDevice(r) == cudaSuccess);
+    REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     REQUIRE(cudaStreamSynchronize(ranks[r].stream) == cudaSuccess);
     unsigned bad = 0, failures = 0;
     REQUIRE(cudaMemcpy(&bad, wrong[r], sizeof bad, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -337,7 +365,7 @@ TEST_CASE("A peer that never puts: the gather gives up within the timeout and sa
   setUp(ranks);
   unsetenv("ROCENANTE_TIMEOUT_MS");
   Rank& k = ranks[0];
-  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  REQUIRE(cudaSetDevice(rankDevice(0)) == cudaSuccess);
   const auto start = std::chrono::steady_clock::now();
   putKernel<<<4, 128, 0, k.stream>>>(k.dev, k.in, kValues);
   gatherKernel<4><<<4, 256, 0, k.stream>>>(k.dev, k.out, kValues, k.failures);
@@ -373,7 +401,7 @@ TEST_CASE("A put past maxValues fails the communicator and says why", "[device][
   std::vector<Rank> ranks(kRanks);
   setUp(ranks);
   Rank& k = ranks[0];
-  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  REQUIRE(cudaSetDevice(rankDevice(0)) == cudaSuccess);
   float* big = nullptr;
   const size_t count = k.dev.maxValues + 4;
   REQUIRE(cudaMalloc(&big, count * sizeof(float)) == cudaSuccess);
@@ -393,7 +421,7 @@ TEST_CASE("A put past maxValues fails the communicator and says why", "[device][
 }
 
 TEST_CASE("rcnCommGetDeviceComm refuses a communicator without the p2p path", "[device][gpu][api]") {
-  requireGpus(kRanks);
+  requireOwnGpus(kRanks);  // ROCENANTE_DISABLE needs NCCL
   rcnDeviceComm dev{};
   CHECK(rcnCommGetDeviceComm(nullptr, &dev) != rcnSuccess);
   setenv("ROCENANTE_DISABLE", "1", 1);

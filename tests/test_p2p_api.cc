@@ -2,7 +2,9 @@
 // in forked ranks; the parent only makes the unique ids and never touches
 // CUDA): every dtype x op over two interleaved communicators, graphs, and the
 // timeout reported by rcnCommGetAsyncError, after which rcnCommAbort returns;
-// and creation on a busy device, beside another thread's graph capture.
+// creation on a busy device, beside another thread's graph capture; and
+// ranks that disagree on ROCENANTE_NATIVE_NCCL. Under ROCENANTE_TEST_SHARE_GPUS
+// on one GPU both ranks share it, without NCCL (ROCENANTE_NATIVE_NCCL=0).
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime_api.h>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -39,7 +42,7 @@ void forceFastPath(const char* timeoutMs) {
 
 int correctnessRank(const rcnUniqueId ids[2], const rcnUniqueId& testId, int rank) {
   forceFastPath("10000");
-  CHILD_CHECK(cudaSetDevice(rank) == cudaSuccess, "cudaSetDevice");
+  CHILD_CHECK(cudaSetDevice(rankDevice(rank)) == cudaSuccess, "cudaSetDevice");
   std::unique_ptr<Bootstrap> exchange;  // the test's own channel, for output hashes
   CHILD_CHECK(bootstrapInitTcp(testId, rank, kRanks, &exchange) == rcnSuccess, "test bootstrap");
   rcnComm_t comms[2] = {nullptr, nullptr};
@@ -52,7 +55,7 @@ int correctnessRank(const rcnUniqueId ids[2], const rcnUniqueId& testId, int ran
   }
   std::vector<LocalRank> locals(1);
   locals[0].rank = rank;
-  locals[0].device = rank;
+  locals[0].device = rankDevice(rank);
   locals[0].comms = {commFn(comms[0]), commFn(comms[1])};
   std::string why;
   {
@@ -74,7 +77,7 @@ int correctnessRank(const rcnUniqueId ids[2], const rcnUniqueId& testId, int ran
 
 int timeoutRank(const rcnUniqueId& id, const rcnUniqueId& testId, int rank) {
   forceFastPath("500");
-  CHILD_CHECK(cudaSetDevice(rank) == cudaSuccess, "cudaSetDevice");
+  CHILD_CHECK(cudaSetDevice(rankDevice(rank)) == cudaSuccess, "cudaSetDevice");
   std::unique_ptr<Bootstrap> exchange;
   CHILD_CHECK(bootstrapInitTcp(testId, rank, kRanks, &exchange) == rcnSuccess, "test bootstrap");
   rcnComm_t comm = nullptr;
@@ -117,7 +120,7 @@ int timeoutRank(const rcnUniqueId& id, const rcnUniqueId& testId, int rank) {
 // loading a module waits for the device whoever does it.
 int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
   forceFastPath("10000");
-  CHILD_CHECK(cudaSetDevice(rank) == cudaSuccess, "cudaSetDevice");
+  CHILD_CHECK(cudaSetDevice(rankDevice(rank)) == cudaSuccess, "cudaSetDevice");
   constexpr size_t kCount = 1024;
   cudaStream_t held = nullptr, captured = nullptr, work = nullptr;
   float* data = nullptr;
@@ -138,7 +141,7 @@ int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
   std::future<void> createdDone = created.get_future();
   cudaError_t captureEnd = cudaErrorUnknown, graphRun = cudaErrorUnknown;
   std::thread capturer([&] {
-    cudaSetDevice(rank);
+    cudaSetDevice(rankDevice(rank));
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
     cudaError_t begun = cudaStreamBeginCapture(captured, cudaStreamCaptureModeGlobal);
@@ -188,10 +191,27 @@ int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
   return 0;
 }
 
+// Rank 1 asks for no NCCL communicator, rank 0 for one: both must fail
+// creation naming the variable, before rank 0 enters ncclCommInitRank (which
+// would wait for rank 1 without a bound).
+int nativeNcclMismatchRank(const rcnUniqueId& id, int rank) {
+  setenv("ROCENANTE_NATIVE_NCCL", rank == 1 ? "0" : "1", 1);
+  CHILD_CHECK(cudaSetDevice(rankDevice(rank)) == cudaSuccess, "cudaSetDevice");
+  rcnComm_t comm = nullptr;
+  const rcnResult_t init = rcnCommInitRank(&comm, kRanks, id, rank);
+  const std::string why = rcnGetLastError(nullptr);
+  CHILD_CHECK(init == rcnInvalidArgument, "init returned %d: %s", static_cast<int>(init), why.c_str());
+  CHILD_CHECK(comm == nullptr, "a failed init handed out a communicator");
+  CHILD_CHECK(why.find("ROCENANTE_NATIVE_NCCL differs") != std::string::npos, "the error does not name it: %s",
+              why.c_str());
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("rcnAllReduce over p2p, one process per GPU: every dtype x op, two comms, graphs", "[p2p][gpu][api]") {
   requireGpus(kRanks);
+  NativeNcclUnlessShared ncclRule(kRanks);
   rcnUniqueId ids[2], testId;
   REQUIRE(rcnGetUniqueId(&ids[0]) == rcnSuccess);
   REQUIRE(rcnGetUniqueId(&ids[1]) == rcnSuccess);
@@ -203,6 +223,7 @@ TEST_CASE("rcnAllReduce over p2p, one process per GPU: every dtype x op, two com
 
 TEST_CASE("rcnCommGetAsyncError names a peer that skipped a call; rcnCommAbort returns", "[p2p][gpu][api]") {
   requireGpus(kRanks);
+  NativeNcclUnlessShared ncclRule(kRanks);
   rcnUniqueId id, testId;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   REQUIRE(bootstrapGetUniqueId(&testId) == rcnSuccess);
@@ -213,10 +234,20 @@ TEST_CASE("rcnCommGetAsyncError names a peer that skipped a call; rcnCommAbort r
 
 TEST_CASE("A second creation waits for nothing else on the device and keeps another thread's graph capture", "[p2p][gpu][api]") {
   requireGpus(kRanks);
+  NativeNcclUnlessShared ncclRule(kRanks);
   rcnUniqueId ids[2];
   REQUIRE(rcnGetUniqueId(&ids[0]) == rcnSuccess);
   REQUIRE(rcnGetUniqueId(&ids[1]) == rcnSuccess);
   auto outcomes = runRanks(kRanks, [&](int rank) { return busyDeviceRank(ids, rank); }, 120);
+  std::string report;
+  if (!allSucceeded(outcomes, &report)) FAIL(report);
+}
+
+TEST_CASE("Ranks that disagree on ROCENANTE_NATIVE_NCCL all fail creation, naming it", "[p2p][gpu][api]") {
+  requireGpus(kRanks);
+  rcnUniqueId id;
+  REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+  auto outcomes = runRanks(kRanks, [&](int rank) { return nativeNcclMismatchRank(id, rank); }, 120);
   std::string report;
   if (!allSucceeded(outcomes, &report)) FAIL(report);
 }

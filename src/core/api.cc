@@ -143,8 +143,12 @@ rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist) {
       RCN_ARG_CHECK(devlist[i] >= 0, "rcnCommInitAll: devlist[%d]=%d is not a device", i, devlist[i]);
       RCN_ARG_CHECK(visible == 0 || devlist[i] < visible, "rcnCommInitAll: devlist[%d]=%d, but %d device(s) are visible",
                     i, devlist[i], visible);
+      // NCCL, made beside the fast path, takes one rank a device; without it
+      // ranks may share one (the p2p path maps a shared device's memory).
       for (int j = 0; j < i; ++j)
-        RCN_ARG_CHECK(devlist[i] != devlist[j], "rcnCommInitAll: device %d is listed twice", devlist[i]);
+        RCN_ARG_CHECK(devlist[i] != devlist[j] || (visible > 0 && !rcn::paramBool(rcn::ParamId::NativeNccl)),
+                      "rcnCommInitAll: device %d is listed twice (each rank needs its own GPU for the NCCL "
+                      "communicator made beside the fast path; ROCENANTE_NATIVE_NCCL=0 makes none)", devlist[i]);
     }
   }
   return initAll(comm, ndev, devlist);

@@ -47,8 +47,24 @@ rcnResult_t pickDevice(int requested, bool ncclBuffers, int* cudaDev) {
   return rcnSuccess;
 }
 
-// Rank 0 makes the NCCL unique id and every rank receives it over our bootstrap.
+// Every rank says whether it makes the native API's NCCL communicator
+// (ROCENANTE_NATIVE_NCCL), and they agree before any of them asks NCCL for
+// anything: one that skipped ncclCommInitRank would leave the others in it,
+// unbounded. Then rank 0 makes the unique id and every rank receives it over
+// our bootstrap.
 rcnResult_t createNcclComm(rcnComm* comm) {
+  std::vector<int32_t> wanted(comm->nranks);
+  const int32_t mine = paramBool(ParamId::NativeNccl) ? 1 : 0;
+  wanted[comm->rank] = mine;
+  RCN_CHECK(comm->bootstrap->allGather(wanted.data(), sizeof(int32_t)));
+  for (int r = 0; r < comm->nranks; ++r)
+    RCN_ARG_CHECK(wanted[r] == mine, "ROCENANTE_NATIVE_NCCL differs between ranks: %d on rank %d, %d on rank %d "
+                  "(every rank must set it alike)", mine, comm->rank, wanted[r], r);
+  if (!mine) {
+    RCN_INFO(RCN_LOG_INIT, "rank %d/%d: no NCCL communicator (ROCENANTE_NATIVE_NCCL=0): calls the fast path "
+             "cannot take will fail", comm->rank, comm->nranks);
+    return rcnSuccess;
+  }
   const NcclApi* nccl = nullptr;
   RCN_CHECK(ncclApi(&nccl));
   std::vector<ncclUniqueId> ids(comm->nranks);
@@ -435,8 +451,13 @@ rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t co
   } leave{comm};
   size_t bytes = count * dtypeSize(dtype);
   if (!comm->nccl) {
-    // The host backend has no NCCL to fall back to; it takes every size.
+    // The host backend (which takes every size and type), or a GPU comm made
+    // with ROCENANTE_NATIVE_NCCL=0: nothing to fall back to.
     RCN_ARG_CHECK(comm->fast, "rcnAllReduce: comm %p has neither a fast path nor NCCL", (void*)comm);
+    RCN_ARG_CHECK(comm->fast->supports(dtype, op) && bytes <= comm->fast->maxBytes(),
+                  "rcnAllReduce: %zu bytes of %s %s is past what the %s path takes (up to %zu bytes), and comm %p "
+                  "has no NCCL to fall back to (ROCENANTE_NATIVE_NCCL=0)", bytes, dtypeName(dtype), opName(op),
+                  comm->fast->transportName(), comm->fast->maxBytes(), (void*)comm);
     return comm->fast->allReduce(send, recv, count, dtype, op, stream);
   }
   if (commTakesFastPath(comm, bytes, dtype, op, stream)) {

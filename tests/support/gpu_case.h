@@ -7,7 +7,10 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <memory>
+
 #include "support/gpu.h"
+#include "support/scoped_env.h"
 
 namespace rcn::test {
 
@@ -22,5 +25,19 @@ inline void requireOwnGpus(int n) {
   const int have = gpuCount();
   if (have < n) SKIP("needs " << n << " GPU(s), one per rank (NCCL's rule), found " << have);
 }
+
+// While it lives, and only where `ranks` ranks share fewer GPUs (a case that
+// requireGpus let run under ROCENANTE_TEST_SHARE_GPUS): ROCENANTE_NATIVE_NCCL=0,
+// so that native communicators are made without the NCCL communicator NCCL
+// would refuse there. Forked ranks inherit it.
+class NativeNcclUnlessShared {
+ public:
+  explicit NativeNcclUnlessShared(int ranks) {
+    if (gpuCount() < ranks) env_ = std::make_unique<ScopedEnv>("ROCENANTE_NATIVE_NCCL", "0");
+  }
+
+ private:
+  std::unique_ptr<ScopedEnv> env_;
+};
 
 }  // namespace rcn::test
