@@ -647,6 +647,25 @@ TEST_CASE("attention split counts", "[engine]") {
   CHECK(attentionBlocksPerSm(4096, sms, attentionSharedBytes(32768, 128, 1), h200Shared) == 1);
 }
 
+// How many cache rows a block asks L2 for ahead (attentionPrefetchRows), on
+// a 50 MB L2 with llama3-8b's bf16 rows of 256 bytes: all of a pass whose
+// distinct rows fit in half the L2, a share past that, never fewer than the
+// minimum (measured: a batch of 8 at 4K positions, 64 runs, is 9 % faster a
+// step asking for 800 rows a block than for all of them).
+TEST_CASE("attention L2 prefetch rows", "[engine]") {
+  const size_t l2 = 50u << 20;
+  CHECK(attentionPrefetchRows(16, 256, l2) == int(l2 / 2 / (16 * 2 * 256)));  // batch 1, 8 KV heads, 2 splits
+  // 64 runs of a pass: batch 1 at 4K positions in 8 splits (attentionSplits
+  // above) asks for all of a split's 509 rows; batch 8 unsplit, for 800 of
+  // its 4068, and for all 228 of a 128-token prompt's.
+  CHECK(attentionPrefetchRows(64, 256, l2) == 800);
+  CHECK(attentionPrefetchRows(64, 256, l2) >= (4068 + 7) / 8);
+  CHECK(attentionPrefetchRows(64, 256, l2) >= 228);
+  CHECK(attentionPrefetchRows(1 << 20, 256, l2) == kAttentionMinPrefetchRows);
+  CHECK(attentionPrefetchRows(64, 256, 0) == kAttentionMinPrefetchRows);
+  CHECK(attentionPrefetchRows(0, 256, l2) == kAttentionMinPrefetchRows);
+}
+
 TEST_CASE("attention shared memory layout", "[engine]") {
   for (int headDim : {64, 128, 256})
     for (int chunk : {1, 3, 236, 4097}) {

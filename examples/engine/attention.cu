@@ -153,13 +153,16 @@ __device__ void attendSplit(T* out, float* scores, float* partial, float* mine, 
   }
 }
 
-// Asks L2 for the key and value rows of positions [begin, last] (the
-// kernel's own rows, read before the wait: a hint, right or not).
+// Asks L2 for the key and value rows of positions [begin, last], at most
+// maxRows of them (the kernel's own rows, read before the wait: a hint,
+// right or not; attentionPrefetchRows says why not always all).
 template <typename T>
-__device__ void prefetchRows(const T* keys, const T* values, int begin, int last, const AttentionShape& s) {
+__device__ void prefetchRows(const T* keys, const T* values, int begin, int last, int maxRows,
+                             const AttentionShape& s) {
   const uint32_t rowBytes = s.headDim * sizeof(T);
   if (rowBytes % 16 != 0) return;
   const size_t rowStride = size_t(s.kvHeads) * s.headDim;
+  last = min(last, begin + maxRows - 1);
   for (int t = begin + threadIdx.x; t <= last; t += blockDim.x) {
     prefetchL2(keys + size_t(t) * rowStride, rowBytes);
     prefetchL2(values + size_t(t) * rowStride, rowBytes);
@@ -170,7 +173,7 @@ __device__ void prefetchRows(const T* keys, const T* values, int begin, int last
 template <typename T, int kBlocksPerSm>
 __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
     attentionKernel(T* out, const T* qkv, const T* keyCache, const T* valueCache, TokenPlacement place,
-                    AttentionShape s, int chunk, int rowThreads) {
+                    AttentionShape s, int chunk, int rowThreads, int prefetchMaxRows) {
   const int d = s.headDim, split = blockIdx.x, splits = gridDim.x, h = blockIdx.y, i = blockIdx.z;
   const int kvh = (s.headStart + h) / s.group - s.kvStart;
   // The head's cache of sequence seq starts at cacheAt(seq); the positions
@@ -181,7 +184,7 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
   const int hintPos = min(__ldcg(place.pos + i), s.maxContext - 1), hintSpan = spanOf(hintPos);
   const size_t hintAt = cacheAt(__ldcg(place.seq + i));
   prefetchRows(keyCache + hintAt, valueCache + hintAt, split * hintSpan,
-               min(hintPos, split * hintSpan + hintSpan - 1), s);
+               min(hintPos, split * hintSpan + hintSpan - 1), prefetchMaxRows, s);
   waitForPrevious();
   const int pos = place.pos[i], span = spanOf(pos);
   const int begin = split * span, last = min(pos, begin + span - 1);
@@ -210,7 +213,8 @@ __global__ void __launch_bounds__(kAttentionThreads, kBlocksPerSm)
 // limit raised first where needed.
 template <typename T, int kBlocksPerSm>
 cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, const void* valueCache,
-                                TokenPlacement place, int n, int splits, const AttentionShape& s, Launch on) {
+                                TokenPlacement place, int n, int splits, int prefetchRows, const AttentionShape& s,
+                                Launch on) {
   constexpr auto kernel = attentionKernel<T, kBlocksPerSm>;
   const size_t smem = attentionPassBytes(s.maxContext, s.headDim, splits);
   cudaError_t e = allowKernelShared<kernel>(smem);
@@ -218,7 +222,7 @@ cudaError_t launchAttentionBuild(T* out, const void* qkv, const void* keyCache, 
   return launchInClusters(splits, kernel, dim3(splits, s.heads, n), dim3(kAttentionThreads), smem, on, out,
                           static_cast<const T*>(qkv), static_cast<const T*>(keyCache),
                           static_cast<const T*>(valueCache), place, s, attentionChunk(s.maxContext, splits),
-                          keyRowThreads(s.headDim));
+                          keyRowThreads(s.headDim), prefetchRows);
 }
 
 template <typename T, int kBlocksPerSm>
@@ -254,15 +258,15 @@ cudaError_t attentionResidentBlocks(DType t, int blocksPerSm, size_t sharedBytes
 }
 
 cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
-                            TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
-                            Launch on) {
+                            TokenPlacement place, int n, int splits, int blocksPerSm, int prefetchRows,
+                            const AttentionShape& s, Launch on) {
   if (s.headDim > kAttentionMaxHeadDim || s.headDim % 4 != 0 || splits < 1 || splits > kAttentionMaxSplits)
     return cudaErrorInvalidValue;
   return withBuild(t, blocksPerSm, [&](auto build) {
     using B = decltype(build);
     using T = typename B::Type;
     return launchAttentionBuild<T, B::kBlocksPerSm>(static_cast<T*>(out), qkv, keyCache, valueCache, place, n,
-                                                    splits, s, on);
+                                                    splits, prefetchRows, s, on);
   });
 }
 

@@ -60,6 +60,15 @@ inline size_t attentionPassBytes(int maxContext, int headDim, int splits) {
 // then spread evenly over the splits (attention.cu).
 int attentionSplits(int maxContext, int blocks, int headDim, int sms);
 
+// The most cache rows (key and value) one block of a pass asks L2 for before
+// its wait: all of them while the pass's distinct rows, `parts` runs
+// (tokens x KV heads x splits) of rowBytes each, fit in half the L2; past
+// that, the share that fits, and at least kAttentionMinPrefetchRows. A
+// prefetch the L2 cannot hold evicts rows before their loads come, and each
+// of a KV head's query heads asks again.
+constexpr int kAttentionMinPrefetchRows = 64;
+int attentionPrefetchRows(int parts, int rowBytes, size_t l2Bytes);
+
 // The attention kernel build for a pass of `blocks` blocks of blockShared
 // bytes of shared memory each: 2 blocks an SM (at most 64 registers a
 // thread) when the blocks outnumber the SMs and two of them fit in an SM's

@@ -65,8 +65,8 @@ cudaError_t launchQkvToCache(DType t, void* qkv, void* keyCache, void* valueCach
 // merged within the launch. blocksPerSm (1 or 2) picks the kernel built for
 // that many blocks on an SM (attentionBlocksPerSm in attention_plan.h).
 cudaError_t launchAttention(DType t, void* out, const void* qkv, const void* keyCache, const void* valueCache,
-                            TokenPlacement place, int n, int splits, int blocksPerSm, const AttentionShape& s,
-                            Launch on);
+                            TokenPlacement place, int n, int splits, int blocksPerSm, int prefetchRows,
+                            const AttentionShape& s, Launch on);
 
 // How many blocks of the attention build for blocksPerSm (1 or 2) fit on one
 // SM of the current device with `sharedBytes` of dynamic shared memory each:

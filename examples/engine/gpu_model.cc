@@ -71,6 +71,7 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   cudaCheck(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device), "device attribute");
   cudaCheck(cudaDeviceGetAttribute(&sharedPerSm_, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device),
             "device attribute");
+  cudaCheck(cudaDeviceGetAttribute(&l2Bytes_, cudaDevAttrL2CacheSize, device), "device attribute");
   attn_ = {layout.heads, layout.kvHeads, c.headDim, layout.group, layout.headStart, layout.kvStart,
            options.maxContext, c.ropeTheta, c.normEps, c.ropeInterleaved, nullptr};
 
@@ -316,6 +317,8 @@ GpuModel::AttentionLaunch GpuModel::attentionLaunchFor(int n) const {
   a.blocksPerSm = options_.attentionBlocksPerSm > 0
                       ? options_.attentionBlocksPerSm
                       : attentionBlocksPerSm(blocks * a.splits, sms_, blockShared, size_t(sharedPerSm_));
+  a.prefetchRows = attentionPrefetchRows(n * layout_.kvHeads * a.splits, int(config_.headDim * dtypeSize(options_.dtype)),
+                                         size_t(l2Bytes_));
   return a;
 }
 
@@ -354,7 +357,7 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
       mark("rope+kv");
     }
     cudaCheck(launchAttention(t, att_, qkvOut_, w.keyCache, w.valueCache, place, n, attention.splits,
-                              attention.blocksPerSm, attn_, on()),
+                              attention.blocksPerSm, attention.prefetchRows, attn_, on()),
               "attention");
     mark("attention");
     gemm(delta_, false, w.wo, vectorInput(att_), n, d, qDim, exchange);

@@ -131,6 +131,7 @@ class GpuModel {
   void resetArgmaxKeys();
   struct AttentionLaunch {
     int splits, blocksPerSm;
+    int prefetchRows;  // the most cache rows a block asks L2 for ahead (attentionPrefetchRows)
   };
   AttentionLaunch attentionLaunchFor(int n) const;
   void mark(const char* op);  // records the end of `op` when profiling
@@ -143,6 +144,7 @@ class GpuModel {
   AttentionShape attn_;
   int sms_ = 0;             // multiprocessors of this rank's GPU
   int sharedPerSm_ = 0;     // and the shared memory of one
+  int l2Bytes_ = 0;         // its L2 cache
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   void* cublasWorkspace_ = nullptr;
