@@ -135,7 +135,7 @@ struct Rank {
 };
 
 // Rank r on rankDevice(r): its own GPU, or, with ROCENANTE_TEST_SHARE_GPUS on
-// fewer GPUs, a shared one, and then without NCCL (nativeNcclUnlessShared).
+// fewer GPUs, a shared one, and then without NCCL (NativeNcclUnlessShared).
 void initAll(rcnComm_t (&comms)[kRanks]) {
   int devices[kRanks];
   for (int r = 0; r < kRanks; ++r) devices[r] = rankDevice(r);
