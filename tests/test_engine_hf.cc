@@ -499,19 +499,33 @@ TEST_CASE("a SIGBUS sent by a process does what it did without the read guard") 
 }
 
 // A NaN or an infinity in a tensor would only show as garbage text: each
-// dtype's, in a row a shard reads and in one it reads by columns, is named.
+// dtype's is named, with its element's index in the whole tensor, also where
+// a shard reads a slice of it by rows or by columns.
 TEST_CASE("tensors holding a NaN or an infinity are refused by name") {
   for (const char* dtype : {"F32", "BF16", "F16"}) {
     for (float bad : {NAN, -INFINITY}) {
       INFO(dtype << " " << bad);
       TempDir dir;
       ModelWeights w = randomWeights(smallConfig("llama"), 4);
-      w.layers[1].wo[7] = bad;  // row-parallel: read by columns at TP > 1
+      // wq and wo are [32][32]. Layer 0's wq at row 21, column 3 (element
+      // 675) lies in rank 1's half of its rows (column-parallel: rows 16-31,
+      // read at index 163); layer 1's wo at row 2, column 3 (element 67) in
+      // rank 0's half of its columns (row-parallel: columns 0-15, read at
+      // index 35). Each rank meets one, the whole model layer 0's first.
+      w.layers[0].wq[21 * 32 + 3] = bad;
+      w.layers[1].wo[2 * 32 + 3] = bad;
       hftest::WriteOptions options;
       options.dtype = dtype;
       hftest::writeHfModel(dir.path, w, options);
-      CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("model.layers.1.self_attn.o_proj.weight holds"));
-      CHECK_THAT(errorOf([&] { hf::loadHfShard(dir.path, 0, 2, 0); }), ContainsSubstring("o_proj.weight holds"));
+      CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }),
+                 ContainsSubstring("model.layers.0.self_attn.q_proj.weight holds") &&
+                     ContainsSubstring("at element 675 of its 1024"));
+      CHECK_THAT(errorOf([&] { hf::loadHfShard(dir.path, 0, 2, 0); }),
+                 ContainsSubstring("model.layers.1.self_attn.o_proj.weight holds") &&
+                     ContainsSubstring("at element 67 of its 1024"));
+      CHECK_THAT(errorOf([&] { hf::loadHfShard(dir.path, 0, 2, 1); }),
+                 ContainsSubstring("model.layers.0.self_attn.q_proj.weight holds") &&
+                     ContainsSubstring("at element 675 of its 1024"));
     }
   }
 }

@@ -49,12 +49,16 @@ const char* const kShrank = "the file became shorter while it was being read (an
 
 // Runs `read` of tensor t's bytes into `out`; throws naming the file and
 // tensor when the file shrank under it, or when what it read holds a NaN or
-// an infinity.
-template <typename F>
-void readTensor(const TensorInfo& t, const std::vector<float>& out, F&& read) {
+// an infinity, then with the element's index in the whole tensor
+// (elementOf(i) for out[i]: a shard reads a slice).
+template <typename F, typename G>
+void readTensor(const TensorInfo& t, const std::vector<float>& out, F&& read, G&& elementOf) {
   const std::string where = t.file + ": tensor " + t.name;
   if (!readMapped(t.data, t.bytes, read)) throw EngineError(where + ": " + kShrank);
-  requireFinite(out, where);
+  const size_t at = firstNonFinite(out.data(), out.size());
+  if (at != out.size())
+    throw EngineError(where + " holds " + std::to_string(out[at]) + " at element " + std::to_string(elementOf(at)) +
+                      " of its " + std::to_string(t.elements()) + " (a corrupt checkpoint?)");
 }
 
 // Converts `count` elements starting at element `first` of `t` into `out`
@@ -244,7 +248,7 @@ const TensorInfo& Checkpoint::checked(const std::string& name, const std::vector
 std::vector<float> Checkpoint::read(const std::string& name, const std::vector<int64_t>& shape) const {
   const TensorInfo& t = checked(name, shape);
   std::vector<float> out(size_t(t.elements()));
-  readTensor(t, out, [&] { convert(t, 0, out.size(), out.data()); });
+  readTensor(t, out, [&] { convert(t, 0, out.size(), out.data()); }, [](size_t i) { return i; });
   return out;
 }
 
@@ -264,7 +268,8 @@ std::vector<float> Checkpoint::readRows(const std::string& name, int64_t rows, i
   const TensorInfo& t = checked(name, {rows, cols});
   checkSlice(name, first, count, rows, "rows");
   std::vector<float> out(size_t(count * cols));
-  readTensor(t, out, [&] { convert(t, size_t(first * cols), out.size(), out.data()); });
+  readTensor(t, out, [&] { convert(t, size_t(first * cols), out.size(), out.data()); },
+             [&](size_t i) { return size_t(first * cols) + i; });
   return out;
 }
 
@@ -273,9 +278,12 @@ std::vector<float> Checkpoint::readCols(const std::string& name, int64_t rows, i
   const TensorInfo& t = checked(name, {rows, cols});
   checkSlice(name, first, count, cols, "columns");
   std::vector<float> out(size_t(rows * count));
-  readTensor(t, out, [&] {
-    for (int64_t r = 0; r < rows; ++r) convert(t, size_t(r * cols + first), size_t(count), &out[size_t(r * count)]);
-  });
+  readTensor(
+      t, out,
+      [&] {
+        for (int64_t r = 0; r < rows; ++r) convert(t, size_t(r * cols + first), size_t(count), &out[size_t(r * count)]);
+      },
+      [&](size_t i) { return size_t(int64_t(i) / count * cols + first + int64_t(i) % count); });
   return out;
 }
 
