@@ -431,10 +431,16 @@ TEST_CASE("rcnCommGetDeviceComm refuses a communicator without the p2p path", "[
   for (rcnComm_t c : comms) CHECK(rcnCommGetDeviceComm(c, &dev) == rcnInvalidUsage);
   CHECK(rcnCommGetDeviceComm(comms[0], nullptr) == rcnInvalidArgument);
   for (rcnComm_t c : comms) REQUIRE(rcnCommDestroy(c) == rcnSuccess);
+}
+
+TEST_CASE("rcnCommGetDeviceComm refuses a p2p communicator made without a window", "[device][p2p][gpu][api]") {
+  requireGpus(kRanks);
   forceP2p();
   setenv("ROCENANTE_DEVICE_WINDOW_BYTES", "0", 1);
-  REQUIRE(rcnCommInitAll(comms, kRanks, nullptr) == rcnSuccess);
+  rcnComm_t comms[kRanks] = {};
+  initAll(comms);
   unsetenv("ROCENANTE_DEVICE_WINDOW_BYTES");
+  rcnDeviceComm dev{};
   for (rcnComm_t c : comms) CHECK(rcnCommGetDeviceComm(c, &dev) == rcnInvalidUsage);
   for (rcnComm_t c : comms) REQUIRE(rcnCommDestroy(c) == rcnSuccess);
   unforce();

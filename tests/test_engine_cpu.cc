@@ -654,13 +654,14 @@ TEST_CASE("attention split counts", "[engine]") {
 // step asking for 800 rows a block than for all of them).
 TEST_CASE("attention L2 prefetch rows", "[engine]") {
   const size_t l2 = 50u << 20;
-  CHECK(attentionPrefetchRows(16, 256, l2) == int(l2 / 2 / (16 * 2 * 256)));  // batch 1, 8 KV heads, 2 splits
-  // 64 runs of a pass: batch 1 at 4K positions in 8 splits (attentionSplits
-  // above) asks for all of a split's 509 rows; batch 8 unsplit, for 800 of
-  // its 4068, and for all 228 of a 128-token prompt's.
+  CHECK(attentionPrefetchRows(16, 256, l2) == 3200);  // batch 1, 8 KV heads, 2 splits: all of a split's rows
+  // 64 runs: batch 1 at 4K positions in 8 splits (attentionSplits above),
+  // all of a split's 509 rows; batch 8 unsplit, 800 of its 4068 (all 228 of
+  // a 128-token prompt's); the half of TP=2 at batch 8 (4 KV heads), 1600.
   CHECK(attentionPrefetchRows(64, 256, l2) == 800);
-  CHECK(attentionPrefetchRows(64, 256, l2) >= (4068 + 7) / 8);
-  CHECK(attentionPrefetchRows(64, 256, l2) >= 228);
+  CHECK(attentionPrefetchRows(32, 256, l2) == 1600);
+  CHECK(attentionPrefetchRows(8 * 8, 512, l2) == 400);   // fp32 rows
+  CHECK(attentionPrefetchRows(128 * 8, 256, l2) == kAttentionMinPrefetchRows);  // a 128-token prefill pass
   CHECK(attentionPrefetchRows(1 << 20, 256, l2) == kAttentionMinPrefetchRows);
   CHECK(attentionPrefetchRows(64, 256, 0) == kAttentionMinPrefetchRows);
   CHECK(attentionPrefetchRows(0, 256, l2) == kAttentionMinPrefetchRows);

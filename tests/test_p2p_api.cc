@@ -207,6 +207,50 @@ int nativeNcclMismatchRank(const rcnUniqueId& id, int rank) {
   return 0;
 }
 
+// ROCENANTE_NATIVE_NCCL=0 on both ranks: rcnCommQuery reports the fast
+// path's own limit, a call past it fails by name without launching (the
+// peer makes the same call, so neither waits), one within it sums; and with
+// ROCENANTE_DISABLE=1 there is no path at all, so creation fails on both
+// ranks, naming both variables.
+int noNcclRank(const rcnUniqueId ids[2], int rank) {
+  setenv("ROCENANTE_NATIVE_NCCL", "0", 1);
+  forceFastPath("10000");
+  CHILD_CHECK(cudaSetDevice(rankDevice(rank)) == cudaSuccess, "cudaSetDevice");
+  rcnComm_t comm = nullptr;
+  CHILD_CHECK(rcnCommInitRank(&comm, kRanks, ids[0], rank) == rcnSuccess, "init: %s", rcnGetLastError(nullptr));
+  rcnCommInfo info{};
+  CHILD_CHECK(rcnCommQuery(comm, &info) == rcnSuccess, "query");
+  CHILD_CHECK(info.path == rcnPathP2p, "not on p2p: %s", info.reason);
+  CHILD_CHECK(info.maxBytes >= 1024 && info.maxBytes <= (size_t(1) << 30), "maxBytes %zu", info.maxBytes);
+  const size_t past = info.maxBytes / sizeof(float) + 4, within = 256;
+  float* data = nullptr;
+  CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), past * sizeof(float)) == cudaSuccess, "cudaMalloc");
+  std::vector<float> host(within, float(rank + 1));
+  CHILD_CHECK(cudaMemcpy(data, host.data(), within * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+  const rcnResult_t tooLarge = rcnAllReduce(data, data, past, rcnFloat32, rcnSum, comm, nullptr);
+  const std::string why = rcnGetLastError(comm);
+  CHILD_CHECK(tooLarge == rcnInvalidArgument, "a call past maxBytes returned %d: %s", static_cast<int>(tooLarge),
+              why.c_str());
+  CHILD_CHECK(why.find("ROCENANTE_NATIVE_NCCL=0") != std::string::npos, "the error does not say why: %s", why.c_str());
+  CHILD_CHECK(rcnAllReduce(data, data, within, rcnFloat32, rcnSum, comm, nullptr) == rcnSuccess, "within: %s",
+              rcnGetLastError(comm));
+  CHILD_CHECK(cudaMemcpy(host.data(), data, within * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+  for (size_t i = 0; i < within; ++i) CHILD_CHECK(host[i] == 3.0f, "element %zu is %g, expected 3", i, host[i]);
+  CHILD_CHECK(rcnCommDestroy(comm) == rcnSuccess, "destroy");
+  cudaFree(data);
+
+  setenv("ROCENANTE_DISABLE", "1", 1);
+  rcnComm_t off = nullptr;
+  const rcnResult_t init = rcnCommInitRank(&off, kRanks, ids[1], rank);
+  const std::string offWhy = rcnGetLastError(nullptr);
+  CHILD_CHECK(init == rcnInvalidUsage && off == nullptr, "init with no path returned %d: %s", static_cast<int>(init),
+              offWhy.c_str());
+  CHILD_CHECK(offWhy.find("ROCENANTE_DISABLE") != std::string::npos &&
+                  offWhy.find("ROCENANTE_NATIVE_NCCL=0") != std::string::npos,
+              "the error does not name both: %s", offWhy.c_str());
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("rcnAllReduce over p2p, one process per GPU: every dtype x op, two comms, graphs", "[p2p][gpu][api]") {
@@ -248,6 +292,17 @@ TEST_CASE("Ranks that disagree on ROCENANTE_NATIVE_NCCL all fail creation, namin
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   auto outcomes = runRanks(kRanks, [&](int rank) { return nativeNcclMismatchRank(id, rank); }, 120);
+  std::string report;
+  if (!allSucceeded(outcomes, &report)) FAIL(report);
+}
+
+TEST_CASE("Without NCCL (ROCENANTE_NATIVE_NCCL=0) a call past the fast path, and a policy with no path, fail by name",
+          "[p2p][gpu][api]") {
+  requireGpus(kRanks);
+  rcnUniqueId ids[2];
+  REQUIRE(rcnGetUniqueId(&ids[0]) == rcnSuccess);
+  REQUIRE(rcnGetUniqueId(&ids[1]) == rcnSuccess);
+  auto outcomes = runRanks(kRanks, [&](int rank) { return noNcclRank(ids, rank); }, 120);
   std::string report;
   if (!allSucceeded(outcomes, &report)) FAIL(report);
 }

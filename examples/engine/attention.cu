@@ -162,7 +162,7 @@ __device__ void prefetchRows(const T* keys, const T* values, int begin, int last
   const uint32_t rowBytes = s.headDim * sizeof(T);
   if (rowBytes % 16 != 0) return;
   const size_t rowStride = size_t(s.kvHeads) * s.headDim;
-  last = min(last, begin + maxRows - 1);
+  if (last - begin >= maxRows) last = begin + maxRows - 1;
   for (int t = begin + threadIdx.x; t <= last; t += blockDim.x) {
     prefetchL2(keys + size_t(t) * rowStride, rowBytes);
     prefetchL2(values + size_t(t) * rowStride, rowBytes);

@@ -13,6 +13,12 @@ int keyRowThreads(int headDim) {
   return 1;
 }
 
+int attentionPrefetchRows(int parts, int rowBytes, size_t l2Bytes) {
+  const size_t perRow = size_t(parts) * 2 * rowBytes;  // a key and a value row per run
+  const size_t rows = perRow ? l2Bytes / 2 / perRow : 0;
+  return int(std::max<size_t>(kAttentionMinPrefetchRows, std::min<size_t>(rows, INT_MAX)));
+}
+
 // The estimate counts memory latencies on a block's chain: one for each
 // round of key rows, one for every 4 value rows of a thread past its first
 // 4, and, when split, about 3 for the merge across the cluster. A pass that
@@ -26,12 +32,6 @@ int keyRowThreads(int headDim) {
 // (128 blocks) 3144 unsplit and 3189 with 2 splits; llama3-1b (heads of 64,
 // 16-32 blocks) was fastest unsplit; at 1132 positions llama3-8b TP=1 batch
 // 1 took 5322 / 4425 / 4287 / 4587 with 1 / 4 / 6 / 8 splits.
-int attentionPrefetchRows(int parts, int rowBytes, size_t l2Bytes) {
-  const size_t perRow = size_t(parts) * 2 * rowBytes;  // a key and a value row per run
-  const size_t rows = perRow ? l2Bytes / 2 / perRow : 0;
-  return int(std::max<size_t>(kAttentionMinPrefetchRows, std::min<size_t>(rows, INT_MAX)));
-}
-
 int attentionSplits(int maxContext, int blocks, int headDim, int sms) {
   const int rowThreads = keyRowThreads(headDim);
   const int keysPerRound = kKeyRowsAhead * kAttentionThreads / rowThreads, groups = valueGroups(headDim);

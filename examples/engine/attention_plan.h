@@ -61,11 +61,14 @@ inline size_t attentionPassBytes(int maxContext, int headDim, int splits) {
 int attentionSplits(int maxContext, int blocks, int headDim, int sms);
 
 // The most cache rows (key and value) one block of a pass asks L2 for before
-// its wait: all of them while the pass's distinct rows, `parts` runs
-// (tokens x KV heads x splits) of rowBytes each, fit in half the L2; past
-// that, the share that fits, and at least kAttentionMinPrefetchRows. A
-// prefetch the L2 cannot hold evicts rows before their loads come, and each
-// of a KV head's query heads asks again.
+// its wait: all of them while the pass's `parts` runs of rows (tokens x KV
+// heads x splits, rowBytes a row) fit in half the L2; past that, the share
+// that fits, and at least kAttentionMinPrefetchRows. A prefetch the L2
+// cannot hold evicts rows before their loads come, and each of a KV head's
+// query heads asks again. In decode each token is its own sequence, so the
+// runs are distinct rows; a prefill pass's tokens share their sequence's
+// rows, so it asks for the minimum there, which measured faster for long
+// prompts and about the same for short ones (docs/ENGINE.md).
 constexpr int kAttentionMinPrefetchRows = 64;
 int attentionPrefetchRows(int parts, int rowBytes, size_t l2Bytes);
 

@@ -162,32 +162,44 @@ void fillInfo(rcnComm* comm, const std::string& reason) {
   info.path = comm->fast ? comm->fast->path() : rcnPathNccl;
   snprintf(info.transport, sizeof info.transport, "%s",
            comm->fast ? comm->fast->transportName() : "nccl");
-  // The host backend has no NCCL behind it: its path takes every size (rcnAllReduce).
+  // Without NCCL behind it (the host backend, ROCENANTE_NATIVE_NCCL=0) the
+  // fast path takes what it can hold: the host backend's, every size.
   if (!comm->fast) info.maxBytes = 0;
   else if (!comm->nccl) info.maxBytes = comm->fast->maxBytes();
   else info.maxBytes = std::min(comm->fast->maxBytes(), comm->policy.oneShotMaxBytes);
   snprintf(info.reason, sizeof info.reason, "%s", reason.c_str());
 }
 
-// The host backend has no NCCL behind it: without a fast path no call could
-// run, so creation fails with the reason (the same on every rank) instead of
-// every all-reduce failing later.
-// A policy that sends every call to NCCL (disable, force: nccl) leaves it no
-// path either; checked after the startup vote, so that ranks whose policies
-// differ hear that instead.
+// Where no NCCL stands behind the fast path (the host backend, or GPUs with
+// ROCENANTE_NATIVE_NCCL=0), a call the fast path does not take cannot run at
+// all, so creation fails with the reason (the same on every rank) instead of
+// every all-reduce failing later: when there is no fast path, when the
+// policy sends every call to NCCL (disable, force: nccl; checked after the
+// startup vote, so that ranks whose policies differ hear that instead), and
+// on GPUs when it routes no size to the fast path (the host backend's takes
+// every size whatever the thresholds).
 rcnResult_t requireSomePath(const rcnComm* comm, const std::string& reason) {
   if (comm->nccl) return rcnSuccess;
   const PolicyConfig& policy = comm->policy;
-  if (comm->fast && !policySendsAllToNccl(policy)) return rcnSuccess;
-  const std::string why =
-      comm->fast ? "the policy sends every call to NCCL (" + std::string(policy.disabled ? "disable" : "force: nccl") +
-                       "; " + policy.source + ")"
-                 : reason;
-  bool topology = why.rfind("topology: ", 0) == 0;
-  RCN_WARN(RCN_LOG_INIT, "rank %d/%d: no fast path (%s), and there is no NCCL to fall back to%s",
-           comm->rank, comm->nranks, why.c_str(),
-           topology ? "; ROCENANTE_TRANSPORT=host takes the host path anyway"
-                    : "");
+  const bool onGpu = comm->cudaDev >= 0;
+  std::string why;
+  if (!comm->fast) {
+    why = "no fast path (" + reason + ")";
+  } else if (policySendsAllToNccl(policy)) {
+    why = "the fast path is unused: the policy sends every call to NCCL (" +
+          std::string(policy.disabled ? "disable" : "force: nccl") + "; " + policy.source + ")";
+  } else if (onGpu && std::max(policy.oneShotMaxBytes, policy.oneShotMaxBytesGraph) == 0) {
+    why = "the fast path is unused: the policy routes no size to it (ROCENANTE_MAX_BYTES=0 or its thresholds; " +
+          policy.source + ")";
+  } else {
+    return rcnSuccess;
+  }
+  const bool topology = !comm->fast && reason.rfind("topology: ", 0) == 0;
+  const char* hint = onGpu ? " (ROCENANTE_NATIVE_NCCL=0; 1, the default, makes one)"
+                     : topology ? "; ROCENANTE_TRANSPORT=host takes the host path anyway"
+                                : "";
+  RCN_WARN(RCN_LOG_INIT, "rank %d/%d: %s, and there is no NCCL to fall back to%s", comm->rank, comm->nranks,
+           why.c_str(), hint);
   return rcnInvalidUsage;
 }
 
@@ -454,10 +466,12 @@ rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t co
     // The host backend (which takes every size and type), or a GPU comm made
     // with ROCENANTE_NATIVE_NCCL=0: nothing to fall back to.
     RCN_ARG_CHECK(comm->fast, "rcnAllReduce: comm %p has neither a fast path nor NCCL", (void*)comm);
-    RCN_ARG_CHECK(comm->fast->supports(dtype, op) && bytes <= comm->fast->maxBytes(),
-                  "rcnAllReduce: %zu bytes of %s %s is past what the %s path takes (up to %zu bytes), and comm %p "
-                  "has no NCCL to fall back to (ROCENANTE_NATIVE_NCCL=0)", bytes, dtypeName(dtype), opName(op),
-                  comm->fast->transportName(), comm->fast->maxBytes(), (void*)comm);
+    RCN_ARG_CHECK(comm->fast->supports(dtype, op), "rcnAllReduce: the %s path does not take %s %s, and comm %p has "
+                  "no NCCL to fall back to (ROCENANTE_NATIVE_NCCL=0)", comm->fast->transportName(), dtypeName(dtype),
+                  opName(op), (void*)comm);
+    RCN_ARG_CHECK(bytes <= comm->fast->maxBytes(), "rcnAllReduce: %zu bytes is past the %s path's %zu, and comm %p "
+                  "has no NCCL to fall back to (ROCENANTE_NATIVE_NCCL=0)", bytes, comm->fast->transportName(),
+                  comm->fast->maxBytes(), (void*)comm);
     return comm->fast->allReduce(send, recv, count, dtype, op, stream);
   }
   if (commTakesFastPath(comm, bytes, dtype, op, stream)) {

@@ -26,7 +26,7 @@ struct rcnComm {
   int cudaDev = -1;  // -1 on the host backend
 
   std::unique_ptr<rcn::Bootstrap> bootstrap;
-  ncclComm_t nccl = nullptr;  // the fallback; null on the host backend
+  ncclComm_t nccl = nullptr;  // the fallback; null on the host backend and with ROCENANTE_NATIVE_NCCL=0
   bool ownsNccl = true;       // false when the shim built us over the user's comm
 
   std::unique_ptr<rcn::FastPath> fast;  // null: every call goes to NCCL

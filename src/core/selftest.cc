@@ -12,7 +12,8 @@
 //      NCCL faster.
 // A local failure in step 2 never returns early: the rank still votes, so no
 // peer is left waiting in the exchange. Where there is no NCCL (the host
-// backend) a failed vote fails creation instead: the fast path is the only path.
+// backend, ROCENANTE_NATIVE_NCCL=0) a failed vote fails creation instead: the
+// fast path is the only path, and there is nothing to time it against.
 #include "core/selftest.h"
 
 #include <cuda_runtime_api.h>
@@ -381,7 +382,7 @@ std::string describeVotes(const std::vector<Vote>& votes, bool* keep) {
 }
 
 // Falls back to NCCL on every rank, or fails creation where there is no NCCL
-// (the host backend): then the fast path is the only path. noFallback is
+// (the host backend, ROCENANTE_NATIVE_NCCL=0): then the fast path is the only path. noFallback is
 // what that failure returns: rcnInvalidUsage when the ranks' settings
 // differ (theirs to mend), rcnInternalError when the self-test failed.
 rcnResult_t turnOff(rcnComm* comm, const std::string& why, std::string* reason,
