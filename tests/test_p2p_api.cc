@@ -23,6 +23,7 @@
 #include "rocenante/rocenante.h"
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
+#include "support/rank_checks.h"
 #include "support/stream_hold.h"
 
 using namespace rcn;
@@ -260,9 +261,7 @@ TEST_CASE("rcnAllReduce over p2p, one process per GPU: every dtype x op, two com
   REQUIRE(rcnGetUniqueId(&ids[0]) == rcnSuccess);
   REQUIRE(rcnGetUniqueId(&ids[1]) == rcnSuccess);
   REQUIRE(bootstrapGetUniqueId(&testId) == rcnSuccess);
-  auto outcomes = runRanks(kRanks, [&](int rank) { return correctnessRank(ids, testId, rank); }, 300);
-  std::string report;
-  if (!allSucceeded(outcomes, &report)) FAIL(report);
+  checkRanks(runRanks(kRanks, [&](int rank) { return correctnessRank(ids, testId, rank); }, 300));
 }
 
 TEST_CASE("rcnCommGetAsyncError names a peer that skipped a call; rcnCommAbort returns", "[p2p][gpu][api]") {
@@ -271,9 +270,7 @@ TEST_CASE("rcnCommGetAsyncError names a peer that skipped a call; rcnCommAbort r
   rcnUniqueId id, testId;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   REQUIRE(bootstrapGetUniqueId(&testId) == rcnSuccess);
-  auto outcomes = runRanks(kRanks, [&](int rank) { return timeoutRank(id, testId, rank); }, 120);
-  std::string report;
-  if (!allSucceeded(outcomes, &report)) FAIL(report);
+  checkRanks(runRanks(kRanks, [&](int rank) { return timeoutRank(id, testId, rank); }, 120));
 }
 
 TEST_CASE("A second creation waits for nothing else on the device and keeps another thread's graph capture", "[p2p][gpu][api]") {
@@ -282,18 +279,14 @@ TEST_CASE("A second creation waits for nothing else on the device and keeps anot
   rcnUniqueId ids[2];
   REQUIRE(rcnGetUniqueId(&ids[0]) == rcnSuccess);
   REQUIRE(rcnGetUniqueId(&ids[1]) == rcnSuccess);
-  auto outcomes = runRanks(kRanks, [&](int rank) { return busyDeviceRank(ids, rank); }, 120);
-  std::string report;
-  if (!allSucceeded(outcomes, &report)) FAIL(report);
+  checkRanks(runRanks(kRanks, [&](int rank) { return busyDeviceRank(ids, rank); }, 120));
 }
 
 TEST_CASE("Ranks that disagree on ROCENANTE_NATIVE_NCCL all fail creation, naming it", "[p2p][gpu][api]") {
   requireGpus(kRanks);
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  auto outcomes = runRanks(kRanks, [&](int rank) { return nativeNcclMismatchRank(id, rank); }, 120);
-  std::string report;
-  if (!allSucceeded(outcomes, &report)) FAIL(report);
+  checkRanks(runRanks(kRanks, [&](int rank) { return nativeNcclMismatchRank(id, rank); }, 120));
 }
 
 TEST_CASE("Without NCCL (ROCENANTE_NATIVE_NCCL=0) a call past the fast path, and a policy with no path, fail by name",
@@ -302,7 +295,5 @@ TEST_CASE("Without NCCL (ROCENANTE_NATIVE_NCCL=0) a call past the fast path, and
   rcnUniqueId ids[2];
   REQUIRE(rcnGetUniqueId(&ids[0]) == rcnSuccess);
   REQUIRE(rcnGetUniqueId(&ids[1]) == rcnSuccess);
-  auto outcomes = runRanks(kRanks, [&](int rank) { return noNcclRank(ids, rank); }, 120);
-  std::string report;
-  if (!allSucceeded(outcomes, &report)) FAIL(report);
+  checkRanks(runRanks(kRanks, [&](int rank) { return noNcclRank(ids, rank); }, 120));
 }
