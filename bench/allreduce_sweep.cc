@@ -211,8 +211,7 @@ bool writeOutputs(const Setup& s, const World& world, const SweepResults& result
   const std::string topoClass = world.nnodes == 1 ? "single_host" : "default";
   const std::string& policy = s.opts.policyPath;
   const PolicyChoice choice = choosePolicy(results);
-  const bool setsAnything = (choice.haveEager && choice.eagerUnknown.empty()) ||
-                            (choice.haveGraph && choice.graphUnknown.empty()) || !choice.nccl.empty();
+  const bool setsAnything = policySetsAnything(choice);
   struct Output {
     const std::string& path;
     std::function<std::string()> text;

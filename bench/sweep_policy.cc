@@ -59,6 +59,10 @@ std::string outsideMeasured(const Crossover& c) {
   return "";
 }
 
+bool policySetsAnything(const PolicyChoice& c) {
+  return (c.haveEager && c.eagerUnknown.empty()) || (c.haveGraph && c.graphUnknown.empty()) || !c.nccl.empty();
+}
+
 PolicyChoice choosePolicy(const SweepResults& r) {
   PolicyChoice c;
   int oneShot = methodIndex(kOneShot);
@@ -97,8 +101,7 @@ std::string policyYaml(const SweepResults& r, const PolicyChoice& c, const std::
   y += "# one_shot_max_bytes*: largest size at which rocenante one-shot beat the fastest NCCL method\n";
   y += "# at that size and every smaller one (0: it lost from the smallest sizes on); a crossover\n";
   y += "# outside the sizes measured is left out, and the library's built-in threshold stays.\n";
-  bool anything = (c.haveEager && c.eagerUnknown.empty()) || (c.haveGraph && c.graphUnknown.empty()) || !c.nccl.empty();
-  y += "version: 1\nclasses:\n  " + topoClass + ":" + (anything ? "\n" : " {}\n");
+  y += "version: 1\nclasses:\n  " + topoClass + ":" + (policySetsAnything(c) ? "\n" : " {}\n");
   auto threshold = [&](const char* key, bool have, const std::string& unknown, size_t bytes, const char* mode) {
     if (!have) return std::string("    # ") + key + ": not measured (no " + mode + " result to compare with NCCL)\n";
     if (!unknown.empty()) return std::string("    # ") + key + ": not written, the built-in threshold stays: " +

@@ -14,6 +14,11 @@ namespace rcn::bench {
 // loss at a larger first size says nothing about the sizes not measured.
 inline constexpr size_t kPolicyBottomBytes = 1024;
 
+struct PolicyChoice;
+// Whether the policy file written from c sets anything: a crossover measured
+// within the sizes swept, or an NCCL preference.
+bool policySetsAnything(const PolicyChoice& c);
+
 struct PolicyChoice {
   size_t oneShotMaxBytes = 0;       // eager crossover (0: rocenante never won)
   size_t oneShotMaxBytesGraph = 0;  // graph crossover

@@ -1,5 +1,4 @@
 // The public rcn* entry points: argument checks, then the communicator code.
-#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <string>
@@ -10,6 +9,7 @@
 #include "core/check.h"
 #include "core/comm.h"
 #include "core/dtype.h"
+#include "core/launch_env.h"
 #include "core/log.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
@@ -131,10 +131,8 @@ rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist) {
   // The devices must exist where they are used: not on the host backend,
   // which ignores them, nor where CUDA sees none (creation says why then).
   std::string backend;
-  int visible = 0;
-  if (rcn::paramChoice(rcn::ParamId::Backend, &backend) != rcnSuccess || backend == "host" ||
-      cudaGetDeviceCount(&visible) != cudaSuccess)
-    visible = 0, cudaGetLastError();
+  const bool host = rcn::paramChoice(rcn::ParamId::Backend, &backend) != rcnSuccess || backend == "host";
+  const int visible = host ? 0 : rcn::bench::visibleGpuCount();
   RCN_ARG_CHECK(devlist || visible == 0 || ndev <= visible,
                 "rcnCommInitAll: ndev=%d devices 0..%d without a devlist, but %d device(s) are visible", ndev,
                 ndev - 1, visible);
