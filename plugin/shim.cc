@@ -60,6 +60,8 @@ struct Entry {
   std::string why;                  // why rc is null, for rcnShimCommQuery
   std::atomic<uint32_t> routesLogged{0};
   std::atomic<bool> asyncWarned{false};
+  std::atomic<bool> suspended{false};  // ncclCommSuspend kept our state; calls go to NCCL
+  bool rebuildOnResume = false;        // ncclCommSuspend released our state (rc is null)
 };
 
 struct Registry {
@@ -408,6 +410,72 @@ ncclResult_t shim_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exc
                      newcomm, blocking, "ncclCommShrink");
 }
 
+ncclResult_t shim_ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                               ncclComm_t* newcomm, ncclConfig_t* config) {
+  installTunerOnce();
+  auto fn = realNccl().ncclCommGrow;
+  if (!fn) return reportMissing("ncclCommGrow"), ncclInvalidUsage;
+  auto parent = comm ? findEntry(comm) : nullptr;  // a joining rank has no parent
+  bool blocking = configBlocking(config, parent ? parent->blocking : true);
+  return afterCreate(fn(comm, nRanks, uniqueId, rank, newcomm, config), newcomm, blocking, "ncclCommGrow");
+}
+
+// NCCL_SUSPEND_MEM of NCCL 2.29+: release the communicator's memory while suspended.
+constexpr int kSuspendMem = 0x01;
+
+// A suspended communicator cannot be used until ncclCommResume (NCCL's rule).
+// With NCCL_SUSPEND_MEM, NCCL releases its memory: ours (the fast path's
+// buffers, peers' mappings) is released too, by tearing our state down, and
+// rebuilt at resume. Without it NCCL keeps its memory, and we keep ours;
+// calls in between go to NCCL, which refuses them. NCCL's suspend goes first:
+// where it fails, nothing of ours changes.
+ncclResult_t shim_ncclCommSuspend(ncclComm_t comm, int flags) {
+  auto fn = realNccl().ncclCommSuspend;
+  if (!fn) return reportMissing("ncclCommSuspend"), ncclInvalidUsage;
+  ncclResult_t res = fn(comm, flags);
+  auto entry = findEntry(comm);
+  if (res != ncclSuccess || !entry || !entry->rc) return res;
+  if (!(flags & kSuspendMem)) {
+    entry->suspended = true;
+    RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p suspended; rocenante keeps its fast path for ncclCommResume", (void*)comm);
+    return res;
+  }
+  auto released = std::make_shared<Entry>();
+  released->why = "suspended with NCCL_SUSPEND_MEM: the fast path is released until ncclCommResume";
+  released->rebuildOnResume = true;
+  entry = takeEntry(comm);
+  putEntry(comm, released);
+  DeviceScope keep;
+  ncclResult_t ours = toNccl(commDestroy(entry->rc));
+  RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p suspended with NCCL_SUSPEND_MEM; rocenante's fast path is released",
+           (void*)comm);
+  return ours;
+}
+
+// Resume after NCCL's: a fast path kept at suspend works again; one released
+// there is rebuilt over the communicator, as at creation (every rank resumes,
+// and the rebuild exchanges with the peers). Where the rebuild fails, the
+// communicator stays on plain NCCL and the error is returned: peers whose
+// rebuild succeeded may route small all-reduces to rocenante, so abort it.
+ncclResult_t shim_ncclCommResume(ncclComm_t comm) {
+  auto fn = realNccl().ncclCommResume;
+  if (!fn) return reportMissing("ncclCommResume"), ncclInvalidUsage;
+  ncclResult_t res = fn(comm);
+  auto entry = findEntry(comm);
+  if (res != ncclSuccess || !entry) return res;
+  entry->suspended = false;
+  if (!entry->rebuildOnResume) return res;
+  clearLastError();  // a failure's cause, below, must come from this rebuild
+  DeviceScope keep;
+  rcnResult_t r = attach(comm);
+  if (r == rcnSuccess) return ncclSuccess;
+  RCN_WARN(RCN_LOG_SHIM, "ncclCommResume: rocenante could not rebuild its state over NCCL comm %p (%s); it "
+           "runs plain NCCL now, while peers may not: abort it. ROCENANTE_DISABLE=1 runs plain NCCL",
+           (void*)comm, setupFailure(r).c_str());
+  putForwardOnly(comm, true, "its rebuild at ncclCommResume failed");
+  return toNccl(r);
+}
+
 ncclResult_t shim_ncclCommFinalize(ncclComm_t comm) {
   // NCCL flushes its own work; ours is ordered on the user's streams and is
   // released at ncclCommDestroy.
@@ -497,7 +565,7 @@ ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t cou
   bool plain = datatype >= 0 && datatype < ncclNumTypes && op >= 0 && op < ncclNumOps && count > 0 &&
                byteCountFits(count, static_cast<rcnDataType_t>(datatype)) && sendbuff && recvbuff;
   std::shared_ptr<Entry> entry = plain ? findEntry(comm) : nullptr;
-  if (!entry || !entry->rc) return fn(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  if (!entry || !entry->rc || entry->suspended) return fn(sendbuff, recvbuff, count, datatype, op, comm, stream);
   auto dtype = static_cast<rcnDataType_t>(datatype);
   auto rop = static_cast<rcnRedOp_t>(op);
   CommCallScope call(entry->rc);  // an abort on another thread waits for us
