@@ -11,6 +11,10 @@ if [ -z "${CUDA_ARCHS:-}" ]; then
   [[ "$CUDA_ARCHS" =~ ^[0-9]+$ ]] || CUDA_ARCHS=90
 fi
 export CUDA_ARCHS
+# The NCCL API the shim exports: its forwarders are generated from the newest
+# pinned nccl.h and still build against the floor's (plugin/gen_forwarders.py);
+# install-deps.sh puts both headers in .deps/nccl-api/<version>/.
+export RCN_NCCL_API_NEWEST=2.32.6 RCN_NCCL_API_FLOOR=2.28.9
 # NCCL from install-deps.sh's wheel, on a machine without NCCL of its own.
 if [ -z "${NCCL_ROOT:-}" ] && [ -f .deps/nccl/nvidia/nccl/include/nccl.h ]; then
   export NCCL_ROOT=$PWD/.deps/nccl/nvidia/nccl

@@ -51,10 +51,14 @@ if command -v apt-get >/dev/null; then
   $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports catch2 >/dev/null
 fi
 
+# The pinned NCCL versions (RCN_NCCL_API_NEWEST, RCN_NCCL_API_FLOOR).
+RCN_NCCL_API_NEWEST=$(bash -c 'source scripts/env.sh >/dev/null 2>&1; echo $RCN_NCCL_API_NEWEST')
+RCN_NCCL_API_FLOOR=$(bash -c 'source scripts/env.sh >/dev/null 2>&1; echo $RCN_NCCL_API_FLOOR')
+
 # NCCL's header and library, which the CUDA toolkit does not ship. Where no
 # nccl.h is found (NCCL_ROOT, the toolkit's, the system's), NVIDIA's wheel of
-# NCCL 2.28 for this CUDA major version is unpacked into .deps/nccl from PyPI;
-# env.sh points NCCL_ROOT (and the loader) there.
+# the pinned newest NCCL for this CUDA major version is unpacked into
+# .deps/nccl; env.sh points NCCL_ROOT (and the loader) there.
 nccl_header_found() {
   local dir
   for dir in "${NCCL_ROOT:-/nonexistent}/include" /usr/local/cuda/include /usr/include /usr/local/include \
@@ -66,12 +70,24 @@ nccl_header_found() {
 if ! nccl_header_found; then
   nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   cuda_major=$("$nvcc_bin" --version 2>/dev/null | sed -n 's/.*release \([0-9]*\)\..*/\1/p' | head -1)
-  echo "install-deps: no nccl.h here: NCCL 2.28 for CUDA ${cuda_major:-13} from PyPI into .deps/nccl" >&2
-  if ! python3 -m pip install -q --no-deps --target .deps/nccl "nvidia-nccl-cu${cuda_major:-13}==2.28.*"; then
+  echo "install-deps: no nccl.h here: NCCL $RCN_NCCL_API_NEWEST for CUDA ${cuda_major:-13} into .deps/nccl" >&2
+  if ! python3 -m pip install -q --no-deps --target .deps/nccl "nvidia-nccl-cu${cuda_major:-13}==$RCN_NCCL_API_NEWEST"; then
     echo "install-deps: could not install NCCL: install its development files or set NCCL_ROOT" >&2
     exit 1
   fi
 fi
+
+# The headers the shim's forwarders are generated from (the newest pinned NCCL)
+# and must still build against (the floor): nccl.h alone from each wheel, a
+# few small range reads. Only regenerating the forwarders needs them (and the
+# test that checks the committed ones match), so being offline is no failure.
+for version in "$RCN_NCCL_API_NEWEST" "$RCN_NCCL_API_FLOOR"; do
+  header=.deps/nccl-api/$version/nccl.h
+  [ -f "$header" ] && continue
+  mkdir -p "$(dirname "$header")"
+  python3 scripts/wheel_member.py "nvidia-nccl-cu13==$version" include/nccl.h "$header" >/dev/null ||
+    echo "install-deps: nccl.h of NCCL $version not fetched; regenerating the forwarders needs it" >&2
+done
 
 # The sweep's plot script; optional (its test skips without it).
 if command -v python3 >/dev/null && ! python3 -c "import matplotlib" 2>/dev/null; then

@@ -22,6 +22,10 @@ import urllib.request
 import zipfile
 
 UNREACHABLE = 3
+# What pip's errors say when the index did not answer (no network, no DNS, a proxy refusing).
+NETWORK_FAILURES = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name",
+                    "Name or service not known", "Network is unreachable", "ConnectTimeoutError",
+                    "ReadTimeoutError", "ProxyError", "Connection refused", "SSLError")
 TIMEOUT_S = 60
 
 
@@ -41,7 +45,10 @@ def resolve(requirement):
         except subprocess.TimeoutExpired as e:
             raise IndexUnreachable("pip timed out resolving %s" % requirement) from e
         if done.returncode != 0 or not os.path.exists(report):
-            raise IndexUnreachable("pip could not resolve %s: %s" % (requirement, done.stderr.strip()[-400:]))
+            why = "pip could not resolve %s: %s" % (requirement, done.stderr.strip()[-400:])
+            if any(sign in done.stderr for sign in NETWORK_FAILURES):
+                raise IndexUnreachable(why)
+            raise RuntimeError(why)  # reachable, and still no such wheel: a real failure
         with open(report) as f:
             item = json.load(f)["install"][0]
     url = item["download_info"]["url"]
@@ -129,6 +136,9 @@ def main():
     except IndexUnreachable as e:
         print("wheel_member: the package index cannot be reached: %s" % e, file=sys.stderr)
         sys.exit(UNREACHABLE)
+    except (RuntimeError, ValueError, KeyError) as e:
+        print("wheel_member: %s" % e, file=sys.stderr)
+        sys.exit(1)
     print(version, wheel)
 
 

@@ -44,3 +44,18 @@ rcn_add_test(test_shim_fake_nccl SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_shim_f
 add_dependencies(test_shim_fake_nccl rocenante rcn_fake_nccl rcn_fake_nccl_old)
 target_compile_definitions(test_shim_fake_nccl PRIVATE RCN_SHARED_LIB="$<TARGET_FILE:rocenante>"
   RCN_FAKE_NCCL="$<TARGET_FILE:rcn_fake_nccl>" RCN_FAKE_NCCL_OLD="$<TARGET_FILE:rcn_fake_nccl_old>")
+
+# The library against today's vLLM and NCCL: vLLM's wrapper module from the
+# newest vLLM wheel loads it by path; the newest NCCL wheel's nccl* symbols are
+# all exported. Needs the package index (skips without it); downloads are
+# cached under the build folder.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME test_shim_compat COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/shim_compat.py
+    --lib $<TARGET_FILE:rocenante> --nccl $<TARGET_FILE:rcn_fake_nccl> --cache ${CMAKE_BINARY_DIR}/compat-cache)
+  set_tests_properties(test_shim_compat PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "shim;cpu")
+endif()
+
+# The committed forwarders are what the pinned NCCL header gives.
+add_test(NAME test_shim_generated COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_shim_generated.sh ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_shim_generated PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "shim;cpu")
