@@ -454,7 +454,7 @@ ncclResult_t shim_ncclCommSuspend(ncclComm_t comm, int flags) {
 
 // Resume after NCCL's: a fast path kept at suspend works again; one released
 // there is rebuilt over the communicator, as at creation (every rank resumes,
-// and the rebuild exchanges with the peers). Where the rebuild fails, the
+// and the rebuild exchanges with the peers; inside a group, at its end). Where the rebuild fails, the
 // communicator stays on plain NCCL and the error is returned: peers whose
 // rebuild succeeded may route small all-reduces to rocenante, so abort it.
 ncclResult_t shim_ncclCommResume(ncclComm_t comm) {
@@ -465,6 +465,13 @@ ncclResult_t shim_ncclCommResume(ncclComm_t comm) {
   if (res != ncclSuccess || !entry) return res;
   entry->suspended = false;
   if (!entry->rebuildOnResume) return res;
+  // One thread resuming several communicators (one per GPU) inside a group:
+  // their rebuilds exchange with each other, so they run at the group's end,
+  // one thread each, as creation inside a group does.
+  if (tlsGroupDepth > 0) {
+    tlsPending.push_back({nullptr, comm, true});
+    return res;
+  }
   clearLastError();  // a failure's cause, below, must come from this rebuild
   DeviceScope keep;
   rcnResult_t r = attach(comm);

@@ -6,6 +6,9 @@
 // constants block, getCollInfo called with a [7][3] cost table on every
 // collective, finalize on destroy and the plugin dlclosed with the last
 // communicator. Collectives move no data. fakeNcclStats() reports what happened.
+// FAKE_NCCL_WITHOUT_ASYNC_ERROR builds an NCCL older than the shim's table:
+// without ncclCommGetAsyncError and without NCCL 2.29+'s entry points
+// (suspend, resume, grow, the per-call-config collectives).
 #include <dlfcn.h>
 #include <nccl.h>
 
@@ -42,6 +45,9 @@ struct FakeNcclStats {
   int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
   int allReduces, allGathers, revokes;
   char tunerPath[512];
+  // NCCL 2.29+ entry points (absent from the build that plays an older NCCL).
+  int reduceScatters, allReduceConfigs, allGatherConfigs, reduceScatterConfigs;
+  int suspends, resumes, lastSuspendFlags, grows;
 };
 
 namespace {
@@ -214,6 +220,60 @@ FAKE_EXPORT ncclResult_t ncclAllGather(const void*, void*, size_t count, ncclDat
                                        cudaStream_t) {
   return collective(comm, /*ncclFuncAllGather*/ 2, count, &stats.allGathers);
 }
+
+FAKE_EXPORT ncclResult_t ncclReduceScatter(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
+                                           ncclComm_t comm, cudaStream_t) {
+  return collective(comm, /*ncclFuncReduceScatter*/ 3, count * 4, &stats.reduceScatters);
+}
+
+#ifndef FAKE_NCCL_WITHOUT_ASYNC_ERROR
+// The per-call config is only passed on (NCCL 2.31+ names its type).
+#ifdef NCCL_COLLCONFIG_INITIALIZER
+typedef const ncclCollConfig_t* FakeCollConfig;
+#else
+typedef const void* FakeCollConfig;
+#endif
+
+FAKE_EXPORT ncclResult_t ncclAllReduceConfig(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
+                                             ncclComm_t comm, cudaStream_t, FakeCollConfig) {
+  return collective(comm, 4, count * 4, &stats.allReduceConfigs);
+}
+
+FAKE_EXPORT ncclResult_t ncclAllGatherConfig(const void*, void*, size_t count, ncclDataType_t, ncclComm_t comm,
+                                             cudaStream_t, FakeCollConfig) {
+  return collective(comm, 2, count, &stats.allGatherConfigs);
+}
+
+FAKE_EXPORT ncclResult_t ncclReduceScatterConfig(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
+                                                 ncclComm_t comm, cudaStream_t, FakeCollConfig) {
+  return collective(comm, 3, count * 4, &stats.reduceScatterConfigs);
+}
+
+FAKE_EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  if (!comm) return ncclInvalidArgument;
+  std::lock_guard<std::mutex> lock(mutex);
+  ++stats.suspends;
+  stats.lastSuspendFlags = flags;
+  return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
+  if (!comm) return ncclInvalidArgument;
+  std::lock_guard<std::mutex> lock(mutex);
+  ++stats.resumes;
+  return ncclSuccess;
+}
+
+// A grown communicator: nRanks ranks, this one at `rank` (a joining rank) or
+// at the parent's rank.
+FAKE_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId*, int rank, ncclComm_t* newcomm,
+                                      ncclConfig_t*) {
+  int myRank = comm ? reinterpret_cast<FakeComm*>(comm)->rank : rank;
+  ncclResult_t r = create(newcomm, nRanks, myRank, myRank);
+  if (r == ncclSuccess) ++stats.grows;
+  return r;
+}
+#endif
 
 FAKE_EXPORT ncclResult_t ncclGroupStart() {
   ++groupDepth;

@@ -33,7 +33,8 @@ set_target_properties(rcn_fake_nccl PROPERTIES OUTPUT_NAME nccl SOVERSION 2
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_nccl)
 target_include_directories(rcn_fake_nccl PRIVATE ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
 target_link_libraries(rcn_fake_nccl PRIVATE ${CMAKE_DL_LIBS})
-# The same without ncclCommGetAsyncError: an NCCL older than the shim's table.
+# The same without ncclCommGetAsyncError and NCCL 2.29+'s entry points: an
+# NCCL older than the shim's table.
 add_library(rcn_fake_nccl_old SHARED ${CMAKE_CURRENT_SOURCE_DIR}/fake_nccl.cc)
 set_target_properties(rcn_fake_nccl_old PROPERTIES OUTPUT_NAME nccl SOVERSION 2
   LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_nccl_old)

@@ -12,6 +12,8 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,7 +31,56 @@ struct FakeNcclStats {  // tests/fake_nccl.cc
   int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
   int allReduces, allGathers, revokes;
   char tunerPath[512];
+  int reduceScatters, allReduceConfigs, allGatherConfigs, reduceScatterConfigs;
+  int suspends, resumes, lastSuspendFlags, grows;
 };
+
+// ncclCollConfig_t as NCCL 2.32's nccl.h lays it out (the build's nccl.h may
+// predate it), initialized as NCCL_COLLCONFIG_INITIALIZER does.
+struct CollConfig {
+  size_t size = sizeof(CollConfig);
+  unsigned int magic = 0xcafebeef;
+  unsigned int version = 23206;
+  void* ext = nullptr;
+  int minCTAs = INT_MIN, maxCTAs = INT_MIN, nvlsCTAs = INT_MIN, cgaClusterSize = INT_MIN;
+  const char* algSelection = nullptr;
+  int forceAlgSelection = 1;
+  int ctaPolicy = INT_MIN;
+  uint64_t userProfilerTag = 0;
+  void* launchCompletionEvent = nullptr;
+};
+
+// NCCL 2.29+ entry points, typed here (the build's nccl.h may lack them).
+struct NewerApi {
+  ncclResult_t (*allReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                  cudaStream_t, const CollConfig*);
+  ncclResult_t (*pAllReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                   cudaStream_t, const CollConfig*);
+  ncclResult_t (*allGatherConfig)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t,
+                                  const CollConfig*);
+  ncclResult_t (*reduceScatterConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                      cudaStream_t, const CollConfig*);
+  ncclResult_t (*suspend)(ncclComm_t, int);
+  ncclResult_t (*resume)(ncclComm_t);
+  ncclResult_t (*grow)(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*);
+};
+
+// The shim's NCCL 2.29+ entry points (every one must be exported).
+bool bindNewer(NewerApi* api) {
+  void* lib = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return false;
+#define BIND(field, name) api->field = reinterpret_cast<decltype(api->field)>(dlsym(lib, name))
+  BIND(allReduceConfig, "ncclAllReduceConfig");
+  BIND(pAllReduceConfig, "pncclAllReduceConfig");
+  BIND(allGatherConfig, "ncclAllGatherConfig");
+  BIND(reduceScatterConfig, "ncclReduceScatterConfig");
+  BIND(suspend, "ncclCommSuspend");
+  BIND(resume, "ncclCommResume");
+  BIND(grow, "ncclCommGrow");
+#undef BIND
+  return api->allReduceConfig && api->pAllReduceConfig && api->allGatherConfig && api->reduceScatterConfig &&
+         api->suspend && api->resume && api->grow;
+}
 
 struct Shim {
   decltype(&ncclGetUniqueId) getUniqueId;
@@ -340,6 +391,131 @@ TEST_CASE("ncclCommRevoke reaches NCCL: later all-reduces fail, destroy still fr
     EXPECT(s.commDestroy(comm) == ncclSuccess);
     const FakeNcclStats& st = *s.stats;
     EXPECT(st.revokes == 1 && st.allReduces == 1 && st.commsDestroyed == 1);
+    return 0;
+  });
+}
+
+// A config that asks nothing is the plain call (NCCL's own definition), so it
+// routes as the plain twin does: there a small all-reduce may take the fast
+// path. Anything set is NCCL's to honour. On a single-rank communicator both
+// routes end in the fake, which counts which entry point was reached.
+TEST_CASE("per-call-config collectives route as their plain twins unless the config asks something") {
+  inQuietShim([](Shim& s) {
+    NewerApi api;
+    EXPECT(bindNewer(&api));
+    ncclComm_t comm = nullptr;
+    EXPECT(initSingle(s, &comm) == ncclSuccess);
+    const FakeNcclStats& st = *s.stats;
+    auto allReduce = [&](const CollConfig* config) {
+      return api.allReduceConfig(host[0], host[1], 64, ncclFloat32, ncclSum, comm, nullptr, config);
+    };
+    CollConfig plain, withCtas, withEvent, badMagic, olderSize;
+    withCtas.maxCTAs = 4;
+    withEvent.launchCompletionEvent = &withEvent;  // any non-null event: only NCCL records it
+    badMagic.magic = 0;                            // uninitialized: NCCL reports it
+    olderSize.size = offsetof(CollConfig, launchCompletionEvent);  // NCCL 2.31's struct
+    olderSize.launchCompletionEvent = &olderSize;  // past its size: not read
+    EXPECT(allReduce(nullptr) == ncclSuccess && st.allReduces == 1 && st.allReduceConfigs == 0);
+    EXPECT(allReduce(&plain) == ncclSuccess && st.allReduces == 2 && st.allReduceConfigs == 0);
+    EXPECT(allReduce(&olderSize) == ncclSuccess && st.allReduces == 3 && st.allReduceConfigs == 0);
+    EXPECT(allReduce(&withCtas) == ncclSuccess && st.allReduceConfigs == 1);
+    EXPECT(allReduce(&withEvent) == ncclSuccess && st.allReduceConfigs == 2);
+    EXPECT(allReduce(&badMagic) == ncclSuccess && st.allReduceConfigs == 3 && st.allReduces == 3);
+    EXPECT(api.pAllReduceConfig(host[0], host[1], 64, ncclFloat32, ncclSum, comm, nullptr, &plain) == ncclSuccess);
+    EXPECT(st.allReduces == 4);
+
+    CollConfig ring;
+    ring.algSelection = "ring";
+    EXPECT(api.allGatherConfig(host[0], host[1], 16, ncclFloat32, comm, nullptr, &plain) == ncclSuccess);
+    EXPECT(st.allGathers == 1 && st.allGatherConfigs == 0);
+    EXPECT(api.allGatherConfig(host[0], host[1], 16, ncclFloat32, comm, nullptr, &ring) == ncclSuccess);
+    EXPECT(st.allGathers == 1 && st.allGatherConfigs == 1);
+
+    CollConfig tagged;
+    tagged.userProfilerTag = 7;
+    EXPECT(api.reduceScatterConfig(host[0], host[1], 16, ncclFloat32, ncclSum, comm, nullptr, nullptr) ==
+           ncclSuccess);
+    EXPECT(st.reduceScatters == 1 && st.reduceScatterConfigs == 0);
+    EXPECT(api.reduceScatterConfig(host[0], host[1], 16, ncclFloat32, ncclSum, comm, nullptr, &tagged) ==
+           ncclSuccess);
+    EXPECT(st.reduceScatters == 1 && st.reduceScatterConfigs == 1);
+    EXPECT(s.commDestroy(comm) == ncclSuccess);
+    return 0;
+  });
+}
+
+TEST_CASE("ncclCommSuspend and ncclCommResume reach NCCL; the communicator works after resume") {
+  inQuietShim([](Shim& s) {
+    NewerApi api;
+    EXPECT(bindNewer(&api));
+    ncclComm_t comm = nullptr;
+    EXPECT(initSingle(s, &comm) == ncclSuccess);
+    const FakeNcclStats& st = *s.stats;
+    for (int flags : {0, 1 /* NCCL_SUSPEND_MEM */}) {
+      EXPECT(api.suspend(comm, flags) == ncclSuccess);
+      EXPECT(st.lastSuspendFlags == flags);
+      EXPECT(api.resume(comm) == ncclSuccess);
+      rcnCommInfo info;
+      EXPECT(s.query(comm, &info) == rcnSuccess);
+      EXPECT(strstr(info.reason, "single-rank") != nullptr);  // no state of ours to release or rebuild
+      EXPECT(s.allReduce(host[0], host[1], 64, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+    }
+    EXPECT(st.suspends == 2 && st.resumes == 2 && st.allReduces == 2);
+    EXPECT(api.suspend(nullptr, 0) == ncclInvalidArgument);  // NCCL's answer, passed on
+    EXPECT(s.commDestroy(comm) == ncclSuccess);
+    return 0;
+  });
+}
+
+// ncclCommGrow makes a communicator as creation does: a single-rank one gets
+// no state; a two-rank one whose setup fails here (no GPU, a fake all-gather)
+// is aborted and the error returned, as after ncclCommInitRank.
+TEST_CASE("ncclCommGrow: the grown communicator is set up as a created one") {
+  inQuietShim([](Shim& s) {
+    NewerApi api;
+    EXPECT(bindNewer(&api));
+    ncclComm_t comm = nullptr, grown = nullptr;
+    EXPECT(initSingle(s, &comm) == ncclSuccess);
+    EXPECT(api.grow(comm, 1, nullptr, -1, &grown, nullptr) == ncclSuccess);
+    rcnCommInfo info;
+    EXPECT(grown != nullptr && s.query(grown, &info) == rcnSuccess);
+    EXPECT(strstr(info.reason, "single-rank") != nullptr);
+    EXPECT(s.commDestroy(grown) == ncclSuccess);
+    ncclComm_t wider = nullptr;
+    EXPECT(api.grow(comm, 2, nullptr, -1, &wider, nullptr) != ncclSuccess);
+    EXPECT(wider == nullptr && s.stats->grows == 2 && s.stats->commsAborted == 1);
+    EXPECT(s.commDestroy(comm) == ncclSuccess);
+    return 0;
+  });
+}
+
+// An NCCL older than 2.29 (the build of the fake without its newer entry
+// points): a config asking nothing still runs as the plain call; anything
+// that needs an entry point it lacks fails with ncclInvalidUsage and names it.
+TEST_CASE("an NCCL without the 2.29+ entry points: plain configs run, the rest fail by name") {
+  inChild([] {
+    setenv("ROCENANTE_DEBUG", "NONE", 1);
+    setenv("ROCENANTE_NCCL_LIBRARY", RCN_FAKE_NCCL_OLD, 1);
+    void* lib = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL);
+    EXPECT(lib != nullptr);
+    NewerApi api;
+    EXPECT(bindNewer(&api));
+    auto getUniqueId = reinterpret_cast<decltype(&ncclGetUniqueId)>(dlsym(lib, "ncclGetUniqueId"));
+    auto initRank = reinterpret_cast<decltype(&ncclCommInitRank)>(dlsym(lib, "ncclCommInitRank"));
+    auto getLastError = reinterpret_cast<decltype(&ncclGetLastError)>(dlsym(lib, "ncclGetLastError"));
+    EXPECT(getUniqueId && initRank && getLastError);
+    ncclUniqueId id;
+    ncclComm_t comm = nullptr;
+    EXPECT(getUniqueId(&id) == ncclSuccess && initRank(&comm, 1, id, 0) == ncclSuccess);
+    CollConfig plain, withCtas;
+    withCtas.minCTAs = 2;
+    EXPECT(api.allReduceConfig(host[0], host[1], 8, ncclFloat32, ncclSum, comm, nullptr, &plain) == ncclSuccess);
+    EXPECT(api.allReduceConfig(host[0], host[1], 8, ncclFloat32, ncclSum, comm, nullptr, &withCtas) ==
+           ncclInvalidUsage);
+    EXPECT(strstr(getLastError(nullptr), "ncclAllReduceConfig") != nullptr);
+    EXPECT(api.suspend(comm, 1) == ncclInvalidUsage);
+    EXPECT(strstr(getLastError(nullptr), "ncclCommSuspend") != nullptr);
+    EXPECT(api.resume(comm) == ncclInvalidUsage);
     return 0;
   });
 }
