@@ -4,45 +4,22 @@
 // table for the calls NCCL keeps. A tuner can only reweight NCCL's own
 // table: it never sends a call to rocenante; the shim does that.
 //
-// The structs below are our own definitions of NCCL's tuner ABI, laid out as
-// NCCL's ext-tuner headers describe: v5 (NCCL 2.28) and v4 (NCCL 2.27).
-#include <nccl.h>
-
+// Exported as v6, v5 and v4 of NCCL's tuner ABI (plugin/tuner_abi.h); NCCL
+// takes the newest it knows. Where NCCL passes its log function, our lines
+// go to NCCL's log (NCCL_DEBUG, subsystem TUNING); otherwise to ours.
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 
 #include "core/log.h"
 #include "core/policy.h"
+#include "plugin/tuner_abi.h"
 
 namespace {
 
-typedef void (*NcclLogger)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
-
-typedef ncclResult_t (*GetCollInfoFn)(void* context, int collType, size_t nBytes, int numPipeOps,
-                                      float** collCostTable, int numAlgo, int numProto, int regBuff,
-                                      int* nChannels);
-
-struct TunerV4 {
-  const char* name;
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, NcclLogger logFunction, void** context);
-  GetCollInfoFn getCollInfo;
-  ncclResult_t (*destroy)(void* context);
-};
-
-struct NvlDomainInfoV5 {
-  int nNvlDomains;
-  int minRanksPerNvlDomain;
-  int maxRanksPerNvlDomain;
-};
-
-struct TunerV5 {
-  const char* name;
-  // constants points at NCCL's latency/bandwidth constants; we leave them alone.
-  ncclResult_t (*init)(void** context, uint64_t commId, size_t nRanks, size_t nNodes,
-                       NcclLogger logFunction, NvlDomainInfoV5* nvlDomainInfo, void* constants);
-  GetCollInfoFn getCollInfo;
-  ncclResult_t (*finalize)(void* context);
-};
+using rcn::tuner_abi::Logger;
+using rcn::tuner_abi::NvlDomainInfo;
 
 // NCCL's indices in the cost table (rows: algorithms, columns: protocols).
 constexpr int kFuncAllReduce = 4;
@@ -55,7 +32,30 @@ struct TunerContext {
   size_t nRanks = 0;
   size_t nNodes = 0;
   rcn::TopoClass topo = rcn::TopoClass::Unknown;
+  Logger ncclLog = nullptr;  // NCCL's log function, where NCCL passed one
 };
+
+// One line to NCCL's log where NCCL gave us its function (NCCL filters by
+// its own NCCL_DEBUG level), else to ours at the matching level.
+void tunerLog(Logger ncclLog, int ncclLevel, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void tunerLog(Logger ncclLog, int ncclLevel, const char* file, int line, const char* fmt, ...) {
+  using namespace rcn::tuner_abi;
+  const rcn::LogLevel ours = ncclLevel == kNcclLogWarn ? rcn::kLogWarn
+                             : ncclLevel == kNcclLogInfo ? rcn::kLogInfo : rcn::kLogTrace;
+  if (!ncclLog && !rcn::logEnabled(ours, RCN_LOG_TUNE)) return;
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  if (ncclLog) ncclLog(ncclLevel, kSubsysTuning, file, line, "rocenante %s", text);
+  else rcn::logMessage(ours, RCN_LOG_TUNE, file, line, "%s", text);
+}
+
+#define TUNER_INFO(log, ...) tunerLog(log, rcn::tuner_abi::kNcclLogInfo, __FILE__, __LINE__, __VA_ARGS__)
+#define TUNER_WARN(log, ...) tunerLog(log, rcn::tuner_abi::kNcclLogWarn, __FILE__, __LINE__, __VA_ARGS__)
+#define TUNER_TRACE(log, ...) tunerLog(log, rcn::tuner_abi::kNcclLogTrace, __FILE__, __LINE__, __VA_ARGS__)
 
 // What the tuner can tell from its inputs: one node is a single host; two or
 // three nodes are all-to-all reachable on any wiring; beyond that a switch
@@ -67,17 +67,20 @@ rcn::TopoClass classOf(size_t nNodes) {
   return rcn::TopoClass::Unknown;
 }
 
-ncclResult_t initContext(size_t nRanks, size_t nNodes, void** context) {
+ncclResult_t initContext(size_t nRanks, size_t nNodes, Logger ncclLog, void** context) {
   if (!context) return ncclInvalidArgument;  // NCCL always passes one; a plugin host might not
   auto ctx = std::make_unique<TunerContext>();
   ctx->nRanks = nRanks;
   ctx->nNodes = nNodes;
   ctx->topo = classOf(nNodes);
-  if (rcn::policyLoad(ctx->topo, rcnPathNccl, static_cast<int>(nRanks), &ctx->policy) != rcnSuccess)
-    return ncclInvalidArgument;  // policyLoad named the file, line and key
-  RCN_INFO(RCN_LOG_TUNE, "tuner: %zu ranks on %zu nodes (%s), %zu NCCL preferences from %s", nRanks,
-           nNodes, rcn::topoClassName(ctx->topo), ctx->policy.ncclPrefs.size(),
-           ctx->policy.source.c_str());
+  ctx->ncclLog = ncclLog;
+  if (rcn::policyLoad(ctx->topo, rcnPathNccl, static_cast<int>(nRanks), &ctx->policy) != rcnSuccess) {
+    // policyLoad named the file, line and key in our log; NCCL's gets it too.
+    if (ncclLog) TUNER_WARN(ncclLog, "tuner: %s", rcn::lastErrorText());
+    return ncclInvalidArgument;
+  }
+  TUNER_INFO(ncclLog, "tuner: %zu ranks on %zu nodes (%s), %zu NCCL preferences from %s", nRanks, nNodes,
+             rcn::topoClassName(ctx->topo), ctx->policy.ncclPrefs.size(), ctx->policy.source.c_str());
   *context = ctx.release();
   return ncclSuccess;
 }
@@ -98,7 +101,7 @@ int protoIndex(rcn::NcclProto p) {
 // Makes the cheapest entry matching the preference (an algorithm, a
 // protocol, or both) the cheapest of the table. Entries NCCL marked as not
 // applicable are never chosen; if none matches, the table is left as is.
-void prefer(float* table, int numAlgo, int numProto, int algo, int proto, size_t bytes) {
+void prefer(const TunerContext& ctx, float* table, int numAlgo, int numProto, int algo, int proto, size_t bytes) {
   int bestA = -1, bestP = -1;
   for (int a = 0; a < numAlgo; ++a) {
     if (algo >= 0 && a != algo) continue;
@@ -110,11 +113,11 @@ void prefer(float* table, int numAlgo, int numProto, int algo, int proto, size_t
     }
   }
   if (bestA < 0) {
-    RCN_TRACE_LOG(RCN_LOG_TUNE, "tuner: %zu bytes: preferred algo %d proto %d not available", bytes, algo, proto);
+    TUNER_TRACE(ctx.ncclLog, "tuner: %zu bytes: preferred algo %d proto %d not available", bytes, algo, proto);
     return;
   }
   table[bestA * numProto + bestP] = 0.0f;
-  RCN_TRACE_LOG(RCN_LOG_TUNE, "tuner: %zu bytes: algo %d proto %d", bytes, bestA, bestP);
+  TUNER_TRACE(ctx.ncclLog, "tuner: %zu bytes: algo %d proto %d", bytes, bestA, bestP);
 }
 
 ncclResult_t getCollInfo(void* context, int collType, size_t nBytes, int numPipeOps, float** collCostTable,
@@ -131,7 +134,7 @@ ncclResult_t getCollInfo(void* context, int collType, size_t nBytes, int numPipe
   int algo = algoIndex(d.algo), proto = protoIndex(d.proto);
   if (algo < 0 && proto < 0) return ncclSuccess;  // no preference: NCCL's own choice stands
   if (algo >= numAlgo || proto >= numProto) return ncclSuccess;
-  prefer(reinterpret_cast<float*>(collCostTable), numAlgo, numProto, algo, proto, nBytes);
+  prefer(*ctx, reinterpret_cast<float*>(collCostTable), numAlgo, numProto, algo, proto, nBytes);
   return ncclSuccess;
 }
 
@@ -140,20 +143,24 @@ ncclResult_t destroyContext(void* context) {
   return ncclSuccess;
 }
 
-ncclResult_t initV4(size_t nRanks, size_t nNodes, NcclLogger, void** context) {
-  return initContext(nRanks, nNodes, context);
+ncclResult_t initV4(size_t nRanks, size_t nNodes, Logger ncclLog, void** context) {
+  return initContext(nRanks, nNodes, ncclLog, context);
 }
 
-ncclResult_t initV5(void** context, uint64_t, size_t nRanks, size_t nNodes, NcclLogger, NvlDomainInfoV5*,
+ncclResult_t initV5(void** context, uint64_t, size_t nRanks, size_t nNodes, Logger ncclLog, NvlDomainInfo*,
                     void*) {
-  return initContext(nRanks, nNodes, context);
+  return initContext(nRanks, nNodes, ncclLog, context);
 }
 
 }  // namespace
 
+// Newest first, as NCCL looks them up. v6's getChunkSize is null: NCCL's own
+// chunk size stands.
 extern "C" {
-__attribute__((visibility("default"))) TunerV5 ncclTunerPlugin_v5 = {"rocenante", initV5, getCollInfo,
-                                                                     destroyContext};
-__attribute__((visibility("default"))) TunerV4 ncclTunerPlugin_v4 = {"rocenante", initV4, getCollInfo,
-                                                                     destroyContext};
+__attribute__((visibility("default"))) rcn::tuner_abi::TunerV6 ncclTunerPlugin_v6 = {
+    "rocenante", initV5, getCollInfo, destroyContext, nullptr};
+__attribute__((visibility("default"))) rcn::tuner_abi::TunerV5 ncclTunerPlugin_v5 = {
+    "rocenante", initV5, getCollInfo, destroyContext};
+__attribute__((visibility("default"))) rcn::tuner_abi::TunerV4 ncclTunerPlugin_v4 = {
+    "rocenante", initV4, getCollInfo, destroyContext};
 }

@@ -1,9 +1,9 @@
 // A stand-in for libnccl.so.2 with no GPU behind it, for CPU tests of the
-// shim (test_shim_fake_nccl). It does what the real NCCL 2.28 does with the
+// shim (test_shim_fake_nccl). It does what the real NCCL (2.30+) does with the
 // parts the shim touches: communicators that know their rank, size and device;
 // the tuner plugin loaded from NCCL_TUNER_PLUGIN with dlopen(RTLD_NOW |
-// RTLD_LOCAL), its v5 init called with a logger, the NVLink-domain info and the
-// constants block, getCollInfo called with a [7][3] cost table on every
+// RTLD_LOCAL), its v6 table looked up first, else v5's; init called with a
+// logger, the NVLink-domain info and the constants block, getCollInfo called with a [7][3] cost table on every
 // collective, finalize on destroy and the plugin dlclosed with the last
 // communicator. Collectives move no data. fakeNcclStats() reports what happened.
 // FAKE_NCCL_WITHOUT_ASYNC_ERROR builds an NCCL older than the shim's table:
@@ -30,11 +30,13 @@ typedef void (*Logger)(int, unsigned long, const char*, int, const char*, ...);
 struct NvlInfo {
   int nNvlDomains, minRanks, maxRanks;
 };
-struct TunerV5 {
+// v6's table (NCCL 2.30+, which looks it up before v5's): v5's plus getChunkSize.
+struct TunerV6 {
   const char* name;
   ncclResult_t (*init)(void**, uint64_t, size_t, size_t, Logger, NvlInfo*, void*);
   ncclResult_t (*getCollInfo)(void*, int, size_t, int, float**, int, int, int, int*);
   ncclResult_t (*finalize)(void*);
+  ncclResult_t (*getChunkSize)(void*, int, size_t, int, int, int, size_t*);  // absent from v5's
 };
 
 }  // namespace
@@ -48,6 +50,9 @@ struct FakeNcclStats {
   // NCCL 2.29+ entry points (absent from the build that plays an older NCCL).
   int reduceScatters, allReduceConfigs, allGatherConfigs, reduceScatterConfigs;
   int suspends, resumes, lastSuspendFlags, grows;
+  int tunerVersion;        // 6 or 5: the table NCCL found
+  int tunerLogLines;       // lines the tuner wrote through NCCL's log function
+  char tunerLogLine[256];  // the last of them
 };
 
 namespace {
@@ -55,7 +60,7 @@ namespace {
 FakeNcclStats stats;
 std::mutex mutex;  // guards stats and the plugin state, as NCCL's own mutex does
 void* tunerLib = nullptr;
-TunerV5* tuner = nullptr;
+TunerV6* tuner = nullptr;  // a v5 table is read only up to its finalize
 int tunerUsers = 0;
 int groupDepth = 0;
 
@@ -66,10 +71,13 @@ struct FakeComm {
   bool revoked;  // NCCL fails a revoked communicator's collectives
 };
 
+// NCCL's log function, as passed to the tuner's init: keeps the last line.
 void logger(int, unsigned long, const char*, int, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
+  vsnprintf(stats.tunerLogLine, sizeof stats.tunerLogLine, fmt, ap);
   va_end(ap);
+  ++stats.tunerLogLines;
 }
 
 // NCCL loads the plugin once per process and shares it between communicators.
@@ -79,7 +87,12 @@ void loadTuner(FakeComm* comm) {
   if (!tuner) {
     tunerLib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!tunerLib) return;
-    tuner = static_cast<TunerV5*>(dlsym(tunerLib, "ncclTunerPlugin_v5"));
+    tuner = static_cast<TunerV6*>(dlsym(tunerLib, "ncclTunerPlugin_v6"));
+    stats.tunerVersion = 6;
+    if (!tuner) {
+      tuner = static_cast<TunerV6*>(dlsym(tunerLib, "ncclTunerPlugin_v5"));
+      stats.tunerVersion = 5;
+    }
     if (!tuner) {
       dlclose(tunerLib);
       tunerLib = nullptr;

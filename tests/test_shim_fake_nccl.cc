@@ -33,6 +33,9 @@ struct FakeNcclStats {  // tests/fake_nccl.cc
   char tunerPath[512];
   int reduceScatters, allReduceConfigs, allGatherConfigs, reduceScatterConfigs;
   int suspends, resumes, lastSuspendFlags, grows;
+  int tunerVersion;
+  int tunerLogLines;
+  char tunerLogLine[256];
 };
 
 // ncclCollConfig_t as NCCL 2.32's nccl.h lays it out (the build's nccl.h may
@@ -198,6 +201,9 @@ TEST_CASE("one-rank communicators: NCCL loads the shim's tuner (ROCENANTE_TUNER=
     EXPECT(st.tunerLoads == 2 && st.tunerUnloads == 2);  // NCCL dlcloses it with the last comm
     EXPECT(st.tunerInits == 2 && st.tunerFinalizes == 2);
     EXPECT(st.allReduces == 2 && st.getCollInfoCalls == 2);
+    // NCCL took the newest table and the tuner wrote through NCCL's log function.
+    EXPECT(st.tunerVersion == 6);
+    EXPECT(st.tunerLogLines >= 2 && strstr(st.tunerLogLine, "rocenante tuner:") != nullptr);
     return 0;
   });
 }

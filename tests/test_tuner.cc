@@ -1,14 +1,16 @@
 // The tuner plugin, loaded the way NCCL loads it (dlopen + dlsym of
-// ncclTunerPlugin_v5 / _v4) and driven with synthetic cost tables.
+// ncclTunerPlugin_v6 / _v5 / _v4) and driven with synthetic cost tables.
 #include <catch2/catch_test_macros.hpp>
 
 #include <dlfcn.h>
 #include <nccl.h>
 
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "support/scoped_env.h"
 #include "support/temp_file.h"
@@ -34,6 +36,32 @@ struct V5 {
   GetCollInfo getCollInfo;
   ncclResult_t (*finalize)(void*);
 };
+struct V6 {  // NCCL 2.30+: v5's table and an optional chunk-size hook
+  const char* name;
+  ncclResult_t (*init)(void**, uint64_t, size_t, size_t, Logger, NvlInfo*, void*);
+  GetCollInfo getCollInfo;
+  ncclResult_t (*finalize)(void*);
+  ncclResult_t (*getChunkSize)(void*, int, size_t, int, int, int, size_t*);
+};
+
+// NCCL's log function as the tuner sees it: keeps every line with its level
+// and subsystem flags.
+struct LogLine {
+  int level;
+  unsigned long flags;
+  std::string text;
+};
+std::vector<LogLine> ncclLogLines;
+void captureLog(int level, unsigned long flags, const char*, int, const char* fmt, ...) {
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  ncclLogLines.push_back({level, flags, text});
+}
+constexpr int kNcclWarn = 2, kNcclInfo = 3;
+constexpr unsigned long kNcclTuning = 64;
 
 constexpr int kAlgos = 7, kProtos = 3;  // NCCL 2.27/2.28: Tree Ring CollNetDirect CollNetChain NVLS NVLSTree PAT; LL LL128 Simple
 constexpr int kAllReduce = 4, kAllGather = 2;
@@ -80,14 +108,50 @@ const char* kPolicy =
 
 }  // namespace
 
-TEST_CASE("both tuner ABI versions are exported") {
+TEST_CASE("every tuner ABI version is exported") {
   void* lib = openLibrary();
+  auto* v6 = static_cast<V6*>(dlsym(lib, "ncclTunerPlugin_v6"));
   auto* v5 = static_cast<V5*>(dlsym(lib, "ncclTunerPlugin_v5"));
   auto* v4 = static_cast<V4*>(dlsym(lib, "ncclTunerPlugin_v4"));
+  REQUIRE(v6 != nullptr);
   REQUIRE(v5 != nullptr);
   REQUIRE(v4 != nullptr);
+  CHECK(std::string(v6->name) == "rocenante");
   CHECK(std::string(v5->name) == "rocenante");
   CHECK(std::string(v4->name) == "rocenante");
+  CHECK(v6->getChunkSize == nullptr);  // optional: NCCL's chunk size stands
+}
+
+TEST_CASE("v6: the policy through NCCL 2.30+'s ABI, logged through NCCL's log function") {
+  rcn::test::TempFile policy(kPolicy);
+  rcn::test::ScopedEnv usePolicy("ROCENANTE_POLICY", policy.path().c_str());
+  void* lib = openLibrary();
+  auto* v6 = static_cast<V6*>(dlsym(lib, "ncclTunerPlugin_v6"));
+  REQUIRE(v6);
+  ncclLogLines.clear();
+  void* ctx = nullptr;
+  NvlInfo nvl{1, 2, 2};
+  double constants[512] = {};
+  REQUIRE(v6->init(&ctx, 42, 2, 1, captureLog, &nvl, constants) == ncclSuccess);
+  REQUIRE(!ncclLogLines.empty());
+  const LogLine& first = ncclLogLines.front();
+  CHECK(first.level == kNcclInfo);
+  CHECK(first.flags == kNcclTuning);
+  CHECK(first.text.find("rocenante tuner: 2 ranks on 1 nodes") != std::string::npos);
+  Table t;
+  int channels = 0;
+  REQUIRE(v6->getCollInfo(ctx, kAllReduce, 8192, 1, t.raw(), kAlgos, kProtos, 0, &channels) == ncclSuccess);
+  CHECK(t.chosen() == std::make_pair(kRing, kLL));
+  CHECK(v6->finalize(ctx) == ncclSuccess);
+
+  // A malformed policy: init fails and NCCL's log says why.
+  rcn::test::TempFile broken("classes:\n  single_host:\n    nccl: 3\n");
+  rcn::test::ScopedEnv useBroken("ROCENANTE_POLICY", broken.path().c_str());
+  ncclLogLines.clear();
+  CHECK(v6->init(&ctx, 43, 2, 1, captureLog, &nvl, constants) == ncclInvalidArgument);
+  REQUIRE(!ncclLogLines.empty());
+  CHECK(ncclLogLines.back().level == kNcclWarn);
+  CHECK(ncclLogLines.back().text.find(broken.path()) != std::string::npos);
 }
 
 TEST_CASE("v5: the policy's NCCL preferences reweight the cost table") {
