@@ -18,10 +18,19 @@ foreach(t test_tuner test_shim_symbols)
 endforeach()
 
 # On GPUs (2): the shim driven through the NCCL API, eager, graphs, groups,
-# ncclCommInitAll and the forced self-test failure. Skipped without GPUs.
+# ncclCommInitAll, the forced self-test failure, suspend and resume. Skipped
+# without GPUs.
 rcn_add_test(test_shim_gpu SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_shim_gpu.cc LABELS shim gpu TIMEOUT 300)
-add_dependencies(test_shim_gpu rocenante)
-target_compile_definitions(test_shim_gpu PRIVATE RCN_SHARED_LIB="$<TARGET_FILE:rocenante>")
+# Its suspend case runs over tests/nccl_suspend_layer.cc where the real NCCL
+# predates ncclCommSuspend.
+add_library(rcn_nccl_suspend_layer SHARED ${CMAKE_CURRENT_SOURCE_DIR}/nccl_suspend_layer.cc)
+set_target_properties(rcn_nccl_suspend_layer PROPERTIES OUTPUT_NAME nccl SOVERSION 2
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/nccl_suspend_layer)
+target_include_directories(rcn_nccl_suspend_layer PRIVATE ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+target_link_libraries(rcn_nccl_suspend_layer PRIVATE ${CMAKE_DL_LIBS})
+add_dependencies(test_shim_gpu rocenante rcn_nccl_suspend_layer)
+target_compile_definitions(test_shim_gpu PRIVATE RCN_SHARED_LIB="$<TARGET_FILE:rocenante>"
+  RCN_SUSPEND_LAYER="$<TARGET_FILE:rcn_nccl_suspend_layer>")
 
 # The self-test and vote on the host backend (no GPU needed).
 rcn_add_test(test_shim_selftest SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_shim_selftest.cc LABELS shim TIMEOUT 120)

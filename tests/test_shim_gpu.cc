@@ -3,7 +3,8 @@
 // driven through the plain NCCL API.
 // Checks results against a CPU reference on random inputs, eager and in a
 // CUDA graph; one thread driving two GPUs inside ncclGroupStart/End;
-// ncclCommInitAll; and a forced self-test failure making every rank fall back.
+// ncclCommInitAll; a forced self-test failure making every rank fall back;
+// and the fast path across ncclCommSuspend / ncclCommResume.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime_api.h>
@@ -420,6 +421,77 @@ int revokeStopsFastPath() {
   return 0;
 }
 
+// Where the real NCCL predates ncclCommSuspend (2.28), the test layer
+// (tests/nccl_suspend_layer.cc) stands between the shim and it, adding
+// suspend and resume. Returns which NCCL provides them, for the log.
+const char* provideSuspend() {
+  const char* named = getenv("ROCENANTE_NCCL_LIBRARY");
+  std::string real = named && *named ? named : "libnccl.so.2";
+  void* handle = dlopen(real.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle && dlsym(handle, "ncclCommSuspend")) return "the real NCCL";
+  setenv("RCN_LAYER_REAL_NCCL", real.c_str(), 1);
+  setenv("ROCENANTE_NCCL_LIBRARY", RCN_SUSPEND_LAYER, 1);
+  return "the test layer over an NCCL without them";
+}
+
+// One small all-reduce of `count` floats on `comm`, checked.
+int smallAllReduce(const Shim& s, ncclComm_t comm, cudaStream_t stream, int rank, unsigned seed) {
+  Buffers b;
+  EXPECT(b.fill(rank, 3000, seed));
+  EXPECT(s.allReduce(b.send, b.recv, b.count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+  EXPECT(matchesReference(b.result(), 2, seed));
+  return 0;
+}
+
+// The fast path's state across ncclCommSuspend / ncclCommResume (NCCL 2.29+):
+// without NCCL_SUSPEND_MEM it is kept (the query still names it); with the
+// flag it is released (the query says suspended, path NCCL) and rebuilt by
+// the resume; after each resume small all-reduces run on it and are right.
+int suspendResumeRank(int rank, SharedId* shared) {
+  installCrashTrace(rank == 0 ? "rank 0" : "rank 1");
+  if (cudaSetDevice(rank) != cudaSuccess) return 2;
+  const char* provider = provideSuspend();
+  fprintf(stderr, "rank %d: suspend and resume from %s\n", rank, provider);
+  Shim s = openShim();
+  EXPECT(s.ok);
+  void* lib = dlopen(RCN_SHARED_LIB, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  auto suspend = reinterpret_cast<ncclResult_t (*)(ncclComm_t, int)>(dlsym(lib, "ncclCommSuspend"));
+  auto resume = reinterpret_cast<ncclResult_t (*)(ncclComm_t)>(dlsym(lib, "ncclCommResume"));
+  EXPECT(suspend && resume);
+  ncclComm_t comm = initRank(s, shared, rank, 2);
+  EXPECT(comm != nullptr);
+  cudaStream_t stream;
+  EXPECT(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  rcnCommInfo info;
+  EXPECT(s.query(comm, &info) == rcnSuccess && info.path != rcnPathNccl);
+  const int fastPath = info.path;
+  EXPECT(smallAllReduce(s, comm, stream, rank, 91) == 0);
+
+  STAGE("ncclCommSuspend(0): the fast path is kept");
+  EXPECT(suspend(comm, 0) == ncclSuccess);
+  EXPECT(s.query(comm, &info) == rcnSuccess && info.path == fastPath);
+  EXPECT(resume(comm) == ncclSuccess);
+  EXPECT(smallAllReduce(s, comm, stream, rank, 92) == 0);
+
+  STAGE("ncclCommSuspend(NCCL_SUSPEND_MEM): the fast path is released");
+  size_t freeBefore = 0, freeAfter = 0, total = 0;
+  EXPECT(cudaMemGetInfo(&freeBefore, &total) == cudaSuccess);
+  EXPECT(suspend(comm, 1 /* NCCL_SUSPEND_MEM */) == ncclSuccess);
+  EXPECT(cudaMemGetInfo(&freeAfter, &total) == cudaSuccess);
+  EXPECT(s.query(comm, &info) == rcnSuccess && info.path == rcnPathNccl);
+  EXPECT(strstr(info.reason, "suspended") != nullptr);
+  fprintf(stderr, "rank %d: free GPU memory %zu MiB before the suspend, %zu MiB after\n", rank, freeBefore >> 20,
+          freeAfter >> 20);
+  STAGE("ncclCommResume: the fast path is rebuilt");
+  EXPECT(resume(comm) == ncclSuccess);
+  EXPECT(s.query(comm, &info) == rcnSuccess && info.path == fastPath);
+  EXPECT(smallAllReduce(s, comm, stream, rank, 93) == 0);
+  EXPECT(s.commDestroy(comm) == ncclSuccess);
+  cudaStreamDestroy(stream);
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("one GPU: single-rank communicators through the shim forward to NCCL") {
@@ -471,4 +543,11 @@ TEST_CASE("one thread, two GPUs: after ncclCommRevoke small all-reduces fail too
   auto outcomes = rcn::test::runRanks(1, [](int) { return revokeStopsFastPath(); });
   if (outcomes.size() == 1 && outcomes[0].exitCode == kNoRevoke) SKIP("the real NCCL has no ncclCommRevoke");
   rcn::test::checkRanks(outcomes);
+}
+
+TEST_CASE("two processes: suspend keeps or releases the fast path, resume brings it back") {
+  rcn::test::requireOwnGpus(2);
+  SharedId* shared = makeSharedId();
+  rcn::test::checkRanks(rcn::test::runRanks(2, [&](int rank) { return suspendResumeRank(rank, shared); }));
+  munmap(shared, sizeof(SharedId));
 }
