@@ -9,7 +9,10 @@
 #      bit-identical, and the INFO log must show small all-reduces on the
 #      rocenante path and large ones on NCCL;
 #   3. a ctypes client opening librocenante.so by path, as vLLM's pynccl does;
-#   4. PyTorch again with ROCENANTE_SELFTEST_FAIL_RANK=1: every rank falls back.
+#   4. vLLM's own pynccl wrapper module (.whl/vllm/pynccl_wrapper.py, carried
+#      from a machine with the package index) driving the shim as vLLM does;
+#   5. the fast path across ncclCommSuspend / ncclCommResume (2 GPUs);
+#   6. PyTorch again with ROCENANTE_SELFTEST_FAIL_RANK=1: every rank falls back.
 # Writes $OUT/shim.log (everything) and prints a summary last.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . "$(dirname "$0")/common.sh" shim "${SHIM_BUILD_DIR:-/tmp/build-shim}"
@@ -131,6 +134,32 @@ FAST_LINES=$(cat "$OUT"/torch_shim.rank*.log | grep -c "first all-reduce on the 
 NCCL_LINES=$(cat "$OUT"/torch_shim.rank*.log | grep -c "first all-reduce sent to NCCL")
 grep -h "rocenante path\|sent to NCCL\|rocenante on\|rocenante off\|NCCL_TUNER_PLUGIN\|forwarding to NCCL" \
   "$OUT"/torch_shim.rank*.log | head -20 | tee -a "$LOG"
+# vLLM's own wrapper module (extracted from the vLLM wheel into .whl/vllm/ on
+# a machine with the package index; this host has none) driving the shim as
+# PyNcclCommunicator does, torch's NCCL behind it.
+VLLM_WRAPPER=${VLLM_WRAPPER:-$SRC/.whl/vllm/pynccl_wrapper.py}
+if [ -f "$VLLM_WRAPPER" ]; then
+  say "vLLM's pynccl wrapper over the shim $(date -u +%H:%M:%S)"
+  RANK_ENV="ROCENANTE_DEBUG=INFO ROCENANTE_DEBUG_SUBSYS=INIT,SHIM" \
+    run2 vllm "$SRC/tests/python/shim_vllm.py" "$VLLM_WRAPPER" "$LIB" && R=PASS || R=FAIL
+  grep -h "shim_vllm rank\|ncclGetVersion through\|Error\|error" "$OUT"/vllm.rank*.log | head -10 | tee -a "$LOG"
+  result "vLLM wrapper: init, all-reduce eager and in a graph, suspend/resume where NCCL has them, destroy" "$R"
+else
+  result "vLLM wrapper" "not run: $VLLM_WRAPPER missing (extract it with tests/python/vllm_wrapper.py)"
+fi
+
+# The fast path across suspend and resume over torch's NCCL (test_shim_gpu
+# puts its test layer in between where that NCCL predates ncclCommSuspend).
+if [ "$WORLD" -ge 2 ]; then
+  say "suspend/resume case over torch's NCCL $(date -u +%H:%M:%S)"
+  (cd "$BUILD" && timeout 120 tests/test_shim_gpu "two processes: suspend*") > "$OUT/suspend.txt" 2>&1
+  rc=$?
+  cat "$OUT/suspend.txt" >> "$LOG"
+  grep -h "suspend and resume from\|free GPU memory" "$OUT/suspend.txt" | head -4
+  if [ $rc -eq 0 ] && grep -q "All tests passed" "$OUT/suspend.txt"; then R=PASS; else R="FAIL (exit $rc)"; fi
+  result "suspend keeps or releases the fast path, resume rebuilds it" "$R"
+fi
+
 if [ "$WORLD" -eq 1 ]; then
   # One rank: nothing to exchange, every call is NCCL's, and the log says why.
   SINGLE=$(cat "$OUT"/torch_shim.rank*.log | grep -c "single-rank")
