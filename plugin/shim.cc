@@ -426,18 +426,23 @@ constexpr int kSuspendMem = 0x01;
 // A suspended communicator cannot be used until ncclCommResume (NCCL's rule).
 // With NCCL_SUSPEND_MEM, NCCL releases its memory: ours (the fast path's
 // buffers, peers' mappings) is released too, by tearing our state down, and
-// rebuilt at resume. Without it NCCL keeps its memory, and we keep ours;
-// calls in between go to NCCL, which refuses them. NCCL's suspend goes first:
-// where it fails, nothing of ours changes.
+// rebuilt at resume, at new addresses. So where a CUDA graph captured our
+// kernel (the graph holds the old addresses, and NCCL's graphs stay valid
+// across a suspend: vLLM keeps its graphs through sleep), ours is kept.
+// Without the flag NCCL keeps its memory, and we keep ours. Calls in between
+// go to NCCL, which refuses them. NCCL's suspend goes first: where it fails,
+// nothing of ours changes.
 ncclResult_t shim_ncclCommSuspend(ncclComm_t comm, int flags) {
   auto fn = realNccl().ncclCommSuspend;
   if (!fn) return reportMissing("ncclCommSuspend"), ncclInvalidUsage;
   ncclResult_t res = fn(comm, flags);
   auto entry = findEntry(comm);
   if (res != ncclSuccess || !entry || !entry->rc) return res;
-  if (!(flags & kSuspendMem)) {
+  const bool captured = entry->rc->fastPathCaptured.load(std::memory_order_relaxed);
+  if (!(flags & kSuspendMem) || captured) {
     entry->suspended = true;
-    RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p suspended; rocenante keeps its fast path for ncclCommResume", (void*)comm);
+    RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p suspended; rocenante keeps its fast path for ncclCommResume%s",
+             (void*)comm, (flags & kSuspendMem) ? " (a CUDA graph holds its buffers' addresses)" : "");
     return res;
   }
   auto released = std::make_shared<Entry>();

@@ -447,7 +447,8 @@ int smallAllReduce(const Shim& s, ncclComm_t comm, cudaStream_t stream, int rank
 // The fast path's state across ncclCommSuspend / ncclCommResume (NCCL 2.29+):
 // without NCCL_SUSPEND_MEM it is kept (the query still names it); with the
 // flag it is released (the query says suspended, path NCCL) and rebuilt by
-// the resume; after each resume small all-reduces run on it and are right.
+// the resume, unless a CUDA graph captured it (then kept, and the graph
+// replays right); after each resume all-reduces run on it and are right.
 int suspendResumeRank(int rank, SharedId* shared) {
   installCrashTrace(rank == 0 ? "rank 0" : "rank 1");
   if (cudaSetDevice(rank) != cudaSuccess) return 2;
@@ -487,6 +488,27 @@ int suspendResumeRank(int rank, SharedId* shared) {
   EXPECT(resume(comm) == ncclSuccess);
   EXPECT(s.query(comm, &info) == rcnSuccess && info.path == fastPath);
   EXPECT(smallAllReduce(s, comm, stream, rank, 93) == 0);
+
+  // Once a graph holds a fast-path kernel, NCCL_SUSPEND_MEM keeps our memory
+  // (the graph holds its addresses): the graph replays right after resume.
+  Buffers g;
+  EXPECT(g.fill(rank, 2048, 94));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  EXPECT(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  EXPECT(s.allReduce(g.send, g.recv, g.count, ncclFloat32, ncclSum, comm, stream) == ncclSuccess);
+  EXPECT(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  EXPECT(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  STAGE("ncclCommSuspend(NCCL_SUSPEND_MEM) after a capture: the fast path is kept");
+  EXPECT(suspend(comm, 1) == ncclSuccess);
+  EXPECT(s.query(comm, &info) == rcnSuccess && info.path == fastPath);
+  EXPECT(resume(comm) == ncclSuccess);
+  EXPECT(cudaMemsetAsync(g.recv, 0xff, g.count * 4, stream) == cudaSuccess);
+  EXPECT(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+  EXPECT(matchesReference(g.result(), 2, 94));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
   EXPECT(s.commDestroy(comm) == ncclSuccess);
   cudaStreamDestroy(stream);
   return 0;

@@ -437,8 +437,10 @@ bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, r
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
     call.graphCapture = capture == cudaStreamCaptureStatusActive;
-  return policyRoute(call, comm->policy).route == Route::OneShot && comm->fast && comm->fast->supports(dtype, op) &&
-         bytes <= comm->fast->maxBytes();
+  const bool fast = policyRoute(call, comm->policy).route == Route::OneShot && comm->fast &&
+                    comm->fast->supports(dtype, op) && bytes <= comm->fast->maxBytes();
+  if (fast && call.graphCapture) comm->fastPathCaptured.store(true, std::memory_order_relaxed);
+  return fast;
 }
 
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,

@@ -42,6 +42,11 @@ struct rcnComm {
   // An all-reduce is under way: calls on one communicator must not overlap
   // (as in NCCL); a second thread's is refused rather than interleaved.
   std::atomic<bool> inAllReduce{false};
+  // A CUDA graph captured a fast-path kernel of this comm (commTakesFastPath
+  // said yes under capture): the graph holds the path's buffer addresses, so
+  // its memory must stay where it is while the comm lives (the shim's
+  // ncclCommSuspend keeps it).
+  mutable std::atomic<bool> fastPathCaptured{false};
   // Set by the first destroy or abort (under `teardown`): that one frees the
   // comm; calls that start after it are refused (checked after their
   // CommCallScope, so the teardown's wait for calls sees them or they see it).
@@ -124,7 +129,8 @@ rcnResult_t commCheck(const rcnComm* comm, const char* caller);
 // The routing decision and dispatch for one all-reduce (arguments checked).
 // Whether an all-reduce of `bytes` on `stream` takes the fast path (else
 // NCCL): the policy's route, and the path's types and capacity. The same on
-// every rank for the same call.
+// every rank for the same call. A yes under graph capture marks
+// comm->fastPathCaptured.
 bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
                        cudaStream_t stream);
 
