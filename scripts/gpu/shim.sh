@@ -145,7 +145,7 @@ if [ -f "$VLLM_WRAPPER" ]; then
   grep -h "shim_vllm rank\|ncclGetVersion through\|Error\|error" "$OUT"/vllm.rank*.log | head -10 | tee -a "$LOG"
   result "vLLM wrapper: init, all-reduce eager and in a graph, suspend/resume where NCCL has them, destroy" "$R"
 else
-  result "vLLM wrapper" "not run: $VLLM_WRAPPER missing (extract it with tests/python/vllm_wrapper.py)"
+  result "vLLM wrapper" "not run: $VLLM_WRAPPER missing (on a machine with the package index: python3 tests/python/vllm_wrapper.py .whl/vllm/pynccl_wrapper.py)"
 fi
 
 # The fast path across suspend and resume over torch's NCCL (test_shim_gpu

@@ -82,3 +82,21 @@ def load_wrapper(path, default_library):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def main():
+    """vllm_wrapper.py OUT_FILE [REQUIREMENT]: writes the wrapper module there (for a GPU host without the index)."""
+    if len(sys.argv) not in (2, 3):
+        sys.exit(main.__doc__)
+    cache = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), ".cache")
+    try:
+        path, version = fetch_wrapper(cache, *sys.argv[2:])
+    except wheel_member.IndexUnreachable as e:
+        sys.exit("the package index cannot be reached: %s" % e)
+    with open(path, "rb") as src, open(sys.argv[1], "wb") as dst:
+        dst.write(src.read())
+    print("vLLM %s's %s -> %s" % (version, WRAPPER, sys.argv[1]))
+
+
+if __name__ == "__main__":
+    main()
