@@ -59,7 +59,7 @@ target_compile_definitions(test_shim_fake_nccl PRIVATE RCN_SHARED_LIB="$<TARGET_
 # newest vLLM wheel loads it by path; the newest NCCL wheel's nccl* symbols are
 # all exported. Needs the package index (skips without it); downloads are
 # cached under the build folder.
-find_package(Python3 COMPONENTS Interpreter)
+find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)
   add_test(NAME test_shim_compat COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/python/shim_compat.py
     --lib $<TARGET_FILE:rocenante> --nccl $<TARGET_FILE:rcn_fake_nccl> --cache ${CMAKE_BINARY_DIR}/compat-cache)
