@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <nccl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -426,10 +427,14 @@ int revokeStopsFastPath() {
 // suspend and resume. Returns which NCCL provides them, for the log.
 const char* provideSuspend() {
   const char* named = getenv("ROCENANTE_NCCL_LIBRARY");
-  std::string real = named && *named ? named : "libnccl.so.2";
-  void* handle = dlopen(real.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle && dlsym(handle, "ncclCommSuspend")) return "the real NCCL";
-  setenv("RCN_LAYER_REAL_NCCL", real.c_str(), 1);
+  void* handle = dlopen(named && *named ? named : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (!handle || dlsym(handle, "ncclCommSuspend")) return "the real NCCL";
+  // The layer opens the real one by its full path: by its soname
+  // (libnccl.so.2, the layer's own) it could find itself.
+  struct link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || !map || !map->l_name || map->l_name[0] != '/')
+    return "the real NCCL (its path unknown, so no layer)";
+  setenv("RCN_LAYER_REAL_NCCL", map->l_name, 1);
   setenv("ROCENANTE_NCCL_LIBRARY", RCN_SUSPEND_LAYER, 1);
   return "the test layer over an NCCL without them";
 }
