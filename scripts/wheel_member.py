@@ -22,8 +22,10 @@ import urllib.request
 import zipfile
 
 UNREACHABLE = 3
-# What pip's errors say when the index did not answer (no network, no DNS, a proxy refusing).
-NETWORK_FAILURES = ("NewConnectionError", "Failed to establish a new connection", "Temporary failure in name",
+# What pip's errors say when the index did not answer (no network, no DNS, a
+# proxy refusing, an index that offers no version at all of the package), or
+# when there is no pip to ask.
+NETWORK_FAILURES = ("No module named pip", "(from versions: none)", "NewConnectionError", "Failed to establish a new connection", "Temporary failure in name",
                     "Name or service not known", "Network is unreachable", "ConnectTimeoutError",
                     "ReadTimeoutError", "ProxyError", "Connection refused", "SSLError")
 TIMEOUT_S = 60
@@ -37,9 +39,10 @@ def resolve(requirement):
     """(url, version, file name) of the wheel pip would install for requirement."""
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "report.json")
+        # One retry, 15 s each: offline, pip's default retries take minutes to give up.
         cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--ignore-installed",
-               "--only-binary", ":all:", "--quiet", "--disable-pip-version-check", "--report", report,
-               requirement]
+               "--only-binary", ":all:", "--quiet", "--disable-pip-version-check", "--retries", "1",
+               "--timeout", "15", "--report", report, requirement]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired as e:
