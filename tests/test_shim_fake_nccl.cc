@@ -12,8 +12,6 @@
 #include <dlfcn.h>
 #include <nccl.h>
 
-#include <climits>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +19,7 @@
 #include <string>
 
 #include "rocenante/rocenante.h"
+#include "support/coll_config.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
 
@@ -38,20 +37,7 @@ struct FakeNcclStats {  // tests/fake_nccl.cc
   char tunerLogLine[256];
 };
 
-// ncclCollConfig_t as NCCL 2.32's nccl.h lays it out (the build's nccl.h may
-// predate it), initialized as NCCL_COLLCONFIG_INITIALIZER does.
-struct CollConfig {
-  size_t size = sizeof(CollConfig);
-  unsigned int magic = 0xcafebeef;
-  unsigned int version = 23206;
-  void* ext = nullptr;
-  int minCTAs = INT_MIN, maxCTAs = INT_MIN, nvlsCTAs = INT_MIN, cgaClusterSize = INT_MIN;
-  const char* algSelection = nullptr;
-  int forceAlgSelection = 1;
-  int ctaPolicy = INT_MIN;
-  uint64_t userProfilerTag = 0;
-  void* launchCompletionEvent = nullptr;
-};
+using rcn::test::CollConfig;
 
 // NCCL 2.29+ entry points, typed here (the build's nccl.h may lack them).
 struct NewerApi {

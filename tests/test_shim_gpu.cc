@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "rocenante/rocenante.h"
+#include "support/coll_config.h"
 #include "support/crash_trace.h"
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
@@ -473,6 +474,19 @@ int suspendResumeRank(int rank, SharedId* shared) {
   EXPECT(s.query(comm, &info) == rcnSuccess && info.path != rcnPathNccl);
   const int fastPath = info.path;
   EXPECT(smallAllReduce(s, comm, stream, rank, 91) == 0);
+
+  // ncclAllReduceConfig with a config that asks nothing routes as ncclAllReduce
+  // (test_shim_fake_nccl checks the route; here the result on the fast path).
+  using AllReduceConfig = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                           cudaStream_t, const rcn::test::CollConfig*);
+  auto allReduceConfig = reinterpret_cast<AllReduceConfig>(dlsym(lib, "ncclAllReduceConfig"));
+  EXPECT(allReduceConfig != nullptr);
+  rcn::test::CollConfig plain;
+  Buffers c;
+  EXPECT(c.fill(rank, 3000, 95));
+  EXPECT(allReduceConfig(c.send, c.recv, c.count, ncclFloat32, ncclSum, comm, stream, &plain) == ncclSuccess);
+  EXPECT(cudaStreamSynchronize(stream) == cudaSuccess);
+  EXPECT(matchesReference(c.result(), 2, 95));
 
   STAGE("ncclCommSuspend(0): the fast path is kept");
   EXPECT(suspend(comm, 0) == ncclSuccess);
