@@ -459,9 +459,10 @@ ncclResult_t shim_ncclCommSuspend(ncclComm_t comm, int flags) {
 
 // Resume after NCCL's: a fast path kept at suspend works again; one released
 // there is rebuilt over the communicator, as at creation (every rank resumes,
-// and the rebuild exchanges with the peers; inside a group, at its end). Where the rebuild fails, the
-// communicator stays on plain NCCL and the error is returned: peers whose
-// rebuild succeeded may route small all-reduces to rocenante, so abort it.
+// and the rebuild exchanges with the peers; inside a group, at its end).
+// Where the rebuild fails, the communicator stays on plain NCCL and the error
+// is returned: peers whose rebuild succeeded may route small all-reduces to
+// rocenante, so abort it.
 ncclResult_t shim_ncclCommResume(ncclComm_t comm) {
   auto fn = realNccl().ncclCommResume;
   if (!fn) return reportMissing("ncclCommResume"), ncclInvalidUsage;
