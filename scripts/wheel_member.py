@@ -25,7 +25,8 @@ UNREACHABLE = 3
 # What pip's errors say when the index did not answer (no network, no DNS, a
 # proxy refusing, an index that offers no version at all of the package), or
 # when there is no pip to ask.
-NETWORK_FAILURES = ("No module named pip", "(from versions: none)", "NewConnectionError", "Failed to establish a new connection", "Temporary failure in name",
+NETWORK_FAILURES = ("No module named pip", "(from versions: none)", "NewConnectionError",
+                    "Failed to establish a new connection", "Temporary failure in name",
                     "Name or service not known", "Network is unreachable", "ConnectTimeoutError",
                     "ReadTimeoutError", "ProxyError", "Connection refused", "SSLError")
 TIMEOUT_S = 60
