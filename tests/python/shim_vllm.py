@@ -111,7 +111,7 @@ def main():
     wrapper = vllm_wrapper.load_wrapper(wrapper_path, library)
     driver = Driver(wrapper, library, rank, world, device)
     version = driver.nccl.ncclGetVersion()
-    torch_version = ".".join(str(v) for v in torch.cuda.nccl.version())
+    torch_version = ".".join(str(v) for v in torch.cuda.nccl.version()[:3])
     # The shim reports the real library's version; here that is torch's own NCCL.
     assert version == torch_version, "ncclGetVersion through the shim %s, torch's NCCL %s" % (version, torch_version)
     print("rank %d: ncclGetVersion through the shim: %s (torch's NCCL %s); path %s" % (
