@@ -70,6 +70,7 @@ class Driver:
 
     def check(self, count, seed, what):
         x = inputs(self.rank, count, seed).to(torch.float32).to(self.device)
+        self.stream.wait_stream(torch.cuda.current_stream())  # the copy above ran on the current stream
         with torch.cuda.stream(self.stream):
             out = self.all_reduce(x)
         self.stream.synchronize()
