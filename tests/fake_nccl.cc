@@ -40,7 +40,7 @@ struct TunerV5 {
 struct FakeNcclStats {
   int commsCreated, commsDestroyed, commsAborted;
   int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
-  int allReduces, allGathers, revokes;
+  int allReduces, allGathers, revokes, reduceScatters;
   char tunerPath[512];
 };
 
@@ -213,6 +213,11 @@ FAKE_EXPORT ncclResult_t ncclAllReduce(const void*, void*, size_t count, ncclDat
 FAKE_EXPORT ncclResult_t ncclAllGather(const void*, void*, size_t count, ncclDataType_t, ncclComm_t comm,
                                        cudaStream_t) {
   return collective(comm, /*ncclFuncAllGather*/ 2, count, &stats.allGathers);
+}
+
+FAKE_EXPORT ncclResult_t ncclReduceScatter(const void*, void*, size_t count, ncclDataType_t, ncclRedOp_t,
+                                           ncclComm_t comm, cudaStream_t) {
+  return collective(comm, /*ncclFuncReduceScatter*/ 3, count, &stats.reduceScatters);
 }
 
 FAKE_EXPORT ncclResult_t ncclGroupStart() {

@@ -27,7 +27,7 @@ namespace {
 struct FakeNcclStats {  // tests/fake_nccl.cc
   int commsCreated, commsDestroyed, commsAborted;
   int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
-  int allReduces, allGathers, revokes;
+  int allReduces, allGathers, revokes, reduceScatters;
   char tunerPath[512];
 };
 
