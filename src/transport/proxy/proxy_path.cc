@@ -46,7 +46,7 @@ class ProxyPath final : public FastPath {
                       rcnRedOp_t op, cudaStream_t stream) override {
     if (count == 0) return rcnSuccess;
     const size_t bytes = count * dtypeSize(dtype);
-    RCN_CHECK(checkGpuCall("proxy", bytes, maxBytes_, send, recv, dtype));
+    RCN_CHECK(checkGpuCall("proxy all-reduce", bytes, maxBytes_, send, recv, dtype));
     ProxyKernelArgs args = args_;
     args.send = send;
     args.recv = recv;

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# All-gather and reduce-scatter on the GPU host: builds from source and runs
+# test_p2p_collectives (every type and op, in place, graphs, different calls)
+# and test_p2p_api (the all-reduce, unchanged by the shared kernel helpers),
+# with two ranks on two GPUs where there are two, else both on one GPU
+# (ROCENANTE_TEST_SHARE_GPUS=1, no NCCL: correctness only). Writes
+# $OUT/collectives.log and prints a summary last.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/common.sh" collectives "${COLLECTIVES_BUILD_DIR:-/tmp/build}"
+
+gpu_build "-DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF" test_p2p_collectives test_p2p_api test_p2p_local
+say "built $(date -u +%H:%M:%S)"
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+share=0
+[ "$gpus" -lt 2 ] && share=1
+for t in test_p2p_collectives test_p2p_api test_p2p_local; do
+  for pdl in 0 1; do
+    say "$t PDL=$pdl share=$share $(date -u +%H:%M:%S)"
+    (cd "$BUILD" && ROCENANTE_TEST_SHARE_GPUS=$share ROCENANTE_PDL=$pdl timeout 280 ctest -R "^$t\$" -V) \
+      > "$OUT/ctest.tmp" 2>&1
+    rc=$?
+    cat "$OUT/ctest.tmp" >> "$LOG"
+    if grep -q "Skipped\|Not Run" "$OUT/ctest.tmp"; then result "$t PDL=$pdl" "SKIPPED"
+    elif [ $rc -eq 0 ]; then result "$t PDL=$pdl" "passed"
+    else result "$t PDL=$pdl" "FAILED (rc $rc)"; grep -E "rank [0-9]+:|FAILED|with expansion" "$OUT/ctest.tmp" | head -8; fi
+  done
+done
+printf '%s\n' "${SUMMARY[@]}"
