@@ -143,6 +143,19 @@ int runBadArguments(const rcnUniqueId& id, int rank) {
   return 0;
 }
 
+// Rank 1 reports its reduce-scatter self-test failed: with no NCCL behind
+// the host backend, creation fails on every rank, naming the collective and
+// the rank (on GPUs with NCCL that collective alone would go to NCCL).
+int runSelfTestFailure(const rcnUniqueId& id, int rank) {
+  setenv("ROCENANTE_SELFTEST_FAIL_RANK", "1", 1);
+  setenv("ROCENANTE_SELFTEST_FAIL_COLLECTIVE", "reduce-scatter", 1);
+  RANK_CHECK(hostComm(id, rank, 2, "shm") == nullptr, "rank %d: creation passed", rank);
+  const std::string why = rcnGetLastError(nullptr);
+  RANK_CHECK(why.find("reduce-scatter self-test failed on rank 1") != std::string::npos, "rank %d: %s", rank,
+             why.c_str());
+  return 0;
+}
+
 void runAll(int nranks, const char* wire) {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
@@ -158,6 +171,12 @@ TEST_CASE("ranks making different collectives fail, naming both", "[host][collec
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   checkRanks(runRanks(2, [&](int rank) { return runDifferentCalls(id, rank); }, 60));
+}
+
+TEST_CASE("a collective's failed self-test on one rank is every rank's verdict", "[host][collectives]") {
+  rcnUniqueId id;
+  REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+  checkRanks(runRanks(2, [&](int rank) { return runSelfTestFailure(id, rank); }, 60));
 }
 
 TEST_CASE("wrong all-gather and reduce-scatter arguments are refused by name", "[host][collectives]") {

@@ -21,5 +21,7 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/user_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/policy_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/selftest.cc
+  ${CMAKE_CURRENT_LIST_DIR}/selftest_support.cc
+  ${CMAKE_CURRENT_LIST_DIR}/selftest_collectives.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_nccl.cc)
 target_sources(rocenante_internal PRIVATE ${CMAKE_CURRENT_LIST_DIR}/launch_env.cc)
