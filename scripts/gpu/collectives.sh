@@ -3,12 +3,15 @@
 # test_p2p_collectives (every type and op, in place, graphs, different calls)
 # and test_p2p_api (the all-reduce, unchanged by the shared kernel helpers),
 # with two ranks on two GPUs where there are two, else both on one GPU
-# (ROCENANTE_TEST_SHARE_GPUS=1, no NCCL: correctness only). Writes
-# $OUT/collectives.log and prints a summary last.
+# (ROCENANTE_TEST_SHARE_GPUS=1, no NCCL: correctness only); then, on two
+# GPUs only (NCCL takes one rank per GPU), bench/collectives_sweep against
+# NCCL into $OUT/collectives_sweep.txt. Writes $OUT/collectives.log and
+# prints a summary last.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . "$(dirname "$0")/common.sh" collectives "${COLLECTIVES_BUILD_DIR:-/tmp/build}"
 
-gpu_build "-DROCENANTE_BUILD_BENCH=OFF -DROCENANTE_BUILD_EXAMPLES=OFF" test_p2p_collectives test_p2p_api test_p2p_local
+gpu_build "-DROCENANTE_BUILD_BENCH=ON -DROCENANTE_BUILD_EXAMPLES=OFF" test_p2p_collectives test_p2p_api test_p2p_local \
+  collectives_sweep
 say "built $(date -u +%H:%M:%S)"
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 share=0
@@ -25,4 +28,15 @@ for t in test_p2p_collectives test_p2p_api test_p2p_local; do
     else result "$t PDL=$pdl" "FAILED (rc $rc)"; grep -E "rank [0-9]+:|FAILED|with expansion" "$OUT/ctest.tmp" | head -8; fi
   done
 done
+if [ "$gpus" -ge 2 ]; then
+  say "collectives_sweep $(date -u +%H:%M:%S)"
+  if timeout 240 "$BUILD/bench/collectives_sweep" --gpus 2 --max-bytes 1M > "$OUT/collectives_sweep.txt" 2>&1; then
+    result collectives_sweep "ok (table below)"
+  else
+    result collectives_sweep "FAILED"
+  fi
+  cat "$OUT/collectives_sweep.txt" | tee -a "$LOG" | grep -v VERSION
+else
+  result collectives_sweep "SKIPPED (needs 2 GPUs: NCCL takes one rank per GPU)"
+fi
 printf '%s\n' "${SUMMARY[@]}"
