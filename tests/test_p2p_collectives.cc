@@ -1,6 +1,7 @@
-// rcnAllGather and rcnReduceScatter over the p2p path, one process per GPU
-// (or, under ROCENANTE_TEST_SHARE_GPUS=1, two processes on one GPU without
-// NCCL): every type (every op for reduce-scatter), out of place and in place,
+// rcnAllGather and rcnReduceScatter on GPUs, over the p2p path and the
+// proxy path (shm wire, and the cuda wire's regions in GPU memory), one
+// process per GPU (or, under ROCENANTE_TEST_SHARE_GPUS=1, two processes on
+// one GPU without NCCL): every type (every op for reduce-scatter), out of place and in place,
 // unaligned buffers, eager and replayed from a CUDA graph; each result exact
 // against the CPU reference over poisoned outputs, each reduce-scatter block
 // bit-identical to rcnAllReduce's, every all-gather the same bytes on every
@@ -111,20 +112,29 @@ int reduceScatterCase(rcnComm_t comm, Device& d, int rank, size_t count, rcnData
   return 0;
 }
 
-rcnComm_t forcedComm(const rcnUniqueId& id, int rank) {
+// Where a case runs: the p2p path, or the proxy path over a wire.
+struct Transport {
+  const char* name;  // ROCENANTE_TRANSPORT
+  const char* wire;  // ROCENANTE_WIRE (proxy only)
+  rcnPath_t path;
+};
+constexpr Transport kP2p{"p2p", "auto", rcnPathP2p};
+
+rcnComm_t forcedComm(const rcnUniqueId& id, int rank, const Transport& where) {
   setenv("ROCENANTE_FORCE", "rocenante", 1);  // every eligible call on the fast path
-  setenv("ROCENANTE_TRANSPORT", "p2p", 1);
+  setenv("ROCENANTE_TRANSPORT", where.name, 1);
+  setenv("ROCENANTE_WIRE", where.wire, 1);
   if (cudaSetDevice(rankDevice(rank)) != cudaSuccess) return nullptr;
   rcnComm_t comm = nullptr;
   if (rcnCommInitRank(&comm, kRanks, id, rank) != rcnSuccess) return nullptr;
   rcnCommInfo info{};
-  if (rcnCommQuery(comm, &info) != rcnSuccess || info.path != rcnPathP2p) return nullptr;
+  if (rcnCommQuery(comm, &info) != rcnSuccess || info.path != where.path) return nullptr;
   return comm;
 }
 
-int collectivesRank(const rcnUniqueId& id, int rank) {
-  rcnComm_t comm = forcedComm(id, rank);
-  CHILD_CHECK(comm != nullptr, "init on the p2p path: %s", rcnGetLastError(nullptr));
+int collectivesRank(const rcnUniqueId& id, int rank, const Transport& where) {
+  rcnComm_t comm = forcedComm(id, rank, where);
+  CHILD_CHECK(comm != nullptr, "init on the %s path: %s", where.name, rcnGetLastError(nullptr));
   Device d;
   CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&d.send), kBufferBytes) == cudaSuccess && cudaMalloc(reinterpret_cast<void**>(&d.recv), kBufferBytes) == cudaSuccess &&
                   cudaMalloc(reinterpret_cast<void**>(&d.reduced), kBufferBytes) == cudaSuccess &&
@@ -151,7 +161,7 @@ int collectivesRank(const rcnUniqueId& id, int rank) {
 // mismatch, rcnCommGetAsyncError returns rcnInvalidUsage on both.
 int differentCallsRank(const rcnUniqueId& id, int rank) {
   setenv("ROCENANTE_TIMEOUT_MS", "5000", 1);
-  rcnComm_t comm = forcedComm(id, rank);
+  rcnComm_t comm = forcedComm(id, rank, kP2p);
   CHILD_CHECK(comm != nullptr, "init on the p2p path: %s", rcnGetLastError(nullptr));
   void* buf = nullptr;
   CHILD_CHECK(cudaMalloc(&buf, 4096) == cudaSuccess && cudaMemset(buf, 0, 4096) == cudaSuccess, "allocation");
@@ -176,7 +186,18 @@ TEST_CASE("rcnAllGather and rcnReduceScatter over p2p: every type and op, in pla
   NativeNcclUnlessShared ncclRule(kRanks);
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(kRanks, [&](int rank) { return collectivesRank(id, rank); }, 500));
+  checkRanks(runRanks(kRanks, [&](int rank) { return collectivesRank(id, rank, kP2p); }, 500));
+}
+
+TEST_CASE("rcnAllGather and rcnReduceScatter over the proxy path: shm and cuda wires", "[proxy][gpu][api]") {
+  requireGpus(kRanks);
+  NativeNcclUnlessShared ncclRule(kRanks);
+  for (const Transport where : {Transport{"proxy", "shm", rcnPathProxy}, Transport{"proxy", "cuda", rcnPathProxy}}) {
+    INFO(where.wire);
+    rcnUniqueId id;
+    REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
+    checkRanks(runRanks(kRanks, [&](int rank) { return collectivesRank(id, rank, where); }, 500));
+  }
 }
 
 TEST_CASE("Ranks that make different collectives over p2p both fail", "[p2p][gpu][api]") {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # All-gather and reduce-scatter on the GPU host: builds from source and runs
-# test_p2p_collectives (every type and op, in place, graphs, different calls)
-# and test_p2p_api (the all-reduce, unchanged by the shared kernel helpers),
+# test_p2p_collectives (p2p and proxy over shm and cuda wires: every type and
+# op, in place, graphs, different calls), and the all-reduce's tests whose
+# kernels changed with them (test_p2p_api, test_p2p_local, test_wire_proxy_gpu),
 # with two ranks on two GPUs where there are two, else both on one GPU
 # (ROCENANTE_TEST_SHARE_GPUS=1, no NCCL: correctness only); then, on two
 # GPUs only (NCCL takes one rank per GPU), bench/collectives_sweep against
@@ -10,13 +11,13 @@
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 . "$(dirname "$0")/common.sh" collectives "${COLLECTIVES_BUILD_DIR:-/tmp/build}"
 
-gpu_build "-DROCENANTE_BUILD_BENCH=ON -DROCENANTE_BUILD_EXAMPLES=OFF" test_p2p_collectives test_p2p_api test_p2p_local \
+gpu_build "-DROCENANTE_BUILD_BENCH=ON -DROCENANTE_BUILD_EXAMPLES=OFF" test_p2p_collectives test_p2p_api test_p2p_local test_wire_proxy_gpu \
   collectives_sweep
 say "built $(date -u +%H:%M:%S)"
 gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
 share=0
 [ "$gpus" -lt 2 ] && share=1
-for t in test_p2p_collectives test_p2p_api test_p2p_local; do
+for t in test_p2p_collectives test_p2p_api test_p2p_local test_wire_proxy_gpu; do
   for pdl in 0 1; do
     say "$t PDL=$pdl share=$share $(date -u +%H:%M:%S)"
     (cd "$BUILD" && ROCENANTE_TEST_SHARE_GPUS=$share ROCENANTE_PDL=$pdl timeout 280 ctest -R "^$t\$" -V) \
