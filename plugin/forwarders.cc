@@ -310,21 +310,11 @@ ncclResult_t route_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t co
 }
 
 ncclResult_t route_ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  auto fn = rcn::shim::realNccl().ncclReduceScatter;
-  if (!fn) {
-    rcn::shim::reportMissing("ncclReduceScatter");
-    return ncclInvalidUsage;
-  }
-  return fn(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  return rcn::shim::shim_ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
 ncclResult_t route_ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  auto fn = rcn::shim::realNccl().ncclAllGather;
-  if (!fn) {
-    rcn::shim::reportMissing("ncclAllGather");
-    return ncclInvalidUsage;
-  }
-  return fn(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  return rcn::shim::shim_ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
 
 ncclResult_t route_ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {

@@ -24,7 +24,8 @@ from pathlib import Path
 INTERCEPTED = [
     "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",
     "ncclCommInitRankScalable", "ncclCommShrink", "ncclCommDestroy", "ncclCommAbort",
-    "ncclCommRevoke", "ncclCommFinalize", "ncclCommGetAsyncError", "ncclAllReduce", "ncclGroupStart",
+    "ncclCommRevoke", "ncclCommFinalize", "ncclCommGetAsyncError", "ncclAllReduce", "ncclAllGather",
+    "ncclReduceScatter", "ncclGroupStart",
     "ncclGroupEnd", "ncclGroupSimulateEnd", "ncclGetLastError", "ncclGetErrorString",
     "ncclCommSuspend", "ncclCommResume", "ncclCommGrow",
 ]

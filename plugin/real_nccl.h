@@ -168,6 +168,8 @@ ncclResult_t shim_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t * asyncErr
 ncclResult_t shim_ncclCommSuspend(ncclComm_t comm, int flags);
 ncclResult_t shim_ncclCommResume(ncclComm_t comm);
 ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t shim_ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t shim_ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t shim_ncclGroupStart();
 ncclResult_t shim_ncclGroupEnd();
 ncclResult_t shim_ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);

@@ -13,7 +13,8 @@
 // Non-blocking communicators (config->blocking = 0) get no rocenante state:
 // building it needs collective exchanges that would block. An INFO line says so.
 //
-// ncclAllReduce inside a group: a call routed to rocenante is enqueued at
+// ncclAllReduce (and ncclAllGather, ncclReduceScatter, routed by the same
+// rules) inside a group: a call routed to rocenante is enqueued at
 // once, before the group's NCCL work that ncclGroupEnd launches. NCCL gives
 // no order between operations of one group, every rank makes the same routing
 // decisions in the same order, and our kernel only waits on the GPU
@@ -320,20 +321,40 @@ ncclResult_t afterCreate(ncclResult_t created, ncclComm_t* newcomm, bool blockin
   return toNccl(r);
 }
 
-// Logs at INFO the first all-reduce of each route on a communicator, so
-// ROCENANTE_DEBUG=INFO shows where calls go without a line per call.
-void logFirstRoute(Entry& entry, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
-  if (!logEnabled(kLogInfo, RCN_LOG_SHIM) || entry.routesLogged.load(std::memory_order_relaxed) == 3) return;
+// Logs at INFO the first call of each collective and route on a
+// communicator, so ROCENANTE_DEBUG=INFO shows where calls go without a line
+// per call. Two bits per collective in routesLogged: fast path, NCCL.
+void logFirstRoute(Entry& entry, Collective coll, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
+                   cudaStream_t stream) {
+  const uint32_t both = 3u << (2 * static_cast<int>(coll));
+  if (!logEnabled(kLogInfo, RCN_LOG_SHIM) || (entry.routesLogged.load(std::memory_order_relaxed) & both) == both)
+    return;
   rcnComm* rc = entry.rc;
-  const bool fast = commTakesFastPath(rc, bytes, dtype, op, stream);
-  uint32_t bit = fast ? 1u : 2u;
+  const bool fast = commTakesFastPath(rc, coll, bytes, dtype, op, stream);
+  const uint32_t bit = (fast ? 1u : 2u) << (2 * static_cast<int>(coll));
   if (entry.routesLogged.fetch_or(bit) & bit) return;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   const bool capturing = cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
                          capture == cudaStreamCaptureStatusActive;
-  RCN_INFO(RCN_LOG_SHIM, "rank %d: first all-reduce %s: %zu bytes %s %s%s", rc->rank,
+  RCN_INFO(RCN_LOG_SHIM, "rank %d: first %s %s: %zu bytes %s %s%s", rc->rank, collectiveName(coll),
            fast ? "on the rocenante path" : "sent to NCCL", bytes, dtypeName(dtype), opName(op),
            capturing ? " (graph capture)" : "");
+}
+
+// The entry of a call rocenante may route, or null to forward it untouched:
+// user-made ops (ncclRedOpCreatePreMulSum) and anything odd (a count whose
+// byte size wraps, over `shares` ranks' shares) go to NCCL, which checks
+// arguments with its own messages.
+std::shared_ptr<Entry> routableEntry(ncclComm_t comm, const void* sendbuff, const void* recvbuff, size_t count,
+                                     ncclDataType_t datatype, ncclRedOp_t op, bool shares) {
+  const bool plain = datatype >= 0 && datatype < ncclNumTypes && op >= 0 && op < ncclNumOps && count > 0 &&
+                     byteCountFits(count, static_cast<rcnDataType_t>(datatype)) && sendbuff && recvbuff;
+  std::shared_ptr<Entry> entry = plain ? findEntry(comm) : nullptr;
+  // A suspended communicator's calls go to NCCL, which refuses them by its own rule.
+  if (!entry || !entry->rc || entry->suspended) return nullptr;
+  const size_t whole = count * dtypeSize(static_cast<rcnDataType_t>(datatype));
+  if (shares && whole > SIZE_MAX / static_cast<size_t>(entry->rc->nranks)) return nullptr;
+  return entry;
 }
 
 }  // namespace
@@ -573,17 +594,42 @@ ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t cou
                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   auto fn = realNccl().ncclAllReduce;
   if (!fn) return reportMissing("ncclAllReduce"), ncclInvalidUsage;
-  // User-made ops (ncclRedOpCreatePreMulSum) and anything odd (a count whose
-  // byte size wraps) go to NCCL, which checks arguments with its own messages.
-  bool plain = datatype >= 0 && datatype < ncclNumTypes && op >= 0 && op < ncclNumOps && count > 0 &&
-               byteCountFits(count, static_cast<rcnDataType_t>(datatype)) && sendbuff && recvbuff;
-  std::shared_ptr<Entry> entry = plain ? findEntry(comm) : nullptr;
-  if (!entry || !entry->rc || entry->suspended) return fn(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  std::shared_ptr<Entry> entry = routableEntry(comm, sendbuff, recvbuff, count, datatype, op, /*shares=*/false);
+  if (!entry) return fn(sendbuff, recvbuff, count, datatype, op, comm, stream);
   auto dtype = static_cast<rcnDataType_t>(datatype);
   auto rop = static_cast<rcnRedOp_t>(op);
   CommCallScope call(entry->rc);  // an abort on another thread waits for us
-  if (commUsable(entry->rc)) logFirstRoute(*entry, count * dtypeSize(dtype), dtype, rop, stream);
+  if (commUsable(entry->rc)) logFirstRoute(*entry, Collective::AllReduce, count * dtypeSize(dtype), dtype, rop, stream);
   return toNccl(commAllReduce(entry->rc, sendbuff, recvbuff, count, dtype, rop, stream));
+}
+
+ncclResult_t shim_ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                ncclComm_t comm, cudaStream_t stream) {
+  auto fn = realNccl().ncclAllGather;
+  if (!fn) return reportMissing("ncclAllGather"), ncclInvalidUsage;
+  std::shared_ptr<Entry> entry = routableEntry(comm, sendbuff, recvbuff, sendcount, datatype, ncclSum, true);
+  if (!entry) return fn(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+  auto dtype = static_cast<rcnDataType_t>(datatype);
+  CommCallScope call(entry->rc);
+  if (commUsable(entry->rc))
+    logFirstRoute(*entry, Collective::AllGather, sendcount * dtypeSize(dtype) * entry->rc->nranks, dtype, rcnSum,
+                  stream);
+  return toNccl(commAllGather(entry->rc, sendbuff, recvbuff, sendcount, dtype, stream));
+}
+
+ncclResult_t shim_ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  auto fn = realNccl().ncclReduceScatter;
+  if (!fn) return reportMissing("ncclReduceScatter"), ncclInvalidUsage;
+  std::shared_ptr<Entry> entry = routableEntry(comm, sendbuff, recvbuff, recvcount, datatype, op, true);
+  if (!entry) return fn(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  auto dtype = static_cast<rcnDataType_t>(datatype);
+  auto rop = static_cast<rcnRedOp_t>(op);
+  CommCallScope call(entry->rc);
+  if (commUsable(entry->rc))
+    logFirstRoute(*entry, Collective::ReduceScatter, recvcount * dtypeSize(dtype) * entry->rc->nranks, dtype, rop,
+                  stream);
+  return toNccl(commReduceScatter(entry->rc, sendbuff, recvbuff, recvcount, dtype, rop, stream));
 }
 
 const char* shim_ncclGetErrorString(ncclResult_t result) {

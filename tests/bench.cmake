@@ -16,6 +16,12 @@ if(ROCENANTE_BUILD_BENCH)  # rcn_bench_core is defined in bench/, added after te
   set_tests_properties(test_bench_one_rank PROPERTIES ENVIRONMENT ROCENANTE_BACKEND=host
     PASS_REGULAR_EXPRESSION "rcn-oneshot: n/a: one rank" FAIL_REGULAR_EXPRESSION "\\(rcn-oneshot\\), "
     TIMEOUT 60 LABELS "cpu;bench")
+  # collectives_sweep on the host backend, two ranks: every point checked
+  # exactly before it is timed (an ERROR column fails it).
+  add_test(NAME test_bench_collectives_host COMMAND collectives_sweep --gpus 2 --max-bytes 32K)
+  set_tests_properties(test_bench_collectives_host PROPERTIES ENVIRONMENT ROCENANTE_BACKEND=host
+    PASS_REGULAR_EXPRESSION "# reduce-scatter, 2 ranks" FAIL_REGULAR_EXPRESSION "ERROR"
+    TIMEOUT 60 LABELS "cpu;bench")
   # The plot script, when matplotlib is installed (skipped otherwise).
   find_package(Python3 COMPONENTS Interpreter QUIET)
   if(Python3_Interpreter_FOUND)

@@ -58,6 +58,30 @@ __global__ void gatherKernel(rcnDeviceComm dev, float* out, size_t count, unsign
   rcn_device::rcnDeviceEndCall(dev, call);
 }
 
+// out[r * count + i] = what rank r put at index i (an all-gather): every
+// rank's slice read with rcnDeviceGatherFrom4, two groups at a time.
+__global__ void gatherFromKernel(rcnDeviceComm dev, float* out, size_t count, unsigned* failures) {
+  const uint32_t call = rcn_device::rcnDeviceCall(dev);
+  const size_t groups = (count + 3) / 4, stride = size_t(gridDim.x) * blockDim.x;
+  for (int r = 0; r < dev.nranks; ++r)
+    for (size_t g0 = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g0 < groups; g0 += 2 * stride) {
+      size_t index[2];
+      float4 values[2];
+      int valid = 0;
+      for (int k = 0; k < 2 && g0 + k * stride < groups; ++k) index[valid++] = 4 * (g0 + k * stride);
+      if (!rcn_device::rcnDeviceGatherFrom4<2>(dev, call, r, index, values, valid)) {
+        atomicAdd(failures, 1u);
+        continue;
+      }
+      for (int k = 0; k < valid; ++k) {
+        const float v[4] = {values[k].x, values[k].y, values[k].z, values[k].w};
+        for (int e = 0; e < 4 && index[k] + e < count; ++e) out[r * count + index[k] + e] = v[e];
+      }
+    }
+  __syncthreads();
+  rcn_device::rcnDeviceEndCall(dev, call);
+}
+
 // ---- back to back: no host sync between calls, PDL launches, skewed ranks
 
 // Small integers, so any order of addition gives the same bits.
@@ -150,7 +174,8 @@ void initAll(rcnComm_t (&comms)[kRanks]) {
 void preloadKernels() {
   const void* kernels[] = {reinterpret_cast<const void*>(putKernel), reinterpret_cast<const void*>(gatherKernel<1>),
                            reinterpret_cast<const void*>(gatherKernel<4>), reinterpret_cast<const void*>(stressPut),
-                           reinterpret_cast<const void*>(stressGather)};
+                           reinterpret_cast<const void*>(stressGather),
+                           reinterpret_cast<const void*>(gatherFromKernel)};
   for (int r = 0; r < kRanks; ++r) {
     REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     for (const void* kernel : kernels) {
@@ -174,7 +199,7 @@ void setUp(std::vector<Rank>& ranks) {
     REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     REQUIRE(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking) == cudaSuccess);
     REQUIRE(cudaMalloc(&k.in, kValues * sizeof(float)) == cudaSuccess);
-    REQUIRE(cudaMalloc(&k.out, kValues * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(&k.out, kRanks * kValues * sizeof(float)) == cudaSuccess);  // an all-gather's output
     REQUIRE(cudaMalloc(&k.scratch, 1024 * sizeof(float)) == cudaSuccess);
     REQUIRE(cudaMalloc(&k.failures, sizeof(unsigned)) == cudaSuccess);
     REQUIRE(cudaMemset(k.failures, 0, sizeof(unsigned)) == cudaSuccess);
@@ -304,6 +329,60 @@ TEST_CASE("Device puts and gathers sum in rank order, the same bits on every ran
     rcnResult_t async = rcnInternalError;
     REQUIRE(rcnCommGetAsyncError(ranks[r].comm, &async) == rcnSuccess);
     REQUIRE(async == rcnSuccess);
+  }
+  tearDown(ranks);
+  unforce();
+}
+
+// The all-gather of the device API: every rank puts its slice at indices of
+// its own part, the consumer reads every rank's; each rank's output is every
+// rank's input in rank order, exactly, call after call (with rcnAllReduce
+// calls and sum gathers between, so the call numbers stay in step).
+TEST_CASE("Device puts and per-rank gathers make an all-gather, exact on every rank", "[device][p2p][gpu][api]") {
+  requireGpus(kRanks);
+  forceP2p();
+  std::vector<Rank> ranks(kRanks);
+  setUp(ranks);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int grids[][2] = {{1, 1}, {7, 3}, {132, 5}, {3, 64}};
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& grid : grids) {
+      std::vector<float> want(kRanks * kValues), poison(kRanks * kValues, std::nanf(""));
+      for (int r = 0; r < kRanks; ++r) {
+        for (size_t i = 0; i < kValues; ++i) want[r * kValues + i] = normal(rng);
+        Rank& k = ranks[r];
+        REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
+        REQUIRE(cudaMemcpy(k.in, want.data() + r * kValues, kValues * sizeof(float), cudaMemcpyHostToDevice) ==
+                cudaSuccess);
+        REQUIRE(cudaMemcpy(k.out, poison.data(), poison.size() * sizeof(float), cudaMemcpyHostToDevice) ==
+                cudaSuccess);
+      }
+      for (int r = 0; r < kRanks; ++r) {
+        Rank& k = ranks[r];
+        REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
+        putKernel<<<grid[0], 128, 0, k.stream>>>(k.dev, k.in, kValues);
+        REQUIRE(rcnAllReduce(k.scratch, k.scratch, 1024, rcnFloat32, rcnSum, k.comm, k.stream) == rcnSuccess);
+        gatherFromKernel<<<grid[1], 256, 0, k.stream>>>(k.dev, k.out, kValues, k.failures);
+        REQUIRE(cudaGetLastError() == cudaSuccess);
+      }
+      std::vector<float> got(kRanks * kValues);
+      for (int r = 0; r < kRanks; ++r) {
+        REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
+        REQUIRE(cudaStreamSynchronize(ranks[r].stream) == cudaSuccess);
+        REQUIRE(cudaMemcpy(got.data(), ranks[r].out, got.size() * sizeof(float), cudaMemcpyDeviceToHost) ==
+                cudaSuccess);
+        unsigned failures = 0;
+        REQUIRE(cudaMemcpy(&failures, ranks[r].failures, sizeof failures, cudaMemcpyDeviceToHost) == cudaSuccess);
+        INFO("rank " << r << ", grid " << grid[0] << "/" << grid[1]);
+        REQUIRE(failures == 0);
+        REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+      }
+    }
+    // A sum call between rounds: both kinds of consumer share the call numbers.
+    const std::vector<float> want = freshInputs(ranks, rng);
+    enqueueCall(ranks, 4, 4);
+    checkOutputs(ranks, want, round);
   }
   tearDown(ranks);
   unforce();

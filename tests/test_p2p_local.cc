@@ -196,7 +196,7 @@ void checkMismatchCases(const MismatchCase* cases, size_t n, const P2pOptions& o
       CHECK(results[r] == (same ? rcnSuccess : rcnInvalidUsage));
       CHECK(after[r] == results[r]);
       CHECK(untouched[r] == !same);
-      if (!same) CHECK(whys[r].find("peer " + std::to_string(1 - r) + " made a different all-reduce") !=
+      if (!same) CHECK(whys[r].find("peer " + std::to_string(1 - r) + " made a different call") !=
                        std::string::npos);
     }
   }

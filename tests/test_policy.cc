@@ -114,6 +114,8 @@ TEST_CASE("the agreement text changes with every routing field") {
       {"oneShotMaxBytesGraph", [](PolicyConfig& c) { c.oneShotMaxBytesGraph += 16; }},
       {"twoShotMaxBytes", [](PolicyConfig& c) { c.twoShotMaxBytes += 16; }},
       {"maxRanks", [](PolicyConfig& c) { c.maxRanks += 1; }},
+      {"allGatherMaxBytes", [](PolicyConfig& c) { c.allGatherMaxBytes += 16; }},
+      {"reduceScatterMaxBytes", [](PolicyConfig& c) { c.reduceScatterMaxBytes += 16; }},
       {"a preference's size", [](PolicyConfig& c) { c.ncclPrefs[0].maxBytes += 16; }},
       {"a preference's algorithm", [](PolicyConfig& c) { c.ncclPrefs[0].algo = NcclAlgo::Tree; }},
       {"a preference's protocol", [](PolicyConfig& c) { c.ncclPrefs[0].proto = NcclProto::Simple; }},
@@ -220,6 +222,58 @@ TEST_CASE("precedence: defaults < classes.default < own class < environment") {
     CHECK(c.oneShotMaxBytes == 8 * 1024);          // environment beats the file
   }
 }
+
+TEST_CASE("all-gather and reduce-scatter: thresholds of their own over the whole buffer") {
+  ScopedEnv noFile("ROCENANTE_POLICY", nullptr);
+  ScopedEnv noForce("ROCENANTE_FORCE", nullptr);
+  ScopedEnv noMax("ROCENANTE_MAX_BYTES", nullptr);
+  ScopedEnv noGather("ROCENANTE_ALLGATHER_MAX_BYTES", nullptr);
+  ScopedEnv noScatter("ROCENANTE_REDUCESCATTER_MAX_BYTES", nullptr);
+  PolicyConfig c = policyDefaults(TopoClass::SingleHost, rcnPathP2p, 2);
+  CHECK(c.allGatherMaxBytes == 256 * 1024);  // not the all-reduce's 4 MB for two ranks
+  CHECK(c.reduceScatterMaxBytes == 256 * 1024);
+  CHECK(policyDefaults(TopoClass::MultiNodePartial, rcnPathProxy, 4).allGatherMaxBytes == 0);
+  for (Collective coll : {Collective::AllGather, Collective::ReduceScatter}) {
+    INFO(collectiveName(coll));
+    CallDesc atMax = call(256 * 1024), past = call(256 * 1024 + 1);
+    atMax.coll = past.coll = coll;
+    CHECK(policyRoute(atMax, c).route == Route::OneShot);
+    CHECK(policyRoute(past, c).route == Route::Nccl);
+    past.graphCapture = true;  // no graph threshold of their own
+    CHECK(policyRoute(past, c).route == Route::Nccl);
+    PolicyConfig capped = c;
+    policyCapOneShot(&capped, coll, 0);  // the self-test's fallback for one collective
+    CHECK(policyRoute(atMax, capped).route == Route::Nccl);
+    CallDesc reduce = call(1024);
+    CHECK(policyRoute(reduce, capped).route == Route::OneShot);  // the all-reduce keeps its own
+  }
+  ScopedEnv gather("ROCENANTE_ALLGATHER_MAX_BYTES", "64K");
+  ScopedEnv scatter("ROCENANTE_REDUCESCATTER_MAX_BYTES", "0");
+  REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
+  CHECK(c.allGatherMaxBytes == 64 * 1024);
+  CHECK(c.reduceScatterMaxBytes == 0);
+  CHECK(c.oneShotMaxBytes == 4 * 1024 * 1024);
+  ScopedEnv bad("ROCENANTE_ALLGATHER_MAX_BYTES", "2G");
+  CHECK(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnInvalidArgument);
+}
+
+#ifdef ROCENANTE_HAVE_YAML
+TEST_CASE("policy files set all_gather_max_bytes and reduce_scatter_max_bytes per class") {
+  TempFile policy(
+      "classes:\n"
+      "  default:\n"
+      "    all_gather_max_bytes: 32K\n"
+      "  single_host:\n"
+      "    reduce_scatter_max_bytes: 8K\n");
+  ScopedEnv file("ROCENANTE_POLICY", policy.path().c_str());
+  ScopedEnv noGather("ROCENANTE_ALLGATHER_MAX_BYTES", nullptr);
+  ScopedEnv noScatter("ROCENANTE_REDUCESCATTER_MAX_BYTES", nullptr);
+  PolicyConfig c;
+  REQUIRE(policyLoad(TopoClass::SingleHost, rcnPathP2p, 2, &c) == rcnSuccess);
+  CHECK(c.allGatherMaxBytes == 32 * 1024);
+  CHECK(c.reduceScatterMaxBytes == 8 * 1024);
+}
+#endif
 
 namespace {
 

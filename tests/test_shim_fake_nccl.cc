@@ -78,6 +78,8 @@ struct Shim {
   decltype(&ncclCommDestroy) commDestroy;
   decltype(&ncclCommAbort) commAbort;
   decltype(&ncclAllReduce) allReduce;
+  decltype(&ncclAllGather) allGather;
+  decltype(&ncclReduceScatter) reduceScatter;
   decltype(&ncclGetLastError) getLastError;
   decltype(&rcnAllReduce) rcnAllReduceFn;  // rocenante's own API, from the same library
   ncclResult_t (*commRevoke)(ncclComm_t, int);  // not in every 2.28 nccl.h
@@ -104,6 +106,8 @@ bool openShim(Shim* s) {
   BIND(commDestroy, "ncclCommDestroy");
   BIND(commAbort, "ncclCommAbort");
   BIND(allReduce, "ncclAllReduce");
+  BIND(allGather, "ncclAllGather");
+  BIND(reduceScatter, "ncclReduceScatter");
   BIND(getLastError, "ncclGetLastError");
   BIND(rcnAllReduceFn, "rcnAllReduce");
   BIND(commRevoke, "ncclCommRevoke");
@@ -121,7 +125,7 @@ bool openShim(Shim* s) {
   s->stats = statsFn ? statsFn() : nullptr;
   s->setNcclLastError = fake ? reinterpret_cast<void (*)(const char*)>(dlsym(fake, "fakeNcclSetLastError")) : nullptr;
   return s->getUniqueId && s->commInitRank && s->commInitAll && s->commDestroy && s->commAbort &&
-         s->allReduce && s->getLastError &&
+         s->allReduce && s->allGather && s->reduceScatter && s->getLastError &&
          s->commRevoke && s->groupStart && s->groupEnd && s->query && s->stats && s->setNcclLastError;
 }
 
@@ -378,6 +382,25 @@ TEST_CASE("without a real NCCL, ncclGetErrorString still names the codes") {
     EXPECT(errorString != nullptr);
     EXPECT(std::strcmp(errorString(ncclSuccess), "no error") == 0);
     EXPECT(std::strstr(errorString(ncclInvalidUsage), "invalid usage") != nullptr);
+    return 0;
+  });
+}
+
+// The shim intercepts both (shim_ncclAllGather, shim_ncclReduceScatter); a
+// communicator it built no state for, and a call it must not route (a
+// user-made op), reach NCCL unchanged, once each.
+TEST_CASE("ncclAllGather and ncclReduceScatter forward to NCCL where rocenante does not take them") {
+  inQuietShim([](Shim& s) {
+    ncclComm_t comm = nullptr;
+    EXPECT(initSingle(s, &comm) == ncclSuccess);
+    const FakeNcclStats& st = *s.stats;
+    const int gathers = st.allGathers, scatters = st.reduceScatters;
+    EXPECT(s.allGather(host[0], host[1], 16, ncclFloat32, comm, nullptr) == ncclSuccess);
+    EXPECT(s.reduceScatter(host[0], host[1], 16, ncclFloat32, ncclSum, comm, nullptr) == ncclSuccess);
+    EXPECT(s.reduceScatter(host[0], host[1], 16, ncclFloat32, static_cast<ncclRedOp_t>(ncclNumOps), comm, nullptr) ==
+           ncclSuccess);
+    EXPECT(st.allGathers == gathers + 1 && st.reduceScatters == scatters + 2);
+    EXPECT(s.commDestroy(comm) == ncclSuccess);
     return 0;
   });
 }

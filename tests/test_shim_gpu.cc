@@ -53,6 +53,8 @@ struct Shim {
   ncclResult_t (*commRevoke)(ncclComm_t, int);  // not in every 2.28 nccl.h
   decltype(&ncclCommAbort) commAbort;
   decltype(&ncclAllReduce) allReduce;
+  decltype(&ncclAllGather) allGather;
+  decltype(&ncclReduceScatter) reduceScatter;
   decltype(&ncclGroupStart) groupStart;
   decltype(&ncclGroupEnd) groupEnd;
   rcnResult_t (*query)(ncclComm_t, rcnCommInfo*);
@@ -72,12 +74,14 @@ Shim openShim() {
   BIND(commRevoke, "ncclCommRevoke");
   BIND(commAbort, "ncclCommAbort");
   BIND(allReduce, "ncclAllReduce");
+  BIND(allGather, "ncclAllGather");
+  BIND(reduceScatter, "ncclReduceScatter");
   BIND(groupStart, "ncclGroupStart");
   BIND(groupEnd, "ncclGroupEnd");
   BIND(query, "rcnShimCommQuery");
 #undef BIND
   s.ok = s.getUniqueId && s.commInitRank && s.commInitAll && s.commDestroy && s.commSplit && s.commRevoke &&
-         s.commAbort && s.allReduce && s.groupStart && s.groupEnd && s.query;
+         s.commAbort && s.allReduce && s.allGather && s.reduceScatter && s.groupStart && s.groupEnd && s.query;
   return s;
 }
 
@@ -284,6 +288,76 @@ int allReduceOnBoth(const Shim& s, ncclComm_t (&comms)[2], cudaStream_t (&stream
     EXPECT(cudaStreamSynchronize(streams[i]) == cudaSuccess);
     EXPECT(matchesReference(b[i].result(), 2, seed));
   }
+  return 0;
+}
+
+// ncclAllGather and ncclReduceScatter through the shim, one thread driving
+// both GPUs inside groups: shares below their crossover (rocenante) and
+// above it (NCCL), eager and replayed from a graph, every result against
+// the reference (the all-gather exactly).
+int gatherAndScatter() {
+  installCrashTrace("gather/scatter");
+  Shim s = openShim();
+  EXPECT(s.ok);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  EXPECT(s.commInitAll(comms, 2, nullptr) == ncclSuccess);
+  cudaStream_t streams[2];
+  for (int i = 0; i < 2; ++i) {
+    EXPECT(cudaSetDevice(i) == cudaSuccess);
+    EXPECT(cudaStreamCreateWithFlags(&streams[i], cudaStreamNonBlocking) == cudaSuccess);
+  }
+  unsigned seed = 300;
+  for (size_t share : {size_t(1000), size_t(300000)}) {  // 8 KB and 2.4 MB in all: both sides of 256 KB
+    for (bool graph : {false, true}) {
+      ++seed;
+      Buffers gather[2], scatter[2];  // gather: send share, recv 2 shares; scatter: send 2 shares, recv 1
+      for (int i = 0; i < 2; ++i) {
+        EXPECT(cudaSetDevice(i) == cudaSuccess);
+        EXPECT(gather[i].fill(i, 2 * share, seed) && scatter[i].fill(i, 2 * share, seed + 1000));
+      }
+      cudaGraphExec_t execs[2] = {};
+      for (int i = 0; i < 2 && graph; ++i) {
+        EXPECT(cudaSetDevice(i) == cudaSuccess);
+        EXPECT(cudaStreamBeginCapture(streams[i], cudaStreamCaptureModeRelaxed) == cudaSuccess);
+      }
+      EXPECT(s.groupStart() == ncclSuccess);
+      for (int i = 0; i < 2; ++i) {
+        EXPECT(cudaSetDevice(i) == cudaSuccess);
+        EXPECT(s.allGather(gather[i].send, gather[i].recv, share, ncclFloat32, comms[i], streams[i]) == ncclSuccess);
+        EXPECT(s.reduceScatter(scatter[i].send, scatter[i].recv, share, ncclFloat32, ncclSum, comms[i], streams[i]) ==
+               ncclSuccess);
+      }
+      EXPECT(s.groupEnd() == ncclSuccess);
+      for (int i = 0; i < 2 && graph; ++i) {
+        cudaGraph_t g;
+        EXPECT(cudaSetDevice(i) == cudaSuccess);
+        EXPECT(cudaStreamEndCapture(streams[i], &g) == cudaSuccess);
+        EXPECT(cudaGraphInstantiate(&execs[i], g, 0) == cudaSuccess);
+        cudaGraphDestroy(g);
+        EXPECT(cudaGraphLaunch(execs[i], streams[i]) == cudaSuccess);
+      }
+      for (int i = 0; i < 2; ++i) {
+        EXPECT(cudaSetDevice(i) == cudaSuccess);
+        EXPECT(cudaStreamSynchronize(streams[i]) == cudaSuccess);
+        if (execs[i]) cudaGraphExecDestroy(execs[i]);
+        // Rank r's share of the gather was the first `share` floats of its send buffer.
+        const std::vector<float> got = gather[i].result();
+        for (int r = 0; r < 2; ++r) {
+          const std::vector<float> in = inputOf(r, 2 * share, seed);
+          EXPECT(std::memcmp(got.data() + r * share, in.data(), share * 4) == 0);
+        }
+        std::vector<float> block = scatter[i].result();
+        block.resize(share);
+        std::vector<double> want(share, 0.0);
+        for (int r = 0; r < 2; ++r) {
+          const std::vector<float> in = inputOf(r, 2 * share, seed + 1000);
+          for (size_t e = 0; e < share; ++e) want[e] += in[i * share + e];
+        }
+        for (size_t e = 0; e < share; ++e) EXPECT(std::fabs(block[e] - want[e]) <= 1e-5);
+      }
+    }
+  }
+  for (int i = 0; i < 2; ++i) EXPECT(s.commDestroy(comms[i]) == ncclSuccess);
   return 0;
 }
 
@@ -567,6 +641,11 @@ TEST_CASE("a rank whose setup fails leaves its peer an error, not a hang") {
 TEST_CASE("one thread, two GPUs: ncclCommInitRank and all-reduces inside groups") {
   rcn::test::requireGpus(2);
   rcn::test::checkInOneRank([] { return oneThreadTwoGpus(false); });
+}
+
+TEST_CASE("one thread, two GPUs: ncclAllGather and ncclReduceScatter in groups and graphs") {
+  rcn::test::requireOwnGpus(2);
+  rcn::test::checkInOneRank([] { return gatherAndScatter(); });
 }
 
 TEST_CASE("one thread, two GPUs: ncclCommInitAll") {

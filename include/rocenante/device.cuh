@@ -20,6 +20,9 @@
 // Both kernels launch at most dev.maxBlocks blocks, count <= dev.maxValues,
 // and the calls of one communicator are ordered (one stream, or streams
 // ordered by events); rcnAllReduce calls may come between them.
+// An all-gather instead of a sum: the consumer reads each rank's values as
+// that rank put them with rcnDeviceGatherFrom4 (below), every rank's at
+// least once per call.
 // One kernel may also be both: each block puts, then gathers, then (after a
 // barrier) ends the call, provided every index a block gathers was put on
 // this rank by that same block. A block then never waits for another of its
@@ -159,6 +162,59 @@ __device__ inline void rcnDevicePut(const rcnDeviceComm& dev, uint32_t call, siz
   }
 }
 
+namespace detail {
+
+// Whether index[0..valid) are groups a gather may read (each index even,
+// index + 4 <= dev.maxValues); else the communicator fails.
+template <int K>
+__device__ inline bool groupsValid(const rcnDeviceComm& dev, uint32_t call, const size_t (&index)[K], int valid) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) {  // an odd index would misalign the 16-byte loads
+    // (index > maxValues - 4, not index + 4 > maxValues, which wraps for an index near SIZE_MAX)
+    if (k < valid && (index[k] % 2 != 0 || dev.maxValues < 4 || index[k] > dev.maxValues - 4)) {
+      recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, call);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Loads rank r's units of groups index[0..valid) in this rank's window, all
+// in flight together, and waits (bounded by `budget`) until each holds this
+// call's number. False, the failure recorded, when the wait gave up.
+template <int K>
+__device__ inline bool waitForGroups(const rcnDeviceComm& dev, uint32_t call, int r, const size_t (&index)[K],
+                                     int valid, WaitBudget& budget, uint64_t (&u)[K][4]) {
+  const uint64_t* units[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (k >= valid) break;
+    units[k] = unitOf(dev, dev.rank, call & 1, r, index[k]);
+    loadUnitPair(units[k], &u[k][0], &u[k][1]);
+    loadUnitPair(units[k] + 2, &u[k][2], &u[k][3]);
+  }
+  for (;;) {
+    bool ready = true;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (k >= valid) break;
+      if (unitHas(u[k][0], call) && unitHas(u[k][1], call) && unitHas(u[k][2], call) && unitHas(u[k][3], call))
+        continue;
+      ready = false;
+      loadUnitPair(units[k], &u[k][0], &u[k][1]);
+      loadUnitPair(units[k] + 2, &u[k][2], &u[k][3]);
+    }
+    if (ready) return true;
+    const uint32_t why = budget.check(dev.timeoutNs, dev.failed, dev.abortFlag, 4095u, true);
+    if (why != rcnWaitOk) {
+      recordFirstError(dev.failed, dev.error, why, r, call);
+      return false;
+    }
+  }
+}
+
+}  // namespace detail
+
 // sum[k] = the sums of indices index[k] .. index[k] + 3 for k < valid (each
 // index even, index + 4 <= dev.maxValues, else the communicator fails), every
 // rank's values added in rank order. All K groups' loads from one rank are in
@@ -168,46 +224,12 @@ __device__ inline void rcnDevicePut(const rcnDeviceComm& dev, uint32_t call, siz
 template <int K>
 __device__ inline bool rcnDeviceGather4(const rcnDeviceComm& dev, uint32_t call, const size_t (&index)[K],
                                         float4 (&sum)[K], int valid = K) {
-  if (call == 0) return false;
-#pragma unroll
-  for (int k = 0; k < K; ++k) {  // an odd index would misalign the 16-byte loads
-    // (index > maxValues - 4, not index + 4 > maxValues, which wraps for an index near SIZE_MAX)
-    if (k < valid && (index[k] % 2 != 0 || dev.maxValues < 4 || index[k] > dev.maxValues - 4)) {
-      detail::recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, call);
-      return false;
-    }
-  }
+  if (call == 0 || !detail::groupsValid(dev, call, index, valid)) return false;
   float total[K][4];
   detail::WaitBudget budget;  // one bound for the whole gather, however many ranks are late
   for (int r = 0; r < dev.nranks; ++r) {
     uint64_t u[K][4];
-    const uint64_t* units[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      if (k >= valid) break;
-      units[k] = detail::unitOf(dev, dev.rank, call & 1, r, index[k]);
-      detail::loadUnitPair(units[k], &u[k][0], &u[k][1]);
-      detail::loadUnitPair(units[k] + 2, &u[k][2], &u[k][3]);
-    }
-    for (;;) {
-      bool ready = true;
-#pragma unroll
-      for (int k = 0; k < K; ++k) {
-        if (k >= valid) break;
-        if (detail::unitHas(u[k][0], call) && detail::unitHas(u[k][1], call) && detail::unitHas(u[k][2], call) &&
-            detail::unitHas(u[k][3], call))
-          continue;
-        ready = false;
-        detail::loadUnitPair(units[k], &u[k][0], &u[k][1]);
-        detail::loadUnitPair(units[k] + 2, &u[k][2], &u[k][3]);
-      }
-      if (ready) break;
-      const uint32_t why = budget.check(dev.timeoutNs, dev.failed, dev.abortFlag, 4095u, true);
-      if (why != rcnWaitOk) {
-        detail::recordFirstError(dev.failed, dev.error, why, r, call);
-        return false;
-      }
-    }
+    if (!detail::waitForGroups(dev, call, r, index, valid, budget, u)) return false;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if (k >= valid) break;
@@ -219,6 +241,33 @@ __device__ inline bool rcnDeviceGather4(const rcnDeviceComm& dev, uint32_t call,
 #pragma unroll
   for (int k = 0; k < K; ++k)
     if (k < valid) sum[k] = make_float4(total[k][0], total[k][1], total[k][2], total[k][3]);
+  return true;
+}
+
+// The all-gather's read: values[k] = the values rank `from` put at indices
+// index[k] .. index[k] + 3 (its slice, as it put it: no sum), under the
+// rules of rcnDeviceGather4. A rank puts its slice with rcnDevicePut at
+// indices of its own part, so every rank's slice may start at index 0. The
+// consumer must read from every rank at least once per call (as a sum
+// gather does), since those waits keep a producer from overwriting what a
+// slower peer still reads. False when a wait failed, or `from` is no rank
+// (which fails the communicator).
+template <int K>
+__device__ inline bool rcnDeviceGatherFrom4(const rcnDeviceComm& dev, uint32_t call, int from,
+                                            const size_t (&index)[K], float4 (&values)[K], int valid = K) {
+  if (call == 0 || !detail::groupsValid(dev, call, index, valid)) return false;
+  if (from < 0 || from >= dev.nranks) {
+    detail::recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, call);
+    return false;
+  }
+  detail::WaitBudget budget;
+  uint64_t u[K][4];
+  if (!detail::waitForGroups(dev, call, from, index, valid, budget, u)) return false;
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (k < valid)
+      values[k] = make_float4(detail::unitValue(u[k][0]), detail::unitValue(u[k][1]), detail::unitValue(u[k][2]),
+                              detail::unitValue(u[k][3]));
   return true;
 }
 

@@ -183,6 +183,27 @@ rcnResult_t rcnCommAbort(rcnComm_t comm);
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,
                          rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);
 
+/* Like ncclAllGather: recvbuff holds nranks * sendcount elements, rank r's
+ * sendbuff landing at element offset r * sendcount on every rank. In place
+ * when sendbuff == recvbuff + rank * sendcount (elements); buffers that
+ * overlap otherwise are refused (rcnInvalidArgument). Every rank gets the
+ * same bytes. The fast path takes it while nranks * sendcount * size is at
+ * most ROCENANTE_ALLGATHER_MAX_BYTES (docs/COLLECTIVES.md), else NCCL; the
+ * rest of rcnAllReduce's contract (ordering, errors, host backend) holds. */
+rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                         rcnDataType_t datatype, rcnComm_t comm, rcnStream_t stream);
+
+/* Like ncclReduceScatter: sendbuff holds nranks * recvcount elements; rank r
+ * receives the reduction over ranks of block r. In place when
+ * recvbuff == sendbuff + rank * recvcount (elements); buffers that overlap
+ * otherwise are refused. Reduced in rank order with rcnAllReduce's
+ * accumulation, so each block is bit-identical to what rcnAllReduce gives
+ * for it. The fast path takes it while nranks * recvcount * size is at most
+ * ROCENANTE_REDUCESCATTER_MAX_BYTES, else NCCL. */
+rcnResult_t rcnReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                             rcnDataType_t datatype, rcnRedOp_t op, rcnComm_t comm,
+                             rcnStream_t stream);
+
 /* rcnSuccess, or the error a kernel or proxy recorded (rcnRemoteError for a
  * missing peer, rcnInvalidUsage for a peer whose call differed or a device-API
  * call of this rank's that broke its rules); rcnGetLastError then names it. */

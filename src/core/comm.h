@@ -126,15 +126,45 @@ void commAbort(rcnComm* comm);
 // rcnInvalidArgument with a logged reason for a null, destroyed or foreign handle.
 rcnResult_t commCheck(const rcnComm* comm, const char* caller);
 
-// The routing decision and dispatch for one all-reduce (arguments checked).
-// Whether an all-reduce of `bytes` on `stream` takes the fast path (else
-// NCCL): the policy's route, and the path's types and capacity. The same on
-// every rank for the same call. A yes under graph capture marks
-// comm->fastPathCaptured.
-bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
-                       cudaStream_t stream);
+// One collective call's entry (comm_collectives.cc): counts the call in
+// flight (CommCallScope) and claims the communicator's one-call-at-a-time
+// flag (inAllReduce, which every collective shares). enter() refuses, the
+// reason logged under `caller`, a communicator aborted or being destroyed
+// and a call that overlaps another thread's.
+class CollectiveCall {
+ public:
+  explicit CollectiveCall(rcnComm* comm) : scope_(comm), comm_(comm) {}
+  ~CollectiveCall();
+  CollectiveCall(const CollectiveCall&) = delete;
+  CollectiveCall& operator=(const CollectiveCall&) = delete;
+  rcnResult_t enter(const char* caller);
 
+ private:
+  CommCallScope scope_;
+  rcnComm* comm_;
+  bool claimed_ = false;
+};
+
+// Whether a call of `coll` moving `bytes` (policy.h says which bytes) on
+// `stream` takes the fast path (else NCCL): the policy's route, and the
+// path's collectives, types and capacity. The same on every rank for the
+// same call.
+bool commTakesFastPath(const rcnComm* comm, Collective coll, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
+                       cudaStream_t stream);
+// The all-reduce's, kept for its callers.
+inline bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
+                              cudaStream_t stream) {
+  return commTakesFastPath(comm, Collective::AllReduce, bytes, dtype, op, stream);
+}
+
+// The routing decision and dispatch of one call (arguments checked): the
+// fast path where commTakesFastPath says so, else NCCL; without NCCL, the
+// fast path or an error naming why it cannot take the call.
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
                           rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream);
+rcnResult_t commAllGather(rcnComm* comm, const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
+                          cudaStream_t stream);
+rcnResult_t commReduceScatter(rcnComm* comm, const void* send, void* recv, size_t recvCount,
+                              rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream);
 
 }  // namespace rcn

@@ -4,16 +4,45 @@
 
 namespace rcn {
 
-rcnResult_t FastPath::allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
-                                cudaStream_t stream) {
+rcnResult_t FastPath::refuseAfterFailure(Collective coll) {
   std::string why;
   const rcnResult_t failed = asyncError(&why);
-  if (failed != rcnSuccess) {
-    RCN_WARN(RCN_LOG_COLL, "all-reduce refused: this communicator's %s path failed before (%s); abort it",
-             transportName(), why.c_str());
-    return failed;
-  }
+  if (failed != rcnSuccess)
+    RCN_WARN(RCN_LOG_COLL, "%s refused: this communicator's %s path failed before (%s); abort it",
+             collectiveName(coll), transportName(), why.c_str());
+  return failed;
+}
+
+rcnResult_t FastPath::allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                                cudaStream_t stream) {
+  const rcnResult_t failed = refuseAfterFailure(Collective::AllReduce);
+  if (failed != rcnSuccess) return failed;
   return enqueue(send, recv, count, dtype, op, stream);
+}
+
+rcnResult_t FastPath::allGather(const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
+                                cudaStream_t stream) {
+  const rcnResult_t failed = refuseAfterFailure(Collective::AllGather);
+  if (failed != rcnSuccess) return failed;
+  return enqueueAllGather(send, recv, sendCount, dtype, stream);
+}
+
+rcnResult_t FastPath::reduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
+                                    rcnRedOp_t op, cudaStream_t stream) {
+  const rcnResult_t failed = refuseAfterFailure(Collective::ReduceScatter);
+  if (failed != rcnSuccess) return failed;
+  return enqueueReduceScatter(send, recv, recvCount, dtype, op, stream);
+}
+
+// Reached only through a routing bug: runs() said no.
+rcnResult_t FastPath::enqueueAllGather(const void*, void*, size_t, rcnDataType_t, cudaStream_t) {
+  RCN_WARN(RCN_LOG_COLL, "internal: the %s path has no all-gather", transportName());
+  return rcnInternalError;
+}
+
+rcnResult_t FastPath::enqueueReduceScatter(const void*, void*, size_t, rcnDataType_t, rcnRedOp_t, cudaStream_t) {
+  RCN_WARN(RCN_LOG_COLL, "internal: the %s path has no reduce-scatter", transportName());
+  return rcnInternalError;
 }
 
 }  // namespace rcn

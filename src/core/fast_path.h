@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 
+#include "core/policy.h"
 #include "rocenante/rocenante.h"
 
 namespace rcn {
@@ -42,6 +43,20 @@ class FastPath {
   // success would hand the caller stale data.
   rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
                         cudaStream_t stream);
+  // Whether this path runs `coll` one-shot; rank-invariant. Every path runs
+  // the all-reduce.
+  virtual bool runs(Collective coll) const { return coll == Collective::AllReduce; }
+  // The largest share of one rank (bytes) an all-gather or reduce-scatter
+  // may have here: sendcount or recvcount times the element size.
+  virtual size_t maxShareBytes() const { return 0; }
+  // Enqueues one all-gather: rank r's sendCount elements land at element
+  // r * sendCount of every rank's recv. Checked as allReduce is, and
+  // sendCount * size <= maxShareBytes().
+  rcnResult_t allGather(const void* send, void* recv, size_t sendCount, rcnDataType_t dtype, cudaStream_t stream);
+  // Enqueues one reduce-scatter: recv gets block `rank` (recvCount elements)
+  // of op over every rank's send, reduced in rank order.
+  rcnResult_t reduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype, rcnRedOp_t op,
+                            cudaStream_t stream);
   // rcnSuccess or the first error recorded by a kernel or proxy; `why` names the peer.
   virtual rcnResult_t asyncError(std::string* why) = 0;
   // Makes every pending wait of this path give up promptly. Never blocks.
@@ -61,6 +76,15 @@ class FastPath {
   // allReduce's work, on a path with no error recorded.
   virtual rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
                               cudaStream_t stream) = 0;
+  // allGather's and reduceScatter's work, on a path whose runs() says so.
+  virtual rcnResult_t enqueueAllGather(const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
+                                       cudaStream_t stream);
+  virtual rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
+                                           rcnRedOp_t op, cudaStream_t stream);
+
+ private:
+  // rcnSuccess while no error is recorded; else that error, logged for `coll`.
+  rcnResult_t refuseAfterFailure(Collective coll);
 };
 
 }  // namespace rcn

@@ -147,6 +147,7 @@ void load(Loaded* loaded) {
   bind(h, "ncclCommGetAsyncError", &a.commGetAsyncError, &missing);
   bind(h, "ncclAllReduce", &a.allReduce, &missing);
   bind(h, "ncclAllGather", &a.allGather, &missing);
+  bind(h, "ncclReduceScatter", &a.reduceScatter, &missing);
   bind(h, "ncclGroupStart", &a.groupStart, &missing);
   bind(h, "ncclGroupEnd", &a.groupEnd, &missing);
   bind(h, "ncclGetErrorString", &a.getErrorString, &missing);

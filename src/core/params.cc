@@ -246,6 +246,7 @@ rcnResult_t paramValidate() {
 
 std::string paramAgreementText() {
   static const ParamId agreed[] = {ParamId::Disable, ParamId::Force, ParamId::MaxBytes,
+                                   ParamId::AllGatherMaxBytes, ParamId::ReduceScatterMaxBytes,
                                    ParamId::Transport, ParamId::Wire, ParamId::Gdr, ParamId::Backend,
                                    ParamId::MaxBlocks, ParamId::Threads, ParamId::SelfTest,
                                    ParamId::Policy, ParamId::LlMaxBytes,

@@ -1,5 +1,6 @@
 #include "core/policy.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/check.h"
@@ -47,6 +48,16 @@ rcnResult_t applyEnvironment(PolicyConfig* config) {
     config->oneShotMaxBytes = config->oneShotMaxBytesGraph = static_cast<size_t>(maxBytes);
     config->source += " + env MAX_BYTES";
   }
+  RCN_CHECK(paramIntIfSet(ParamId::AllGatherMaxBytes, &set, &maxBytes));
+  if (set) {
+    config->allGatherMaxBytes = static_cast<size_t>(maxBytes);
+    config->source += " + env ALLGATHER_MAX_BYTES";
+  }
+  RCN_CHECK(paramIntIfSet(ParamId::ReduceScatterMaxBytes, &set, &maxBytes));
+  if (set) {
+    config->reduceScatterMaxBytes = static_cast<size_t>(maxBytes);
+    config->source += " + env REDUCESCATTER_MAX_BYTES";
+  }
   return rcnSuccess;
 }
 
@@ -93,6 +104,12 @@ PolicyConfig policyDefaults(TopoClass topo, rcnPath_t transport, int nranks) {
       c.oneShotMaxBytes = c.oneShotMaxBytesGraph = 256 * kKiB;
       break;
   }
+  // All-gather and reduce-scatter: the one-shot moves each rank's share to
+  // every peer, as NCCL's ring does, in one step instead of N-1; their
+  // thresholds count the whole buffer, so 256 KB keeps each rank's share
+  // within the exchange slots the all-reduce threshold sizes.
+  const size_t shared = std::min<size_t>(c.oneShotMaxBytes, 256 * kKiB);
+  c.allGatherMaxBytes = c.reduceScatterMaxBytes = shared;
   c.source = std::string("defaults(") + topoClassName(topo) + ")";
   return c;
 }
@@ -116,25 +133,53 @@ RouteDecision policyRoute(const CallDesc& call, const PolicyConfig& config) {
     d.algo = pref->algo;
     d.proto = pref->proto;
   }
-  bool eligible = !policySendsAllToNccl(config) && call.coll == Collective::AllReduce &&
-                  call.transport != rcnPathNccl && call.nranks >= 2 && call.bytes > 0;
+  bool eligible = !policySendsAllToNccl(config) && call.transport != rcnPathNccl && call.nranks >= 2 &&
+                  call.bytes > 0;
   if (!eligible) return d;
   if (config.force > 0) {
     d.route = Route::OneShot;  // the caller still checks the path's capacity
     return d;
   }
   if (call.nranks > config.maxRanks || call.topo == TopoClass::MultiNodePartial) return d;
-  size_t oneShotMax = call.graphCapture ? config.oneShotMaxBytesGraph : config.oneShotMaxBytes;
-  if (call.bytes <= oneShotMax) d.route = Route::OneShot;
-  else if (call.bytes <= config.twoShotMaxBytes) d.route = Route::TwoShot;
+  if (call.bytes <= policyOneShotMax(config, call.coll, call.graphCapture)) d.route = Route::OneShot;
+  else if (call.coll == Collective::AllReduce && call.bytes <= config.twoShotMaxBytes) d.route = Route::TwoShot;
   return d;
+}
+
+size_t policyOneShotMax(const PolicyConfig& config, Collective coll, bool graph) {
+  switch (coll) {
+    case Collective::AllGather: return config.allGatherMaxBytes;
+    case Collective::ReduceScatter: return config.reduceScatterMaxBytes;
+    default: return graph ? config.oneShotMaxBytesGraph : config.oneShotMaxBytes;
+  }
+}
+
+void policyCapOneShot(PolicyConfig* config, Collective coll, size_t bytes) {
+  switch (coll) {
+    case Collective::AllGather: config->allGatherMaxBytes = std::min(config->allGatherMaxBytes, bytes); break;
+    case Collective::ReduceScatter:
+      config->reduceScatterMaxBytes = std::min(config->reduceScatterMaxBytes, bytes);
+      break;
+    default:
+      config->oneShotMaxBytes = std::min(config->oneShotMaxBytes, bytes);
+      config->oneShotMaxBytesGraph = std::min(config->oneShotMaxBytesGraph, bytes);
+  }
+}
+
+const char* collectiveName(Collective coll) {
+  switch (coll) {
+    case Collective::AllGather: return "all-gather";
+    case Collective::ReduceScatter: return "reduce-scatter";
+    default: return "all-reduce";
+  }
 }
 
 std::string policyAgreementText(const PolicyConfig& c) {
   std::ostringstream text;
   text << "disabled=" << c.disabled << ";force=" << c.force << ";oneShot=" << c.oneShotMaxBytes
        << ";oneShotGraph=" << c.oneShotMaxBytesGraph << ";twoShot=" << c.twoShotMaxBytes
-       << ";maxRanks=" << c.maxRanks << ";nccl=";
+       << ";allGather=" << c.allGatherMaxBytes
+       << ";reduceScatter=" << c.reduceScatterMaxBytes << ";maxRanks=" << c.maxRanks << ";nccl=";
   for (const NcclPreference& p : c.ncclPrefs)
     text << p.maxBytes << ':' << ncclAlgoName(p.algo) << '/' << ncclProtoName(p.proto) << ',';
   text << ';';

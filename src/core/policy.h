@@ -12,7 +12,14 @@
 
 namespace rcn {
 
-enum class Collective { AllReduce };
+// The collectives rocenante can run one-shot. Bytes of a call (CallDesc)
+// are what nccl-tests reports: the count times the element size for an
+// all-reduce, the whole receive buffer (nranks x sendcount) of an all-gather
+// and the whole send buffer (nranks x recvcount) of a reduce-scatter.
+enum class Collective { AllReduce, AllGather, ReduceScatter };
+constexpr int kNumCollectives = 3;
+const char* collectiveName(Collective coll);  // "all-reduce", "all-gather", "reduce-scatter"
+
 
 enum class Route {
   Nccl,            // stock NCCL, with preferences below
@@ -64,6 +71,8 @@ struct PolicyConfig {
   size_t oneShotMaxBytes = 0;   // ROCENANTE_MAX_BYTES
   size_t oneShotMaxBytesGraph = 0;
   size_t twoShotMaxBytes = 0;   // 0: two-shot never taken
+  size_t allGatherMaxBytes = 0;      // ROCENANTE_ALLGATHER_MAX_BYTES (whole output), eager and graphs
+  size_t reduceScatterMaxBytes = 0;  // ROCENANTE_REDUCESCATTER_MAX_BYTES (whole input)
   int maxRanks = 8;             // more ranks than this: NCCL (one-shot moves N-1 copies)
   std::vector<NcclPreference> ncclPrefs;
   std::string source;           // where the values came from, for logs
@@ -83,6 +92,12 @@ PolicyConfig policyDefaults(TopoClass topo, rcnPath_t transport, int nranks);
 bool policySendsAllToNccl(const PolicyConfig& config);
 
 RouteDecision policyRoute(const CallDesc& call, const PolicyConfig& config);
+
+// The largest call of `coll` the policy sends to the one-shot (graph: in a
+// CUDA graph capture); 0 where it sends none.
+size_t policyOneShotMax(const PolicyConfig& config, Collective coll, bool graph);
+// Lowers that threshold to `bytes` (the self-test's cap; graph and eager alike).
+void policyCapOneShot(PolicyConfig* config, Collective coll, size_t bytes);
 
 // A canonical text of every field that steers routing; hashed in the init vote.
 std::string policyAgreementText(const PolicyConfig& config);

@@ -18,6 +18,8 @@ void policyApplyOverrides(const PolicyOverrides& o, PolicyConfig* config) {
   if (o.oneShotMaxBytes) config->oneShotMaxBytes = *o.oneShotMaxBytes;
   if (o.oneShotMaxBytesGraph) config->oneShotMaxBytesGraph = *o.oneShotMaxBytesGraph;
   if (o.twoShotMaxBytes) config->twoShotMaxBytes = *o.twoShotMaxBytes;
+  if (o.allGatherMaxBytes) config->allGatherMaxBytes = *o.allGatherMaxBytes;
+  if (o.reduceScatterMaxBytes) config->reduceScatterMaxBytes = *o.reduceScatterMaxBytes;
   if (o.maxRanks) config->maxRanks = *o.maxRanks;
   if (o.ncclPrefs) config->ncclPrefs = *o.ncclPrefs;
 }
@@ -175,12 +177,14 @@ PolicyOverrides overridesOf(const YAML::Node& node, const std::string& key) {
     if (name == "one_shot_max_bytes") o.oneShotMaxBytes = oneShotBytesOf(value, full);
     else if (name == "one_shot_max_bytes_graph") o.oneShotMaxBytesGraph = oneShotBytesOf(value, full);
     else if (name == "two_shot_max_bytes") o.twoShotMaxBytes = twoShotBytesOf(value, full);
+    else if (name == "all_gather_max_bytes") o.allGatherMaxBytes = oneShotBytesOf(value, full);
+    else if (name == "reduce_scatter_max_bytes") o.reduceScatterMaxBytes = oneShotBytesOf(value, full);
     else if (name == "max_ranks") o.maxRanks = intOf(value, full, 0, kMaxCommRanks);
     else if (name == "nccl") o.ncclPrefs = preferencesOf(value, full);
     else
       fail(item.first, full,
            "unknown key (expected one_shot_max_bytes, one_shot_max_bytes_graph, "
-           "two_shot_max_bytes, max_ranks, nccl)");
+           "two_shot_max_bytes, all_gather_max_bytes, reduce_scatter_max_bytes, max_ranks, nccl)");
   }
   return o;
 }

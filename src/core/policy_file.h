@@ -19,6 +19,8 @@ struct PolicyOverrides {
   std::optional<size_t> oneShotMaxBytes;
   std::optional<size_t> oneShotMaxBytesGraph;
   std::optional<size_t> twoShotMaxBytes;
+  std::optional<size_t> allGatherMaxBytes;
+  std::optional<size_t> reduceScatterMaxBytes;
   std::optional<int> maxRanks;
   std::optional<std::vector<NcclPreference>> ncclPrefs;
 };

@@ -32,13 +32,11 @@
 #include "core/device_memory.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
+#include "core/selftest_support.h"
 
 namespace rcn {
 namespace {
 
-constexpr int kWarmup = 3;
-constexpr int kBatches = 5;
-constexpr int kPerBatch = 8;
 struct Vote {
   int32_t passed;   // correctness held
   int32_t slower;   // fast path measured slower than NCCL (summed over small sizes)
@@ -62,14 +60,6 @@ std::string configText(const rcnComm* comm) {
          ";pathMax=" + std::to_string(comm->fast->maxBytes()) + ";";
 }
 
-// Rank r contributes (r+1)*(i%13+1): small integers, so every summation
-// order gives the same float bits.
-float patternValue(int rank, size_t i) { return static_cast<float>((rank + 1) * (i % 13 + 1)); }
-
-float expectedValue(int nranks, size_t i) {
-  return static_cast<float>((i % 13 + 1) * (nranks * (nranks + 1) / 2));
-}
-
 // The sizes checked and timed, ascending: a few up to the largest the policy
 // routes here, at most kSelfTestMaxBytes (a forced host path has no limit of
 // its own: SIZE_MAX).
@@ -87,62 +77,6 @@ std::vector<size_t> testSizes(const rcnComm* comm) {
   }
   return sizes;
 }
-
-// Buffers and a stream on the comm's device, or host memory on the host backend.
-class TestBuffers {
- public:
-  explicit TestBuffers(bool device) : device_(device) {}
-  ~TestBuffers() {
-    if (stuck) return;  // freeing would wait for the stuck work: leak instead
-    if (device_) {
-      if (stream) cudaStreamSynchronize(stream);
-      freeScratch(send, stream);
-      freeScratch(recv, stream);
-      if (start) cudaEventDestroy(start);
-      if (stop) cudaEventDestroy(stop);
-      if (stream) cudaStreamDestroy(stream);
-    } else {
-      free(send);
-      free(recv);
-    }
-  }
-  rcnResult_t allocate(size_t bytes) {
-    if (!device_) {
-      send = malloc(bytes);
-      recv = malloc(bytes);
-      return send && recv ? rcnSuccess : rcnSystemError;
-    }
-    RCN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    RCN_CUDA_CHECK(cudaEventCreate(&start));
-    RCN_CUDA_CHECK(cudaEventCreate(&stop));
-    RCN_CHECK(allocScratch(&send, bytes, stream));
-    RCN_CHECK(allocScratch(&recv, bytes, stream));
-    return rcnSuccess;
-  }
-  rcnResult_t upload(void* dst, const void* src, size_t bytes) {
-    if (!device_) return memcpy(dst, src, bytes), rcnSuccess;
-    // On the test's stream and waited for: a plain cudaMemcpy from pageable
-    // memory may return before its last bytes land, and the non-blocking
-    // stream would not wait for them.
-    RCN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
-    RCN_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return rcnSuccess;
-  }
-  rcnResult_t download(void* dst, const void* src, size_t bytes) {
-    if (!device_) return memcpy(dst, src, bytes), rcnSuccess;
-    RCN_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
-    RCN_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return rcnSuccess;
-  }
-  void* send = nullptr;
-  void* recv = nullptr;
-  cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr, stop = nullptr;
-  bool stuck = false;  // a wait for the stream gave up: work on it may never finish
-
- private:
-  bool device_;
-};
 
 // One all-reduce of `bytes` through the fast path, checked bit-exactly.
 rcnResult_t checkOnce(rcnComm* comm, TestBuffers& buf, size_t bytes, std::string* why) {
@@ -167,57 +101,6 @@ rcnResult_t checkOnce(rcnComm* comm, TestBuffers& buf, size_t bytes, std::string
       return rcnInternalError;
     }
   }
-  return rcnSuccess;
-}
-
-// Waits for the batch's stop event, bounded like creation's other waits for a
-// peer (ROCENANTE_BOOTSTRAP_TIMEOUT_MS): our kernels give up by themselves,
-// but an NCCL kernel whose peer stopped taking part (it failed, or died)
-// never finishes.
-rcnResult_t waitForBatch(TestBuffers& buf) {
-  const int64_t limitMs = bootstrapTimeoutMs();
-  // Any answer but "not ready" ends the wait: the batch finished, or an error to report.
-  const cudaError_t status = pollCudaQuery(deadlineAfterMs(limitMs), std::chrono::microseconds(50),
-                                           [&] { return cudaEventQuery(buf.stop); });
-  if (status == cudaErrorNotReady) {
-    buf.stuck = true;
-    RCN_WARN(RCN_LOG_INIT, "self-test: a timed batch did not finish within %lld ms (ROCENANTE_BOOTSTRAP_TIMEOUT_MS); "
-             "a rank stopped taking part", (long long)limitMs);
-    return rcnRemoteError;
-  }
-  RCN_CUDA_CHECK(status);
-  return rcnSuccess;
-}
-
-// Microseconds per call of `call` in its fastest batch on the test stream.
-// The fastest, for both paths: what slows a batch (a host thread descheduled
-// between eager launches, clocks still ramping up) is noise on top of what a
-// path costs, and it struck one path or the other at random.
-template <typename Call>
-rcnResult_t timeFastest(TestBuffers& buf, Call call, double* us) {
-  for (int i = 0; i < kWarmup; ++i) RCN_CHECK(call());
-  *us = std::numeric_limits<double>::infinity();
-  for (int b = 0; b < kBatches; ++b) {
-    RCN_CUDA_CHECK(cudaEventRecord(buf.start, buf.stream));
-    for (int i = 0; i < kPerBatch; ++i) RCN_CHECK(call());
-    RCN_CUDA_CHECK(cudaEventRecord(buf.stop, buf.stream));
-    RCN_CHECK(waitForBatch(buf));
-    float ms = 0;
-    RCN_CUDA_CHECK(cudaEventElapsedTime(&ms, buf.start, buf.stop));
-    *us = std::min(*us, 1000.0 * ms / kPerBatch);
-  }
-  return rcnSuccess;
-}
-
-// Whether `result` is rcnSuccess on every rank (one bootstrap all-gather, so
-// bounded): a rank that stopped would leave its peers' next calls waiting, and
-// NCCL's wait without bound, so every rank takes this step even after a local
-// error.
-rcnResult_t agreeEveryRankOk(rcnComm* comm, rcnResult_t result) {
-  std::vector<uint8_t> flags(comm->nranks, 0);
-  flags[comm->rank] = result == rcnSuccess ? 1 : 0;
-  RCN_CHECK(comm->bootstrap->allGather(flags.data(), 1));
-  if (std::find(flags.begin(), flags.end(), 0) != flags.end()) return result != rcnSuccess ? result : rcnRemoteError;
   return rcnSuccess;
 }
 
@@ -288,7 +171,7 @@ bool checkCorrectness(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>
     if (why->empty()) *why = std::string("error ") + rcnGetErrorString(res) + " during the check";
     return false;
   }
-  if (static_cast<int>(paramInt(ParamId::SelfTestFail)) == comm->rank) {
+  if (selfTestFailsHere(comm, Collective::AllReduce)) {
     *why = "failure forced by ROCENANTE_SELFTEST_FAIL_RANK";
     return false;
   }
@@ -461,6 +344,8 @@ rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason) {
     if (!keep) return turnOff(comm, verdict, reason);
     applyCap(comm, votes, sizes.back());
   }
+  RCN_CHECK(selfTestCollectives(comm, reason));
+  if (!comm->fast) return rcnSuccess;  // a collective's self-test left the path broken
   comm->info.selfTestPassed = 1;
   char text[160];
   if (mine.usNccl > 0)

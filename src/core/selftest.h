@@ -17,6 +17,14 @@ namespace rcn {
 // reason: on entry, what was built; on return, the decision in one line.
 rcnResult_t selfTestAndVote(rcnComm* comm, std::string* reason);
 
+// After selfTestAndVote kept the fast path: the same check, vote and timing
+// for each other collective the path runs and the policy routes to it
+// (selftest_collectives.cc). A collective that fails or measures slower on
+// any rank goes to NCCL on every rank (its threshold becomes 0) and the
+// others keep the fast path; where there is no NCCL that fails creation.
+// *reason gains a clause for each collective sent to NCCL.
+rcnResult_t selfTestCollectives(rcnComm* comm, std::string* reason);
+
 // Collective, before the fast path is built (its collective steps follow
 // these settings): *agree when every rank has rank 0's version and
 // ROCENANTE_* settings; else *why names the first rank that differs, the

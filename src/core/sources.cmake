@@ -3,10 +3,12 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/params.cc
   ${CMAKE_CURRENT_LIST_DIR}/nccl_lib.cc
   ${CMAKE_CURRENT_LIST_DIR}/comm.cc
+  ${CMAKE_CURRENT_LIST_DIR}/comm_collectives.cc
   ${CMAKE_CURRENT_LIST_DIR}/fast_path.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_drain.cc
   ${CMAKE_CURRENT_LIST_DIR}/device_memory.cc
   ${CMAKE_CURRENT_LIST_DIR}/api.cc
+  ${CMAKE_CURRENT_LIST_DIR}/api_collectives.cc
   ${CMAKE_CURRENT_LIST_DIR}/api_launch.cc
   ${CMAKE_CURRENT_LIST_DIR}/policy.cc)
 target_sources(rocenante_internal PRIVATE
@@ -19,5 +21,7 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/user_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/policy_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/selftest.cc
+  ${CMAKE_CURRENT_LIST_DIR}/selftest_support.cc
+  ${CMAKE_CURRENT_LIST_DIR}/selftest_collectives.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_nccl.cc)
 target_sources(rocenante_internal PRIVATE ${CMAKE_CURRENT_LIST_DIR}/launch_env.cc)

@@ -43,11 +43,13 @@ using OneShotError = rcnDeviceError;
 constexpr uint32_t kOneShotOk = rcnWaitOk, kOneShotTimeout = rcnWaitTimeout, kOneShotAborted = rcnWaitAborted,
                    kOneShotBadUse = rcnWaitBadUse, kOneShotMismatch = rcnWaitMismatch;
 
-// A call's signature: its count, type and op hashed to 31 bits. Every rank
-// tags its flags and lines with it beside the call number, so a peer that
-// made another call (count, type or op) is an error, not a sum of unlike
-// buffers. Two different calls share a signature with odds of 2^-31.
-uint32_t callSignature(size_t count, rcnDataType_t dtype, rcnRedOp_t op);
+// A call's signature: its collective, count, type and op hashed to 31 bits.
+// Every rank tags its flags and lines with it beside the call number, so a
+// peer that made another call (collective, count, type or op) is an error,
+// not a sum of unlike buffers. Two different calls share a signature with
+// odds of 2^-31. collective: a Collective (core/policy.h) as a number, 0
+// for the all-reduce.
+uint32_t callSignature(size_t count, rcnDataType_t dtype, rcnRedOp_t op, int collective = 0);
 
 // What a call writes into flags and lines (the proxy's host threads into
 // flags too): odd, so never the 0 of a cleared one; calls 2 apart (the same

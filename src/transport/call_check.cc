@@ -12,7 +12,7 @@ namespace rcn {
 rcnResult_t checkGpuCall(const char* path, size_t bytes, size_t maxBytes, const void* send, const void* recv,
                          rcnDataType_t dtype) {
   const size_t size = dtypeSize(dtype);
-  RCN_ARG_CHECK(bytes <= maxBytes, "%s all-reduce of %zu bytes exceeds the slot size %zu", path, bytes, maxBytes);
+  RCN_ARG_CHECK(bytes <= maxBytes, "%s of %zu bytes exceeds the slot size %zu", path, bytes, maxBytes);
   RCN_ARG_CHECK(reinterpret_cast<uintptr_t>(send) % size == 0 && reinterpret_cast<uintptr_t>(recv) % size == 0,
                 "sendbuff %p / recvbuff %p are not aligned to the %zu-byte %s element", send, recv, size,
                 dtypeName(dtype));
@@ -21,7 +21,7 @@ rcnResult_t checkGpuCall(const char* path, size_t bytes, size_t maxBytes, const 
 
 std::string callMismatchText(int rank, uint32_t peer, uint32_t call) {
   return "rank " + std::to_string(rank) + ": peer " + std::to_string(peer) +
-         " made a different all-reduce (count, type or op) in call " + std::to_string(call) +
+         " made a different call (collective, count, type or op) in call " + std::to_string(call) +
          "; every rank must make the same calls in the same order";
 }
 

@@ -4,8 +4,11 @@
 // put it to every peer followed by the flag, wait (bounded) for every peer's
 // flag, reduce the slots in rank order. Messages larger than a slot go through
 // in chunks, one protocol call each, since there is no NCCL to fall back to.
-// Each slot starts with the call's header (count, type, op), so ranks that
-// make different calls get an error naming both, not each other's bytes.
+// Each slot starts with the call's header (collective, count, type, op), so
+// ranks that make different calls get an error naming both, not each other's
+// bytes. An all-gather puts a rank's share to every peer as the all-reduce
+// does, then copies every slot to its place; a reduce-scatter stages one
+// segment per peer in its own slot and puts each peer only its block.
 #include <sched.h>
 #include <time.h>
 
@@ -34,17 +37,28 @@ namespace {
 // What a rank puts in front of its data: the whole call, so that every chunk
 // of it can be checked against every peer's. 16 bytes keep the data aligned.
 struct CallHeader {
-  uint64_t count;
+  uint64_t count;  // the API's count: all-reduce count, sendcount, recvcount
   int32_t dtype;
-  int32_t op;
-  bool operator==(const CallHeader& o) const { return count == o.count && dtype == o.dtype && op == o.op; }
+  int16_t op;
+  int16_t coll;  // Collective
+  bool operator==(const CallHeader& o) const {
+    return count == o.count && dtype == o.dtype && op == o.op && coll == o.coll;
+  }
 };
 static_assert(sizeof(CallHeader) == 16, "the data after the header stays 16-byte aligned");
 
-std::string describe(const CallHeader& h) {
-  return std::to_string(h.count) + " x " + dtypeName(static_cast<rcnDataType_t>(h.dtype)) + " " +
-         opName(static_cast<rcnRedOp_t>(h.op));
+CallHeader headerOf(Collective coll, size_t count, rcnDataType_t dtype, rcnRedOp_t op) {
+  return CallHeader{count, static_cast<int32_t>(dtype), static_cast<int16_t>(op), static_cast<int16_t>(coll)};
 }
+
+std::string describe(const CallHeader& h) {
+  const Collective coll = static_cast<Collective>(h.coll);
+  std::string text = std::string(collectiveName(coll)) + " of " + std::to_string(h.count) + " x " +
+                     dtypeName(static_cast<rcnDataType_t>(h.dtype));
+  if (coll != Collective::AllGather) text += std::string(" ") + opName(static_cast<rcnRedOp_t>(h.op));
+  return text;
+}
+
 
 class HostPath final : public FastPath {
  public:
@@ -63,17 +77,45 @@ class HostPath final : public FastPath {
   const char* transportName() const override { return name_; }
   // Any size: larger messages go through the slots in chunks.
   size_t maxBytes() const override { return std::numeric_limits<size_t>::max(); }
+  size_t maxShareBytes() const override { return std::numeric_limits<size_t>::max(); }
+  bool runs(Collective) const override { return true; }
 
   rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype,
                       rcnRedOp_t op, cudaStream_t) override {
     size_t elemSize = dtypeSize(dtype);
     size_t chunkElems = (layout_.slotBytes() - sizeof(CallHeader)) / elemSize;
-    const CallHeader call{count, static_cast<int32_t>(dtype), static_cast<int32_t>(op)};
+    const CallHeader call = headerOf(Collective::AllReduce, count, dtype, op);
     for (size_t done = 0; done < count; done += chunkElems) {
       size_t n = std::min(chunkElems, count - done);
       RCN_CHECK(oneCall(call, static_cast<const uint8_t*>(send) + done * elemSize,
                         static_cast<uint8_t*>(recv) + done * elemSize, n));
     }
+    return rcnSuccess;
+  }
+
+  rcnResult_t enqueueAllGather(const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
+                               cudaStream_t) override {
+    const size_t elemSize = dtypeSize(dtype);
+    const size_t chunkElems = (layout_.slotBytes() - sizeof(CallHeader)) / elemSize;
+    const CallHeader call = headerOf(Collective::AllGather, sendCount, dtype, rcnSum);
+    for (size_t done = 0; done < sendCount; done += chunkElems)
+      RCN_CHECK(oneGather(call, static_cast<const uint8_t*>(send), static_cast<uint8_t*>(recv), done,
+                          std::min(chunkElems, sendCount - done)));
+    return rcnSuccess;
+  }
+
+  rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
+                                   rcnRedOp_t op, cudaStream_t) override {
+    // Each peer's segment (header, then its block's chunk) starts 16-byte aligned.
+    const size_t elemSize = dtypeSize(dtype);
+    const size_t segmentRoom = layout_.slotBytes() / size_t(nranks_) / 16 * 16;
+    const size_t chunkElems = segmentRoom > sizeof(CallHeader) ? (segmentRoom - sizeof(CallHeader)) / elemSize : 0;
+    RCN_ARG_CHECK(chunkElems > 0, "host backend: %zu-byte slots cannot hold a reduce-scatter segment for each of %d "
+                  "ranks (raise ROCENANTE_MAX_BYTES)", layout_.slotBytes(), nranks_);
+    const CallHeader call = headerOf(Collective::ReduceScatter, recvCount, dtype, op);
+    for (size_t done = 0; done < recvCount; done += chunkElems)
+      RCN_CHECK(oneScatter(call, static_cast<const uint8_t*>(send), static_cast<uint8_t*>(recv), done,
+                           std::min(chunkElems, recvCount - done), segmentRoom));
     return rcnSuccess;
   }
 
@@ -92,6 +134,21 @@ class HostPath final : public FastPath {
 
  private:
   rcnResult_t oneCall(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t n);
+  // Chunk [done, done + n) of every rank's share of an all-gather.
+  rcnResult_t oneGather(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t done, size_t n);
+  // Chunk [done, done + n) of every block of a reduce-scatter, segments `segment` bytes apart.
+  rcnResult_t oneScatter(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t done, size_t n,
+                         size_t segment);
+  // The next call's number; *phase its phase.
+  uint32_t beginCall(int* phase);
+  // Puts peer p the `bytes` (header first) staged at this rank's own slot +
+  // p * peerStride into its slot of this rank, raises the flag, waits for
+  // every peer's and checks that they made the same call.
+  rcnResult_t exchange(const CallHeader& call, uint32_t epoch, int phase, size_t bytes, size_t peerStride);
+  // The data rank r sent this call (after its header), in this rank's region.
+  const uint8_t* received(int phase, int r) const {
+    return wire_->region() + layout_.slotOffset(phase, r) + sizeof(CallHeader);
+  }
   rcnResult_t waitForPeers(uint32_t epoch, int phase);
   // Why a wait for peer's flag of call `epoch` should stop, or "" to go on.
   std::string reasonToGiveUp(int peer, uint32_t epoch, Deadline deadline);
@@ -135,19 +192,18 @@ rcnResult_t HostPath::fail(rcnResult_t code, const std::string& text, bool tellP
   return code;
 }
 
-rcnResult_t HostPath::oneCall(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t n) {
-  const rcnDataType_t dtype = static_cast<rcnDataType_t>(call.dtype);
-  uint32_t epoch = ++epoch_;
-  int phase = int(epoch % ExchangeLayout::kPhases);
-  size_t bytes = sizeof(CallHeader) + n * dtypeSize(dtype);
-  size_t own = layout_.slotOffset(phase, rank_);
-  uint8_t* region = wire_->region();
-  std::memcpy(region + own, &call, sizeof call);
-  std::memcpy(region + own + sizeof call, send, bytes - sizeof call);
+uint32_t HostPath::beginCall(int* phase) {
+  const uint32_t epoch = ++epoch_;
+  *phase = int(epoch % ExchangeLayout::kPhases);
+  return epoch;
+}
+
+rcnResult_t HostPath::exchange(const CallHeader& call, uint32_t epoch, int phase, size_t bytes, size_t peerStride) {
+  const size_t own = layout_.slotOffset(phase, rank_);
   // Start with the next rank so that not every rank writes to rank 0 first.
   for (int i = 1; i < nranks_; ++i) {
     int peer = (rank_ + i) % nranks_;
-    rcnResult_t res = wire_->put(peer, own, own, bytes);
+    rcnResult_t res = wire_->put(peer, own + size_t(peer) * peerStride, own, bytes);
     if (res == rcnSuccess) res = wire_->putFlag(peer, layout_.flagIndex(phase, rank_), epoch);
     if (res != rcnSuccess) {
       std::string why;
@@ -156,7 +212,18 @@ rcnResult_t HostPath::oneCall(const CallHeader& call, const uint8_t* send, uint8
     }
   }
   RCN_CHECK(waitForPeers(epoch, phase));
-  RCN_CHECK(checkPeersCall(call, phase));
+  return checkPeersCall(call, phase);
+}
+
+rcnResult_t HostPath::oneCall(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t n) {
+  const rcnDataType_t dtype = static_cast<rcnDataType_t>(call.dtype);
+  int phase = 0;
+  const uint32_t epoch = beginCall(&phase);
+  size_t bytes = sizeof(CallHeader) + n * dtypeSize(dtype);
+  uint8_t* own = wire_->region() + layout_.slotOffset(phase, rank_);
+  std::memcpy(own, &call, sizeof call);
+  std::memcpy(own + sizeof call, send, bytes - sizeof call);
+  RCN_CHECK(exchange(call, epoch, phase, bytes, /*peerStride=*/0));
   const void* inputs[64];
   std::vector<const void*> many;
   const void** in = inputs;
@@ -164,8 +231,43 @@ rcnResult_t HostPath::oneCall(const CallHeader& call, const uint8_t* send, uint8
     many.resize(nranks_);
     in = many.data();
   }
-  for (int r = 0; r < nranks_; ++r) in[r] = region + layout_.slotOffset(phase, r) + sizeof(CallHeader);
+  for (int r = 0; r < nranks_; ++r) in[r] = received(phase, r);
   hostReduce(in, nranks_, recv, n, dtype, static_cast<rcnRedOp_t>(call.op));
+  return rcnSuccess;
+}
+
+rcnResult_t HostPath::oneGather(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t done, size_t n) {
+  const size_t elemSize = dtypeSize(static_cast<rcnDataType_t>(call.dtype));
+  int phase = 0;
+  const uint32_t epoch = beginCall(&phase);
+  uint8_t* own = wire_->region() + layout_.slotOffset(phase, rank_);
+  std::memcpy(own, &call, sizeof call);
+  std::memcpy(own + sizeof call, send + done * elemSize, n * elemSize);
+  RCN_CHECK(exchange(call, epoch, phase, sizeof call + n * elemSize, /*peerStride=*/0));
+  // In place, this rank's share is copied onto itself from the staged copy.
+  for (int r = 0; r < nranks_; ++r)
+    std::memcpy(recv + (size_t(r) * call.count + done) * elemSize, received(phase, r), n * elemSize);
+  return rcnSuccess;
+}
+
+rcnResult_t HostPath::oneScatter(const CallHeader& call, const uint8_t* send, uint8_t* recv, size_t done, size_t n,
+                                 size_t segment) {
+  const rcnDataType_t dtype = static_cast<rcnDataType_t>(call.dtype);
+  const size_t elemSize = dtypeSize(dtype);
+  int phase = 0;
+  const uint32_t epoch = beginCall(&phase);
+  uint8_t* own = wire_->region() + layout_.slotOffset(phase, rank_);
+  // Every block's chunk is staged before recv is written: in place, recv is
+  // this rank's own block of send.
+  for (int p = 0; p < nranks_; ++p) {
+    std::memcpy(own + size_t(p) * segment, &call, sizeof call);
+    std::memcpy(own + size_t(p) * segment + sizeof call, send + (size_t(p) * call.count + done) * elemSize,
+                n * elemSize);
+  }
+  RCN_CHECK(exchange(call, epoch, phase, sizeof call + n * elemSize, segment));
+  std::vector<const void*> in(nranks_);
+  for (int r = 0; r < nranks_; ++r) in[r] = r == rank_ ? own + size_t(r) * segment + sizeof call : received(phase, r);
+  hostReduce(in.data(), nranks_, recv + done * elemSize, n, dtype, static_cast<rcnRedOp_t>(call.op));
   return rcnSuccess;
 }
 
@@ -174,10 +276,11 @@ rcnResult_t HostPath::oneCall(const CallHeader& call, const uint8_t* send, uint8
 rcnResult_t HostPath::checkPeersCall(const CallHeader& call, int phase) {
   const uint8_t* region = wire_->region();
   for (int r = 0; r < nranks_; ++r) {
+    if (r == rank_) continue;  // a reduce-scatter's own header is not at the slot's start
     CallHeader theirs;
     std::memcpy(&theirs, region + layout_.slotOffset(phase, r), sizeof theirs);
     if (theirs == call) continue;
-    return fail(rcnInvalidUsage, "host backend: rank " + std::to_string(rank_) + " called rcnAllReduce with " +
+    return fail(rcnInvalidUsage, "host backend: rank " + std::to_string(rank_) + " called " +
                                      describe(call) + ", rank " + std::to_string(r) + " with " + describe(theirs) +
                                      ": every rank must make the same call",
                 /*tellPeers=*/false);

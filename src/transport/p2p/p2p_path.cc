@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
+#include "kernels/one_shot_collectives.h"
 #include "transport/transport.h"
 
 namespace rcn {
@@ -20,20 +21,50 @@ P2pPath::~P2pPath() {
   cudaGetLastError();
 }
 
-rcnResult_t P2pPath::enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype,
-                             rcnRedOp_t op, cudaStream_t stream) {
-  if (count == 0) return rcnSuccess;
-  const size_t bytes = count * dtypeSize(dtype);
-  RCN_CHECK(checkGpuCall("p2p", bytes, maxBytes_, send, recv, dtype));
+OneShotArgs P2pPath::callArgs(const void* send, void* recv, size_t count, uint32_t signature) const {
   OneShotArgs args = args_;
   args.send = send;
   args.recv = recv;
   args.count = count;
-  args.signature = callSignature(count, dtype, op);
+  args.signature = signature;
+  return args;
+}
+
+rcnResult_t P2pPath::enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                             rcnRedOp_t op, cudaStream_t stream) {
+  if (count == 0) return rcnSuccess;
+  const size_t bytes = count * dtypeSize(dtype);
+  RCN_CHECK(checkGpuCall("p2p all-reduce", bytes, maxBytes_, send, recv, dtype));
+  const OneShotArgs args = callArgs(send, recv, count, callSignature(count, dtype, op));
   const OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, maxBlocks_, threads_);
   DeviceScope guard(cudaDev_);
   RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
   return launchOneShot(args, dtype, op, grid, launch_, stream);
+}
+
+// The share (bytes) fits the LL lines, so oneShotGrid picks LL, as the kernels need.
+rcnResult_t P2pPath::enqueueAllGather(const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
+                                      cudaStream_t stream) {
+  if (sendCount == 0) return rcnSuccess;
+  const size_t share = sendCount * dtypeSize(dtype);
+  RCN_CHECK(checkGpuCall("p2p all-gather", share, llMaxBytes_, send, recv, dtype));
+  const uint32_t signature = callSignature(sendCount, dtype, rcnSum, static_cast<int>(Collective::AllGather));
+  const OneShotArgs args = callArgs(send, recv, share, signature);
+  DeviceScope guard(cudaDev_);
+  RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
+  return launchAllGather(args, oneShotGrid(share, llMaxBytes_, maxBlocks_, threads_), launch_, stream);
+}
+
+rcnResult_t P2pPath::enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
+                                          rcnRedOp_t op, cudaStream_t stream) {
+  if (recvCount == 0) return rcnSuccess;
+  const size_t share = recvCount * dtypeSize(dtype);
+  RCN_CHECK(checkGpuCall("p2p reduce-scatter", share, llMaxBytes_, send, recv, dtype));
+  const uint32_t signature = callSignature(recvCount, dtype, op, static_cast<int>(Collective::ReduceScatter));
+  const OneShotArgs args = callArgs(send, recv, recvCount, signature);
+  DeviceScope guard(cudaDev_);
+  RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
+  return launchReduceScatter(args, dtype, op, oneShotGrid(share, llMaxBytes_, maxBlocks_, threads_), launch_, stream);
 }
 
 rcnResult_t P2pPath::asyncError(std::string* why) {

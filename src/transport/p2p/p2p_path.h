@@ -31,6 +31,9 @@ class P2pPath final : public FastPath {
   rcnPath_t path() const override { return rcnPathP2p; }
   const char* transportName() const override { return ipcKindName(kind_); }
   size_t maxBytes() const override { return maxBytes_; }
+  // All-gather and reduce-scatter run in the LL lines only.
+  bool runs(Collective coll) const override { return coll == Collective::AllReduce || llMaxBytes_ > 0; }
+  size_t maxShareBytes() const override { return llMaxBytes_; }
   rcnResult_t asyncError(std::string* why) override;
   void abort() override;
   void setPeerWaitMs(uint64_t ms) override;
@@ -39,8 +42,15 @@ class P2pPath final : public FastPath {
  protected:
   rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
                       cudaStream_t stream) override;
+  rcnResult_t enqueueAllGather(const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
+                               cudaStream_t stream) override;
+  rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
+                                   rcnRedOp_t op, cudaStream_t stream) override;
 
  private:
+  // args_ with the call's own fields.
+  OneShotArgs callArgs(const void* send, void* recv, size_t count, uint32_t signature) const;
+
   friend rcnResult_t createP2pPath(const FastPathContext&, std::unique_ptr<FastPath>*, std::string*);
 
   int rank_ = 0;

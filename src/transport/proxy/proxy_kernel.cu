@@ -127,6 +127,37 @@ __device__ inline ProxyBlockRange blockRange(size_t units) {
   return proxyBlockRange(units, gridDim.x, blockIdx.x);
 }
 
+// ---- what a call makes of the exchanged slices ----------------------------
+
+// All-gather: rank r's chunk (elements first.. of its share) to its place.
+template <typename T, typename V>
+__device__ inline void gatherChunk(const ProxyKernelArgs& a, size_t first, int r, const V& v) {
+  T* dst = static_cast<T*>(a.recv) + static_cast<size_t>(r) * a.count;
+  storeChunk(dst, first, a.count, reinterpret_cast<uintptr_t>(dst) % sizeof(V) == 0, v);
+}
+
+// Reduce-scatter: the elements of the reduced chunk that fall in this
+// rank's block, to recv. Element by element: a chunk may straddle the
+// block's edge. In place (recv is the block inside send) each element goes
+// back to the address its thread read it from.
+template <typename T, typename V>
+__device__ inline void scatterChunk(const ProxyKernelArgs& a, size_t first, const V& v) {
+  constexpr int E = sizeof(V) / sizeof(T);
+  if (first + E <= a.blockBegin || first >= a.blockEnd) return;
+  T* dst = static_cast<T*>(a.recv);
+  const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int j = 0; j < E; ++j)
+    if (first + j >= a.blockBegin && first + j < a.blockEnd) dst[first + j - a.blockBegin] = e[j];
+}
+
+// The reduced chunk to recv: the whole of it (all-reduce) or this rank's block's part.
+template <typename T, typename V>
+__device__ inline void storeReduced(const ProxyKernelArgs& a, T* recv, size_t first, bool recvAligned, const V& v) {
+  if (a.collective == kProxyReduceScatter) scatterChunk<T>(a, first, v);
+  else storeChunk(recv, first, a.count, recvAligned, v);
+}
+
 // ---- protocol: separate flags ----------------------------------------------
 
 template <typename T, typename Op>
@@ -153,15 +184,17 @@ __device__ bool runFlags(const ProxyKernelArgs& a, uint32_t call) {
   // 3. Take every peer's flag for this block.
   if (__syncthreads_or(takePeerFlag(a, phase, call))) return false;
 
-  // 4. Reduce in rank order (our own contribution straight from the input).
+  // 4. Reduce in rank order (our own contribution straight from the input),
+  //    or, for an all-gather, copy every rank's chunk to its place.
   for (size_t c = range.begin + threadIdx.x; c < range.end; c += blockDim.x) {
     Acc acc[E];
     for (int r = 0; r < n; ++r) {
       const uint4 v = r == me ? loadChunk<T, uint4>(send, c * E, a.count, sendAligned)
                               : __ldcv(reinterpret_cast<const uint4*>(slotOf(a, phase, r)) + c);
-      accumulate<T, Op>(acc, v, r == 0);
+      if (a.collective == kProxyAllGather) gatherChunk<T>(a, c * E, r, v);
+      else accumulate<T, Op>(acc, v, r == 0);
     }
-    storeChunk(recv, c * E, a.count, recvAligned, finishChunk<T, Op, uint4>(acc, n));
+    if (a.collective != kProxyAllGather) storeReduced(a, recv, c * E, recvAligned, finishChunk<T, Op, uint4>(acc, n));
   }
   return true;
 }
@@ -224,12 +257,18 @@ __device__ bool runLL(const ProxyKernelArgs& a, uint32_t call, bool staged) {
           break;
         }
       }
+      if (a.collective == kProxyAllGather) {
+        gatherChunk<T>(a, u * E, r, d);
+        if (two) gatherChunk<T>(a, u2 * E, r, d2);
+        continue;
+      }
       accumulate<T, Op>(acc, d, r == 0);
       accumulate<T, Op>(acc2, d2, r == 0);
     }
     if (failed) break;
-    storeChunk(recv, u * E, a.count, recvAligned, finishChunk<T, Op, uint2>(acc, n));
-    if (two) storeChunk(recv, u2 * E, a.count, recvAligned, finishChunk<T, Op, uint2>(acc2, n));
+    if (a.collective == kProxyAllGather) continue;
+    storeReduced(a, recv, u * E, recvAligned, finishChunk<T, Op, uint2>(acc, n));
+    if (two) storeReduced(a, recv, u2 * E, recvAligned, finishChunk<T, Op, uint2>(acc2, n));
   }
   return !__syncthreads_or(failed);
 }

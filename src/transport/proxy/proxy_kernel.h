@@ -79,6 +79,15 @@ struct ProxyState {
   uint32_t pad;
 };
 
+// What a proxy kernel call computes from the exchanged slices. The bytes
+// move alike for all three (each rank stages its input, its proxy puts it
+// to every peer), so the proxy threads never know which it is.
+enum ProxyCollective : uint32_t {
+  kProxyAllReduce = 0,
+  kProxyAllGather = 1,      // count: a rank's share; rank r's lands at recv + r * count
+  kProxyReduceScatter = 2,  // count: the whole input; recv gets elements [blockBegin, blockEnd) of the reduction
+};
+
 struct ProxyKernelArgs : AllReduceCallArgs {
   char* region;              // this rank's exchange region (device pointer to host memory)
   RegionLayout layout;
@@ -93,6 +102,8 @@ struct ProxyKernelArgs : AllReduceCallArgs {
   // zeroes the lines that are safe to zero then, so no line keeps a tag long
   // enough for its call half (15 bits) to come round again.
   uint32_t scrubCalls;
+  uint32_t collective;  // ProxyCollective
+  size_t blockBegin, blockEnd;  // reduce-scatter: this rank's block, in elements of the whole input
 };
 
 // A block's share of a call's `units` items (16-byte chunks, or LL lines of 8

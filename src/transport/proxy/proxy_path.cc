@@ -45,21 +45,41 @@ class ProxyPath final : public FastPath {
   rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype,
                       rcnRedOp_t op, cudaStream_t stream) override {
     if (count == 0) return rcnSuccess;
-    const size_t bytes = count * dtypeSize(dtype);
-    RCN_CHECK(checkGpuCall("proxy", bytes, maxBytes_, send, recv, dtype));
-    ProxyKernelArgs args = args_;
-    args.send = send;
-    args.recv = recv;
-    args.count = count;
-    args.signature = callSignature(count, dtype, op);
-    OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, gridBlocks_, threads_);
-    const size_t units = grid.protocol == OneShotProtocol::LL ? (bytes + 7) / 8 : (bytes + 15) / 16;
-    grid.blocks = proxyBlocksFor(units, grid.blocks);
-    DeviceScope guard(cudaDev_);  // the caller may have another GPU current
-    RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
-    return launchProxyKernel(args, dtype, op, grid, stagedLines_, programmaticLaunch_, stream);
+    RCN_CHECK(checkGpuCall("proxy all-reduce", count * dtypeSize(dtype), maxBytes_, send, recv, dtype));
+    ProxyKernelArgs args = callArgs(send, recv, count, callSignature(count, dtype, op), kProxyAllReduce);
+    return launch(args, dtype, op, stream);
   }
 
+  // All-gather and reduce-scatter move their bytes as the all-reduce does:
+  // the all-gather stages its share, the reduce-scatter its whole input
+  // (every peer gets every block, nranks times the bytes it needs, which
+  // keeps the proxy threads and the wire unaware of the collective), so a
+  // reduce-scatter's whole input must fit a slot.
+  bool runs(Collective) const override { return true; }
+  size_t maxShareBytes() const override { return maxBytes_ / static_cast<size_t>(nranks_); }
+
+ protected:
+  rcnResult_t enqueueAllGather(const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
+                               cudaStream_t stream) override {
+    if (sendCount == 0) return rcnSuccess;
+    RCN_CHECK(checkGpuCall("proxy all-gather", sendCount * dtypeSize(dtype), maxShareBytes(), send, recv, dtype));
+    const uint32_t signature = callSignature(sendCount, dtype, rcnSum, static_cast<int>(Collective::AllGather));
+    return launch(callArgs(send, recv, sendCount, signature, kProxyAllGather), dtype, rcnSum, stream);
+  }
+
+  rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
+                                   rcnRedOp_t op, cudaStream_t stream) override {
+    if (recvCount == 0) return rcnSuccess;
+    RCN_CHECK(checkGpuCall("proxy reduce-scatter", recvCount * dtypeSize(dtype), maxShareBytes(), send, recv, dtype));
+    const uint32_t signature = callSignature(recvCount, dtype, op, static_cast<int>(Collective::ReduceScatter));
+    ProxyKernelArgs args = callArgs(send, recv, recvCount * static_cast<size_t>(nranks_), signature,
+                                    kProxyReduceScatter);
+    args.blockBegin = recvCount * static_cast<size_t>(rank_);
+    args.blockEnd = args.blockBegin + recvCount;
+    return launch(args, dtype, op, stream);
+  }
+
+ public:
   rcnResult_t asyncError(std::string* why) override;
   // The wire first: it wakes a proxy thread blocked in a put (a full socket
   // or send queue), which stop() then joins without waiting for its timeout.
@@ -73,11 +93,33 @@ class ProxyPath final : public FastPath {
   rcnResult_t build(const FastPathContext& ctx, std::string* why);
 
  private:
+  // args_ with the call's own fields; count: the elements each rank stages.
+  ProxyKernelArgs callArgs(const void* send, void* recv, size_t count, uint32_t signature,
+                           ProxyCollective collective) const {
+    ProxyKernelArgs args = args_;
+    args.send = send;
+    args.recv = recv;
+    args.count = count;
+    args.signature = signature;
+    args.collective = collective;
+    return args;
+  }
+  // The grid for the staged bytes, then the launch on this path's device.
+  rcnResult_t launch(const ProxyKernelArgs& args, rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
+    const size_t bytes = args.count * dtypeSize(dtype);
+    OneShotGrid grid = oneShotGrid(bytes, llMaxBytes_, gridBlocks_, threads_);
+    const size_t units = grid.protocol == OneShotProtocol::LL ? (bytes + 7) / 8 : (bytes + 15) / 16;
+    grid.blocks = proxyBlocksFor(units, grid.blocks);
+    DeviceScope guard(cudaDev_);  // the caller may have another GPU current
+    RCN_ARG_CHECK(guard.ok(), "cannot make CUDA device %d current", cudaDev_);
+    return launchProxyKernel(args, dtype, op, grid, stagedLines_, programmaticLaunch_, stream);
+  }
   rcnResult_t buildWire(const FastPathContext& ctx, std::string* why);
   rcnResult_t mapRegion(void** deviceRegion);
   void release();
 
   int rank_ = 0;
+  int nranks_ = 1;
   int cudaDev_ = -1;
   size_t maxBytes_ = 0;
   size_t llMaxBytes_ = 0;
@@ -101,6 +143,7 @@ class ProxyPath final : public FastPath {
 
 rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   rank_ = ctx.rank;
+  nranks_ = ctx.nranks;
   cudaDev_ = ctx.cudaDev;
   maxBytes_ = ctx.maxBytes;
   maxBlocks_ = ctx.maxBlocks;
