@@ -441,26 +441,37 @@ bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, r
          bytes <= comm->fast->maxBytes();
 }
 
-rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
-                          rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
-  CommCallScope inCall(comm);  // before the check: a destroy or abort either is seen or waits for us
+CommCollectiveScope::CommCollectiveScope(rcnComm* comm, const char* caller) : inCall_(comm), comm_(comm) {
   if (!commUsable(comm)) {
-    RCN_WARN(RCN_LOG_COLL, "rcnAllReduce: comm %p was aborted or is being destroyed (or, under the shim, its NCCL "
-             "communicator revoked)",
-             (void*)comm);
-    return rcnInvalidUsage;
+    RCN_WARN(RCN_LOG_COLL, "%s: comm %p was aborted or is being destroyed (or, under the shim, its NCCL "
+             "communicator revoked)", caller, (void*)comm);
+    result_ = rcnInvalidUsage;
+    return;
   }
   // The fast path's call numbers and slots are one sequence per communicator:
   // two threads at once would mix their data and still report success.
   if (comm->inAllReduce.exchange(true, std::memory_order_acquire)) {
-    RCN_WARN(RCN_LOG_COLL, "rcnAllReduce: comm %p is in an all-reduce on another thread: calls on one communicator "
-             "must not overlap (one thread at a time, as with NCCL)", (void*)comm);
-    return rcnInvalidUsage;
+    RCN_WARN(RCN_LOG_COLL, "%s: comm %p is in an all-reduce on another thread: calls on one communicator "
+             "must not overlap (one thread at a time, as with NCCL)", caller, (void*)comm);
+    result_ = rcnInvalidUsage;
+    return;
   }
-  struct Leave {
-    rcnComm* comm;
-    ~Leave() { comm->inAllReduce.store(false, std::memory_order_release); }
-  } leave{comm};
+  entered_ = true;
+}
+
+CommCollectiveScope::~CommCollectiveScope() {
+  if (entered_) comm_->inAllReduce.store(false, std::memory_order_release);
+}
+
+rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
+                          rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
+  CommCollectiveScope scope(comm, "rcnAllReduce");
+  RCN_CHECK(scope.result());
+  return commRouteAllReduce(comm, send, recv, count, dtype, op, stream);
+}
+
+rcnResult_t commRouteAllReduce(rcnComm* comm, const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                               rcnRedOp_t op, cudaStream_t stream) {
   size_t bytes = count * dtypeSize(dtype);
   if (!comm->nccl) {
     // The host backend (which takes every size and type), or a GPU comm made

@@ -131,4 +131,28 @@ bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, r
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
                           rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream);
 
+// Admits one collective call on comm for its lifetime (a CommCallScope
+// first, so a destroy or abort either is seen or waits for it): result() is
+// rcnSuccess, or rcnInvalidUsage, logged with `caller`, when the comm was
+// aborted or another thread is in a call on it (calls must not overlap).
+class CommCollectiveScope {
+ public:
+  CommCollectiveScope(rcnComm* comm, const char* caller);
+  ~CommCollectiveScope();
+  CommCollectiveScope(const CommCollectiveScope&) = delete;
+  CommCollectiveScope& operator=(const CommCollectiveScope&) = delete;
+  rcnResult_t result() const { return result_; }
+
+ private:
+  CommCallScope inCall_;
+  rcnComm* comm_;
+  bool entered_ = false;
+  rcnResult_t result_ = rcnSuccess;
+};
+
+// commAllReduce's routing and launch, for a call already inside a
+// CommCollectiveScope (an all-reduce that is part of a larger call).
+rcnResult_t commRouteAllReduce(rcnComm* comm, const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                               rcnRedOp_t op, cudaStream_t stream);
+
 }  // namespace rcn

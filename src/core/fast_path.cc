@@ -1,19 +1,33 @@
 #include "core/fast_path.h"
 
+#include "core/check.h"
 #include "core/log.h"
 
 namespace rcn {
 
-rcnResult_t FastPath::allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
-                                cudaStream_t stream) {
+rcnResult_t FastPath::refuseAfterFailure(const char* what) {
   std::string why;
   const rcnResult_t failed = asyncError(&why);
-  if (failed != rcnSuccess) {
-    RCN_WARN(RCN_LOG_COLL, "all-reduce refused: this communicator's %s path failed before (%s); abort it",
+  if (failed != rcnSuccess)
+    RCN_WARN(RCN_LOG_COLL, "%s refused: this communicator's %s path failed before (%s); abort it", what,
              transportName(), why.c_str());
-    return failed;
-  }
+  return failed;
+}
+
+rcnResult_t FastPath::allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                                cudaStream_t stream) {
+  RCN_CHECK(refuseAfterFailure("all-reduce"));
   return enqueue(send, recv, count, dtype, op, stream);
+}
+
+rcnResult_t FastPath::allReduceResidualNorm(const ResidualNormCall& call, cudaStream_t stream) {
+  RCN_CHECK(refuseAfterFailure("all-reduce with residual and RMSNorm"));
+  return enqueueResidualNorm(call, stream);
+}
+
+rcnResult_t FastPath::enqueueResidualNorm(const ResidualNormCall&, cudaStream_t) {
+  RCN_WARN(RCN_LOG_COLL, "the %s path has no fused residual norm kernel", transportName());
+  return rcnInternalError;
 }
 
 }  // namespace rcn

@@ -12,6 +12,8 @@
 
 namespace rcn {
 
+struct ResidualNormCall;  // kernels/residual_norm.h
+
 // Everything a transport may need to build itself, agreed on every rank.
 struct FastPathContext {
   int rank = 0;
@@ -42,6 +44,13 @@ class FastPath {
   // success would hand the caller stale data.
   rcnResult_t allReduce(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
                         cudaStream_t stream);
+  // Whether this path runs the all-reduce, residual add and RMSNorm of
+  // `call` as one kernel (kernels/residual_norm.h); rank-invariant. Where it
+  // does not, the caller runs allReduce and then the separate norm kernel.
+  virtual bool fusesResidualNorm(const ResidualNormCall& call) const { return false; }
+  // Enqueues that kernel (fusesResidualNorm said yes); refused as allReduce is
+  // once an error is recorded.
+  rcnResult_t allReduceResidualNorm(const ResidualNormCall& call, cudaStream_t stream);
   // rcnSuccess or the first error recorded by a kernel or proxy; `why` names the peer.
   virtual rcnResult_t asyncError(std::string* why) = 0;
   // Makes every pending wait of this path give up promptly. Never blocks.
@@ -61,6 +70,12 @@ class FastPath {
   // allReduce's work, on a path with no error recorded.
   virtual rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
                               cudaStream_t stream) = 0;
+  // allReduceResidualNorm's work, on a path with no error recorded.
+  virtual rcnResult_t enqueueResidualNorm(const ResidualNormCall& call, cudaStream_t stream);
+
+ private:
+  // The recorded error, logged as the refusal of `what`; rcnSuccess if none.
+  rcnResult_t refuseAfterFailure(const char* what);
 };
 
 }  // namespace rcn

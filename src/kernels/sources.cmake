@@ -1,1 +1,1 @@
-target_sources(rocenante_internal PRIVATE ${CMAKE_CURRENT_LIST_DIR}/one_shot.cu)
+target_sources(rocenante_internal PRIVATE ${CMAKE_CURRENT_LIST_DIR}/one_shot.cu ${CMAKE_CURRENT_LIST_DIR}/residual_norm.cu)

@@ -35,10 +35,12 @@ class P2pPath final : public FastPath {
   void abort() override;
   void setPeerWaitMs(uint64_t ms) override;
   bool deviceComm(rcnDeviceComm* out, std::string* why) const override;
+  bool fusesResidualNorm(const ResidualNormCall& call) const override;  // p2p_residual_norm.cc
 
  protected:
   rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
                       cudaStream_t stream) override;
+  rcnResult_t enqueueResidualNorm(const ResidualNormCall& call, cudaStream_t stream) override;
 
  private:
   friend rcnResult_t createP2pPath(const FastPathContext&, std::unique_ptr<FastPath>*, std::string*);
