@@ -357,13 +357,13 @@ int bench(const EngineOptions& o, Rank& r) {
                    "{\"shape\":\"%s\",\"dtype\":\"%s\",\"tp\":%d,\"collective\":\"%s\",\"path\":\"%s\",\"batch\":%d,"
                    "\"prompt_len\":%d,\"decode_steps\":%d,\"cuda_graph\":%s,\"prefill_tokens_per_s\":%.1f,"
                    "\"decode_step_us\":%.2f,\"decode_tokens_per_s\":%.1f,\"compute_us\":%.2f,\"allreduce_us\":%.2f,"
-                   "\"allreduces_per_step\":%d,\"fused_allreduce\":%s,\"weight_bytes_per_rank\":%zu,"
+                   "\"allreduces_per_step\":%d,\"fused_allreduce\":%s,\"fused_norm\":%s,\"weight_bytes_per_rank\":%zu,"
                    "\"hbm_roofline_pct\":%.1f,\"shard_only\":%s}\n",
                    jsonText(name).c_str(), dtypeName(mo.dtype), r.shards, lone || r.size > 1 ? collective : "none",
                    jsonText(r.path).c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
                    res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, res.computeUs,
                    res.computeUs >= 0 && !lone ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
-                   r.size > 1 && o.fuseAllReduce ? "true" : "false", model->weightBytes(), res.rooflinePct,
+                   r.size > 1 && o.fuseAllReduce ? "true" : "false", o.fuseNorm ? "true" : "false", model->weightBytes(), res.rooflinePct,
                    lone ? "true" : "false");
     json.close();
   }
