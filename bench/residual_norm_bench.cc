@@ -146,16 +146,8 @@ int main(int argc, char** argv) {
       cuda(cudaMemcpy(scale, &one, sizeof one, cudaMemcpyHostToDevice), "memcpy");
       const float* normScale = fp8 ? scale : nullptr;
       const rcnStream_t s = reinterpret_cast<rcnStream_t>(stream);
-      rcn::ResidualNormCall call;
-      call.residual = residual;
-      call.weight = weight;
-      call.normOut = out;
-      call.tokens = tokens;
-      call.hidden = hidden;
-      call.dtype = dtype;
-      call.normType = normType;
-      call.normScale = normScale;
-      call.eps = 1e-5f;
+      const rcn::ResidualNormCall call =
+          rcn::residualNormCall(nullptr, residual, weight, out, tokens, hidden, dtype, normType, normScale, 1e-5f);
       auto norm = [&] { check(rcn::launchResidualNorm(call, sum, true, stream), "launchResidualNorm"); };
       auto allReduce = [&] { check(rcnAllReduce(send, sum, tokens * hidden, dtype, rcnSum, fast, s), "rcnAllReduce"); };
       const double ar = timePerCall(stream, allReduce);

@@ -74,17 +74,8 @@ extern "C" rcnResult_t rcnAllReduceResidualRmsNorm(const void* sendbuff, void* r
                                                    rcnStream_t stream) {
   rcn::clearLastError();
   RCN_CHECK(rcn::commCheck(comm, kCaller));
-  rcn::ResidualNormCall call;
-  call.send = sendbuff;
-  call.residual = residual;
-  call.weight = weight;
-  call.normOut = normOut;
-  call.tokens = tokens;
-  call.hidden = hidden;
-  call.dtype = datatype;
-  call.normType = normType;
-  call.normScale = normScale;
-  call.eps = eps;
+  const rcn::ResidualNormCall call = rcn::residualNormCall(sendbuff, residual, weight, normOut, tokens, hidden,
+                                                          datatype, normType, normScale, eps);
   RCN_CHECK(checkTypes(call));
   if (tokens == 0) return rcnSuccess;
   RCN_CHECK(checkBuffers(call));

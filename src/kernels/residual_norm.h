@@ -30,6 +30,24 @@ struct ResidualNormCall {
   size_t count() const { return tokens * hidden; }
 };
 
+// The call of the public API's arguments, in its order.
+inline ResidualNormCall residualNormCall(const void* send, void* residual, const void* weight, void* normOut,
+                                         size_t tokens, size_t hidden, rcnDataType_t dtype, rcnDataType_t normType,
+                                         const float* normScale, float eps) {
+  ResidualNormCall call;
+  call.send = send;
+  call.residual = residual;
+  call.weight = weight;
+  call.normOut = normOut;
+  call.tokens = tokens;
+  call.hidden = hidden;
+  call.dtype = dtype;
+  call.normType = normType;
+  call.normScale = normScale;
+  call.eps = eps;
+  return call;
+}
+
 // The separate norm kernel: `sum` holds the rows already summed over the
 // ranks (dtype); it may be call.normOut itself (each element is read before
 // it is written). call.send is not read.

@@ -69,16 +69,9 @@ NormOutputs expectedNormOutputs(const NormCase& c, const NormInputs& in) {
     storeElement(sum.data(), i, c.dtype, acc);
   }
   NormOutputs out{in.residual, std::vector<uint8_t>(count * elemBytes(c.normType))};
-  ResidualNormCall call;
-  call.residual = out.residual.data();
-  call.weight = in.weight.data();
-  call.normOut = out.normOut.data();
-  call.tokens = c.tokens;
-  call.hidden = c.hidden;
-  call.dtype = c.dtype;
-  call.normType = c.normType;
-  call.normScale = c.normType == rcnFloat8e4m3 ? &c.scale : nullptr;
-  call.eps = c.eps;
+  const ResidualNormCall call =
+      residualNormCall(nullptr, out.residual.data(), in.weight.data(), out.normOut.data(), c.tokens, c.hidden, c.dtype,
+                       c.normType, c.normType == rcnFloat8e4m3 ? &c.scale : nullptr, c.eps);
   hostResidualNorm(call, sum.data());
   return out;
 }
