@@ -194,8 +194,8 @@ rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcn
  * residual = datatype(residual + sum), then x * (1 / sqrt(mean(x^2) + eps)) * weight in fp32
  * (x the new residual, the mean's order fixed by hidden), rounded once to normType (e4m3
  * saturates): bit-identical on every rank and on every path. On the p2p path, for a call
- * rcnAllReduce would send there whose hidden is a multiple of 4 and whose tokens * hidden
- * elements fit ROCENANTE_LL_MAX_BYTES, it is one kernel; elsewhere it is the all-reduce
+ * whose all-reduce rcnAllReduce would send there, whose hidden is a multiple of 4 and whose
+ * tokens * hidden * 2 bytes fit ROCENANTE_LL_MAX_BYTES, it is one kernel; elsewhere it is the all-reduce
  * (rocenante's fast path or NCCL, as rcnAllReduce routes it) followed by rocenante's norm kernel,
  * with the same result contract. residual and normOut must not overlap each other, sendbuff or
  * weight. Ordering, errors and the host backend (host pointers, normScale too; the stream is
