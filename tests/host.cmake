@@ -7,3 +7,4 @@ rcn_add_test(test_host_netns SOURCES test_host_netns.cc LABELS cpu host TIMEOUT 
 rcn_add_test(test_host_api SOURCES test_host_api.cc LABELS cpu host TIMEOUT 120)
 rcn_add_test(test_host_launch SOURCES test_host_launch.cc LABELS cpu host TIMEOUT 60)
 rcn_add_test(test_host_collectives SOURCES test_host_collectives.cc LABELS cpu host TIMEOUT 180)
+rcn_add_test(test_residual_norm_host SOURCES test_residual_norm_host.cc LABELS cpu host TIMEOUT 120)

@@ -17,3 +17,5 @@ rcn_add_test(test_p2p_api_local SOURCES test_p2p_api_local.cc p2p_harness.cc LAB
 rcn_add_test(test_p2p_fd SOURCES test_p2p_fd.cc LABELS cpu p2p TIMEOUT 120)
 rcn_add_test(test_device_api SOURCES test_device_api.cu LABELS gpu p2p api TIMEOUT 300)
 rcn_add_test(test_p2p_collectives SOURCES test_p2p_collectives.cc LABELS gpu p2p api TIMEOUT 600)
+# rcnAllReduceResidualRmsNorm on GPUs (fused, composed, graphs, NCCL's fallback).
+rcn_add_test(test_residual_norm_gpu SOURCES test_residual_norm_gpu.cc LABELS gpu p2p api TIMEOUT 300)

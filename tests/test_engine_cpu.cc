@@ -501,6 +501,9 @@ TEST_CASE("the shard-of option is refused where it cannot time a lone shard", "[
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "2", "--device", "cpu"})), refused);
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "2", "--fused-allreduce"})),
                     Catch::Matchers::ContainsSubstring("skips the all-reduces"));
+  CHECK(parse(with({"--bench", "--shard-of", "2", "--fused-norm"})).fuseNorm);  // the norms still run
+  CHECK_THROWS_WITH(parse(with({"--bench", "--fused-norm", "--fused-allreduce"})),
+                    Catch::Matchers::ContainsSubstring("choose one"));
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "0"})), Catch::Matchers::ContainsSubstring("at least 1"));
   CHECK_THROWS_WITH(parse(with({"--bench", "--shard-of", "two"})),
                     Catch::Matchers::ContainsSubstring("not an integer"));
@@ -534,7 +537,7 @@ TEST_CASE("options the run would ignore, or that conflict, are refused by name",
   CHECK_NOTHROW(requireCpuOptions(parse({"--model", "m.bin", "--device", "cpu", "--tp", "2"})));
   const std::vector<std::vector<std::string>> gpuOnly = {
       {"--bench"},   {"--collective", "nccl"}, {"--dtype", "bf16"}, {"--no-graph"},
-      {"--no-gemv"}, {"--fused-allreduce"},    {"--profile"}};
+      {"--no-gemv"}, {"--fused-allreduce"},    {"--fused-norm"}, {"--profile"}};
   for (std::vector<std::string> option : gpuOnly) {
     const std::string name = option[0];
     option.insert(option.begin(), {"--model", "m.bin", "--device", "cpu"});

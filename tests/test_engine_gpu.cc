@@ -60,6 +60,7 @@ struct Run {
   int attentionBlocksPerSm = 0;  // GpuModelOptions::attentionBlocksPerSm
   int maxContext = 0;            // 0: room for the prompt and the steps (at least 128)
   bool fuseAllReduce = false;    // GpuModelOptions::fuseAllReduce
+  bool fuseNorm = false;         // GpuModelOptions::fuseNorm
 };
 
 // Runs `run` on this rank's GPU (shard rank of size) and checks every step's
@@ -76,6 +77,7 @@ int compareWithCpu(const Run& run, int rank, int size, GpuAllReduce* allReduce) 
   mo.attentionSplits = run.attentionSplits;
   mo.attentionBlocksPerSm = run.attentionBlocksPerSm;
   mo.fuseAllReduce = run.fuseAllReduce;
+  mo.fuseNorm = run.fuseNorm;
   GpuModel gpu(c, layout, mo, allReduce);
   gpu.loadWeights(shardWeights(*run.weights, layout));
 
@@ -452,6 +454,20 @@ TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {
   }
   unsetenv("ROCENANTE_FORCE");
   unsetenv("ROCENANTE_TRANSPORT");
+  // A bf16 residual stream, each all-reduce adding it and normalizing it in
+  // one call (rcnAllReduceResidualRmsNorm: the fused kernel on p2p), for 1,
+  // 2 and 5 sequences, eagerly (prefill) and in graphs (decode); then over
+  // NCCL's all-reduce and rocenante's norm kernel where each rank has a GPU.
+  for (bool ncclOnly : {false, true}) {
+    if (ncclOnly && shared) continue;
+    INFO((ncclOnly ? "fused norm over NCCL" : "fused norm"));
+    for (auto prompts : {std::vector<std::vector<int>>{{1, 7, 99, 3}}, {{1, 7, 99, 3}, {1, 5, 6, 250}},
+                         fourTokenPrompts(5, llama.config.vocab)}) {
+      Run bf16{&llama, prompts, 10, DType::BF16, 0.5};
+      bf16.fuseNorm = true;
+      runTp(2, ncclOnly, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(bf16, rank, 2, ar); });
+    }
+  }
   Run bf16Batch{&llama, fourTokenPrompts(5, llama.config.vocab), 10, DType::BF16, 0.5};  // tensor-core GEMV
   runTp(2, false, [&](int rank, GpuAllReduce* ar) { return compareWithCpu(bf16Batch, rank, 2, ar); });
 }

@@ -215,6 +215,14 @@ __global__ void randomFillKernel(T* data, size_t n, uint64_t seed, float scale, 
   }
 }
 
+// out[r] = in[rowIndex ? rowIndex[r] : r], rows of dim elements.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads) gatherRowsKernel(T* out, const T* in, const int* rowIndex, int dim) {
+  waitForPrevious();
+  const size_t row = rowIndex ? rowIndex[blockIdx.x] : blockIdx.x;
+  for (int i = threadIdx.x; i < dim; i += kRowThreads) out[size_t(blockIdx.x) * dim + i] = in[row * dim + i];
+}
+
 int gridFor(size_t n, int block) { return int((n + block - 1) / block < 4096 ? (n + block - 1) / block : 4096); }
 
 }  // namespace
@@ -222,6 +230,11 @@ int gridFor(size_t n, int block) { return int((n + block - 1) / block < 4096 ? (
 cudaError_t launchEmbedding(DType t, float* x, const void* embedding, const int* tokens, int n, int dim, Launch on) {
   return ENGINE_DISPATCH(t, embeddingKernel, dim3(n), dim3(kRowThreads), 0, on, x,
                          static_cast<const T*>(embedding), tokens, dim);
+}
+
+cudaError_t launchGatherRows(DType t, void* out, const void* in, const int* rowIndex, int rows, int dim, Launch on) {
+  return ENGINE_DISPATCH(t, gatherRowsKernel, dim3(rows), dim3(kRowThreads), 0, on, static_cast<T*>(out),
+                         static_cast<const T*>(in), rowIndex, dim);
 }
 
 cudaError_t launchAddRmsNorm(DType t, void* out, float* x, const void* delta, const void* weight,

@@ -35,6 +35,11 @@ struct TokenPlacement {
 cudaError_t launchEmbedding(DType t, float* x, const void* embedding, const int* tokens, int n, int dim,
                             Launch on);
 
+// out[r][:] = in[rowIndex ? rowIndex[r] : r][:], rows of dim elements of DType t
+// (the bf16 residual stream of --fused-norm from the embedding table, the
+// last rows of a pass).
+cudaError_t launchGatherRows(DType t, void* out, const void* in, const int* rowIndex, int rows, int dim, Launch on);
+
 // Per row r: if delta, x[row] += delta[row]; out[r] = RMSNorm(x[row]) * weight, where
 // row = rowIndex ? rowIndex[r] : r (the LM head normalises only the last token of each sequence).
 // weight is read before the wait for the previous kernel, as the GEMVs read

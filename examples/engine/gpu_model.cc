@@ -65,6 +65,12 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   if (options.attentionBlocksPerSm < 0 || options.attentionBlocksPerSm > kAttentionMaxBlocksPerSm)
     throw EngineError("attention blocks per SM " + std::to_string(options.attentionBlocksPerSm) +
                       ": 0 (automatic), 1 or 2");
+  if (options.fuseNorm && (options.dtype != DType::BF16 || !allReduce))
+    throw EngineError("the fused all-reduce + residual + RMSNorm takes bf16 and an all-reduce over ranks "
+                      "(--tp > 1 or --shard-of)");
+  if (options.fuseNorm && options.fuseAllReduce)
+    throw EngineError("--fused-norm and --fused-allreduce both replace the all-reduces after the O and down "
+                      "products: choose one");
   int device = 0;
   cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
   requireAttentionFits(device, options.maxContext, c.headDim);
@@ -133,6 +139,7 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
   gateUpOut_ = allocate(T * 2 * hid * e);
   act_ = allocate(T * hid * e);
   xbLast_ = allocate(size_t(options.maxSeqs) * d * e);
+  if (options.fuseNorm) residualHalf_ = allocate(T * d * e);
   logits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * c.vocab * sizeof(float)));
   if (vocabParallel_) {
     localLogits_ = static_cast<float*>(allocate(size_t(options.maxSeqs) * vocabCount_ * sizeof(float)));
@@ -337,13 +344,18 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
   mark("start");
   residual_ = x_;
   cudaCheck(launchEmbedding(t, x_, embedding_, tokens_, n, d, on()), "embedding");
+  // --fused-norm keeps the stream in bf16 too (the embedding's values exactly);
+  // the first norm still reads x_.
+  const bool fuseNorm = options_.fuseNorm;
+  if (fuseNorm) cudaCheck(launchGatherRows(t, residualHalf_, embedding_, tokens_, n, d, on()), "embedding");
   mark("embedding");
   const void* pending = nullptr;  // the previous layer's MLP output, added by the next norm
   // With an exchange, the O and down products sum over the ranks themselves.
   const rcnDeviceComm* exchange = fusedExchange(n, withAllReduce);
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& w = layers_[l];
-    const GemvInput attnInput = normalize(pending, w.attnNorm, n);
+    // Past the first layer, --fused-norm's last call left this layer's input in xb_.
+    const GemvInput attnInput = fuseNorm && l > 0 ? vectorInput(xb_) : normalize(pending, w.attnNorm, n);
     if (usesGemv(n, d, attnInput.normed()) && !c.qkNorm) {  // RoPE and the cache writes in the product's epilogue
       const QkvEpilogue epilogue{place, attn_, w.qkvBias, w.keyCache, w.valueCache};
       cudaCheck(launchGemvQkv(attnInput, qkvOut_, w.qkv, epilogue, n, d, on()), "gemv qkv");
@@ -362,17 +374,36 @@ void GpuModel::forward(int n, int seqs, bool advance, bool withAllReduce) {
     mark("attention");
     gemm(delta_, false, w.wo, vectorInput(att_), n, d, qDim, exchange);
     mark("gemm.o");
-    if (!exchange) allReduce(delta_);
-    gateUpSwiGlu(w.gateUp, normalize(delta_, w.ffnNorm, n), n, hid, d);
+    if (fuseNorm) {
+      gateUpSwiGlu(w.gateUp, sumResidualNorm(w.ffnNorm, n), n, hid, d);
+    } else {
+      if (!exchange) allReduce(delta_);
+      gateUpSwiGlu(w.gateUp, normalize(delta_, w.ffnNorm, n), n, hid, d);
+    }
     gemm(delta_, false, w.down, vectorInput(act_), n, d, hid, exchange);
     mark("gemm.down");
+    if (fuseNorm) {
+      sumResidualNorm(l + 1 < layers_.size() ? layers_[l + 1].attnNorm : finalNorm_, n);
+      continue;
+    }
     if (!exchange) allReduce(delta_);
     pending = delta_;
   }
-  cudaCheck(launchAddRmsNorm(t, xbLast_, residual_, pending, finalNorm_, lastRow_, seqs, d, c.normEps, on()),
-            "final norm");
-  mark("rmsnorm");
+  if (fuseNorm) {
+    cudaCheck(launchGatherRows(t, xbLast_, xb_, lastRow_, seqs, d, on()), "last rows");
+    mark("last rows");
+  } else {
+    cudaCheck(launchAddRmsNorm(t, xbLast_, residual_, pending, finalNorm_, lastRow_, seqs, d, c.normEps, on()),
+              "final norm");
+    mark("rmsnorm");
+  }
   lmHeadAndArgmax(seqs, advance, withAllReduce);
+}
+
+GemvInput GpuModel::sumResidualNorm(const void* weight, int n) {
+  allReduce_->sumResidualNorm(delta_, residualHalf_, weight, xb_, n, config_.dim, config_.normEps, stream_);
+  mark("allreduce+rmsnorm");
+  return vectorInput(xb_);
 }
 
 // The logits of each sequence's last token and their argmax as the next

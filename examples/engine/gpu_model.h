@@ -33,6 +33,12 @@ class GpuAllReduce {
   // can sum its outputs over the ranks without an all-reduce kernel; null
   // where there is none (NCCL, a transport other than p2p).
   virtual const rcnDeviceComm* exchange() const { return nullptr; }
+  // --fused-norm (bf16): residual += the sum over the ranks of delta, then
+  // out = RMSNorm(residual) * weight, all [n][dim] (rcnAllReduceResidualRmsNorm).
+  virtual void sumResidualNorm(const void* delta, void* residual, const void* weight, void* out, int n, int dim,
+                               float eps, cudaStream_t stream) {
+    throw EngineError("this collective has no fused all-reduce + residual + RMSNorm");
+  }
   // Throws EngineError when an all-reduce or exchange already enqueued gave
   // up waiting for a peer (its results are garbage). Call after a sync.
   virtual void checkPeers() {}
@@ -58,6 +64,12 @@ struct GpuModelOptions {
   // sumWith), with no all-reduce kernel after them. false on any rank:
   // rcnAllReduce on every rank. Off by default (docs/ENGINE.md).
   bool fuseAllReduce = false;
+  // With TP > 1 (or a lone shard) and bf16: the residual stream is bf16 and
+  // each all-reduce also adds it into the stream and normalizes it for the
+  // next product (GpuAllReduce::sumResidualNorm), one call where there were
+  // an all-reduce and a norm fused into the next product. Off by default
+  // (docs/ENGINE.md).
+  bool fuseNorm = false;
 };
 
 class GpuModel {
@@ -123,6 +135,9 @@ class GpuModel {
   const rcnDeviceComm* agreeOnExchange();
   void gateUpSwiGlu(const void* gateUp, const GemvInput& input, int n, int hid, int d);
   void forward(int n, int seqs, bool advance, bool withAllReduce);
+  // --fused-norm: the all-reduce of delta_ added into residualHalf_ and
+  // normalized with `weight` into xb_.
+  GemvInput sumResidualNorm(const void* weight, int n);
   void lmHeadAndArgmax(int seqs, bool advance, bool withAllReduce);
   // Kernels overlap their launch with the previous one, except while
   // profiling (the events between them would serialize them anyway).
@@ -158,6 +173,7 @@ class GpuModel {
   // The fp32 residual stream. A norm fused into a GEMV writes the updated
   // stream to the other buffer (every block of it reads the current one).
   float *x_, *xAlt_, *residual_ = nullptr;
+  void* residualHalf_ = nullptr;  // --fused-norm: the residual stream in bf16 [maxTokens][dim]
   float* logits_;
   // Vocab-parallel LM head: this rank's rows [vocabStart_, vocabStart_ + vocabCount_).
   bool vocabParallel_ = false;

@@ -61,12 +61,36 @@ struct JsonOutput {
 
 // --shard-of: the all-reduces of a rank whose peers are not there, skipped,
 // so that a step times only the rank's own compute (its argmax then sees only
-// its slice of the vocabulary: the tokens are not the model's).
+// its slice of the vocabulary: the tokens are not the model's). With
+// --fused-norm the residual add and norm still run, through a communicator
+// of this rank alone: the fused kernel with nobody to exchange with.
 class SkippedAllReduce : public GpuAllReduce {
  public:
+  explicit SkippedAllReduce(rcnComm_t alone) : alone_(alone) {}
   void sum(void*, size_t, DType, cudaStream_t) override {}
   void maxKeys(uint64_t*, size_t, cudaStream_t) override {}
+  void sumResidualNorm(const void* delta, void* residual, const void* weight, void* out, int n, int dim, float eps,
+                       cudaStream_t stream) override {
+    if (!alone_) throw EngineError("--shard-of without --fused-norm has no norm communicator");
+    RcnAllReduce(alone_).sumResidualNorm(delta, residual, weight, out, n, dim, eps, stream);
+  }
+
+ private:
+  rcnComm_t alone_;
 };
+
+// A communicator of this process alone on the current device, with no NCCL
+// beside it (the fast path then takes a single rank's calls).
+rcnComm_t commAlone() {
+  int device = 0;
+  cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
+  setenv("ROCENANTE_NATIVE_NCCL", "0", 1);
+  rcnComm_t comm = nullptr;
+  const rcnResult_t made = rcnCommInitAll(&comm, 1, &device);
+  unsetenv("ROCENANTE_NATIVE_NCCL");
+  rcnCheck(made, "rcnCommInitAll (one rank, for --shard-of --fused-norm)");
+  return comm;
+}
 
 struct Rank {
   int rank = 0, size = 1, device = 0;
@@ -108,7 +132,8 @@ void setupRank(const EngineOptions& o, Rank& r) {
     if (o.tp > 1)
       throw EngineError("--shard-of times one shard alone: it needs a single rank, not " + std::to_string(o.tp));
     r.shards = o.shardOf;
-    r.skipped = std::make_unique<SkippedAllReduce>();
+    if (o.fuseNorm) r.comm = commAlone();
+    r.skipped = std::make_unique<SkippedAllReduce>(r.comm);
   }
   if (o.tp == 1) return;
   r.comm = joinComm(o, r.rank);  // on the device just set
@@ -168,6 +193,7 @@ int generate(const EngineOptions& o, Rank& r) {
   mo.dtype = pickDtype(o);
   mo.gemv = o.gemv;
   mo.fuseAllReduce = o.fuseAllReduce;
+  mo.fuseNorm = o.fuseNorm;
   mo.maxSeqs = 1;
   mo.maxContext = 0;  // the model's own seq_len
   ModelConfig c;
@@ -252,6 +278,7 @@ int bench(const EngineOptions& o, Rank& r) {
   mo.dtype = pickDtype(o);
   mo.gemv = o.gemv;
   mo.fuseAllReduce = o.fuseAllReduce;
+  mo.fuseNorm = o.fuseNorm;
   mo.maxSeqs = maxBatch;
   mo.maxTokens = maxBatch * o.promptLen;
   mo.maxContext = o.promptLen + std::max(o.decodeSteps, 3) + 8;
@@ -330,13 +357,13 @@ int bench(const EngineOptions& o, Rank& r) {
                    "{\"shape\":\"%s\",\"dtype\":\"%s\",\"tp\":%d,\"collective\":\"%s\",\"path\":\"%s\",\"batch\":%d,"
                    "\"prompt_len\":%d,\"decode_steps\":%d,\"cuda_graph\":%s,\"prefill_tokens_per_s\":%.1f,"
                    "\"decode_step_us\":%.2f,\"decode_tokens_per_s\":%.1f,\"compute_us\":%.2f,\"allreduce_us\":%.2f,"
-                   "\"allreduces_per_step\":%d,\"fused_allreduce\":%s,\"weight_bytes_per_rank\":%zu,"
+                   "\"allreduces_per_step\":%d,\"fused_allreduce\":%s,\"fused_norm\":%s,\"weight_bytes_per_rank\":%zu,"
                    "\"hbm_roofline_pct\":%.1f,\"shard_only\":%s}\n",
                    jsonText(name).c_str(), dtypeName(mo.dtype), r.shards, lone || r.size > 1 ? collective : "none",
                    jsonText(r.path).c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
                    res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, res.computeUs,
                    res.computeUs >= 0 && !lone ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
-                   r.size > 1 && o.fuseAllReduce ? "true" : "false", model->weightBytes(), res.rooflinePct,
+                   r.size > 1 && o.fuseAllReduce ? "true" : "false", o.fuseNorm ? "true" : "false", model->weightBytes(), res.rooflinePct,
                    lone ? "true" : "false");
     json.close();
   }

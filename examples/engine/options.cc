@@ -38,6 +38,9 @@ void printUsage(const char* program) {
       "  --fused-allreduce       gpu, --tp > 1, decode of 1-2 sequences: each row-parallel product sums its\n"
       "                          outputs over the ranks itself, through rocenante's device API\n"
       "                          (default: rcnAllReduce after it)\n"
+      "  --fused-norm            gpu, bf16, --tp > 1 or --shard-of: a bf16 residual stream, and each all-reduce\n"
+      "                          also adds it and normalizes it for the next product in one call\n"
+      "                          (rcnAllReduceResidualRmsNorm; default: the norm fused into the next product)\n"
       "  --bench                 time prefill and decode instead of generating text\n"
       "  --batch LIST            bench batch sizes, e.g. 1,8 (default 1)\n"
       "  --prompt-len N          bench prefill tokens per sequence (default 128)\n"
@@ -140,6 +143,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     else if (flag == "--no-graph") o.cudaGraph = false;
     else if (flag == "--no-gemv") o.gemv = false;
     else if (flag == "--fused-allreduce") o.fuseAllReduce = true;
+    else if (flag == "--fused-norm") o.fuseNorm = true;
     else if (flag == "--bench") o.bench = true;
     else if (flag == "--batch") o.batches = toIntList(flag, value());
     else if (flag == "--prompt-len") o.promptLen = toInt(flag, value());
@@ -166,6 +170,9 @@ EngineOptions parseOptions(int argc, char** argv) {
   if (o.shardOf < 1) throw EngineError("--shard-of must be at least 1");
   if (o.shardOf > 1 && (!o.bench || o.tp != 1 || o.device == "cpu"))
     throw EngineError("--shard-of times one GPU's shard: it needs --bench, --tp 1 and the gpu device");
+  if (o.fuseNorm && o.fuseAllReduce)
+    throw EngineError("--fused-norm and --fused-allreduce both replace the all-reduces after the O and down products: "
+                      "choose one");
   if (o.shardOf > 1 && o.fuseAllReduce)
     throw EngineError("--shard-of skips the all-reduces: --fused-allreduce has nothing to fuse there");
   if (o.collective != "rocenante" && o.collective != "nccl")
@@ -200,6 +207,7 @@ void requireCpuOptions(const EngineOptions& o) {
                         : !o.cudaGraph             ? "--no-graph"
                         : !o.gemv                  ? "--no-gemv"
                         : o.fuseAllReduce          ? "--fused-allreduce"
+                        : o.fuseNorm               ? "--fused-norm"
                                                    : nullptr;  // --profile needs --bench, refused above
   if (gpuOnly)
     throw EngineError(std::string(gpuOnly) + " is for the gpu path, and this run is on the cpu" +

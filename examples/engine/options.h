@@ -26,6 +26,7 @@ struct EngineOptions {
   bool cudaGraph = true;
   bool gemv = true;             // --no-gemv: cuBLAS for every product
   bool fuseAllReduce = false;   // --fused-allreduce: the O and down products sum over the ranks (device API)
+  bool fuseNorm = false;        // --fused-norm: each all-reduce adds the residual and normalizes (bf16)
   bool bench = false;
   std::vector<int> batches = {1};
   int promptLen = 128;          // bench prefill tokens per sequence

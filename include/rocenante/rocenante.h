@@ -204,6 +204,29 @@ rcnResult_t rcnReduceScatter(const void* sendbuff, void* recvbuff, size_t recvco
                              rcnDataType_t datatype, rcnRedOp_t op, rcnComm_t comm,
                              rcnStream_t stream);
 
+/* All-reduce (sum) of sendbuff [tokens x hidden] fused with the residual add and RMSNorm that
+ * follow it in a transformer layer:
+ *   residual <- residual + sum_over_ranks(sendbuff)           (datatype, written back)
+ *   normOut  <- RMSNorm(residual) * weight                     (weight: [hidden], datatype)
+ * datatype is rcnBfloat16 or rcnFloat16, accumulation in fp32. normType is datatype, or
+ * rcnFloat8e4m3 with normScale a device pointer to one float (normOut = e4m3(norm / *normScale));
+ * normScale is NULL otherwise. eps is finite and >= 0.
+ * The bits are those of rcnAllReduce (sum in rank order, rounded to datatype), then
+ * residual = datatype(residual + sum), then x * (1 / sqrt(mean(x^2) + eps)) * weight in fp32
+ * (x the new residual, the mean's order fixed by hidden), rounded once to normType (e4m3
+ * saturates): bit-identical on every rank and on every path. On the p2p path, for a call
+ * whose all-reduce rcnAllReduce would send there, whose hidden is a multiple of 4 and whose
+ * tokens * hidden * 2 bytes fit ROCENANTE_LL_MAX_BYTES, it is one kernel; elsewhere it is the all-reduce
+ * (rocenante's fast path or NCCL, as rcnAllReduce routes it) followed by rocenante's norm kernel,
+ * with the same result contract. residual and normOut must not overlap each other, sendbuff or
+ * weight. Ordering, errors and the host backend (host pointers, normScale too; the stream is
+ * ignored) as for rcnAllReduce; tokens == 0 does nothing. */
+rcnResult_t rcnAllReduceResidualRmsNorm(const void* sendbuff, void* residual, const void* weight,
+                                        void* normOut, size_t tokens, size_t hidden,
+                                        rcnDataType_t datatype, rcnDataType_t normType,
+                                        const float* normScale, float eps, rcnComm_t comm,
+                                        rcnStream_t stream);
+
 /* rcnSuccess, or the error a kernel or proxy recorded (rcnRemoteError for a
  * missing peer, rcnInvalidUsage for a peer whose call differed or a device-API
  * call of this rank's that broke its rules); rcnGetLastError then names it. */

@@ -167,4 +167,9 @@ rcnResult_t commAllGather(rcnComm* comm, const void* send, void* recv, size_t se
 rcnResult_t commReduceScatter(rcnComm* comm, const void* send, void* recv, size_t recvCount,
                               rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream);
 
+// commAllReduce's routing and launch, for a call already admitted by a
+// CollectiveCall (an all-reduce that is part of a larger call).
+rcnResult_t commRouteAllReduce(rcnComm* comm, const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                               rcnRedOp_t op, cudaStream_t stream);
+
 }  // namespace rcn

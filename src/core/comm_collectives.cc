@@ -59,11 +59,10 @@ rcnResult_t requireFastPath(const rcnComm* comm, const CollectiveArgs& a, size_t
   return rcnSuccess;
 }
 
-// The one dispatch: fast path or NCCL, each given as a call.
-rcnResult_t runCollective(rcnComm* comm, const CollectiveArgs& a, const std::function<rcnResult_t()>& onFastPath,
-                          const std::function<rcnResult_t(const NcclApi*)>& onNccl) {
-  CollectiveCall call(comm);
-  RCN_CHECK(call.enter(a.caller));
+// The one dispatch: fast path or NCCL, each given as a call, for a call
+// already admitted (CollectiveCall).
+rcnResult_t routeCollective(rcnComm* comm, const CollectiveArgs& a, const std::function<rcnResult_t()>& onFastPath,
+                            const std::function<rcnResult_t(const NcclApi*)>& onNccl) {
   const size_t bytes = routedBytes(comm, a.coll, a.count, a.dtype);
   if (!comm->nccl) {
     RCN_CHECK(requireFastPath(comm, a, bytes));
@@ -79,6 +78,20 @@ rcnResult_t runCollective(rcnComm* comm, const CollectiveArgs& a, const std::fun
   const NcclApi* nccl = nullptr;
   RCN_CHECK(ncclApi(&nccl));
   return onNccl(nccl);
+}
+
+rcnResult_t runCollective(rcnComm* comm, const CollectiveArgs& a, const std::function<rcnResult_t()>& onFastPath,
+                          const std::function<rcnResult_t(const NcclApi*)>& onNccl) {
+  CollectiveCall call(comm);
+  RCN_CHECK(call.enter(a.caller));
+  return routeCollective(comm, a, onFastPath, onNccl);
+}
+
+rcnResult_t ncclAllReduceOn(rcnComm* comm, const NcclApi* nccl, const void* send, void* recv, size_t count,
+                            rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream) {
+  RCN_NCCL_CHECK(nccl, allReduce(send, recv, count, static_cast<ncclDataType_t>(dtype), static_cast<ncclRedOp_t>(op),
+                                 comm->nccl, stream));
+  return rcnSuccess;
 }
 
 }  // namespace
@@ -129,11 +142,15 @@ rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t co
   const CollectiveArgs a{Collective::AllReduce, "rcnAllReduce", count, dtype, op, stream};
   return runCollective(
       comm, a, [&] { return comm->fast->allReduce(send, recv, count, dtype, op, stream); },
-      [&](const NcclApi* nccl) {
-        RCN_NCCL_CHECK(nccl, allReduce(send, recv, count, static_cast<ncclDataType_t>(dtype),
-                                       static_cast<ncclRedOp_t>(op), comm->nccl, stream));
-        return rcnSuccess;
-      });
+      [&](const NcclApi* nccl) { return ncclAllReduceOn(comm, nccl, send, recv, count, dtype, op, stream); });
+}
+
+rcnResult_t commRouteAllReduce(rcnComm* comm, const void* send, void* recv, size_t count, rcnDataType_t dtype,
+                               rcnRedOp_t op, cudaStream_t stream) {
+  const CollectiveArgs a{Collective::AllReduce, "rcnAllReduce", count, dtype, op, stream};
+  return routeCollective(
+      comm, a, [&] { return comm->fast->allReduce(send, recv, count, dtype, op, stream); },
+      [&](const NcclApi* nccl) { return ncclAllReduceOn(comm, nccl, send, recv, count, dtype, op, stream); });
 }
 
 rcnResult_t commAllGather(rcnComm* comm, const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,

@@ -13,6 +13,8 @@
 
 namespace rcn {
 
+struct ResidualNormCall;  // kernels/residual_norm.h
+
 // Everything a transport may need to build itself, agreed on every rank.
 struct FastPathContext {
   int rank = 0;
@@ -57,6 +59,13 @@ class FastPath {
   // of op over every rank's send, reduced in rank order.
   rcnResult_t reduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype, rcnRedOp_t op,
                             cudaStream_t stream);
+  // Whether this path runs the all-reduce, residual add and RMSNorm of
+  // `call` as one kernel (kernels/residual_norm.h); rank-invariant. Where it
+  // does not, the caller runs allReduce and then the separate norm kernel.
+  virtual bool fusesResidualNorm(const ResidualNormCall& call) const { return false; }
+  // Enqueues that kernel (fusesResidualNorm said yes); refused as allReduce is
+  // once an error is recorded.
+  rcnResult_t allReduceResidualNorm(const ResidualNormCall& call, cudaStream_t stream);
   // rcnSuccess or the first error recorded by a kernel or proxy; `why` names the peer.
   virtual rcnResult_t asyncError(std::string* why) = 0;
   // Makes every pending wait of this path give up promptly. Never blocks.
@@ -82,9 +91,12 @@ class FastPath {
   virtual rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
                                            rcnRedOp_t op, cudaStream_t stream);
 
+  // allReduceResidualNorm's work, on a path with no error recorded.
+  virtual rcnResult_t enqueueResidualNorm(const ResidualNormCall& call, cudaStream_t stream);
+
  private:
-  // rcnSuccess while no error is recorded; else that error, logged for `coll`.
-  rcnResult_t refuseAfterFailure(Collective coll);
+  // The recorded error, logged as the refusal of `what`; rcnSuccess if none.
+  rcnResult_t refuseAfterFailure(const char* what);
 };
 
 }  // namespace rcn

@@ -25,3 +25,7 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/selftest_collectives.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_nccl.cc)
 target_sources(rocenante_internal PRIVATE ${CMAKE_CURRENT_LIST_DIR}/launch_env.cc)
+target_sources(rocenante_internal PRIVATE
+  ${CMAKE_CURRENT_LIST_DIR}/residual_norm.cc
+  ${CMAKE_CURRENT_LIST_DIR}/residual_norm_host.cc
+  ${CMAKE_CURRENT_LIST_DIR}/api_residual_norm.cc)

@@ -1,8 +1,11 @@
 // The start, end and waits of a call of the p2p one-shot kernels
 // (kernels/one_shot.cu: all-reduce; kernels/one_shot_collectives.cu:
-// all-gather and reduce-scatter): they share one call counter, one exchange
-// region layout and one failure record, so the helpers are one.
+// all-gather and reduce-scatter; kernels/residual_norm.cu: the all-reduce
+// fused with the residual add and RMSNorm): they share one call counter, one
+// exchange region layout and one failure record, so the helpers are one.
 #pragma once
+
+#include <cstdint>
 
 #include "kernels/device_common.cuh"
 #include "kernels/one_shot.h"

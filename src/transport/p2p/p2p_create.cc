@@ -15,6 +15,7 @@
 #include "core/device_memory.h"
 #include "core/params.h"
 #include "kernels/one_shot_collectives.h"
+#include "kernels/residual_norm.h"
 #include "transport/p2p/cumem_api.h"
 #include "transport/p2p/fd_passing.h"
 #include "transport/p2p/p2p_path.h"
@@ -248,7 +249,8 @@ rcnResult_t createP2pPath(const FastPathContext& ctx, std::unique_ptr<FastPath>*
   // Ranks may share this GPU: loaded now, before the verdicts, so that a
   // failure is every rank's to report. (No rank launches a kernel before
   // the configuration all-gather that follows the path's creation.)
-  if (mapped.ok && (preloadOneShotKernels() != rcnSuccess || preloadCollectiveKernels() != rcnSuccess)) {
+  if (mapped.ok && (preloadOneShotKernels() != rcnSuccess || preloadCollectiveKernels() != rcnSuccess ||
+                    preloadResidualNormKernels() != rcnSuccess)) {
     cudaGetLastError();
     mapped.fail("rank " + std::to_string(me) + " could not load the all-reduce kernels on GPU " +
                 std::to_string(ctx.cudaDev));

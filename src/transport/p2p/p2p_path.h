@@ -38,6 +38,7 @@ class P2pPath final : public FastPath {
   void abort() override;
   void setPeerWaitMs(uint64_t ms) override;
   bool deviceComm(rcnDeviceComm* out, std::string* why) const override;
+  bool fusesResidualNorm(const ResidualNormCall& call) const override;  // p2p_residual_norm.cc
 
  protected:
   rcnResult_t enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
@@ -46,6 +47,7 @@ class P2pPath final : public FastPath {
                                cudaStream_t stream) override;
   rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
                                    rcnRedOp_t op, cudaStream_t stream) override;
+  rcnResult_t enqueueResidualNorm(const ResidualNormCall& call, cudaStream_t stream) override;
 
  private:
   // args_ with the call's own fields.

@@ -16,6 +16,7 @@
 #include "core/device_scope.h"
 #include "core/dtype.h"
 #include "core/params.h"
+#include "kernels/residual_norm.h"
 #include "transport/proxy/proxy_engine.h"
 #include "transport/proxy/proxy_kernel.h"
 #include "transport/proxy/region_placement.h"
@@ -194,6 +195,7 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   args_.abortFlag = static_cast<const volatile uint32_t*>(p);
   args_.timeoutNs = timeoutMs_ * 1000000ull;
   RCN_CHECK(preloadProxyKernels());  // ranks may share this GPU
+  RCN_CHECK(preloadResidualNormKernels());  // rcnAllReduceResidualRmsNorm's norm after this path's all-reduce
 
   engine_ = std::make_unique<ProxyEngine>(wire_.get(), layout_, rank_, doorbells_, &host_->abort,
                                           paramInt(ParamId::ProxySpinUs),
