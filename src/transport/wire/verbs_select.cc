@@ -58,6 +58,46 @@ int gidIndexFromEnv() {
   return int(index);
 }
 
+namespace {
+
+// ROCENANTE_<row> when set (its range checked by the table), else ncclName
+// when set (checked here), else fallback.
+bool ibSetting(ParamId id, const char* ncclName, int lo, int hi, int fallback, int* out, std::string* why) {
+  const int64_t own = paramInt(id);
+  if (own >= lo) {
+    *out = int(own);
+    return true;
+  }
+  if (own >= 0) {  // inside the row's range, which starts at -1, but below this setting's
+    *why = "ROCENANTE_" + std::string(paramTable()[size_t(id)].name) + "=" + std::to_string(own) +
+           " is below " + std::to_string(lo);
+    return false;
+  }
+  const char* nccl = std::getenv(ncclName);
+  if (!nccl || !*nccl) {
+    *out = fallback;
+    return true;
+  }
+  int64_t value = 0;
+  std::string parseWhy;
+  if (!parseIntText(nccl, &value, &parseWhy) || value < lo || value > hi) {
+    *why = std::string(ncclName) + "='" + nccl + "' is not an integer in " + std::to_string(lo) + ".." +
+           std::to_string(hi);
+    return false;
+  }
+  *out = int(value);
+  return true;
+}
+
+}  // namespace
+
+bool ibQpParamsFromEnv(IbQpParams* out, std::string* why) {
+  return ibSetting(ParamId::IbTimeout, "NCCL_IB_TIMEOUT", 1, 31, 20, &out->timeout, why) &&
+         ibSetting(ParamId::IbRetryCnt, "NCCL_IB_RETRY_CNT", 0, 7, 7, &out->retryCnt, why) &&
+         ibSetting(ParamId::IbTc, "NCCL_IB_TC", 0, 255, 0, &out->trafficClass, why) &&
+         ibSetting(ParamId::IbSl, "NCCL_IB_SL", 0, 15, 0, &out->serviceLevel, why);
+}
+
 bool parseGidText(const std::string& text, uint8_t gid[16]) {
   unsigned groups[8];
   if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x:%x:%x", &groups[0], &groups[1], &groups[2],

@@ -29,6 +29,18 @@ std::string hcaSpecFromEnv();
 // ROCENANTE_IB_GID_INDEX, falling back to NCCL_IB_GID_INDEX; -1 when neither is set.
 int gidIndexFromEnv();
 
+// The queue pairs' transport settings, each from its ROCENANTE_IB_* row, else
+// NCCL's variable of the same name, else NCCL's default (timeout 20, retry
+// count 7, traffic class 0, service level 0). A malformed or out-of-range
+// NCCL_IB_* value is refused, naming it.
+struct IbQpParams {
+  int timeout = 20;
+  int retryCnt = 7;
+  int trafficClass = 0;
+  int serviceLevel = 0;
+};
+bool ibQpParamsFromEnv(IbQpParams* out, std::string* why);
+
 // The first GID index of device:port whose type is RoCE v2 and whose address
 // is IPv4-mapped (::ffff:a.b.c.d), read from
 // <sysfsRoot>/<device>/ports/<port>/gids/<i> and .../gid_attrs/types/<i>.

@@ -1,0 +1,92 @@
+#include "transport/wire/wire.h"
+
+#if !ROCENANTE_HAVE_IBVERBS
+
+namespace rcn {
+bool verbsDeviceAvailable() { return false; }
+}  // namespace rcn
+
+#else
+
+#include "transport/wire/verbs_device.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "core/log.h"
+#include "transport/wire/verbs_api.h"
+#include "transport/wire/verbs_select.h"
+
+namespace rcn {
+
+bool openVerbsPort(VerbsPort* out, std::string* why) {
+  if (!verbsApiUsable(why)) {
+    *why = "verbs wire: " + *why;
+    return false;
+  }
+  const VerbsApi& api = verbsApi();
+  std::string spec = hcaSpecFromEnv();
+  HcaFilter filter = parseHcaFilter(spec);
+  int count = 0;
+  ibv_device** list = api.getDeviceList(&count);
+  if (!list || count == 0) {
+    if (list) api.freeDeviceList(list);
+    *why = "verbs wire: no RDMA device";
+    return false;
+  }
+  bool found = false;
+  for (int d = 0; d < count && !found; ++d) {
+    std::string name = api.getDeviceName(list[d]);
+    ibv_context* context = api.openDevice(list[d]);
+    if (!context) continue;
+    ibv_device_attr devAttr{};
+    int ports = api.queryDevice(context, &devAttr) == 0 ? devAttr.phys_port_cnt : 0;
+    for (int p = 1; p <= ports && !found; ++p) {
+      ibv_port_attr attr{};
+      if (!hcaFilterAccepts(filter, name, p) || api.queryPort(context, uint8_t(p), &attr) != 0 ||
+          attr.state != IBV_PORT_ACTIVE)
+        continue;
+      out->context = context;
+      out->device = name;
+      out->port = p;
+      out->attr = attr;
+      out->maxQpWr = devAttr.max_qp_wr;
+      found = true;
+    }
+    if (!found) api.closeDevice(context);
+  }
+  api.freeDeviceList(list);
+  if (!found)
+    *why = "verbs wire: no active RDMA port" +
+           (spec.empty() ? std::string() : " matching ROCENANTE_IB_HCA/NCCL_IB_HCA='" + spec + "'");
+  return found;
+}
+
+bool verbsForkInit() {
+  static std::once_flag once;
+  static bool ok = true;
+  std::call_once(once, [] {
+    const int err = verbsApi().forkInit();
+    if (err == 0) return;
+    ok = false;
+    RCN_WARN(RCN_LOG_TRANSPORT,
+             "verbs wire: ibv_fork_init failed (%s): a fork() after registration may corrupt RDMA transfers",
+             strerror(err));
+  });
+  return ok;
+}
+
+}  // namespace rcn
+
+bool rcn::verbsDeviceAvailable() {
+  static const bool available = [] {
+    VerbsPort port;
+    std::string why;
+    if (!openVerbsPort(&port, &why)) return false;
+    verbsApi().closeDevice(port.context);
+    return true;
+  }();
+  return available;
+}
+
+#endif  // ROCENANTE_HAVE_IBVERBS

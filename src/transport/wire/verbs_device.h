@@ -1,0 +1,33 @@
+// Opening the RDMA device and port the verbs wire uses (NCCL_IB_HCA rules,
+// verbs_select.h) and the process-wide steps every registration needs first.
+#pragma once
+
+#if ROCENANTE_HAVE_IBVERBS
+
+#include <infiniband/verbs.h>
+
+#include <string>
+
+namespace rcn {
+
+struct VerbsPort {
+  ibv_context* context = nullptr;
+  std::string device;
+  int port = 0;
+  ibv_port_attr attr{};
+  int maxQpWr = 0;  // the device's largest queue depth
+};
+
+// Opens the first device:port that the HCA filter accepts and that is ACTIVE.
+// False with why (naming the filter where one was set) otherwise.
+bool openVerbsPort(VerbsPort* out, std::string* why);
+
+// ibv_fork_init, once per process, before this process registers memory (as
+// NCCL does): without it a fork() after registration can leave the parent's
+// registered pages copied away from the NIC. A failure is logged once and
+// returned; registration goes on, as NCCL's does.
+bool verbsForkInit();
+
+}  // namespace rcn
+
+#endif  // ROCENANTE_HAVE_IBVERBS
