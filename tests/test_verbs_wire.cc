@@ -324,6 +324,26 @@ TEST_CASE("verbs wire: abort tells every peer at once; each fails naming the abo
   }
 }
 
+TEST_CASE("verbs wire: a port with only link-local GIDs is passed over for the next usable one", "[verbs]") {
+  MockScope scope;
+  FakeSysfs linkLocalOnly;
+  linkLocalOnly.addGid("mlx5_0", 1, 0, kLinkLocalGid, "IB/RoCE v1");
+  linkLocalOnly.addGid("mlx5_0", 1, 1, kLinkLocalGid, "RoCE v2");
+  addConnectXGids(linkLocalOnly, "mlx5_1", 1);
+  setVerbsSysfsRootForTest(linkLocalOnly.root().c_str());
+  Built b;
+  buildWires(&b);
+  REQUIRE(b.wires[0]);
+  CHECK(mock::opened().back() == "mlx5_1");
+  // With the usable port excluded, setup names the port passed over and why.
+  ScopedEnv hca("ROCENANTE_IB_HCA", "mlx5_0");
+  Built none;
+  buildWires(&none);
+  CHECK_FALSE(none.wires[0]);
+  CHECK(none.whys[0].find("mlx5_0:1") != std::string::npos);
+  CHECK(none.whys[0].find("link-local") != std::string::npos);
+}
+
 TEST_CASE("verbs wire: create_qp failing fails setup on every rank with a reason", "[verbs]") {
   MockScope scope;
   mock::failCreateQpAt(0);
@@ -361,7 +381,7 @@ TEST_CASE("verbs wire: ROCENANTE_IB_HCA picks and excludes devices and ports", "
     Built none;
     buildWires(&none);
     CHECK_FALSE(none.wires[0]);
-    CHECK(none.whys[0].find("no active RDMA port matching") != std::string::npos);
+    CHECK(none.whys[0].find("no usable RDMA port matching") != std::string::npos);
   }
   {
     ScopedEnv gid("NCCL_IB_GID_INDEX", "1");  // an explicit index wins over the sysfs search

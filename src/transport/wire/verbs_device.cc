@@ -19,8 +19,29 @@ bool verbsDeviceAvailable() { return false; }
 
 namespace rcn {
 
+namespace {
+
+std::string gSysfsRoot = "/sys/class/infiniband";
+
+// The GID index a port would use, or -1 with why.
+int choosePortGid(const std::string& device, int port, const ibv_port_attr& attr, const GidPolicy& policy,
+                  std::string* why) {
+  if (attr.link_layer != IBV_LINK_LAYER_ETHERNET) return 0;  // InfiniBand routes by LID
+  const int fixed = gidIndexFromEnv();
+  return fixed >= 0 ? fixed : findGid(gSysfsRoot, device, port, policy, why);
+}
+
+}  // namespace
+
+void setVerbsSysfsRootForTest(const char* root) { gSysfsRoot = root ? root : "/sys/class/infiniband"; }
+
 bool openVerbsPort(VerbsPort* out, std::string* why) {
   if (!verbsApiUsable(why)) {
+    *why = "verbs wire: " + *why;
+    return false;
+  }
+  GidPolicy policy;
+  if (!gidPolicyFromEnv(&policy, why)) {
     *why = "verbs wire: " + *why;
     return false;
   }
@@ -35,6 +56,7 @@ bool openVerbsPort(VerbsPort* out, std::string* why) {
     return false;
   }
   bool found = false;
+  std::string passedOver;  // ports that were active but had no usable GID
   for (int d = 0; d < count && !found; ++d) {
     std::string name = api.getDeviceName(list[d]);
     ibv_context* context = api.openDevice(list[d]);
@@ -46,19 +68,26 @@ bool openVerbsPort(VerbsPort* out, std::string* why) {
       if (!hcaFilterAccepts(filter, name, p) || api.queryPort(context, uint8_t(p), &attr) != 0 ||
           attr.state != IBV_PORT_ACTIVE)
         continue;
+      std::string gidWhy;
+      const int gid = choosePortGid(name, p, attr, policy, &gidWhy);
+      if (gid < 0) {
+        passedOver += "; " + gidWhy;
+        continue;
+      }
       out->context = context;
       out->device = name;
       out->port = p;
       out->attr = attr;
       out->maxQpWr = devAttr.max_qp_wr;
+      out->gidIndex = gid;
       found = true;
     }
     if (!found) api.closeDevice(context);
   }
   api.freeDeviceList(list);
   if (!found)
-    *why = "verbs wire: no active RDMA port" +
-           (spec.empty() ? std::string() : " matching ROCENANTE_IB_HCA/NCCL_IB_HCA='" + spec + "'");
+    *why = "verbs wire: no usable RDMA port" +
+           (spec.empty() ? std::string() : " matching ROCENANTE_IB_HCA/NCCL_IB_HCA='" + spec + "'") + passedOver;
   return found;
 }
 

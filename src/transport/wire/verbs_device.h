@@ -16,10 +16,14 @@ struct VerbsPort {
   int port = 0;
   ibv_port_attr attr{};
   int maxQpWr = 0;  // the device's largest queue depth
+  int gidIndex = 0;  // RoCE: the GID chosen (verbs_select.h's rules); InfiniBand: 0
 };
 
-// Opens the first device:port that the HCA filter accepts and that is ACTIVE.
-// False with why (naming the filter where one was set) otherwise.
+// Opens the first device:port that the HCA filter accepts, that is ACTIVE
+// and, on RoCE, has a GID the GID rules accept (ROCENANTE_IB_GID_INDEX, else
+// the first that GidPolicy accepts): a port with only link-local GIDs is
+// passed over. False with why (naming the filter, and each port passed over
+// and why) otherwise.
 bool openVerbsPort(VerbsPort* out, std::string* why);
 
 // ibv_fork_init, once per process, before this process registers memory (as

@@ -68,16 +68,7 @@ rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, const Dev
 
 namespace rcn {
 
-namespace {
-
-std::string gSysfsRoot = "/sys/class/infiniband";
-
-}  // namespace
-
 bool verbsDmabufRegistration() { return verbsApi().regDmabufMr != nullptr; }
-void setVerbsSysfsRootForTest(const char* root) {
-  gSysfsRoot = root ? root : "/sys/class/infiniband";
-}
 
 namespace {
 
@@ -253,10 +244,7 @@ rcnResult_t VerbsWire::createResources(std::string* why) {
     *why = "verbs wire: " + *why;
     return rcnInvalidArgument;
   }
-  gidIndex_ = gidIndexFromEnv();
-  bool roce = port_.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-  if (gidIndex_ < 0) gidIndex_ = roce ? findRoceV2Ipv4Gid(gSysfsRoot, port_.device, port_.port, why) : 0;
-  if (gidIndex_ < 0) return rcnInvalidUsage;
+  gidIndex_ = port_.gidIndex;
   if (api.queryGid(port_.context, uint8_t(port_.port), gidIndex_, &gid_) != 0) {
     *why = errnoText("ibv_query_gid", errno);
     return rcnSystemError;
