@@ -16,40 +16,15 @@ TEST_CASE("verbs wire mocked tests", "[verbs]") { SKIP("built without libibverbs
 #include "core/bootstrap.h"
 #include "support/scoped_env.h"
 #include "test_host_util.h"
-#include "test_verbs_fake_sysfs.h"
 #include "transport/wire/verbs_api.h"
 #include "transport/wire/verbs_select.h"
 #include "transport/wire/wire.h"
-#include "verbs_mock.h"
+#include "verbs_mock_scope.h"
 
 using namespace rcn;
 using namespace rcn::test;
 
 namespace {
-
-// Installs the software NIC and a fake sysfs for the duration of a test.
-struct MockScope {
-  VerbsApi api;
-  FakeSysfs sysfs;
-  explicit MockScope(const MockOptions& options = {}, const std::vector<MockDevice>& devices = {}) {
-    mock::configure(devices, options);
-    api = mock::api();
-    addConnectXGids(sysfs, "mlx5_0", 1);
-    addConnectXGids(sysfs, "mlx5_1", 1);
-    for (const char* name : {"ROCENANTE_IB_HCA", "NCCL_IB_HCA", "ROCENANTE_IB_GID_INDEX", "NCCL_IB_GID_INDEX",
-                             "ROCENANTE_IB_FLAGS", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_TC",
-                             "NCCL_IB_SL", "ROCENANTE_IB_TIMEOUT", "ROCENANTE_IB_TC"})
-      unsetenv(name);
-    setVerbsApiForTest(&api);
-    setVerbsSysfsRootForTest(sysfs.root().c_str());
-    mock::start();
-  }
-  ~MockScope() {
-    mock::stop();
-    setVerbsApiForTest(nullptr);
-    setVerbsSysfsRootForTest(nullptr);
-  }
-};
 
 constexpr int kRanks = 2;
 const WireLayout kLayout{(1 << 16) + 64, 1 << 16, 16};

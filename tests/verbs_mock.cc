@@ -324,18 +324,25 @@ Ran execute(Qp& qp, Clock::time_point now) {
   return Ran::Done;
 }
 
-// Weak ordering: a random quarter of the waiting pieces land, in random order.
+// Weak ordering: a random quarter of the waiting pieces land, in random
+// order, across requests; but never over a newer write to the same bytes (a
+// NIC without relaxed ordering keeps writes to one address in order).
 void landSome(Qp& qp) {
   if (!S().options.weakOrdering) {
     for (const Landing& l : qp.landings) land(l);
     qp.landings.clear();
     return;
   }
+  std::map<uint8_t*, uint64_t> oldest;  // per address, the oldest request still to land there
+  for (const Landing& l : qp.landings) {
+    auto it = oldest.find(l.dst);
+    if (it == oldest.end() || l.seq < it->second) oldest[l.dst] = l.seq;
+  }
   std::shuffle(qp.landings.begin(), qp.landings.end(), S().rng);
   std::bernoulli_distribution now(0.25);
   std::vector<Landing> kept;
   for (const Landing& l : qp.landings) {
-    if (now(S().rng)) land(l);
+    if (l.seq == oldest[l.dst] && now(S().rng)) land(l);
     else kept.push_back(l);
   }
   qp.landings.swap(kept);
@@ -458,6 +465,12 @@ ibv_mr* mRegDmabufMr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int
 }
 int mDeregMr(ibv_mr* mr) {
   std::lock_guard<std::mutex> lock(S().mu);
+  // Writes not yet landed there are lost (the memory may be unmapped next).
+  uint8_t* begin = static_cast<uint8_t*>(mr->addr);
+  for (auto& [n, qp] : S().qps)
+    qp->landings.erase(std::remove_if(qp->landings.begin(), qp->landings.end(),
+                                      [&](const Landing& l) { return l.dst >= begin && l.dst < begin + mr->length; }),
+                       qp->landings.end());
   S().mrByLkey.erase(mr->lkey);
   S().mrByRkey.erase(mr->rkey);
   delete mr;

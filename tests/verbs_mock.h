@@ -13,9 +13,9 @@
 //     sender waits, as RNR retries do);
 //   - weak ordering (MockOptions::weakOrdering): the 8-byte words of a write
 //     become visible in shuffled order, spread over time, and request N+1's
-//     words may land before request N's last ones; only completions (send,
-//     or the receive of a write with immediate) promise that everything up
-//     to them is in memory;
+//     words may land before request N's last ones (never over a newer write
+//     to the same bytes); only completions (send, or the receive of a write
+//     with immediate) promise that everything up to them is in memory;
 //   - faults in virtual time: a request to a destroyed QP or over a port
 //     that is down fails with IBV_WC_RETRY_EXC_ERR once the QP's timeout and
 //     retry count (4.096 us x 2^timeout x (retries + 1)) have passed, divided

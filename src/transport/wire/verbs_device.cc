@@ -4,14 +4,23 @@
 
 namespace rcn {
 bool verbsDeviceAvailable() { return false; }
+bool verbsPortSummary(VerbsPortSummary*, std::string* why) {
+  *why = "rocenante was built without libibverbs";
+  return false;
+}
 }  // namespace rcn
 
 #else
 
 #include "transport/wire/verbs_device.h"
 
+#include <arpa/inet.h>
+
+#include <cerrno>
 #include <cstring>
 #include <mutex>
+
+#include "core/check.h"
 
 #include "core/log.h"
 #include "transport/wire/verbs_api.h"
@@ -103,6 +112,27 @@ bool verbsForkInit() {
              strerror(err));
   });
   return ok;
+}
+
+bool verbsPortSummary(VerbsPortSummary* out, std::string* why) {
+  VerbsPort port;
+  if (!openVerbsPort(&port, why)) return false;
+  ibv_gid gid{};
+  const bool gidOk = verbsApi().queryGid(port.context, uint8_t(port.port), port.gidIndex, &gid) == 0;
+  verbsApi().closeDevice(port.context);
+  if (!gidOk) {
+    *why = errnoText("ibv_query_gid", errno);
+    return false;
+  }
+  char text[INET6_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET6, gid.raw, text, sizeof text);
+  out->device = port.device;
+  out->port = port.port;
+  out->gidIndex = port.gidIndex;
+  out->gid = text;
+  out->mtuBytes = 128 << int(port.attr.active_mtu);  // IBV_MTU_256 is 1
+  out->linkLayer = port.attr.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet (RoCE)";
+  return true;
 }
 
 }  // namespace rcn

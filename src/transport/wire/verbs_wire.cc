@@ -44,6 +44,11 @@ rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, const Dev
   return rcnInvalidUsage;
 }
 
+rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayout& layout, const std::string&,
+                                     std::unique_ptr<Wire>* out, std::string* why) {
+  return createVerbsWire(ctx, layout, nullptr, out, why);
+}
+
 }  // namespace rcn
 
 #else
@@ -128,8 +133,9 @@ class VerbsWire final : public Wire {
   const char* flagModeName() const { return flagMode_ == FlagMode::Imm ? "with immediate" : "ordered"; }
   uint8_t* region() const override { return base_; }
 
+  // flags: "imm" or "ordered", or "" for ROCENANTE_IB_FLAGS.
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
-                    std::string* why);
+                    const std::string& flags, std::string* why);
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override;
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override;
   rcnResult_t putWithFlag(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, size_t flagIndex,
@@ -155,8 +161,8 @@ class VerbsWire final : public Wire {
     std::atomic<bool> left{false};       // its goodbye arrived
   };
 
-  rcnResult_t readFlagMode(std::string* why);
-  rcnResult_t createResources(std::string* why);
+  rcnResult_t readFlagMode(const std::string& flags, std::string* why);
+  rcnResult_t createResources(const std::string& flags, std::string* why);
   rcnResult_t createQueuePairs(std::string* why);
   rcnResult_t registerRegion(std::string* why);
   rcnResult_t checkPeersMatch(const VerbsBlobHeader& theirs, int peer, std::string* why) const;
@@ -225,10 +231,14 @@ rcnResult_t VerbsWire::fail(const std::string& text) {
   return rcnRemoteError;
 }
 
-rcnResult_t VerbsWire::readFlagMode(std::string* why) {
-  std::string mode;
-  if (paramChoice(ParamId::IbFlags, &mode) != rcnSuccess) {
+rcnResult_t VerbsWire::readFlagMode(const std::string& flags, std::string* why) {
+  std::string mode = flags;
+  if (mode.empty() && paramChoice(ParamId::IbFlags, &mode) != rcnSuccess) {
     *why = "verbs wire: ROCENANTE_IB_FLAGS must be imm or ordered";
+    return rcnInvalidArgument;
+  }
+  if (mode != "imm" && mode != "ordered") {
+    *why = "verbs wire: flag protocol '" + mode + "' is neither imm nor ordered";
     return rcnInvalidArgument;
   }
   flagMode_ = mode == "ordered" ? FlagMode::Ordered : FlagMode::Imm;
@@ -236,9 +246,9 @@ rcnResult_t VerbsWire::readFlagMode(std::string* why) {
 }
 
 // Device, GID, protection domain, registered regions, CQs, one RC QP per peer.
-rcnResult_t VerbsWire::createResources(std::string* why) {
+rcnResult_t VerbsWire::createResources(const std::string& flags, std::string* why) {
   const VerbsApi& api = verbsApi();
-  RCN_CHECK(readFlagMode(why));
+  RCN_CHECK(readFlagMode(flags, why));
   if (!openVerbsPort(&port_, why)) return rcnInvalidUsage;
   if (!ibQpParamsFromEnv(&qpParams_, why)) {
     *why = "verbs wire: " + *why;
@@ -412,7 +422,7 @@ rcnResult_t VerbsWire::startEvents(std::string* why) {
 }
 
 rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
-                             std::string* why) {
+                             const std::string& flags, std::string* why) {
   if (device) {
     base_ = device->ptr;
     dmabufFd_ = device->dmabufFd;
@@ -426,7 +436,7 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   psn_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count()) & 0xffffff;
 
   std::string localWhy;
-  rcnResult_t local = createResources(&localWhy);
+  rcnResult_t local = createResources(flags, &localWhy);
   std::vector<uint8_t> blobs(blobBytes() * nranks_, 0);
   auto header = [&](int r) { return reinterpret_cast<VerbsBlobHeader*>(&blobs[blobBytes() * r]); };
   auto qpns = [&](int r) { return reinterpret_cast<uint32_t*>(&blobs[blobBytes() * r] + sizeof(VerbsBlobHeader)); };
@@ -713,11 +723,13 @@ rcnResult_t VerbsWire::handleImmediate(int peer, uint32_t imm) {
 
 }  // namespace
 
-rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
-                            std::unique_ptr<Wire>* out, std::string* why) {
+namespace {
+
+rcnResult_t buildVerbsWire(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
+                           const std::string& flags, std::unique_ptr<Wire>* out, std::string* why) {
   out->reset();
   auto wire = std::make_unique<VerbsWire>();
-  rcnResult_t res = wire->setup(ctx, layout, device, why);
+  rcnResult_t res = wire->setup(ctx, layout, device, flags, why);
   if (res != rcnSuccess) {
     RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
     return res;
@@ -728,6 +740,18 @@ rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout
            wire->flagModeName());
   *out = std::move(wire);
   return rcnSuccess;
+}
+
+}  // namespace
+
+rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
+                            std::unique_ptr<Wire>* out, std::string* why) {
+  return buildVerbsWire(ctx, layout, device, "", out, why);
+}
+
+rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayout& layout, const std::string& flags,
+                                     std::unique_ptr<Wire>* out, std::string* why) {
+  return buildVerbsWire(ctx, layout, nullptr, flags, out, why);
 }
 
 }  // namespace rcn

@@ -184,8 +184,24 @@ rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout
 rcnResult_t createCudaWire(const FastPathContext& ctx, const WireLayout& layout,
                            const DeviceRegion& device, std::unique_ptr<Wire>* out,
                            std::string* why);
+// createVerbsWire with the flag protocol named ("imm" or "ordered", as
+// ROCENANTE_IB_FLAGS) instead of read from the environment, for host-memory
+// regions (rocenante-probe --rdma-check measures both).
+rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayout& layout, const std::string& flags,
+                                     std::unique_ptr<Wire>* out, std::string* why);
 // True when this process can open at least one usable RDMA device/port.
 bool verbsDeviceAvailable();
+// The device, port and GID the verbs wire would use here, in words.
+struct VerbsPortSummary {
+  std::string device;
+  int port = 0;
+  int gidIndex = 0;
+  std::string gid;        // "::ffff:10.0.0.1" style text
+  int mtuBytes = 0;       // the port's active MTU
+  std::string linkLayer;  // "Ethernet (RoCE)" or "InfiniBand"
+};
+// False with why when there is none (no libibverbs, no device, no usable port).
+bool verbsPortSummary(VerbsPortSummary* out, std::string* why);
 // True when the loaded libibverbs can register GPU memory through dma-buf
 // (ibv_reg_dmabuf_mr, rdma-core 34 and later).
 bool verbsDmabufRegistration();
