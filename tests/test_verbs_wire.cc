@@ -90,10 +90,15 @@ TEST_CASE("verbs wire: QPs go INIT, RTR, RTS with the peer's QP, the chosen GID 
     CHECK(init.cap.max_inline_data >= 4);
     CHECK(init.cap.max_recv_wr >= 16);
   }
-  for (int access : mock::mrAccess()) {
-    CHECK((access & IBV_ACCESS_REMOTE_WRITE));
-    CHECK_FALSE((access & IBV_ACCESS_RELAXED_ORDERING));
+  // Each rank: the region with relaxed ordering (imm mode), the shadow array strict.
+  std::vector<int> access = mock::mrAccess();
+  REQUIRE(access.size() == 4);
+  int relaxed = 0;
+  for (int a : access) {
+    CHECK((a & IBV_ACCESS_REMOTE_WRITE));
+    relaxed += (a & IBV_ACCESS_RELAXED_ORDERING) != 0;
   }
+  CHECK(relaxed == 2);
   std::map<uint32_t, std::vector<MockTransition>> byQp;
   for (const MockTransition& t : mock::transitions()) byQp[t.qpn].push_back(t);
   REQUIRE(byQp.size() == 2);
@@ -112,6 +117,24 @@ TEST_CASE("verbs wire: QPs go INIT, RTR, RTS with the peer's QP, the chosen GID 
     CHECK(ts[2].timeout == 20);  // NCCL_IB_TIMEOUT's default
     CHECK(ts[2].retryCnt == 7);
   }
+}
+
+TEST_CASE("verbs wire: the ordered flag mode, or an rdma-core without ibv_reg_mr_iova2, registers strictly",
+          "[verbs]") {
+  MockScope scope;
+  {
+    ScopedEnv ordered("ROCENANTE_IB_FLAGS", "ordered");
+    Built b;
+    buildWires(&b);
+    REQUIRE(b.wires[0]);
+    for (int a : mock::mrAccess()) CHECK_FALSE((a & IBV_ACCESS_RELAXED_ORDERING));
+  }
+  mock::configure({}, {});
+  scope.api.regMrIova2 = nullptr;
+  Built b;
+  buildWires(&b);
+  REQUIRE(b.wires[0]);
+  for (int a : mock::mrAccess()) CHECK_FALSE((a & IBV_ACCESS_RELAXED_ORDERING));
 }
 
 TEST_CASE("verbs wire: NCCL_IB_TC, NCCL_IB_SL, NCCL_IB_TIMEOUT and NCCL_IB_RETRY_CNT reach the QPs", "[verbs]") {

@@ -457,6 +457,12 @@ ibv_mr* mRegMr(ibv_pd* pd, void* addr, size_t len, int access) {
   S().regMrAddrs.push_back(addr);
   return newMr(pd, addr, len, access);
 }
+ibv_mr* mRegMrIova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned access) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (iova != reinterpret_cast<uint64_t>(addr)) return nullptr;  // the wire maps iova = address
+  S().regMrAddrs.push_back(addr);
+  return newMr(pd, addr, len, int(access));
+}
 // The fake device memory is host memory, so the iova is also where to write.
 ibv_mr* mRegDmabufMr(ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access) {
   std::lock_guard<std::mutex> lock(S().mu);
@@ -732,6 +738,7 @@ VerbsApi api() {
   a.deallocPd = mDeallocPd;
   a.regMr = mRegMr;
   a.regDmabufMr = mRegDmabufMr;
+  a.regMrIova2 = mRegMrIova2;
   a.deregMr = mDeregMr;
   a.createCq = mCreateCq;
   a.destroyCq = mDestroyCq;

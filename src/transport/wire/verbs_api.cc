@@ -99,6 +99,7 @@ bool loadVerbsApi(const char* soname, VerbsApi* out, std::string* why) {
   }
   // Optional: rdma-core 34 and later.
   a.regDmabufMr = reinterpret_cast<decltype(a.regDmabufMr)>(dlsym(handle, "ibv_reg_dmabuf_mr"));
+  a.regMrIova2 = reinterpret_cast<decltype(a.regMrIova2)>(dlsym(handle, "ibv_reg_mr_iova2"));
   a.postSend = postSendInline;
   a.pollCq = pollCqInline;
   a.postRecv = postRecvInline;

@@ -28,6 +28,9 @@ struct VerbsApi {
   ibv_mr* (*regMr)(ibv_pd* pd, void* addr, size_t length, int access);
   // Null where rdma-core predates dma-buf registration (before v34).
   ibv_mr* (*regDmabufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
+  // Null before rdma-core 29; the only entry that passes optional access
+  // flags (IBV_ACCESS_RELAXED_ORDERING) through to the provider.
+  ibv_mr* (*regMrIova2)(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
   int (*deregMr)(ibv_mr* mr);
   ibv_cq* (*createCq)(ibv_context* context, int cqe, void* cqContext, ibv_comp_channel* channel,
                       int compVector);

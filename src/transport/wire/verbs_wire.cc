@@ -305,8 +305,12 @@ rcnResult_t VerbsWire::createQueuePairs(std::string* why) {
 }
 
 // Host memory mapped here, or the given device memory as it is; then the
-// flags' shadow array. Relaxed ordering is never asked for: the ordered flag
-// mode needs the payload to land before the flag.
+// flags' shadow array. A host region in imm mode asks for relaxed ordering
+// where rdma-core can pass it on (a device without it ignores the optional
+// flag): its writes may then land in any order, and the receive completion,
+// a strictly ordered write, still cannot pass them. The ordered flag mode
+// needs the payload to land before the flag, and staged LL lines in device
+// memory keep the strict default too.
 rcnResult_t VerbsWire::registerRegion(std::string* why) {
   const VerbsApi& api = verbsApi();
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
@@ -314,8 +318,14 @@ rcnResult_t VerbsWire::registerRegion(std::string* why) {
   if (!base_) {
     if (!hostRegion_.map(layout_.regionBytes, why)) return rcnSystemError;
     base_ = hostRegion_.base;
-    mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
-    what = "ibv_reg_mr";
+    if (flagMode_ == FlagMode::Imm && api.regMrIova2) {
+      mr_ = api.regMrIova2(pd_, base_, layout_.regionBytes, reinterpret_cast<uint64_t>(base_),
+                           unsigned(access | IBV_ACCESS_RELAXED_ORDERING));
+      what = "ibv_reg_mr_iova2 (relaxed ordering)";
+    } else {
+      mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
+      what = "ibv_reg_mr";
+    }
   } else if (dmabufFd_ >= 0) {
     if (!api.regDmabufMr) {
       *why = "verbs wire: this build's rdma-core cannot register a dma-buf (ibv_reg_dmabuf_mr)";
