@@ -16,6 +16,7 @@ TEST_CASE("verbs wire mocked tests", "[verbs]") { SKIP("built without libibverbs
 #include "core/bootstrap.h"
 #include "support/scoped_env.h"
 #include "test_host_util.h"
+#include "topology/topology.h"
 #include "transport/wire/verbs_api.h"
 #include "transport/wire/verbs_select.h"
 #include "transport/wire/wire.h"
@@ -39,8 +40,9 @@ struct Built {
 };
 
 // Builds the wire on `ranks` threads sharing an in-process bootstrap; with
-// `device`, rank r's region is device[r] (GPUDirect RDMA).
-void buildWires(Built* b, const DeviceRegion* device = nullptr, int ranks = kRanks) {
+// `device`, rank r's region is device[r] (GPUDirect RDMA); with topo, that
+// is every rank's agreed topology.
+void buildWires(Built* b, const DeviceRegion* device = nullptr, int ranks = kRanks, const CommTopo* topo = nullptr) {
   b->wires.resize(ranks);
   b->results.assign(ranks, rcnSuccess);
   b->whys.assign(ranks, "");
@@ -50,8 +52,9 @@ void buildWires(Built* b, const DeviceRegion* device = nullptr, int ranks = kRan
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
     threads.emplace_back([&, r] {
-      b->results[r] = createVerbsWire(hostContext(bs[r].get(), 0, kTimeoutMs), kLayout,
-                                      device ? &device[r] : nullptr, &b->wires[r], &b->whys[r]);
+      FastPathContext ctx = hostContext(bs[r].get(), 0, kTimeoutMs);
+      ctx.topo = topo;
+      b->results[r] = createVerbsWire(ctx, kLayout, device ? &device[r] : nullptr, &b->wires[r], &b->whys[r]);
     });
   }
   for (auto& t : threads) t.join();
@@ -320,6 +323,32 @@ TEST_CASE("verbs wire: abort tells every peer at once; each fails naming the abo
     b.wires[r]->error(&why);
     CHECK(why.find("rank 1 failed or aborted") != std::string::npos);
   }
+}
+
+TEST_CASE("verbs wire: each rank opens its GPU's nearest NIC first, unless an HCA list is set", "[verbs]") {
+  MockScope scope;
+  CommTopo topo;
+  for (int r = 0; r < kRanks; ++r) {
+    RankTopo rank;
+    rank.rank = r;
+    rank.cudaDev = 0;
+    GpuInfo gpu;
+    gpu.index = 0;
+    gpu.nearestNic = "mlx5_1";
+    rank.gpus.push_back(gpu);
+    topo.ranks.push_back(rank);
+  }
+  Built b;
+  buildWires(&b, nullptr, kRanks, &topo);
+  REQUIRE(b.wires[0]);
+  for (const std::string& name : mock::opened()) CHECK(name == "mlx5_1");
+  VerbsPortSummary summary;
+  std::string why;
+  REQUIRE(verbsPortSummary(&summary, &why, "mlx5_1"));
+  CHECK(summary.device == "mlx5_1");
+  ScopedEnv hca("NCCL_IB_HCA", "mlx5_0");
+  REQUIRE(verbsPortSummary(&summary, &why, "mlx5_1"));
+  CHECK(summary.device == "mlx5_0");
 }
 
 TEST_CASE("verbs wire: a port with only link-local GIDs is passed over for the next usable one", "[verbs]") {

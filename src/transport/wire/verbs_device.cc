@@ -1,10 +1,21 @@
+#include "topology/topology.h"
 #include "transport/wire/wire.h"
+
+namespace rcn {
+
+std::string verbsPreferredNic(const FastPathContext& ctx) {
+  if (!ctx.topo || ctx.rank < 0 || ctx.rank >= int(ctx.topo->ranks.size())) return "";
+  const GpuInfo* gpu = ownGpu(ctx.topo->ranks[ctx.rank]);
+  return gpu ? gpu->nearestNic : "";
+}
+
+}  // namespace rcn
 
 #if !ROCENANTE_HAVE_IBVERBS
 
 namespace rcn {
 bool verbsDeviceAvailable() { return false; }
-bool verbsPortSummary(VerbsPortSummary*, std::string* why) {
+bool verbsPortSummary(VerbsPortSummary*, std::string* why, const std::string&) {
   *why = "rocenante was built without libibverbs";
   return false;
 }
@@ -19,6 +30,7 @@ bool verbsPortSummary(VerbsPortSummary*, std::string* why) {
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "core/check.h"
 
@@ -44,7 +56,7 @@ int choosePortGid(const std::string& device, int port, const ibv_port_attr& attr
 
 void setVerbsSysfsRootForTest(const char* root) { gSysfsRoot = root ? root : "/sys/class/infiniband"; }
 
-bool openVerbsPort(VerbsPort* out, std::string* why) {
+bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferred) {
   if (!verbsApiUsable(why)) {
     *why = "verbs wire: " + *why;
     return false;
@@ -64,11 +76,17 @@ bool openVerbsPort(VerbsPort* out, std::string* why) {
     *why = "verbs wire: no RDMA device";
     return false;
   }
+  // The preferred device first (only where no HCA list was given), then the others in order.
+  std::vector<int> order;
+  for (int d = 0; d < count; ++d)
+    if (spec.empty() && !preferred.empty() && preferred == api.getDeviceName(list[d])) order.insert(order.begin(), d);
+    else order.push_back(d);
   bool found = false;
   std::string passedOver;  // ports that were active but had no usable GID
-  for (int d = 0; d < count && !found; ++d) {
-    std::string name = api.getDeviceName(list[d]);
-    ibv_context* context = api.openDevice(list[d]);
+  for (size_t i = 0; i < order.size() && !found; ++i) {
+    ibv_device* device = list[order[i]];
+    std::string name = api.getDeviceName(device);
+    ibv_context* context = api.openDevice(device);
     if (!context) continue;
     ibv_device_attr devAttr{};
     int ports = api.queryDevice(context, &devAttr) == 0 ? devAttr.phys_port_cnt : 0;
@@ -114,9 +132,9 @@ bool verbsForkInit() {
   return ok;
 }
 
-bool verbsPortSummary(VerbsPortSummary* out, std::string* why) {
+bool verbsPortSummary(VerbsPortSummary* out, std::string* why, const std::string& preferred) {
   VerbsPort port;
-  if (!openVerbsPort(&port, why)) return false;
+  if (!openVerbsPort(&port, why, preferred)) return false;
   ibv_gid gid{};
   const bool gidOk = verbsApi().queryGid(port.context, uint8_t(port.port), port.gidIndex, &gid) == 0;
   verbsApi().closeDevice(port.context);

@@ -23,8 +23,9 @@ struct VerbsPort {
 // and, on RoCE, has a GID the GID rules accept (ROCENANTE_IB_GID_INDEX, else
 // the first that GidPolicy accepts): a port with only link-local GIDs is
 // passed over. False with why (naming the filter, and each port passed over
-// and why) otherwise.
-bool openVerbsPort(VerbsPort* out, std::string* why);
+// and why) otherwise. preferred: a device to try before the others (the
+// GPU's nearest NIC on PCIe), ignored where NCCL_IB_HCA/ROCENANTE_IB_HCA is set.
+bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferred = "");
 
 // ibv_fork_init, once per process, before this process registers memory (as
 // NCCL does): without it a fork() after registration can leave the parent's

@@ -187,6 +187,7 @@ class VerbsWire final : public Wire {
   std::string peerName(int peer) const { return "rank " + std::to_string(peer); }
 
   uint64_t timeoutMs_ = 10000;
+  std::string preferredNic_;  // the GPU's nearest NIC, tried first
   FlagMode flagMode_ = FlagMode::Imm;
   IbQpParams qpParams_;
   int gidIndex_ = 0;
@@ -249,7 +250,7 @@ rcnResult_t VerbsWire::readFlagMode(const std::string& flags, std::string* why) 
 rcnResult_t VerbsWire::createResources(const std::string& flags, std::string* why) {
   const VerbsApi& api = verbsApi();
   RCN_CHECK(readFlagMode(flags, why));
-  if (!openVerbsPort(&port_, why)) return rcnInvalidUsage;
+  if (!openVerbsPort(&port_, why, preferredNic_)) return rcnInvalidUsage;
   if (!ibQpParamsFromEnv(&qpParams_, why)) {
     *why = "verbs wire: " + *why;
     return rcnInvalidArgument;
@@ -442,6 +443,7 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   nranks_ = ctx.nranks;
   layout_ = layout;
   timeoutMs_ = ctx.timeoutMs ? ctx.timeoutMs : 10000;
+  preferredNic_ = verbsPreferredNic(ctx);
   peers_ = std::vector<Peer>(size_t(nranks_));
   psn_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count()) & 0xffffff;
 

@@ -201,7 +201,11 @@ struct VerbsPortSummary {
   std::string linkLayer;  // "Ethernet (RoCE)" or "InfiniBand"
 };
 // False with why when there is none (no libibverbs, no device, no usable port).
-bool verbsPortSummary(VerbsPortSummary* out, std::string* why);
+// preferred: as the wire's (verbsPreferredNic).
+bool verbsPortSummary(VerbsPortSummary* out, std::string* why, const std::string& preferred = "");
+// The device the verbs wire tries first for this rank: its GPU's nearest RDMA
+// NIC on PCIe in ctx.topo ("" without a topology or a GPU), as NCCL picks.
+std::string verbsPreferredNic(const FastPathContext& ctx);
 // True when the loaded libibverbs can register GPU memory through dma-buf
 // (ibv_reg_dmabuf_mr, rdma-core 34 and later).
 bool verbsDmabufRegistration();
