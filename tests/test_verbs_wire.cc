@@ -351,6 +351,30 @@ TEST_CASE("verbs wire: each rank opens its GPU's nearest NIC first, unless an HC
   CHECK(summary.device == "mlx5_0");
 }
 
+TEST_CASE("verbs wire: ranks whose ports have different link layers are refused, naming both", "[verbs]") {
+  MockPort infiniband;
+  infiniband.linkLayer = IBV_LINK_LAYER_INFINIBAND;
+  MockScope scope({}, {{"mlx5_0", {MockPort{}}}, {"mlx5_1", {infiniband}}});
+  CommTopo topo;  // rank 0's GPU is nearest the RoCE NIC, rank 1's the InfiniBand one
+  for (int r = 0; r < kRanks; ++r) {
+    RankTopo rank;
+    rank.cudaDev = 0;
+    GpuInfo gpu;
+    gpu.index = 0;
+    gpu.nearestNic = r == 0 ? "mlx5_0" : "mlx5_1";
+    rank.gpus.push_back(gpu);
+    topo.ranks.push_back(rank);
+  }
+  Built b;
+  buildWires(&b, nullptr, kRanks, &topo);
+  for (int r = 0; r < kRanks; ++r) {
+    CHECK(b.results[r] == rcnInvalidUsage);
+    CHECK(b.whys[r].find("InfiniBand") != std::string::npos);
+    CHECK(b.whys[r].find("Ethernet (RoCE)") != std::string::npos);
+    CHECK(b.whys[r].find("cannot connect") != std::string::npos);
+  }
+}
+
 TEST_CASE("verbs wire: a port with only link-local GIDs is passed over for the next usable one", "[verbs]") {
   MockScope scope;
   FakeSysfs linkLocalOnly;
