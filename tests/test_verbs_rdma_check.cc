@@ -50,9 +50,7 @@ probe::RdmaCheckOptions small() {
 }  // namespace
 
 TEST_CASE("rdma check: every pair with both protocols; weak ordering catches the ordered flags", "[verbs][probe]") {
-  MockOptions weak;
-  weak.weakOrdering = true;
-  MockScope scope(weak);
+  MockScope scope(weaklyOrdered());
   probe::RdmaCheckReport r = runCheck(3, small());
   REQUIRE(r.nranks == 3);
   for (int i = 0; i < 3; ++i) {

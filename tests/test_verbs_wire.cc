@@ -478,9 +478,7 @@ int staleReads(Built& b, int rounds) {
 }  // namespace
 
 TEST_CASE("verbs mock: under weak ordering the old flag-after-payload protocol reads stale payloads", "[verbs][mock]") {
-  MockOptions weak;
-  weak.weakOrdering = true;
-  MockScope scope(weak);
+  MockScope scope(weaklyOrdered());
   ScopedEnv ordered("ROCENANTE_IB_FLAGS", "ordered");
   Built b;
   buildWires(&b);
@@ -492,9 +490,7 @@ TEST_CASE("verbs mock: under weak ordering the old flag-after-payload protocol r
 
 TEST_CASE("verbs wire: under weak ordering the default protocol never shows a flag before its payload",
           "[verbs][mock]") {
-  MockOptions weak;
-  weak.weakOrdering = true;
-  MockScope scope(weak);
+  MockScope scope(weaklyOrdered());
   Built b;
   buildWires(&b);
   REQUIRE(b.wires[1]);
@@ -545,9 +541,7 @@ int runHostBackend(int ranks) {
 }  // namespace
 
 TEST_CASE("host backend runs end to end over the mocked verbs wire, weakly ordered, 3 ranks", "[verbs][host]") {
-  MockOptions weak;
-  weak.weakOrdering = true;
-  MockScope scope(weak);
+  MockScope scope(weaklyOrdered());
   CHECK(runHostBackend(3) == 0);
   CHECK(mock::queryQpCalls() == 0);
   CHECK(mock::badTransitions() == 0);

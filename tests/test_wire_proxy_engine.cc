@@ -282,9 +282,7 @@ TEST_CASE("proxy engine forwards every block of changing grids over tcp", "[prox
 // through the write-with-immediate flags the engine's first lane turns into
 // flags as it reaps them, and the LL protocols only through their tags.
 void runAllOnMockVerbs(int nranks, int victim = -1, Fault fault = Fault::None, uint32_t faultCall = 100) {
-  MockOptions weak;
-  weak.weakOrdering = true;
-  MockScope scope(weak);
+  MockScope scope(weaklyOrdered());
   auto group = makeLocalBootstrapGroup(nranks);
   std::vector<int> results(nranks, -1);
   std::vector<std::thread> threads;

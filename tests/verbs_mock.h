@@ -55,6 +55,12 @@ struct MockOptions {
   uint64_t seed = 1;
 };
 
+inline MockOptions weaklyOrdered() {
+  MockOptions options;
+  options.weakOrdering = true;
+  return options;
+}
+
 // A request as posted (for tests that check what the wire asks for).
 struct MockPosted {
   uint32_t qpn;
