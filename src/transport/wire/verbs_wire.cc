@@ -176,11 +176,11 @@ class VerbsWire final : public Wire {
   rcnResult_t postNow(int peer, ibv_send_wr* wrs, int count);
   bool hasRoom(int peer, int count) const;
   rcnResult_t waitForRoom(int peer, int count);
-  void tellPeers(uint32_t imm, bool signaled);
+  std::vector<bool> tellPeers(uint32_t imm, bool signaled);
   rcnResult_t reapSends(bool closing);
   rcnResult_t reapReceives();
   rcnResult_t handleImmediate(int peer, uint32_t imm);
-  bool closeFinished();
+  bool closeFinished(const std::vector<bool>& told);
   rcnResult_t fail(const std::string& text);
   bool stopped() const override { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
   size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(uint32_t) * nranks_; }
@@ -616,9 +616,11 @@ rcnResult_t VerbsWire::putWithFlag(int peer, size_t localOffset, size_t remoteOf
 }
 
 // A zero-length write with immediate `imm` to every peer still there, where
-// its send queue has room (never waits: abort() must return at once).
-// signaled: its completion confirms every earlier write to that peer.
-void VerbsWire::tellPeers(uint32_t imm, bool signaled) {
+// its send queue has room (never waits: abort() must return at once); which
+// peers it went to. signaled: its completion confirms every earlier write to
+// that peer.
+std::vector<bool> VerbsWire::tellPeers(uint32_t imm, bool signaled) {
+  std::vector<bool> told(size_t(nranks_), false);
   for (int r = 0; r < nranks_; ++r) {
     if (!peers_[r].qp || peers_[r].left.load() || !hasRoom(r, 1)) continue;
     ibv_send_wr wr{};
@@ -628,8 +630,9 @@ void VerbsWire::tellPeers(uint32_t imm, bool signaled) {
     wr.num_sge = 0;
     wr.wr.rdma.remote_addr = peers_[r].shadowBase;
     wr.wr.rdma.rkey = peers_[r].shadowRkey;
-    if (postNow(r, &wr, 1) != rcnSuccess) return;
+    told[r] = postNow(r, &wr, 1) == rcnSuccess;  // a broken QP: the other peers are still told
   }
+  return told;
 }
 
 // The peers hear of it at once (their wire fails naming this rank) instead
@@ -639,10 +642,12 @@ void VerbsWire::abortWith(const std::string&) {
   aborted_.store(true, std::memory_order_release);
 }
 
-bool VerbsWire::closeFinished() {
+// Every peer told goodbye has confirmed it, or left itself. A peer whose
+// send queue was full got no goodbye: its last writes go unconfirmed.
+bool VerbsWire::closeFinished(const std::vector<bool>& told) {
   for (int r = 0; r < nranks_; ++r) {
     const Peer& p = peers_[r];
-    if (p.qp && !p.left.load() && p.completed.load() != p.posted) return false;
+    if (told[r] && !p.left.load() && p.completed.load() != p.posted) return false;
   }
   return true;
 }
@@ -656,10 +661,10 @@ bool VerbsWire::closeFinished() {
 // it would cost a retry timeout).
 void VerbsWire::close() {
   if (stopped() || toldPeers_.exchange(true)) return;
-  tellPeers(kImmGoodbye, /*signaled=*/true);
+  const std::vector<bool> told = tellPeers(kImmGoodbye, /*signaled=*/true);
   (void)pollUntil(closeDeadline(timeoutMs_), std::chrono::microseconds(20), [&] {
     if (reapSends(/*closing=*/true) != rcnSuccess || reapReceives() != rcnSuccess) return true;
-    return closeFinished();
+    return closeFinished(told);
   });
 }
 
