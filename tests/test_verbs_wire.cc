@@ -9,6 +9,7 @@
 TEST_CASE("verbs wire mocked tests", "[verbs]") { SKIP("built without libibverbs"); }
 #else
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -539,6 +540,17 @@ int runHostBackend(int ranks) {
 }
 
 }  // namespace
+
+TEST_CASE("verbs wire: an HCA list of two devices opens a rail on each and spreads the peers", "[verbs][host]") {
+  MockScope scope(weaklyOrdered());
+  ScopedEnv hca("NCCL_IB_HCA", "mlx5_0,mlx5_1");
+  CHECK(runHostBackend(3) == 0);
+  std::vector<std::string> devices = mock::qpDevices();
+  REQUIRE(devices.size() == 6);  // 3 ranks x 2 peers
+  CHECK(std::count(devices.begin(), devices.end(), "mlx5_0") == 3);
+  CHECK(std::count(devices.begin(), devices.end(), "mlx5_1") == 3);
+  CHECK(mock::badTransitions() == 0);
+}
 
 TEST_CASE("host backend runs end to end over the mocked verbs wire, weakly ordered, 3 ranks", "[verbs][host]") {
   MockScope scope(weaklyOrdered());

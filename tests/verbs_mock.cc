@@ -124,6 +124,7 @@ struct State {
   std::vector<MockPosted> posted;
   std::vector<MockTransition> transitions;
   std::vector<ibv_qp_init_attr> qpInits;
+  std::vector<std::string> qpDevices;
   std::vector<int> gidQueries;
   std::vector<std::string> opened;
   std::vector<int> mrAccess;
@@ -520,6 +521,7 @@ ibv_qp* mCreateQp(ibv_pd* pd, ibv_qp_init_attr* init) {
   rec->cap = init->cap;
   S().qps[qp->qp_num] = std::move(rec);
   S().qpInits.push_back(*init);
+  S().qpDevices.push_back(S().devices[S().contexts.at(pd->context).device].name);
   return qp;
 }
 int mDestroyQp(ibv_qp* qp) {
@@ -715,6 +717,7 @@ void configure(const std::vector<MockDevice>& devices, const MockOptions& option
   S().posted.clear();
   S().transitions.clear();
   S().qpInits.clear();
+  S().qpDevices.clear();
   S().gidQueries.clear();
   S().opened.clear();
   S().mrAccess.clear();
@@ -816,6 +819,7 @@ void failCreateQpAt(int call) {
 RCN_MOCK_GETTER(std::vector<MockPosted>, posted, posted)
 RCN_MOCK_GETTER(std::vector<MockTransition>, transitions, transitions)
 RCN_MOCK_GETTER(std::vector<ibv_qp_init_attr>, qpInits, qpInits)
+RCN_MOCK_GETTER(std::vector<std::string>, qpDevices, qpDevices)
 RCN_MOCK_GETTER(std::vector<int>, gidQueries, gidQueries)
 RCN_MOCK_GETTER(std::vector<std::string>, opened, opened)
 RCN_MOCK_GETTER(std::vector<int>, mrAccess, mrAccess)

@@ -107,6 +107,7 @@ std::vector<MockPosted> posted();
 void clearPosted();
 std::vector<MockTransition> transitions();
 std::vector<ibv_qp_init_attr> qpInits();
+std::vector<std::string> qpDevices();  // the device each QP was created on, in order
 std::vector<int> gidQueries();
 std::vector<std::string> opened();
 std::vector<int> mrAccess();

@@ -56,7 +56,8 @@ int choosePortGid(const std::string& device, int port, const ibv_port_attr& attr
 
 void setVerbsSysfsRootForTest(const char* root) { gSysfsRoot = root ? root : "/sys/class/infiniband"; }
 
-bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferred) {
+bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::string& preferred, size_t most) {
+  out->clear();
   if (!verbsApiUsable(why)) {
     *why = "verbs wire: " + *why;
     return false;
@@ -81,16 +82,16 @@ bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferre
   for (int d = 0; d < count; ++d)
     if (spec.empty() && !preferred.empty() && preferred == api.getDeviceName(list[d])) order.insert(order.begin(), d);
     else order.push_back(d);
-  bool found = false;
   std::string passedOver;  // ports that were active but had no usable GID
-  for (size_t i = 0; i < order.size() && !found; ++i) {
+  for (size_t i = 0; i < order.size() && out->size() < most; ++i) {
     ibv_device* device = list[order[i]];
     std::string name = api.getDeviceName(device);
     ibv_context* context = api.openDevice(device);
     if (!context) continue;
     ibv_device_attr devAttr{};
     int ports = api.queryDevice(context, &devAttr) == 0 ? devAttr.phys_port_cnt : 0;
-    for (int p = 1; p <= ports && !found; ++p) {
+    bool taken = false;  // one port per device
+    for (int p = 1; p <= ports && !taken; ++p) {
       ibv_port_attr attr{};
       if (!hcaFilterAccepts(filter, name, p) || api.queryPort(context, uint8_t(p), &attr) != 0 ||
           attr.state != IBV_PORT_ACTIVE)
@@ -101,21 +102,30 @@ bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferre
         passedOver += "; " + gidWhy;
         continue;
       }
-      out->context = context;
-      out->device = name;
-      out->port = p;
-      out->attr = attr;
-      out->maxQpWr = devAttr.max_qp_wr;
-      out->gidIndex = gid;
-      found = true;
+      VerbsPort port;
+      port.context = context;
+      port.device = name;
+      port.port = p;
+      port.attr = attr;
+      port.maxQpWr = devAttr.max_qp_wr;
+      port.gidIndex = gid;
+      out->push_back(port);
+      taken = true;
     }
-    if (!found) api.closeDevice(context);
+    if (!taken) api.closeDevice(context);
   }
   api.freeDeviceList(list);
-  if (!found)
+  if (out->empty())
     *why = "verbs wire: no usable RDMA port" +
            (spec.empty() ? std::string() : " matching ROCENANTE_IB_HCA/NCCL_IB_HCA='" + spec + "'") + passedOver;
-  return found;
+  return !out->empty();
+}
+
+bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferred) {
+  std::vector<VerbsPort> ports;
+  if (!openVerbsPorts(&ports, why, preferred, 1)) return false;
+  *out = ports[0];
+  return true;
 }
 
 bool verbsForkInit() {

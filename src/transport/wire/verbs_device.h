@@ -7,6 +7,7 @@
 #include <infiniband/verbs.h>
 
 #include <string>
+#include <vector>
 
 namespace rcn {
 
@@ -26,6 +27,9 @@ struct VerbsPort {
 // and why) otherwise. preferred: a device to try before the others (the
 // GPU's nearest NIC on PCIe), ignored where NCCL_IB_HCA/ROCENANTE_IB_HCA is set.
 bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferred = "");
+// The same, up to `most` ports, each on its own device (rails), in the same
+// order; false with why when there is none.
+bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::string& preferred, size_t most);
 
 // ibv_fork_init, once per process, before this process registers memory (as
 // NCCL does): without it a fork() after registration can leave the parent's

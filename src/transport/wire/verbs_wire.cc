@@ -20,6 +20,10 @@
 // learns at once. A broken QP is learnt from error completions and from the
 // device's asynchronous events (verbs_events.h), never by asking the QP.
 //
+// With an HCA list of several devices (a Spark's port is two PCIe
+// functions) the wire opens a rail on each (verbs_rail.h) and spreads its
+// peers over them, one QP per peer; a pair's bytes take one rail.
+//
 // The region is host memory mapped shared here, registered after
 // ibv_fork_init, or a DeviceRegion (GPUDirect RDMA): GPU memory registered
 // through its dma-buf (ibv_reg_dmabuf_mr) or, with nvidia-peermem, through
@@ -69,6 +73,7 @@ rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayou
 #include "transport/wire/verbs_api.h"
 #include "transport/wire/verbs_device.h"
 #include "transport/wire/verbs_events.h"
+#include "transport/wire/verbs_rail.h"
 #include "transport/wire/verbs_select.h"
 
 namespace rcn {
@@ -86,20 +91,33 @@ constexpr uint32_t kImmAbort = 0xfffffffeu;
 
 enum class FlagMode : uint8_t { Imm = 1, Ordered = 2 };
 
-// What a rank tells every peer; followed by qpn[nranks] (its QP to each rank).
-struct VerbsBlobHeader {
-  uint64_t regionAddr;
-  uint64_t shadowAddr;  // the flags' shadow array (imm mode writes there)
+constexpr int kMaxRails = 4;
+
+// A rail as its peers need it (verbs_rail.h).
+struct RailBlob {
   uint32_t rkey;
   uint32_t shadowRkey;
-  uint32_t psn;
   uint8_t gid[16];
   uint16_t lid;
   uint8_t linkLayer;
   uint8_t mtu;
+};
+
+// What a rank tells every peer; followed by QpBlob[nranks] (its QP to each rank).
+struct VerbsBlobHeader {
+  uint64_t regionAddr;
+  uint64_t shadowAddr;  // the flags' shadow array (imm mode writes there)
+  uint32_t psn;
   uint8_t flagMode;
-  uint8_t pad[3];
+  uint8_t rails;
+  uint8_t pad[2];
   int32_t ok;  // 0: this rank failed to set up; its why is local
+  RailBlob rail[kMaxRails];
+};
+
+struct QpBlob {
+  uint32_t qpn;
+  uint32_t rail;  // which of this rank's rails the QP is on
 };
 
 const char* linkLayerName(uint8_t layer) {
@@ -131,6 +149,7 @@ class VerbsWire final : public Wire {
   ~VerbsWire() override;
   const char* name() const override { return "verbs"; }
   const char* flagModeName() const { return flagMode_ == FlagMode::Imm ? "with immediate" : "ordered"; }
+  size_t railCount() const { return rails_.size(); }
   uint8_t* region() const override { return base_; }
 
   // flags: "imm" or "ordered", or "" for ROCENANTE_IB_FLAGS.
@@ -152,9 +171,10 @@ class VerbsWire final : public Wire {
  private:
   struct Peer {
     ibv_qp* qp = nullptr;
+    int rail = 0;  // of this rank's rails, the one its QP is on
     uint64_t remoteBase = 0;
     uint64_t shadowBase = 0;
-    uint32_t rkey = 0;
+    uint32_t rkey = 0;  // the peer's registrations on the rail its QP is on
     uint32_t shadowRkey = 0;
     std::atomic<uint64_t> posted{0};     // requests posted on this QP (changed under postMutex_)
     std::atomic<uint64_t> completed{0};  // requests known complete (through a signaled one)
@@ -163,10 +183,10 @@ class VerbsWire final : public Wire {
 
   rcnResult_t readFlagMode(const std::string& flags, std::string* why);
   rcnResult_t createResources(const std::string& flags, std::string* why);
+  rcnResult_t openRails(std::string* why);
   rcnResult_t createQueuePairs(std::string* why);
-  rcnResult_t registerRegion(std::string* why);
-  rcnResult_t checkPeersMatch(const VerbsBlobHeader& theirs, int peer, std::string* why) const;
-  rcnResult_t connectQp(int peer, const VerbsBlobHeader& remote, uint32_t remoteQpn, std::string* why);
+  rcnResult_t checkPeersMatch(const VerbsBlobHeader& theirs, const QpBlob& theirQp, int peer, std::string* why) const;
+  rcnResult_t connectQp(int peer, const VerbsBlobHeader& remote, const QpBlob& remoteQp, std::string* why);
   rcnResult_t startEvents(std::string* why);
   rcnResult_t postReceives(int peer, int count);
   void payloadRequest(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, ibv_send_wr* wr,
@@ -178,27 +198,23 @@ class VerbsWire final : public Wire {
   rcnResult_t waitForRoom(int peer, int count);
   std::vector<bool> tellPeers(uint32_t imm, bool signaled);
   rcnResult_t reapSends(bool closing);
+  rcnResult_t takeSendCompletions(const ibv_wc* wc, int n, bool closing);
   rcnResult_t reapReceives();
+  rcnResult_t takeReceiveCompletions(const ibv_wc* wc, int n);
   rcnResult_t handleImmediate(int peer, uint32_t imm);
   bool closeFinished(const std::vector<bool>& told);
   rcnResult_t fail(const std::string& text);
   bool stopped() const override { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
-  size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(uint32_t) * nranks_; }
+  size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(QpBlob) * nranks_; }
   std::string peerName(int peer) const { return "rank " + std::to_string(peer); }
+  VerbsRail& railOf(int peer) const { return *rails_[peers_[peer].rail]; }
 
   uint64_t timeoutMs_ = 10000;
   std::string preferredNic_;  // the GPU's nearest NIC, tried first
   FlagMode flagMode_ = FlagMode::Imm;
   IbQpParams qpParams_;
-  int gidIndex_ = 0;
-  ibv_gid gid_{};
   uint32_t psn_ = 0;
-  VerbsPort port_;
-  ibv_pd* pd_ = nullptr;
-  ibv_cq* sendCq_ = nullptr;
-  ibv_cq* recvCq_ = nullptr;
-  ibv_mr* mr_ = nullptr;
-  ibv_mr* shadowMr_ = nullptr;
+  std::vector<std::unique_ptr<VerbsRail>> rails_;
   uint8_t* base_ = nullptr;
   HostMapping hostRegion_;  // the region when it is host memory
   HostMapping shadow_;      // uint32_t[flagCount]: imm mode's flag values
@@ -207,24 +223,18 @@ class VerbsWire final : public Wire {
   int recvDepth_ = 0;
   uint32_t maxInline_ = UINT32_MAX;
   std::vector<Peer> peers_;
-  VerbsEventThread events_;
   std::mutex postMutex_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> toldPeers_{false};
   WireFailure failure_;
 };
 
+// QPs before the rails they sit on (each rail closes its own device).
 VerbsWire::~VerbsWire() {
-  events_.stop();
-  const VerbsApi& api = verbsApi();
+  for (auto& rail : rails_) rail->events.stop();
   for (Peer& p : peers_)
-    if (p.qp) api.destroyQp(p.qp);
-  if (sendCq_) api.destroyCq(sendCq_);
-  if (recvCq_) api.destroyCq(recvCq_);
-  if (mr_) api.deregMr(mr_);
-  if (shadowMr_) api.deregMr(shadowMr_);
-  if (pd_) api.deallocPd(pd_);
-  if (port_.context) api.closeDevice(port_.context);
+    if (p.qp) verbsApi().destroyQp(p.qp);
+  rails_.clear();
 }
 
 rcnResult_t VerbsWire::fail(const std::string& text) {
@@ -246,48 +256,64 @@ rcnResult_t VerbsWire::readFlagMode(const std::string& flags, std::string* why) 
   return rcnSuccess;
 }
 
-// Device, GID, protection domain, registered regions, CQs, one RC QP per peer.
+// Rails, regions registered on each, one RC QP per peer.
 rcnResult_t VerbsWire::createResources(const std::string& flags, std::string* why) {
-  const VerbsApi& api = verbsApi();
   RCN_CHECK(readFlagMode(flags, why));
-  if (!openVerbsPort(&port_, why, preferredNic_)) return rcnInvalidUsage;
   if (!ibQpParamsFromEnv(&qpParams_, why)) {
     *why = "verbs wire: " + *why;
     return rcnInvalidArgument;
   }
-  gidIndex_ = port_.gidIndex;
-  if (api.queryGid(port_.context, uint8_t(port_.port), gidIndex_, &gid_) != 0) {
-    *why = errnoText("ibv_query_gid", errno);
-    return rcnSystemError;
-  }
-  pd_ = api.allocPd(port_.context);
-  if (!pd_) {
-    *why = errnoText("ibv_alloc_pd", errno);
-    return rcnSystemError;
-  }
-  verbsForkInit();  // before the first registration; a failure is logged and registration goes on
-  RCN_CHECK(registerRegion(why));
+  RCN_CHECK(openRails(why));
   return createQueuePairs(why);
 }
 
-rcnResult_t VerbsWire::createQueuePairs(std::string* why) {
-  const VerbsApi& api = verbsApi();
-  // A peer has at most its flags of two calls and a control message in
-  // flight; a receive short of that only delays it (RNR retries forever).
+// Every usable device an HCA list names (at most kMaxRails), else the one
+// device the rules pick; the regions mapped once and registered on each.
+rcnResult_t VerbsWire::openRails(std::string* why) {
+  std::vector<VerbsPort> ports;
+  const size_t most = hcaSpecFromEnv().empty() ? 1 : kMaxRails;
+  if (!openVerbsPorts(&ports, why, preferredNic_, most)) return rcnInvalidUsage;
+  verbsForkInit();  // before the first registration; a failure is logged and registration goes on
+  VerbsRegions regions;
+  if (!base_) {
+    if (!hostRegion_.map(layout_.regionBytes, why)) return rcnSystemError;
+    base_ = hostRegion_.base;
+  }
+  if (!shadow_.map(std::max<size_t>(layout_.flagCount, 1) * sizeof(uint32_t), why)) return rcnSystemError;
+  regions.base = base_;
+  regions.bytes = layout_.regionBytes;
+  regions.device = deviceRegion_;
+  regions.dmabufFd = dmabufFd_;
+  // The imm protocol does not care in what order a payload lands (verbs_rail.cc).
+  regions.relaxed = flagMode_ == FlagMode::Imm;
+  regions.shadow = shadow_.base;
+  regions.shadowBytes = shadow_.bytes;
   const int flagsPerPeer = int(layout_.flagCount / size_t(nranks_));
   recvDepth_ = std::max(16, 2 * flagsPerPeer + 8);
-  if (port_.maxQpWr > 0) recvDepth_ = std::min(recvDepth_, port_.maxQpWr);
-  sendCq_ = api.createCq(port_.context, kSendDepth * nranks_, nullptr, nullptr, 0);
-  recvCq_ = api.createCq(port_.context, recvDepth_ * nranks_, nullptr, nullptr, 0);
-  if (!sendCq_ || !recvCq_) {
-    *why = errnoText("ibv_create_cq", errno);
-    return rcnSystemError;
+  for (const VerbsPort& port : ports) {
+    rails_.push_back(std::make_unique<VerbsRail>());
+    if (port.maxQpWr > 0) recvDepth_ = std::min(recvDepth_, port.maxQpWr);
   }
+  // Each rail owns its port's context from here, so a failure closes every one.
+  rcnResult_t res = rcnSuccess;
+  for (size_t i = 0; i < ports.size(); ++i)
+    if (res == rcnSuccess) res = rails_[i]->open(ports[i], regions, kSendDepth * nranks_, recvDepth_ * nranks_, why);
+    else rails_[i]->port = ports[i];
+  return res;
+}
+
+// A peer has at most its flags of two calls and a control message in flight;
+// a receive short of that only delays it (RNR retries forever). Peers are
+// spread over the rails.
+rcnResult_t VerbsWire::createQueuePairs(std::string* why) {
+  const VerbsApi& api = verbsApi();
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
+    peers_[r].rail = ((r - rank_ - 1 + nranks_) % nranks_) % int(rails_.size());  // the next rank on rail 0
+    VerbsRail& rail = railOf(r);
     ibv_qp_init_attr init{};
-    init.send_cq = sendCq_;
-    init.recv_cq = recvCq_;
+    init.send_cq = rail.sendCq;
+    init.recv_cq = rail.recvCq;
     init.qp_type = IBV_QPT_RC;
     init.sq_sig_all = 0;
     init.cap.max_send_wr = kSendDepth;
@@ -295,7 +321,7 @@ rcnResult_t VerbsWire::createQueuePairs(std::string* why) {
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = kMaxInline;
-    peers_[r].qp = api.createQp(pd_, &init);
+    peers_[r].qp = api.createQp(rail.pd, &init);
     if (!peers_[r].qp) {
       *why = errnoText("ibv_create_qp", errno) + " (QP to " + peerName(r) + ")";
       return rcnSystemError;
@@ -305,58 +331,15 @@ rcnResult_t VerbsWire::createQueuePairs(std::string* why) {
   return rcnSuccess;
 }
 
-// Host memory mapped here, or the given device memory as it is; then the
-// flags' shadow array. A host region in imm mode asks for relaxed ordering
-// where rdma-core can pass it on (a device without it ignores the optional
-// flag): its writes may then land in any order, and the receive completion,
-// a strictly ordered write, still cannot pass them. The ordered flag mode
-// needs the payload to land before the flag, and staged LL lines in device
-// memory keep the strict default too.
-rcnResult_t VerbsWire::registerRegion(std::string* why) {
-  const VerbsApi& api = verbsApi();
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  const char* what;
-  if (!base_) {
-    if (!hostRegion_.map(layout_.regionBytes, why)) return rcnSystemError;
-    base_ = hostRegion_.base;
-    if (flagMode_ == FlagMode::Imm && api.regMrIova2) {
-      mr_ = api.regMrIova2(pd_, base_, layout_.regionBytes, reinterpret_cast<uint64_t>(base_),
-                           unsigned(access | IBV_ACCESS_RELAXED_ORDERING));
-      what = "ibv_reg_mr_iova2 (relaxed ordering)";
-    } else {
-      mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
-      what = "ibv_reg_mr";
-    }
-  } else if (dmabufFd_ >= 0) {
-    if (!api.regDmabufMr) {
-      *why = "verbs wire: this build's rdma-core cannot register a dma-buf (ibv_reg_dmabuf_mr)";
-      return rcnInvalidUsage;
-    }
-    mr_ = api.regDmabufMr(pd_, 0, layout_.regionBytes, reinterpret_cast<uint64_t>(base_), dmabufFd_, access);
-    what = "ibv_reg_dmabuf_mr of the GPU-memory region";
-  } else {
-    mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
-    what = "ibv_reg_mr of the GPU-memory region (is nvidia-peermem loaded?)";
-  }
-  if (!mr_) {
-    *why = errnoText(what, errno);
-    return rcnSystemError;
-  }
-  if (!shadow_.map(std::max<size_t>(layout_.flagCount, 1) * sizeof(uint32_t), why)) return rcnSystemError;
-  shadowMr_ = api.regMr(pd_, shadow_.base, shadow_.bytes, access);
-  if (!shadowMr_) {
-    *why = errnoText("ibv_reg_mr of the flags' shadow array", errno);
-    return rcnSystemError;
-  }
-  return rcnSuccess;
-}
-
 // Every rank must speak the same flag protocol over the same link layer.
-rcnResult_t VerbsWire::checkPeersMatch(const VerbsBlobHeader& theirs, int peer, std::string* why) const {
-  if (theirs.linkLayer != port_.attr.link_layer) {
-    *why = "verbs wire: " + peerName(peer) + "'s RDMA port is " + linkLayerName(theirs.linkLayer) + ", rank " +
-           std::to_string(rank_) + "'s (" + port_.device + ":" + std::to_string(port_.port) + ") is " +
-           linkLayerName(port_.attr.link_layer) + ": they cannot connect (choose ports with ROCENANTE_IB_HCA)";
+rcnResult_t VerbsWire::checkPeersMatch(const VerbsBlobHeader& theirs, const QpBlob& theirQp, int peer,
+                                       std::string* why) const {
+  const VerbsRail& mine = railOf(peer);
+  const uint8_t theirLayer = theirs.rail[theirQp.rail].linkLayer;
+  if (theirLayer != mine.port.attr.link_layer) {
+    *why = "verbs wire: " + peerName(peer) + "'s RDMA port is " + linkLayerName(theirLayer) + ", rank " +
+           std::to_string(rank_) + "'s (" + mine.name() + ") is " + linkLayerName(mine.port.attr.link_layer) +
+           ": they cannot connect (choose ports with ROCENANTE_IB_HCA)";
     return rcnInvalidUsage;
   }
   if (theirs.flagMode != uint8_t(flagMode_)) {
@@ -368,14 +351,16 @@ rcnResult_t VerbsWire::checkPeersMatch(const VerbsBlobHeader& theirs, int peer, 
 }
 
 // RESET -> INIT -> RTR (knowing the peer's QP number, PSN, GID/LID) -> RTS.
-rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, uint32_t remoteQpn,
+rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, const QpBlob& remoteQp,
                                  std::string* why) {
   const VerbsApi& api = verbsApi();
+  const VerbsRail& rail = railOf(peer);
+  const RailBlob& theirs = remote.rail[remoteQp.rail];
   ibv_qp* qp = peers_[peer].qp;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
-  a.port_num = uint8_t(port_.port);
+  a.port_num = uint8_t(rail.port.port);
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
   if (api.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
     *why = errnoText("ibv_modify_qp(INIT)", errno) + " (QP to " + peerName(peer) + ")";
@@ -383,21 +368,21 @@ rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, uint32
   }
   a = ibv_qp_attr{};
   a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = ibv_mtu(std::min<int>(port_.attr.active_mtu, remote.mtu));
-  a.dest_qp_num = remoteQpn;
+  a.path_mtu = ibv_mtu(std::min<int>(rail.port.attr.active_mtu, theirs.mtu));
+  a.dest_qp_num = remoteQp.qpn;
   a.rq_psn = remote.psn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 12;
-  a.ah_attr.port_num = uint8_t(port_.port);
+  a.ah_attr.port_num = uint8_t(rail.port.port);
   a.ah_attr.sl = uint8_t(qpParams_.serviceLevel);
-  if (port_.attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+  if (rail.port.attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
     a.ah_attr.is_global = 1;
-    std::memcpy(a.ah_attr.grh.dgid.raw, remote.gid, 16);
-    a.ah_attr.grh.sgid_index = uint8_t(gidIndex_);
+    std::memcpy(a.ah_attr.grh.dgid.raw, theirs.gid, 16);
+    a.ah_attr.grh.sgid_index = uint8_t(rail.port.gidIndex);
     a.ah_attr.grh.hop_limit = 255;
     a.ah_attr.grh.traffic_class = uint8_t(qpParams_.trafficClass);
   } else {
-    a.ah_attr.dlid = remote.lid;
+    a.ah_attr.dlid = theirs.lid;
   }
   if (api.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
@@ -417,9 +402,9 @@ rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, uint32
     return rcnSystemError;
   }
   peers_[peer].remoteBase = remote.regionAddr;
-  peers_[peer].rkey = remote.rkey;
+  peers_[peer].rkey = theirs.rkey;
   peers_[peer].shadowBase = remote.shadowAddr;
-  peers_[peer].shadowRkey = remote.shadowRkey;
+  peers_[peer].shadowRkey = theirs.shadowRkey;
   return rcnSuccess;
 }
 
@@ -429,7 +414,9 @@ rcnResult_t VerbsWire::startEvents(std::string* why) {
       if (peers_[r].qp == qp) return "the queue pair to " + peerName(r);
     return std::string("a queue pair");
   };
-  return events_.start(port_.context, nameQp, [this](const std::string& text) { fail(text); }, why);
+  for (auto& rail : rails_)
+    RCN_CHECK(rail->events.start(rail->port.context, nameQp, [this](const std::string& text) { fail(text); }, why));
+  return rcnSuccess;
 }
 
 rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
@@ -451,21 +438,27 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   rcnResult_t local = createResources(flags, &localWhy);
   std::vector<uint8_t> blobs(blobBytes() * nranks_, 0);
   auto header = [&](int r) { return reinterpret_cast<VerbsBlobHeader*>(&blobs[blobBytes() * r]); };
-  auto qpns = [&](int r) { return reinterpret_cast<uint32_t*>(&blobs[blobBytes() * r] + sizeof(VerbsBlobHeader)); };
+  auto qps = [&](int r) { return reinterpret_cast<QpBlob*>(&blobs[blobBytes() * r] + sizeof(VerbsBlobHeader)); };
   VerbsBlobHeader* mine = header(rank_);
   mine->ok = local == rcnSuccess;
   if (local == rcnSuccess) {
     mine->regionAddr = reinterpret_cast<uint64_t>(base_);
     mine->shadowAddr = reinterpret_cast<uint64_t>(shadow_.base);
-    mine->rkey = mr_->rkey;
-    mine->shadowRkey = shadowMr_->rkey;
     mine->psn = psn_;
-    std::memcpy(mine->gid, gid_.raw, 16);
-    mine->lid = port_.attr.lid;
-    mine->linkLayer = port_.attr.link_layer;
-    mine->mtu = uint8_t(port_.attr.active_mtu);
     mine->flagMode = uint8_t(flagMode_);
-    for (int r = 0; r < nranks_; ++r) qpns(rank_)[r] = peers_[r].qp ? peers_[r].qp->qp_num : 0;
+    mine->rails = uint8_t(rails_.size());
+    for (size_t i = 0; i < rails_.size(); ++i) {
+      const VerbsRail& rail = *rails_[i];
+      RailBlob& b = mine->rail[i];
+      b.rkey = rail.mr->rkey;
+      b.shadowRkey = rail.shadowMr->rkey;
+      std::memcpy(b.gid, rail.gid.raw, 16);
+      b.lid = rail.port.attr.lid;
+      b.linkLayer = rail.port.attr.link_layer;
+      b.mtu = uint8_t(rail.port.attr.active_mtu);
+    }
+    for (int r = 0; r < nranks_; ++r)
+      if (peers_[r].qp) qps(rank_)[r] = QpBlob{peers_[r].qp->qp_num, uint32_t(peers_[r].rail)};
   }
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), blobBytes()));
   for (int r = 0; r < nranks_; ++r) {
@@ -475,11 +468,11 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   }
   // Every rank sees every blob, so a mismatch fails every rank alike.
   for (int r = 0; r < nranks_; ++r)
-    if (r != rank_) RCN_CHECK(checkPeersMatch(*header(r), r, why));
+    if (r != rank_) RCN_CHECK(checkPeersMatch(*header(r), qps(r)[rank_], r, why));
   bool ok = true;
   for (int r = 0; r < nranks_ && ok; ++r) {
     if (r == rank_) continue;
-    ok = connectQp(r, *header(r), qpns(r)[rank_], &localWhy) == rcnSuccess;
+    ok = connectQp(r, *header(r), qps(r)[rank_], &localWhy) == rcnSuccess;
     if (ok && postReceives(r, recvDepth_) != rcnSuccess) {
       ok = false;
       failure_.get(&localWhy);
@@ -548,7 +541,7 @@ rcnResult_t VerbsWire::postNow(int peer, ibv_send_wr* wrs, int count) {
 
 void VerbsWire::payloadRequest(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, ibv_send_wr* wr,
                                ibv_sge* sge) const {
-  *sge = ibv_sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), mr_->lkey};
+  *sge = ibv_sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), railOf(peer).mr->lkey};
   *wr = ibv_send_wr{};
   wr->opcode = IBV_WR_RDMA_WRITE;
   // Inline: the bytes go with the request (read at post time), one DMA read fewer.
@@ -674,13 +667,20 @@ rcnResult_t VerbsWire::progress() {
   return reapReceives();
 }
 
-// Reaps finished sends. An error completion is the wire's failure, except
-// while closing: a peer that closed first may have destroyed its QP, so our
-// last write to it fails, and is then simply over.
+// Reaps finished sends on every rail. An error completion is the wire's
+// failure, except while closing: a peer that closed first may have destroyed
+// its QP, so our last write to it fails, and is then simply over.
 rcnResult_t VerbsWire::reapSends(bool closing) {
-  ibv_wc wc[16];
-  int n = verbsApi().pollCq(sendCq_, 16, wc);
-  if (n < 0) return closing ? rcnRemoteError : fail("verbs wire: ibv_poll_cq failed");
+  for (auto& rail : rails_) {
+    ibv_wc wc[16];
+    const int n = verbsApi().pollCq(rail->sendCq, 16, wc);
+    if (n < 0) return closing ? rcnRemoteError : fail("verbs wire: ibv_poll_cq failed (" + rail->name() + ")");
+    RCN_CHECK(takeSendCompletions(wc, n, closing));
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t VerbsWire::takeSendCompletions(const ibv_wc* wc, int n, bool closing) {
   for (int i = 0; i < n; ++i) {
     int peer = int(wc[i].wr_id >> 48);
     const bool known = peer >= 0 && peer < nranks_ && peers_[peer].qp;
@@ -702,12 +702,19 @@ rcnResult_t VerbsWire::reapSends(bool closing) {
   return rcnSuccess;
 }
 
-// Reaps writes with immediate from peers: flags (imm mode) and control
-// messages, reposting a receive for each.
+// Reaps writes with immediate from peers on every rail: flags (imm mode)
+// and control messages, reposting a receive for each.
 rcnResult_t VerbsWire::reapReceives() {
-  ibv_wc wc[16];
-  int n = verbsApi().pollCq(recvCq_, 16, wc);
-  if (n < 0) return fail("verbs wire: ibv_poll_cq (receives) failed");
+  for (auto& rail : rails_) {
+    ibv_wc wc[16];
+    const int n = verbsApi().pollCq(rail->recvCq, 16, wc);
+    if (n < 0) return fail("verbs wire: ibv_poll_cq (receives) failed (" + rail->name() + ")");
+    RCN_CHECK(takeReceiveCompletions(wc, n));
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t VerbsWire::takeReceiveCompletions(const ibv_wc* wc, int n) {
   for (int i = 0; i < n; ++i) {
     const int peer = int(wc[i].wr_id);
     if (peer < 0 || peer >= nranks_ || !peers_[peer].qp) return fail("verbs wire: a receive completion of no peer");
@@ -751,8 +758,8 @@ rcnResult_t buildVerbsWire(const FastPathContext& ctx, const WireLayout& layout,
     RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
     return res;
   }
-  RCN_INFO(RCN_LOG_TRANSPORT, "verbs wire: rank %d connected %d RC queue pairs (region in %s, flags %s)", ctx.rank,
-           ctx.nranks - 1,
+  RCN_INFO(RCN_LOG_TRANSPORT, "verbs wire: rank %d connected %d RC queue pairs over %zu rail(s) (region in %s, flags %s)",
+           ctx.rank, ctx.nranks - 1, wire->railCount(),
            !device ? "host memory" : device->dmabufFd >= 0 ? "GPU memory, dma-buf" : "GPU memory, peermem",
            wire->flagModeName());
   *out = std::move(wire);
