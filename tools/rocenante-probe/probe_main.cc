@@ -18,6 +18,7 @@
 #include "core/check.h"
 #include "core/launch_env.h"
 #include "probe_comm.h"
+#include "probe_rdma_check.h"
 #include "probe_verdict.h"
 #include "topology/topology.h"
 
@@ -26,12 +27,13 @@ namespace {
 struct Options {
   bool json = false;
   bool comm = false;  // also build a communicator (rcnCommInitRank) and run one all-reduce
+  bool rdmaCheck = false;  // check the verbs wire between every pair of ranks instead (probe_rdma_check.h)
   std::string root;  // probe a sysfs tree instead of this machine (tests, demos)
   int gpu = -2;      // -2: pick from the local rank
 };
 
 const char* kUsage =
-    "usage: rocenante-probe [--json] [--comm] [--gpu N] [--root DIR]\n"
+    "usage: rocenante-probe [--json] [--comm | --rdma-check] [--gpu N] [--root DIR]\n"
     "  Alone: prints this machine's GPUs, GPU links, RDMA devices, ports, GIDs\n"
     "  (RoCE version, IPv4 subnet), GPU-to-NIC locality and GPUDirect RDMA support.\n"
     "  Under a launcher (RANK/WORLD_SIZE with MASTER_ADDR/MASTER_PORT, or the\n"
@@ -41,6 +43,10 @@ const char* kUsage =
     "  --comm     under a launcher: then build a communicator (rcnCommInitRank), run\n"
     "             one checked all-reduce and print what rcnCommQuery reports on every\n"
     "             rank (path, transport, self-test, reason), or why creation failed\n"
+    "  --rdma-check  instead: the verbs wire between every pair of ranks (one rank\n"
+    "             per host, under a launcher): device, port, GID, MTU, link layer,\n"
+    "             latency, bandwidth, an ordering stress of each flag protocol,\n"
+    "             and whether the RDMA fast path will be used (docs/MULTINODE.md)\n"
     "  --gpu N    this rank's GPU, -1 for none (default: local rank modulo the GPU count)\n"
     "  --root DIR read sysfs/procfs under DIR instead of / (no CUDA; for tests)\n"
     "  Environment: ROCENANTE_TOPO_FILE, ROCENANTE_TOPO_DUMP_FILE (docs/TOPOLOGY.md).\n";
@@ -52,6 +58,8 @@ bool parseArgs(int argc, char** argv, Options* opt) {
       opt->json = true;
     } else if (a == "--comm") {
       opt->comm = true;
+    } else if (a == "--rdma-check") {
+      opt->rdmaCheck = true;
     } else if (a == "--root" || a == "--gpu") {
       if (i + 1 >= argc) {
         fprintf(stderr, "rocenante-probe: %s needs a value\n%s", a.c_str(), kUsage);
@@ -211,6 +219,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rocenante-probe: %s\n", why.c_str());
     return 2;
   }
+  if (opt.rdmaCheck) return rcn::probe::runRdmaCheck(launch, opt.json);
   if (launch.kind == rcn::bench::LaunchKind::External && launch.nranks > 1) return runRanks(opt, launch);
   return runAlone(opt, launch);
 }

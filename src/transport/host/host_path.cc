@@ -203,8 +203,8 @@ rcnResult_t HostPath::exchange(const CallHeader& call, uint32_t epoch, int phase
   // Start with the next rank so that not every rank writes to rank 0 first.
   for (int i = 1; i < nranks_; ++i) {
     int peer = (rank_ + i) % nranks_;
-    rcnResult_t res = wire_->put(peer, own + size_t(peer) * peerStride, own, bytes);
-    if (res == rcnSuccess) res = wire_->putFlag(peer, layout_.flagIndex(phase, rank_), epoch);
+    rcnResult_t res = wire_->putWithFlag(peer, own + size_t(peer) * peerStride, own, bytes,
+                                         layout_.flagIndex(phase, rank_), epoch);
     if (res != rcnSuccess) {
       std::string why;
       if (wire_->error(&why) == rcnSuccess) why = "put to rank " + std::to_string(peer) + " failed";

@@ -154,8 +154,8 @@ rcnResult_t ProxyEngine::forward(uint32_t call, int block, const ProxyDoorbell& 
   size_t offset = layout_.slotOffset(phase, rank_) + d.offset;
   for (int i = 1; i < layout_.nranks; ++i) {
     int peer = (rank_ + i) % layout_.nranks;
-    if (d.bytes) RCN_CHECK(wire_->put(peer, offset, offset, d.bytes));
-    RCN_CHECK(wire_->putFlag(peer, layout_.flagIndex(phase, rank_, block), callTag(call, d.signature)));
+    RCN_CHECK(wire_->putWithFlag(peer, offset, offset, d.bytes, layout_.flagIndex(phase, rank_, block),
+                                 callTag(call, d.signature)));
   }
   return rcnSuccess;
 }

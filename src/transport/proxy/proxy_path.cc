@@ -7,6 +7,7 @@
 // writes into it. In GPU memory the proxy's CPU cannot watch the kernel's
 // lines, so every call uses the staged LL protocol (proxy_kernel.h).
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -116,6 +117,8 @@ class ProxyPath final : public FastPath {
     return launchProxyKernel(args, dtype, op, grid, stagedLines_, programmaticLaunch_, stream);
   }
   rcnResult_t buildWire(const FastPathContext& ctx, std::string* why);
+  rcnResult_t gatherVerbsFacts(const FastPathContext& ctx, std::vector<uint8_t>* dmabufByRank,
+                               std::vector<std::string>* nicByRank);
   rcnResult_t mapRegion(void** deviceRegion);
   void release();
 
@@ -210,6 +213,28 @@ rcnResult_t ProxyPath::build(const FastPathContext& ctx, std::string* why) {
   return rcnSuccess;
 }
 
+// What every rank's verbs wire will do, which only that rank's host knows:
+// whether its rdma-core registers a dma-buf, and which NIC it opens.
+rcnResult_t ProxyPath::gatherVerbsFacts(const FastPathContext& ctx, std::vector<uint8_t>* dmabufByRank,
+                                        std::vector<std::string>* nicByRank) {
+  struct Facts {
+    uint8_t dmabuf;
+    char nic[63];
+  };
+  std::vector<Facts> facts(ctx.nranks, Facts{});
+  facts[rank_].dmabuf = verbsDmabufRegistration() ? 1 : 0;
+  VerbsPortSummary port;
+  std::string why;  // no usable port: the wire's own setup says why
+  if (verbsPortSummary(&port, &why, verbsPreferredNic(ctx)))
+    std::snprintf(facts[rank_].nic, sizeof facts[rank_].nic, "%s", port.device.c_str());
+  RCN_CHECK(ctx.bootstrap->allGather(facts.data(), sizeof(Facts)));
+  for (int r = 0; r < ctx.nranks; ++r) {
+    (*dmabufByRank)[r] = facts[r].dmabuf;
+    nicByRank->push_back(facts[r].nic);
+  }
+  return rcnSuccess;
+}
+
 // Resolves the wire kind, places the region, sizes it (the protocols
 // depend on both) and builds the wire. LL doubles the bytes on the wire; on
 // host memory it pays where the CPU copies (shm) and measured 3x slower over
@@ -226,12 +251,10 @@ rcnResult_t ProxyPath::buildWire(const FastPathContext& ctx, std::string* why) {
   // library is loaded at run time): every rank judges every rank by the
   // rank's own answer, so all place their regions alike.
   std::vector<uint8_t> dmabufByRank(ctx.nranks, 0);
-  if (kind == WireKind::Verbs) {
-    dmabufByRank[rank_] = verbsDmabufRegistration() ? 1 : 0;
-    RCN_CHECK(ctx.bootstrap->allGather(dmabufByRank.data(), 1));
-  }
+  std::vector<std::string> nicByRank;
+  if (kind == WireKind::Verbs) RCN_CHECK(gatherVerbsFacts(ctx, &dmabufByRank, &nicByRank));
   RegionPlacement placement;
-  rcnResult_t placed = chooseRegionPlacement(ctx.topo, rank_, kind, gdr, dmabufByRank, &placement);
+  rcnResult_t placed = chooseRegionPlacement(ctx.topo, rank_, kind, gdr, dmabufByRank, &placement, nicByRank);
   if (placed != rcnSuccess) {
     *why = "proxy path: " + placement.why;
     return placed;

@@ -18,7 +18,7 @@ bool registersByDmabuf(const GpuInfo& gpu, bool dmabufRegistration) {
 // wants the GPU and its nearest NIC under one PCIe switch (NCCL's default
 // GDR level): further apart, the NIC's reads of GPU memory cross the CPU's
 // root complex and pinned host memory is usually as fast.
-std::string gdrObstacle(const RankTopo& r, int rank, GdrMode mode, bool dmabufRegistration) {
+std::string gdrObstacle(const RankTopo& r, int rank, GdrMode mode, bool dmabufRegistration, const std::string& nic) {
   const std::string who = "rank " + std::to_string(rank) + "'s GPU";
   const GpuInfo* gpu = ownGpu(r);
   if (!gpu) return who + " is not in its topology";
@@ -26,6 +26,10 @@ std::string gdrObstacle(const RankTopo& r, int rank, GdrMode mode, bool dmabufRe
   if (gpu->gdr != Support::Yes) return who + " does not report GPUDirect RDMA support";
   if (!registersByDmabuf(*gpu, dmabufRegistration) && r.peerMemModule.empty())
     return "rank " + std::to_string(rank) + " has neither dma-buf registration nor nvidia-peermem";
+  if (mode == GdrMode::Auto && !nic.empty() && nic != gpu->nearestNic)
+    return "rank " + std::to_string(rank) + " opens " + nic + ", not its GPU's nearest NIC " +
+           (gpu->nearestNic.empty() ? std::string("(none)") : gpu->nearestNic) +
+           " (auto judges GPUDirect RDMA by the NIC it opens)";
   if (mode == GdrMode::Auto && gpu->nicDistance != PciDistance::Pix && gpu->nicDistance != PciDistance::Pxb)
     return who + " is " + pciDistanceName(gpu->nicDistance) + " from its nearest NIC (auto wants PIX or PXB)";
   return "";
@@ -43,7 +47,8 @@ rcnResult_t gdrModeFromParams(GdrMode* out) {
 }
 
 rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire, GdrMode mode,
-                                  const std::vector<uint8_t>& dmabufByRank, RegionPlacement* out) {
+                                  const std::vector<uint8_t>& dmabufByRank, RegionPlacement* out,
+                                  const std::vector<std::string>& nicByRank) {
   *out = RegionPlacement{};
   if (wire == WireKind::Cuda) {  // the stand-in exists to run the GPU-memory protocol
     out->device = true;
@@ -60,7 +65,8 @@ rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire,
     out->why = "no topology to check GPUDirect RDMA against";
   } else {
     for (int r = 0; r < int(topo->ranks.size()) && out->why.empty(); ++r)
-      out->why = gdrObstacle(topo->ranks[r], r, mode, dmabufByRank[r] != 0);
+      out->why = gdrObstacle(topo->ranks[r], r, mode, dmabufByRank[r] != 0,
+                             size_t(r) < nicByRank.size() ? nicByRank[r] : std::string());
     if (out->why.empty()) {
       const GpuInfo* mine = ownGpu(topo->ranks[rank]);
       out->device = true;

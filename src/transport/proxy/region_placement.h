@@ -32,7 +32,12 @@ rcnResult_t gdrModeFromParams(GdrMode* out);
 // rcnInvalidUsage, naming the rank and the reason, when mode is On and GPU
 // memory cannot be used. dmabufByRank[r]: rank r's libibverbs can register a
 // dma-buf (a fact of each host's rdma-core, gathered from every rank).
+// nicByRank[r]: the RDMA device rank r's verbs wire opens; auto judges the
+// GPU's distance only to that NIC (the topology knows the nearest one's), so
+// a rank that opens another is kept in host memory. Empty: not known (each
+// rank is taken to open its nearest NIC).
 rcnResult_t chooseRegionPlacement(const CommTopo* topo, int rank, WireKind wire, GdrMode mode,
-                                  const std::vector<uint8_t>& dmabufByRank, RegionPlacement* out);
+                                  const std::vector<uint8_t>& dmabufByRank, RegionPlacement* out,
+                                  const std::vector<std::string>& nicByRank = {});
 
 }  // namespace rcn

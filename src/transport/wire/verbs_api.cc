@@ -19,6 +19,7 @@ namespace {
 // verbs.h defines these inline through the context's ops: no symbol to resolve.
 int postSendInline(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); }
 int pollCqInline(ibv_cq* cq, int n, ibv_wc* wc) { return ibv_poll_cq(cq, n, wc); }
+int postRecvInline(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_recv(qp, wr, bad); }
 
 template <typename Fn>
 void resolve(void* handle, const char* name, Fn* slot, std::string* missing) {
@@ -83,6 +84,10 @@ bool loadVerbsApi(const char* soname, VerbsApi* out, std::string* why) {
   RCN_RESOLVE(queryQp, ibv_query_qp);
   RCN_RESOLVE(wcStatusStr, ibv_wc_status_str);
   RCN_RESOLVE(portStateStr, ibv_port_state_str);
+  RCN_RESOLVE(forkInit, ibv_fork_init);
+  RCN_RESOLVE(getAsyncEvent, ibv_get_async_event);
+  RCN_RESOLVE(ackAsyncEvent, ibv_ack_async_event);
+  RCN_RESOLVE(eventTypeStr, ibv_event_type_str);
 #undef RCN_RESOLVE
   // The exported ibv_query_port (behind verbs.h's macro) is declared with the
   // compat struct, a prefix of ibv_port_attr; NCCL calls it the same way.
@@ -94,8 +99,10 @@ bool loadVerbsApi(const char* soname, VerbsApi* out, std::string* why) {
   }
   // Optional: rdma-core 34 and later.
   a.regDmabufMr = reinterpret_cast<decltype(a.regDmabufMr)>(dlsym(handle, "ibv_reg_dmabuf_mr"));
+  a.regMrIova2 = reinterpret_cast<decltype(a.regMrIova2)>(dlsym(handle, "ibv_reg_mr_iova2"));
   a.postSend = postSendInline;
   a.pollCq = pollCqInline;
+  a.postRecv = postRecvInline;
   *out = a;  // the handle stays open for the process's life
   return true;
 }

@@ -28,6 +28,9 @@ struct VerbsApi {
   ibv_mr* (*regMr)(ibv_pd* pd, void* addr, size_t length, int access);
   // Null where rdma-core predates dma-buf registration (before v34).
   ibv_mr* (*regDmabufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
+  // Null before rdma-core 29; the only entry that passes optional access
+  // flags (IBV_ACCESS_RELAXED_ORDERING) through to the provider.
+  ibv_mr* (*regMrIova2)(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned int access);
   int (*deregMr)(ibv_mr* mr);
   ibv_cq* (*createCq)(ibv_context* context, int cqe, void* cqContext, ibv_comp_channel* channel,
                       int compVector);
@@ -37,9 +40,18 @@ struct VerbsApi {
   int (*modifyQp)(ibv_qp* qp, ibv_qp_attr* attr, int mask);
   int (*queryQp)(ibv_qp* qp, ibv_qp_attr* attr, int mask, ibv_qp_init_attr* init);
   int (*postSend)(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
+  int (*postRecv)(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad);
   int (*pollCq)(ibv_cq* cq, int entries, ibv_wc* wc);
   const char* (*wcStatusStr)(ibv_wc_status status);
   const char* (*portStateStr)(ibv_port_state state);
+  // Makes registered memory safe across fork() (MADV_DONTFORK), or nothing
+  // where the kernel copies pinned pages on fork; before any registration.
+  int (*forkInit)();
+  // The context's asynchronous events (a QP or port gone bad); the wire
+  // waits on context->async_fd, so a read never blocks.
+  int (*getAsyncEvent)(ibv_context* context, ibv_async_event* event);
+  void (*ackAsyncEvent)(ibv_async_event* event);
+  const char* (*eventTypeStr)(ibv_event_type type);
 };
 
 // Opens soname and resolves every entry (regDmabufMr may stay null). On

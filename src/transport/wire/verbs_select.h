@@ -29,12 +29,40 @@ std::string hcaSpecFromEnv();
 // ROCENANTE_IB_GID_INDEX, falling back to NCCL_IB_GID_INDEX; -1 when neither is set.
 int gidIndexFromEnv();
 
-// The first GID index of device:port whose type is RoCE v2 and whose address
-// is IPv4-mapped (::ffff:a.b.c.d), read from
+// The queue pairs' transport settings, each from its ROCENANTE_IB_* row, else
+// NCCL's variable of the same name, else NCCL's default (timeout 20, retry
+// count 7, traffic class 0, service level 0). A malformed or out-of-range
+// NCCL_IB_* value is refused, naming it.
+struct IbQpParams {
+  int timeout = 20;
+  int retryCnt = 7;
+  int trafficClass = 0;
+  int serviceLevel = 0;
+};
+bool ibQpParamsFromEnv(IbQpParams* out, std::string* why);
+
+// Which GIDs of a RoCE port may be used, as NCCL reads them: the address
+// family (NCCL_IB_ADDR_FAMILY: AF_INET, the default, or AF_INET6), a CIDR
+// range the address must fall in (NCCL_IB_ADDR_RANGE, default any) and the
+// RoCE version (NCCL_IB_ROCE_VERSION_NUM, default 2); each ROCENANTE_IB_*
+// first. Link-local (fe80::/10) and all-zero GIDs are never chosen: they
+// do not route between hosts.
+struct GidPolicy {
+  bool ipv6 = false;
+  uint8_t range[16] = {};  // the range's prefix as a GID (IPv4 as ::ffff:a.b.c.d)
+  int prefixBits = 0;      // 0: any address
+  int roceVersion = 2;
+};
+// False with why naming the variable when one is malformed.
+bool gidPolicyFromEnv(GidPolicy* out, std::string* why);
+// "10.0.0.0/16" or "2001:db8::/32" into out's range (which must match out's family).
+bool parseAddrRange(const std::string& text, GidPolicy* out, std::string* why);
+
+// The first GID index of device:port that the policy accepts, read from
 // <sysfsRoot>/<device>/ports/<port>/gids/<i> and .../gid_attrs/types/<i>.
 // Returns -1 with *why set when there is none.
-int findRoceV2Ipv4Gid(const std::string& sysfsRoot, const std::string& device, int port,
-                      std::string* why);
+int findGid(const std::string& sysfsRoot, const std::string& device, int port, const GidPolicy& policy,
+            std::string* why);
 
 // Parses sysfs's "fe80:0000:...:0001" text into 16 bytes.
 bool parseGidText(const std::string& text, uint8_t gid[16]);

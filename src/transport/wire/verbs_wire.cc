@@ -1,23 +1,44 @@
 // The verbs wire: RoCE v2 (or InfiniBand) RC queue pairs to every peer. A put
-// is an unsignaled RDMA WRITE of the payload; a flag is a small inline RDMA
-// WRITE on the same QP, which RC executes after the payload. Every
-// kSignalEvery-th request is signaled, and its completion (polled in
-// progress()) frees the send-queue slots of every request before it. The
-// region is registered without relaxed ordering, so the payload lands in
-// memory before the flag. The region is either host memory the wire maps
-// itself or a DeviceRegion (GPUDirect RDMA): GPU memory registered through
-// its dma-buf (ibv_reg_dmabuf_mr) or, with nvidia-peermem, through
-// ibv_reg_mr on the device pointer. The wire never touches the region's bytes.
+// is an RDMA WRITE of the payload (inline when it fits the QP's inline room).
+// A flag must not be seen before its payload, and verbs orders the execution
+// of a QP's requests, not when their bytes become visible to the receiver's
+// CPU or GPU (ibv_query_qp_data_in_order(3); ARM hosts such as GB10 say "not
+// in order"). So by default (ROCENANTE_IB_FLAGS=imm) a flag is an RDMA WRITE
+// WITH IMMEDIATE: it writes the value into a shadow array the consumers never
+// read and carries the flag's index in its immediate; the NIC delivers the
+// receive completion only once that write, and every earlier one on the QP,
+// is in memory, and the receiving wire (progress()) then stores the value
+// into the real flag. ROCENANTE_IB_FLAGS=ordered writes the flag directly,
+// after the payload on the same QP, and is correct only where the host keeps
+// the NIC's writes in order (an opt-in; docs/MULTINODE.md).
+//
+// A payload and its flag go to the NIC in one chained post. Every
+// kSignalEvery-th request is signaled, and its completion frees the send
+// slots of every request before it. Receives are empty and reposted as they
+// complete. Control messages travel the same way: an immediate of kImmGoodbye
+// (a clean close) or kImmAbort (this rank failed or was aborted), so a peer
+// learns at once. A broken QP is learnt from error completions and from the
+// device's asynchronous events (verbs_events.h), never by asking the QP.
+//
+// With an HCA list of several devices (a Spark's port is two PCIe
+// functions) the wire opens a rail on each (verbs_rail.h) and spreads its
+// peers over them, one QP per peer; a pair's bytes take one rail.
+//
+// The region is host memory mapped shared here, registered after
+// ibv_fork_init, or a DeviceRegion (GPUDirect RDMA): GPU memory registered
+// through its dma-buf (ibv_reg_dmabuf_mr) or, with nvidia-peermem, through
+// ibv_reg_mr on the device pointer. The wire never touches its bytes, so a
+// device region carries no flags (the proxy path uses staged LL lines there).
 //
 // No machine we test on has an RDMA NIC: tests drive this file through a
-// mocked VerbsApi (tests/test_verbs_wire.cc), never through hardware.
+// mocked VerbsApi that behaves like a NIC (tests/verbs_mock.h), never
+// through hardware.
 #include "transport/wire/wire.h"
 
 #if !ROCENANTE_HAVE_IBVERBS
 
 namespace rcn {
 
-bool verbsDeviceAvailable() { return false; }
 bool verbsDmabufRegistration() { return false; }
 
 rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, const DeviceRegion*,
@@ -27,185 +48,193 @@ rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, const Dev
   return rcnInvalidUsage;
 }
 
+rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayout& layout, const std::string&,
+                                     std::unique_ptr<Wire>* out, std::string* why) {
+  return createVerbsWire(ctx, layout, nullptr, out, why);
+}
+
 }  // namespace rcn
 
 #else
 
+#include <arpa/inet.h>
 #include <sys/mman.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "core/bootstrap.h"
 #include "core/check.h"
 #include "core/deadline.h"
+#include "core/params.h"
 #include "transport/wire/verbs_api.h"
+#include "transport/wire/verbs_device.h"
+#include "transport/wire/verbs_events.h"
+#include "transport/wire/verbs_rail.h"
 #include "transport/wire/verbs_select.h"
 
 namespace rcn {
 
-namespace {
-
-std::string gSysfsRoot = "/sys/class/infiniband";
-
-}  // namespace
-
 bool verbsDmabufRegistration() { return verbsApi().regDmabufMr != nullptr; }
-void setVerbsSysfsRootForTest(const char* root) {
-  gSysfsRoot = root ? root : "/sys/class/infiniband";
-}
-
-// ---- device, port and GID ------------------------------------------------------
 
 namespace {
 
 constexpr int kSendDepth = 128;    // send-queue entries per QP
 constexpr int kSignalEvery = 32;   // one signaled request per this many
-constexpr int kMaxInline = 64;
+constexpr int kMaxInline = 64;     // inline bytes asked for; the QP's own cap is used
+// Immediates above every flag index: control messages.
+constexpr uint32_t kImmGoodbye = 0xffffffffu;
+constexpr uint32_t kImmAbort = 0xfffffffeu;
 
-struct VerbsPort {
-  ibv_context* context = nullptr;
-  std::string device;
-  int port = 0;
-  ibv_port_attr attr{};
-};
+enum class FlagMode : uint8_t { Imm = 1, Ordered = 2 };
 
-// Opens the first device:port that the HCA filter accepts and that is ACTIVE.
-bool openFirstPort(VerbsPort* out, std::string* why) {
-  if (!verbsApiUsable(why)) {
-    *why = "verbs wire: " + *why;
-    return false;
-  }
-  const VerbsApi& api = verbsApi();
-  std::string spec = hcaSpecFromEnv();
-  HcaFilter filter = parseHcaFilter(spec);
-  int count = 0;
-  ibv_device** list = api.getDeviceList(&count);
-  if (!list || count == 0) {
-    if (list) api.freeDeviceList(list);
-    *why = "verbs wire: no RDMA device";
-    return false;
-  }
-  bool found = false;
-  for (int d = 0; d < count && !found; ++d) {
-    std::string name = api.getDeviceName(list[d]);
-    ibv_context* context = api.openDevice(list[d]);
-    if (!context) continue;
-    ibv_device_attr devAttr{};
-    int ports = api.queryDevice(context, &devAttr) == 0 ? devAttr.phys_port_cnt : 0;
-    for (int p = 1; p <= ports && !found; ++p) {
-      ibv_port_attr attr{};
-      if (!hcaFilterAccepts(filter, name, p) || api.queryPort(context, uint8_t(p), &attr) != 0 ||
-          attr.state != IBV_PORT_ACTIVE)
-        continue;
-      out->context = context;
-      out->device = name;
-      out->port = p;
-      out->attr = attr;
-      found = true;
-    }
-    if (!found) api.closeDevice(context);
-  }
-  api.freeDeviceList(list);
-  if (!found)
-    *why = "verbs wire: no active RDMA port" +
-           (spec.empty() ? std::string() : " matching ROCENANTE_IB_HCA/NCCL_IB_HCA='" + spec + "'");
-  return found;
-}
+constexpr int kMaxRails = 4;
 
-}  // namespace
-
-bool verbsDeviceAvailable() {
-  static const bool available = [] {
-    VerbsPort port;
-    std::string why;
-    if (!openFirstPort(&port, &why)) return false;
-    verbsApi().closeDevice(port.context);
-    return true;
-  }();
-  return available;
-}
-
-// ---- the wire ------------------------------------------------------------------
-
-namespace {
-
-// What a rank tells every peer; followed by qpn[nranks] (its QP to each rank).
-struct VerbsBlobHeader {
-  uint64_t regionAddr;
+// A rail as its peers need it (verbs_rail.h).
+struct RailBlob {
   uint32_t rkey;
-  uint32_t psn;
+  uint32_t shadowRkey;
   uint8_t gid[16];
   uint16_t lid;
   uint8_t linkLayer;
   uint8_t mtu;
+};
+
+// What a rank tells every peer; followed by QpBlob[nranks] (its QP to each rank).
+struct VerbsBlobHeader {
+  uint64_t regionAddr;
+  uint64_t shadowAddr;  // the flags' shadow array (imm mode writes there)
+  uint32_t psn;
+  uint8_t flagMode;
+  uint8_t rails;
+  uint8_t pad[2];
   int32_t ok;  // 0: this rank failed to set up; its why is local
+  RailBlob rail[kMaxRails];
+};
+
+struct QpBlob {
+  uint32_t qpn;
+  uint32_t rail;  // which of this rank's rails the QP is on
+};
+
+const char* linkLayerName(uint8_t layer) {
+  return layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet (RoCE)" : layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "unknown";
+}
+
+// One anonymous shared mapping (shared, not private: a child's fork must not
+// make the parent's registered pages copy-on-write), unmapped on destruction.
+struct HostMapping {
+  uint8_t* base = nullptr;
+  size_t bytes = 0;
+  ~HostMapping() {
+    if (base) munmap(base, bytes);
+  }
+  bool map(size_t length, std::string* why) {
+    void* p = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      *why = errnoText("verbs wire: mmap of a registered region", errno);
+      return false;
+    }
+    base = static_cast<uint8_t*>(p);
+    bytes = length;
+    return true;
+  }
 };
 
 class VerbsWire final : public Wire {
  public:
   ~VerbsWire() override;
   const char* name() const override { return "verbs"; }
+  const char* flagModeName() const { return flagMode_ == FlagMode::Imm ? "with immediate" : "ordered"; }
+  size_t railCount() const { return rails_.size(); }
   uint8_t* region() const override { return base_; }
 
+  // flags: "imm" or "ordered", or "" for ROCENANTE_IB_FLAGS.
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
-                    std::string* why);
+                    const std::string& flags, std::string* why);
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override;
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override;
+  rcnResult_t putWithFlag(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, size_t flagIndex,
+                          uint32_t value) override;
   rcnResult_t progress() override;
   rcnResult_t error(std::string* why) const override { return failure_.get(why); }
-  void abort() override { aborted_.store(true, std::memory_order_release); }
+  void abort() override { abortWith(""); }
+  void abortWith(const std::string& why) override;
   void close() override;
+  bool peerLeft(int peer) const override {
+    return peer >= 0 && peer < nranks_ && peers_[peer].left.load(std::memory_order_acquire);
+  }
 
  private:
   struct Peer {
     ibv_qp* qp = nullptr;
+    int rail = 0;  // of this rank's rails, the one its QP is on
     uint64_t remoteBase = 0;
-    uint32_t rkey = 0;
-    uint64_t posted = 0;     // requests posted on this QP
-    uint64_t completed = 0;  // requests known complete (through a signaled one)
+    uint64_t shadowBase = 0;
+    uint32_t rkey = 0;  // the peer's registrations on the rail its QP is on
+    uint32_t shadowRkey = 0;
+    std::atomic<uint64_t> posted{0};     // requests posted on this QP (changed under postMutex_)
+    std::atomic<uint64_t> completed{0};  // requests known complete (through a signaled one)
+    std::atomic<bool> left{false};       // its goodbye arrived
   };
 
-  rcnResult_t createResources(std::string* why);
-  rcnResult_t registerRegion(std::string* why);
-  rcnResult_t connectQp(int peer, const VerbsBlobHeader& remote, uint32_t remoteQpn, std::string* why);
-  rcnResult_t post(int peer, ibv_send_wr* wr);
-  rcnResult_t postNow(int peer, ibv_send_wr* wr);
-  rcnResult_t waitForSendSlot(int peer);
-  rcnResult_t reap(bool closing);
-  rcnResult_t checkQpStates();
+  rcnResult_t readFlagMode(const std::string& flags, std::string* why);
+  rcnResult_t createResources(const std::string& flags, std::string* why);
+  rcnResult_t openRails(std::string* why);
+  rcnResult_t createQueuePairs(std::string* why);
+  rcnResult_t checkPeersMatch(const VerbsBlobHeader& theirs, const QpBlob& theirQp, int peer, std::string* why) const;
+  rcnResult_t connectQp(int peer, const VerbsBlobHeader& remote, const QpBlob& remoteQp, std::string* why);
+  rcnResult_t startEvents(std::string* why);
+  rcnResult_t postReceives(int peer, int count);
+  void payloadRequest(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, ibv_send_wr* wr,
+                      ibv_sge* sge) const;
+  rcnResult_t flagRequest(int peer, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr, ibv_sge* sge);
+  rcnResult_t post(int peer, ibv_send_wr* wrs, int count);
+  rcnResult_t postNow(int peer, ibv_send_wr* wrs, int count);
+  bool hasRoom(int peer, int count) const;
+  rcnResult_t waitForRoom(int peer, int count);
+  std::vector<bool> tellPeers(uint32_t imm, bool signaled);
+  rcnResult_t reapSends(bool closing);
+  rcnResult_t takeSendCompletions(const ibv_wc* wc, int n, bool closing);
+  rcnResult_t reapReceives();
+  rcnResult_t takeReceiveCompletions(const ibv_wc* wc, int n);
+  rcnResult_t handleImmediate(int peer, uint32_t imm);
+  bool closeFinished(const std::vector<bool>& told);
   rcnResult_t fail(const std::string& text);
   bool stopped() const override { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
-  size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(uint32_t) * nranks_; }
+  size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(QpBlob) * nranks_; }
+  std::string peerName(int peer) const { return "rank " + std::to_string(peer); }
+  VerbsRail& railOf(int peer) const { return *rails_[peers_[peer].rail]; }
 
   uint64_t timeoutMs_ = 10000;
-  int gidIndex_ = 0;
-  ibv_gid gid_{};
+  std::string preferredNic_;  // the GPU's nearest NIC, tried first
+  FlagMode flagMode_ = FlagMode::Imm;
+  IbQpParams qpParams_;
   uint32_t psn_ = 0;
-  VerbsPort port_;
-  ibv_pd* pd_ = nullptr;
-  ibv_cq* cq_ = nullptr;
-  ibv_mr* mr_ = nullptr;
+  std::vector<std::unique_ptr<VerbsRail>> rails_;
   uint8_t* base_ = nullptr;
-  bool ownsRegion_ = false;  // mapped here (host memory), not a DeviceRegion
-  int dmabufFd_ = -1;        // of a DeviceRegion; not ours to close
+  HostMapping hostRegion_;  // the region when it is host memory
+  HostMapping shadow_;      // uint32_t[flagCount]: imm mode's flag values
+  bool deviceRegion_ = false;
+  int dmabufFd_ = -1;  // of a DeviceRegion; not ours to close
+  int recvDepth_ = 0;
+  uint32_t maxInline_ = UINT32_MAX;
   std::vector<Peer> peers_;
-  std::chrono::steady_clock::time_point lastQpCheck_{};
+  std::mutex postMutex_;
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> toldPeers_{false};
   WireFailure failure_;
 };
 
+// QPs before the rails they sit on (each rail closes its own device).
 VerbsWire::~VerbsWire() {
-  const VerbsApi& api = verbsApi();
+  for (auto& rail : rails_) rail->events.stop();
   for (Peer& p : peers_)
-    if (p.qp) api.destroyQp(p.qp);
-  if (cq_) api.destroyCq(cq_);
-  if (mr_) api.deregMr(mr_);
-  if (pd_) api.deallocPd(pd_);
-  if (port_.context) api.closeDevice(port_.context);
-  if (base_ && ownsRegion_) munmap(base_, layout_.regionBytes);
+    if (p.qp) verbsApi().destroyQp(p.qp);
+  rails_.clear();
 }
 
 rcnResult_t VerbsWire::fail(const std::string& text) {
@@ -213,303 +242,451 @@ rcnResult_t VerbsWire::fail(const std::string& text) {
   return rcnRemoteError;
 }
 
-// Device, GID, protection domain, registered region, one CQ, one RC QP per peer.
-rcnResult_t VerbsWire::createResources(std::string* why) {
+rcnResult_t VerbsWire::readFlagMode(const std::string& flags, std::string* why) {
+  std::string mode = flags;
+  if (mode.empty() && paramChoice(ParamId::IbFlags, &mode) != rcnSuccess) {
+    *why = "verbs wire: ROCENANTE_IB_FLAGS must be imm or ordered";
+    return rcnInvalidArgument;
+  }
+  if (mode != "imm" && mode != "ordered") {
+    *why = "verbs wire: flag protocol '" + mode + "' is neither imm nor ordered";
+    return rcnInvalidArgument;
+  }
+  flagMode_ = mode == "ordered" ? FlagMode::Ordered : FlagMode::Imm;
+  return rcnSuccess;
+}
+
+// Rails, regions registered on each, one RC QP per peer.
+rcnResult_t VerbsWire::createResources(const std::string& flags, std::string* why) {
+  RCN_CHECK(readFlagMode(flags, why));
+  if (!ibQpParamsFromEnv(&qpParams_, why)) {
+    *why = "verbs wire: " + *why;
+    return rcnInvalidArgument;
+  }
+  RCN_CHECK(openRails(why));
+  return createQueuePairs(why);
+}
+
+// Every usable device an HCA list names (at most kMaxRails), else the one
+// device the rules pick; the regions mapped once and registered on each.
+rcnResult_t VerbsWire::openRails(std::string* why) {
+  std::vector<VerbsPort> ports;
+  const size_t most = hcaSpecFromEnv().empty() ? 1 : kMaxRails;
+  if (!openVerbsPorts(&ports, why, preferredNic_, most)) return rcnInvalidUsage;
+  verbsForkInit();  // before the first registration; a failure is logged and registration goes on
+  VerbsRegions regions;
+  if (!base_) {
+    if (!hostRegion_.map(layout_.regionBytes, why)) return rcnSystemError;
+    base_ = hostRegion_.base;
+  }
+  if (!shadow_.map(std::max<size_t>(layout_.flagCount, 1) * sizeof(uint32_t), why)) return rcnSystemError;
+  regions.base = base_;
+  regions.bytes = layout_.regionBytes;
+  regions.device = deviceRegion_;
+  regions.dmabufFd = dmabufFd_;
+  // The imm protocol does not care in what order a payload lands (verbs_rail.cc).
+  regions.relaxed = flagMode_ == FlagMode::Imm;
+  regions.shadow = shadow_.base;
+  regions.shadowBytes = shadow_.bytes;
+  const int flagsPerPeer = int(layout_.flagCount / size_t(nranks_));
+  recvDepth_ = std::max(16, 2 * flagsPerPeer + 8);
+  for (const VerbsPort& port : ports) {
+    rails_.push_back(std::make_unique<VerbsRail>());
+    if (port.maxQpWr > 0) recvDepth_ = std::min(recvDepth_, port.maxQpWr);
+  }
+  // Each rail owns its port's context from here, so a failure closes every one.
+  rcnResult_t res = rcnSuccess;
+  for (size_t i = 0; i < ports.size(); ++i)
+    if (res == rcnSuccess) res = rails_[i]->open(ports[i], regions, kSendDepth * nranks_, recvDepth_ * nranks_, why);
+    else rails_[i]->port = ports[i];
+  return res;
+}
+
+// A peer has at most its flags of two calls and a control message in flight;
+// a receive short of that only delays it (RNR retries forever). Peers are
+// spread over the rails.
+rcnResult_t VerbsWire::createQueuePairs(std::string* why) {
   const VerbsApi& api = verbsApi();
-  if (!openFirstPort(&port_, why)) return rcnInvalidUsage;
-  gidIndex_ = gidIndexFromEnv();
-  bool roce = port_.attr.link_layer == IBV_LINK_LAYER_ETHERNET;
-  if (gidIndex_ < 0) gidIndex_ = roce ? findRoceV2Ipv4Gid(gSysfsRoot, port_.device, port_.port, why) : 0;
-  if (gidIndex_ < 0) return rcnInvalidUsage;
-  if (api.queryGid(port_.context, uint8_t(port_.port), gidIndex_, &gid_) != 0) {
-    *why = errnoText("ibv_query_gid", errno);
-    return rcnSystemError;
-  }
-  pd_ = api.allocPd(port_.context);
-  if (!pd_) {
-    *why = errnoText("ibv_alloc_pd", errno);
-    return rcnSystemError;
-  }
-  RCN_CHECK(registerRegion(why));
-  cq_ = api.createCq(port_.context, kSendDepth * nranks_, nullptr, nullptr, 0);
-  if (!cq_) {
-    *why = errnoText("ibv_create_cq", errno);
-    return rcnSystemError;
-  }
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
+    peers_[r].rail = ((r - rank_ - 1 + nranks_) % nranks_) % int(rails_.size());  // the next rank on rail 0
+    VerbsRail& rail = railOf(r);
     ibv_qp_init_attr init{};
-    init.send_cq = cq_;
-    init.recv_cq = cq_;
+    init.send_cq = rail.sendCq;
+    init.recv_cq = rail.recvCq;
     init.qp_type = IBV_QPT_RC;
     init.sq_sig_all = 0;
     init.cap.max_send_wr = kSendDepth;
-    init.cap.max_recv_wr = 1;
+    init.cap.max_recv_wr = uint32_t(recvDepth_);
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = kMaxInline;
-    peers_[r].qp = api.createQp(pd_, &init);
+    peers_[r].qp = api.createQp(rail.pd, &init);
     if (!peers_[r].qp) {
-      *why = errnoText("ibv_create_qp", errno) + " (QP to rank " + std::to_string(r) + ")";
+      *why = errnoText("ibv_create_qp", errno) + " (QP to " + peerName(r) + ")";
       return rcnSystemError;
     }
+    maxInline_ = std::min(maxInline_, init.cap.max_inline_data);  // what the provider granted
   }
   return rcnSuccess;
 }
 
-// Host memory mapped here, or the given device memory as it is.
-rcnResult_t VerbsWire::registerRegion(std::string* why) {
-  const VerbsApi& api = verbsApi();
-  // No IBV_ACCESS_RELAXED_ORDERING: the flag must land after the payload.
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  const char* what;
-  if (!base_) {
-    void* base = mmap(nullptr, layout_.regionBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) {
-      *why = errnoText("mmap of the exchange region", errno);
-      return rcnSystemError;
-    }
-    base_ = static_cast<uint8_t*>(base);
-    ownsRegion_ = true;
-    mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
-    what = "ibv_reg_mr";
-  } else if (dmabufFd_ >= 0) {
-    if (!api.regDmabufMr) {
-      *why = "verbs wire: this build's rdma-core cannot register a dma-buf (ibv_reg_dmabuf_mr)";
-      return rcnInvalidUsage;
-    }
-    mr_ = api.regDmabufMr(pd_, 0, layout_.regionBytes, reinterpret_cast<uint64_t>(base_), dmabufFd_, access);
-    what = "ibv_reg_dmabuf_mr of the GPU-memory region";
-  } else {
-    mr_ = api.regMr(pd_, base_, layout_.regionBytes, access);
-    what = "ibv_reg_mr of the GPU-memory region (is nvidia-peermem loaded?)";
+// Every rank must speak the same flag protocol over the same link layer.
+rcnResult_t VerbsWire::checkPeersMatch(const VerbsBlobHeader& theirs, const QpBlob& theirQp, int peer,
+                                       std::string* why) const {
+  const VerbsRail& mine = railOf(peer);
+  const uint8_t theirLayer = theirs.rail[theirQp.rail].linkLayer;
+  if (theirLayer != mine.port.attr.link_layer) {
+    *why = "verbs wire: " + peerName(peer) + "'s RDMA port is " + linkLayerName(theirLayer) + ", rank " +
+           std::to_string(rank_) + "'s (" + mine.name() + ") is " + linkLayerName(mine.port.attr.link_layer) +
+           ": they cannot connect (choose ports with ROCENANTE_IB_HCA)";
+    return rcnInvalidUsage;
   }
-  if (mr_) return rcnSuccess;
-  *why = errnoText(what, errno);
-  return rcnSystemError;
+  if (theirs.flagMode != uint8_t(flagMode_)) {
+    *why = "verbs wire: ROCENANTE_IB_FLAGS differs between rank " + std::to_string(rank_) + " and " +
+           peerName(peer) + ": every rank must set it alike";
+    return rcnInvalidUsage;
+  }
+  return rcnSuccess;
 }
 
 // RESET -> INIT -> RTR (knowing the peer's QP number, PSN, GID/LID) -> RTS.
-rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, uint32_t remoteQpn,
+rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, const QpBlob& remoteQp,
                                  std::string* why) {
   const VerbsApi& api = verbsApi();
+  const VerbsRail& rail = railOf(peer);
+  const RailBlob& theirs = remote.rail[remoteQp.rail];
   ibv_qp* qp = peers_[peer].qp;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
-  a.port_num = uint8_t(port_.port);
+  a.port_num = uint8_t(rail.port.port);
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
   if (api.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-    *why = errnoText("ibv_modify_qp(INIT)", errno) + " (QP to rank " + std::to_string(peer) + ")";
+    *why = errnoText("ibv_modify_qp(INIT)", errno) + " (QP to " + peerName(peer) + ")";
     return rcnSystemError;
   }
   a = ibv_qp_attr{};
   a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = ibv_mtu(std::min<int>(port_.attr.active_mtu, remote.mtu));
-  a.dest_qp_num = remoteQpn;
+  a.path_mtu = ibv_mtu(std::min<int>(rail.port.attr.active_mtu, theirs.mtu));
+  a.dest_qp_num = remoteQp.qpn;
   a.rq_psn = remote.psn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 12;
-  a.ah_attr.port_num = uint8_t(port_.port);
-  if (port_.attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
+  a.ah_attr.port_num = uint8_t(rail.port.port);
+  a.ah_attr.sl = uint8_t(qpParams_.serviceLevel);
+  if (rail.port.attr.link_layer == IBV_LINK_LAYER_ETHERNET) {
     a.ah_attr.is_global = 1;
-    std::memcpy(a.ah_attr.grh.dgid.raw, remote.gid, 16);
-    a.ah_attr.grh.sgid_index = uint8_t(gidIndex_);
+    std::memcpy(a.ah_attr.grh.dgid.raw, theirs.gid, 16);
+    a.ah_attr.grh.sgid_index = uint8_t(rail.port.gidIndex);
     a.ah_attr.grh.hop_limit = 255;
+    a.ah_attr.grh.traffic_class = uint8_t(qpParams_.trafficClass);
   } else {
-    a.ah_attr.dlid = remote.lid;
+    a.ah_attr.dlid = theirs.lid;
   }
   if (api.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
-    *why = errnoText("ibv_modify_qp(RTR)", errno) + " (QP to rank " + std::to_string(peer) + ")";
+    *why = errnoText("ibv_modify_qp(RTR)", errno) + " (QP to " + peerName(peer) + ")";
     return rcnSystemError;
   }
   a = ibv_qp_attr{};
   a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;  // 4.096 us * 2^14 = 67 ms per attempt
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
+  a.timeout = uint8_t(qpParams_.timeout);  // 4.096 us * 2^timeout per attempt
+  a.retry_cnt = uint8_t(qpParams_.retryCnt);
+  a.rnr_retry = 7;  // a receive not yet reposted: retry until it is
   a.sq_psn = psn_;
   a.max_rd_atomic = 1;
   if (api.modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
-    *why = errnoText("ibv_modify_qp(RTS)", errno) + " (QP to rank " + std::to_string(peer) + ")";
+    *why = errnoText("ibv_modify_qp(RTS)", errno) + " (QP to " + peerName(peer) + ")";
     return rcnSystemError;
   }
   peers_[peer].remoteBase = remote.regionAddr;
-  peers_[peer].rkey = remote.rkey;
+  peers_[peer].rkey = theirs.rkey;
+  peers_[peer].shadowBase = remote.shadowAddr;
+  peers_[peer].shadowRkey = theirs.shadowRkey;
+  return rcnSuccess;
+}
+
+rcnResult_t VerbsWire::startEvents(std::string* why) {
+  auto nameQp = [this](const ibv_qp* qp) {
+    for (int r = 0; r < nranks_; ++r)
+      if (peers_[r].qp == qp) return "the queue pair to " + peerName(r);
+    return std::string("a queue pair");
+  };
+  for (auto& rail : rails_)
+    RCN_CHECK(rail->events.start(rail->port.context, nameQp, [this](const std::string& text) { fail(text); }, why));
   return rcnSuccess;
 }
 
 rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
-                             std::string* why) {
+                             const std::string& flags, std::string* why) {
   if (device) {
     base_ = device->ptr;
     dmabufFd_ = device->dmabufFd;
+    deviceRegion_ = true;
   }
   rank_ = ctx.rank;
   nranks_ = ctx.nranks;
   layout_ = layout;
   timeoutMs_ = ctx.timeoutMs ? ctx.timeoutMs : 10000;
-  peers_.assign(nranks_, Peer{});
+  preferredNic_ = verbsPreferredNic(ctx);
+  peers_ = std::vector<Peer>(size_t(nranks_));
   psn_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count()) & 0xffffff;
 
   std::string localWhy;
-  rcnResult_t local = createResources(&localWhy);
+  rcnResult_t local = createResources(flags, &localWhy);
   std::vector<uint8_t> blobs(blobBytes() * nranks_, 0);
   auto header = [&](int r) { return reinterpret_cast<VerbsBlobHeader*>(&blobs[blobBytes() * r]); };
-  auto qpns = [&](int r) { return reinterpret_cast<uint32_t*>(&blobs[blobBytes() * r] + sizeof(VerbsBlobHeader)); };
+  auto qps = [&](int r) { return reinterpret_cast<QpBlob*>(&blobs[blobBytes() * r] + sizeof(VerbsBlobHeader)); };
   VerbsBlobHeader* mine = header(rank_);
   mine->ok = local == rcnSuccess;
   if (local == rcnSuccess) {
     mine->regionAddr = reinterpret_cast<uint64_t>(base_);
-    mine->rkey = mr_->rkey;
+    mine->shadowAddr = reinterpret_cast<uint64_t>(shadow_.base);
     mine->psn = psn_;
-    std::memcpy(mine->gid, gid_.raw, 16);
-    mine->lid = port_.attr.lid;
-    mine->linkLayer = port_.attr.link_layer;
-    mine->mtu = uint8_t(port_.attr.active_mtu);
-    for (int r = 0; r < nranks_; ++r) qpns(rank_)[r] = peers_[r].qp ? peers_[r].qp->qp_num : 0;
+    mine->flagMode = uint8_t(flagMode_);
+    mine->rails = uint8_t(rails_.size());
+    for (size_t i = 0; i < rails_.size(); ++i) {
+      const VerbsRail& rail = *rails_[i];
+      RailBlob& b = mine->rail[i];
+      b.rkey = rail.mr->rkey;
+      b.shadowRkey = rail.shadowMr->rkey;
+      std::memcpy(b.gid, rail.gid.raw, 16);
+      b.lid = rail.port.attr.lid;
+      b.linkLayer = rail.port.attr.link_layer;
+      b.mtu = uint8_t(rail.port.attr.active_mtu);
+    }
+    for (int r = 0; r < nranks_; ++r)
+      if (peers_[r].qp) qps(rank_)[r] = QpBlob{peers_[r].qp->qp_num, uint32_t(peers_[r].rail)};
   }
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), blobBytes()));
   for (int r = 0; r < nranks_; ++r) {
     if (header(r)->ok) continue;
     *why = local != rcnSuccess ? localWhy : "verbs wire: rank " + std::to_string(r) + " could not set up RDMA";
-    return local == rcnInvalidUsage ? rcnInvalidUsage : rcnSystemError;
+    return local == rcnInvalidUsage || local == rcnInvalidArgument ? local : rcnSystemError;
   }
+  // Every rank sees every blob, so a mismatch fails every rank alike.
+  for (int r = 0; r < nranks_; ++r)
+    if (r != rank_) RCN_CHECK(checkPeersMatch(*header(r), qps(r)[rank_], r, why));
   bool ok = true;
-  for (int r = 0; r < nranks_ && ok; ++r)
-    if (r != rank_) ok = connectQp(r, *header(r), qpns(r)[rank_], &localWhy) == rcnSuccess;
+  for (int r = 0; r < nranks_ && ok; ++r) {
+    if (r == rank_) continue;
+    ok = connectQp(r, *header(r), qps(r)[rank_], &localWhy) == rcnSuccess;
+    if (ok && postReceives(r, recvDepth_) != rcnSuccess) {
+      ok = false;
+      failure_.get(&localWhy);
+    }
+  }
+  if (ok) ok = startEvents(&localWhy) == rcnSuccess;
   // Nobody posts before every QP is ready to receive.
   return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "connect its queue pairs", why);
 }
 
-// Back-pressure: never more than kSendDepth requests outstanding on a QP.
-rcnResult_t VerbsWire::waitForSendSlot(int peer) {
-  Peer& p = peers_[peer];
-  if (p.posted - p.completed < uint64_t(kSendDepth - 1)) return rcnSuccess;
+// Empty receives: a write with immediate consumes one and carries no bytes into it.
+rcnResult_t VerbsWire::postReceives(int peer, int count) {
+  std::vector<ibv_recv_wr> wrs(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    wrs[i] = ibv_recv_wr{};
+    wrs[i].wr_id = uint64_t(peer);
+    wrs[i].next = i + 1 < count ? &wrs[i + 1] : nullptr;
+  }
+  ibv_recv_wr* bad = nullptr;
+  const int err = verbsApi().postRecv(peers_[peer].qp, wrs.data(), &bad);
+  if (err != 0) return fail("verbs wire: ibv_post_recv for " + peerName(peer) + " failed: " + strerror(err));
+  return rcnSuccess;
+}
+
+bool VerbsWire::hasRoom(int peer, int count) const {
+  const Peer& p = peers_[peer];
+  return p.posted + uint64_t(count) - p.completed.load(std::memory_order_acquire) < uint64_t(kSendDepth);
+}
+
+// Back-pressure: never more than kSendDepth - 1 requests outstanding on a QP.
+rcnResult_t VerbsWire::waitForRoom(int peer, int count) {
+  if (hasRoom(peer, count)) return rcnSuccess;
   const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
-  while (p.posted - p.completed >= uint64_t(kSendDepth - 1)) {
+  while (!hasRoom(peer, count)) {
     if (stopped()) return rcnRemoteError;  // abort() must not wait out the timeout here
     RCN_CHECK(progress());
     if (expired(deadline))
-      return fail("verbs wire: the send queue to rank " + std::to_string(peer) + " stayed full for " +
+      return fail("verbs wire: the send queue to " + peerName(peer) + " stayed full for " +
                   std::to_string(timeoutMs_) + " ms");
   }
   return rcnSuccess;
 }
 
-rcnResult_t VerbsWire::post(int peer, ibv_send_wr* wr) {
-  RCN_CHECK(waitForSendSlot(peer));
-  return postNow(peer, wr);
+rcnResult_t VerbsWire::post(int peer, ibv_send_wr* wrs, int count) {
+  RCN_CHECK(waitForRoom(peer, count));
+  return postNow(peer, wrs, count);
 }
 
-// Posts on a send queue known to have room.
-rcnResult_t VerbsWire::postNow(int peer, ibv_send_wr* wr) {
+// Posts a chain of `count` requests (wrs[0..count) linked here) on a send
+// queue known to have room; one request in kSignalEvery is signaled.
+rcnResult_t VerbsWire::postNow(int peer, ibv_send_wr* wrs, int count) {
   Peer& p = peers_[peer];
-  uint64_t index = ++p.posted;
-  if (index % kSignalEvery == 0) wr->send_flags |= IBV_SEND_SIGNALED;
-  wr->wr_id = (uint64_t(peer) << 48) | index;
+  std::lock_guard<std::mutex> lock(postMutex_);
+  for (int i = 0; i < count; ++i) {
+    const uint64_t index = ++p.posted;
+    if (index % kSignalEvery == 0) wrs[i].send_flags |= IBV_SEND_SIGNALED;
+    wrs[i].wr_id = (uint64_t(peer) << 48) | index;
+    wrs[i].next = i + 1 < count ? &wrs[i + 1] : nullptr;
+  }
   ibv_send_wr* bad = nullptr;
-  int err = verbsApi().postSend(p.qp, wr, &bad);
+  const int err = verbsApi().postSend(p.qp, wrs, &bad);
   if (err != 0)
-    return fail("verbs wire: ibv_post_send to rank " + std::to_string(peer) + " failed: " + strerror(err));
+    return fail("verbs wire: ibv_post_send to " + peerName(peer) + " failed: " + strerror(err));
+  return rcnSuccess;
+}
+
+void VerbsWire::payloadRequest(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, ibv_send_wr* wr,
+                               ibv_sge* sge) const {
+  *sge = ibv_sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), railOf(peer).mr->lkey};
+  *wr = ibv_send_wr{};
+  wr->opcode = IBV_WR_RDMA_WRITE;
+  // Inline: the bytes go with the request (read at post time), one DMA read fewer.
+  if (bytes <= maxInline_ && !deviceRegion_) wr->send_flags = IBV_SEND_INLINE;
+  wr->sg_list = sge;
+  wr->num_sge = 1;
+  wr->wr.rdma.remote_addr = peers_[peer].remoteBase + remoteOffset;
+  wr->wr.rdma.rkey = peers_[peer].rkey;
+}
+
+// The flag's request: imm mode writes the value into the peer's shadow array
+// with the index as immediate; ordered mode writes the flag itself. Inline:
+// *value is copied at post time, so it may live on the stack.
+rcnResult_t VerbsWire::flagRequest(int peer, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr,
+                                   ibv_sge* sge) {
+  RCN_CHECK(checkPutFlag(peer, flagIndex));
+  if (deviceRegion_) {
+    RCN_WARN(RCN_LOG_TRANSPORT, "verbs wire: no flags into a GPU-memory region (staged LL lines carry their tags)");
+    return rcnInvalidUsage;
+  }
+  *sge = ibv_sge{reinterpret_cast<uint64_t>(value), sizeof *value, 0};
+  *wr = ibv_send_wr{};
+  wr->send_flags = IBV_SEND_INLINE;
+  wr->sg_list = sge;
+  wr->num_sge = 1;
+  const Peer& p = peers_[peer];
+  if (flagMode_ == FlagMode::Imm) {
+    wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr->imm_data = htonl(uint32_t(flagIndex));
+    wr->wr.rdma.remote_addr = p.shadowBase + flagIndex * sizeof(uint32_t);
+    wr->wr.rdma.rkey = p.shadowRkey;
+  } else {
+    wr->opcode = IBV_WR_RDMA_WRITE;
+    wr->wr.rdma.remote_addr = p.remoteBase + layout_.flagOffset + flagIndex * sizeof(uint32_t);
+    wr->wr.rdma.rkey = p.rkey;
+  }
   return rcnSuccess;
 }
 
 rcnResult_t VerbsWire::put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) {
   RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
   if (bytes == 0) return rcnSuccess;
-  ibv_sge sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), mr_->lkey};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.wr.rdma.remote_addr = peers_[peer].remoteBase + remoteOffset;
-  wr.wr.rdma.rkey = peers_[peer].rkey;
-  return post(peer, &wr);
+  ibv_sge sge;
+  ibv_send_wr wr;
+  payloadRequest(peer, localOffset, remoteOffset, bytes, &wr, &sge);
+  return post(peer, &wr, 1);
 }
 
 rcnResult_t VerbsWire::putFlag(int peer, size_t flagIndex, uint32_t value) {
-  RCN_CHECK(checkPutFlag(peer, flagIndex));
-  // Inline: the 4 bytes are copied into the request at post time, so the
-  // source needs no registration and may live on the stack.
-  ibv_sge sge{reinterpret_cast<uint64_t>(&value), sizeof value, 0};
-  ibv_send_wr wr{};
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_INLINE;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.wr.rdma.remote_addr = peers_[peer].remoteBase + layout_.flagOffset + flagIndex * sizeof(uint32_t);
-  wr.wr.rdma.rkey = peers_[peer].rkey;
-  return post(peer, &wr);
+  ibv_sge sge;
+  ibv_send_wr wr;
+  RCN_CHECK(flagRequest(peer, flagIndex, &value, &wr, &sge));
+  return post(peer, &wr, 1);
 }
 
-// A QP can enter the error state without a completion to say so (e.g. an
-// asynchronous event); look at every QP's state now and then.
-rcnResult_t VerbsWire::checkQpStates() {
-  auto now = std::chrono::steady_clock::now();
-  if (now - lastQpCheck_ < std::chrono::milliseconds(50)) return rcnSuccess;
-  lastQpCheck_ = now;
+rcnResult_t VerbsWire::putWithFlag(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, size_t flagIndex,
+                                   uint32_t value) {
+  RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
+  ibv_sge sges[2];
+  ibv_send_wr wrs[2];
+  int count = 0;
+  if (bytes) payloadRequest(peer, localOffset, remoteOffset, bytes, &wrs[count], &sges[count]), ++count;
+  RCN_CHECK(flagRequest(peer, flagIndex, &value, &wrs[count], &sges[count]));
+  return post(peer, wrs, count + 1);
+}
+
+// A zero-length write with immediate `imm` to every peer still there, where
+// its send queue has room (never waits: abort() must return at once); which
+// peers it went to. signaled: its completion confirms every earlier write to
+// that peer.
+std::vector<bool> VerbsWire::tellPeers(uint32_t imm, bool signaled) {
+  std::vector<bool> told(size_t(nranks_), false);
   for (int r = 0; r < nranks_; ++r) {
-    if (!peers_[r].qp) continue;
-    ibv_qp_attr attr{};
-    ibv_qp_init_attr init{};
-    if (verbsApi().queryQp(peers_[r].qp, &attr, IBV_QP_STATE, &init) == 0 &&
-        (attr.qp_state == IBV_QPS_ERR || attr.qp_state == IBV_QPS_SQE))
-      return fail("verbs wire: the queue pair to rank " + std::to_string(r) + " is in the error state");
+    if (!peers_[r].qp || peers_[r].left.load() || !hasRoom(r, 1)) continue;
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+    wr.imm_data = htonl(imm);
+    wr.num_sge = 0;
+    wr.wr.rdma.remote_addr = peers_[r].shadowBase;
+    wr.wr.rdma.rkey = peers_[r].shadowRkey;
+    told[r] = postNow(r, &wr, 1) == rcnSuccess;  // a broken QP: the other peers are still told
   }
-  return rcnSuccess;
+  return told;
+}
+
+// The peers hear of it at once (their wire fails naming this rank) instead
+// of at their timeout.
+void VerbsWire::abortWith(const std::string&) {
+  if (!toldPeers_.exchange(true) && !aborted_.load()) tellPeers(kImmAbort, /*signaled=*/false);
+  aborted_.store(true, std::memory_order_release);
+}
+
+// Every peer told goodbye has confirmed it, or left itself. A peer whose
+// send queue was full got no goodbye: its last writes go unconfirmed.
+bool VerbsWire::closeFinished(const std::vector<bool>& told) {
+  for (int r = 0; r < nranks_; ++r) {
+    const Peer& p = peers_[r];
+    if (told[r] && !p.left.load() && p.completed.load() != p.posted) return false;
+  }
+  return true;
 }
 
 // The last call's writes are unsignaled and may still be in flight: the
 // QPs' destruction would drop them, and a peer still waiting for our flags
-// would time out on a clean shutdown. A signaled empty write per QP covers
-// every request before it (RC completes in order); wait (closeDeadline)
-// until each has completed.
+// would time out on a clean shutdown. A signaled goodbye per peer covers
+// every request before it (RC completes in order) and tells the peer this
+// rank left; wait (closeDeadline) until each completed or its peer left too
+// (a peer that said goodbye may have destroyed its QP already: waiting for
+// it would cost a retry timeout).
 void VerbsWire::close() {
-  if (stopped()) return;
-  for (int r = 0; r < nranks_; ++r) {
-    Peer& p = peers_[r];
-    // A full send queue cannot take it: those writes go unconfirmed.
-    if (!p.qp || p.completed == p.posted || p.posted - p.completed >= uint64_t(kSendDepth - 1)) continue;
-    ibv_send_wr wr{};
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.num_sge = 0;
-    wr.wr.rdma.remote_addr = p.remoteBase;
-    wr.wr.rdma.rkey = p.rkey;
-    if (postNow(r, &wr) != rcnSuccess) return;
-  }
-  auto allCompleted = [&] {
-    for (const Peer& p : peers_)
-      if (p.completed != p.posted) return false;
-    return true;
-  };
-  // Only reaping moves `completed`; once the CQ cannot be polled, nothing more completes.
-  (void)pollUntil(closeDeadline(timeoutMs_), std::chrono::microseconds(20),
-                  [&] { return allCompleted() || reap(/*closing=*/true) != rcnSuccess; });
+  if (stopped() || toldPeers_.exchange(true)) return;
+  const std::vector<bool> told = tellPeers(kImmGoodbye, /*signaled=*/true);
+  (void)pollUntil(closeDeadline(timeoutMs_), std::chrono::microseconds(20), [&] {
+    if (reapSends(/*closing=*/true) != rcnSuccess || reapReceives() != rcnSuccess) return true;
+    return closeFinished(told);
+  });
 }
 
 rcnResult_t VerbsWire::progress() {
   if (failure_.failed()) return rcnRemoteError;
-  RCN_CHECK(reap(/*closing=*/false));
-  return checkQpStates();
+  RCN_CHECK(reapSends(/*closing=*/false));
+  return reapReceives();
 }
 
-// Reaps finished requests. An error completion is the wire's failure, except
-// while closing: a peer that closed first may have destroyed its QP, so our
-// last write to it fails, and is then simply over.
-rcnResult_t VerbsWire::reap(bool closing) {
-  ibv_wc wc[16];
-  int n = verbsApi().pollCq(cq_, 16, wc);
-  if (n < 0) return closing ? rcnRemoteError : fail("verbs wire: ibv_poll_cq failed");
+// Reaps finished sends on every rail. An error completion is the wire's
+// failure, except while closing: a peer that closed first may have destroyed
+// its QP, so our last write to it fails, and is then simply over.
+rcnResult_t VerbsWire::reapSends(bool closing) {
+  for (auto& rail : rails_) {
+    ibv_wc wc[16];
+    const int n = verbsApi().pollCq(rail->sendCq, 16, wc);
+    if (n < 0) return closing ? rcnRemoteError : fail("verbs wire: ibv_poll_cq failed (" + rail->name() + ")");
+    RCN_CHECK(takeSendCompletions(wc, n, closing));
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t VerbsWire::takeSendCompletions(const ibv_wc* wc, int n, bool closing) {
   for (int i = 0; i < n; ++i) {
     int peer = int(wc[i].wr_id >> 48);
-    const bool known = peer >= 0 && peer < nranks_;
+    const bool known = peer >= 0 && peer < nranks_ && peers_[peer].qp;
     if (wc[i].status != IBV_WC_SUCCESS) {
       if (closing) {
-        if (known) peers_[peer].completed = peers_[peer].posted;  // nothing more completes on that QP
+        if (known) peers_[peer].completed.store(peers_[peer].posted);  // nothing more completes on that QP
         continue;
       }
       char text[200];
@@ -519,9 +696,73 @@ rcnResult_t VerbsWire::reap(bool closing) {
       return fail(text);
     }
     // RC completes in order: this signaled request finished every earlier one.
-    if (known)
-      peers_[peer].completed = std::max<uint64_t>(peers_[peer].completed, wc[i].wr_id & ((1ull << 48) - 1));
+    const uint64_t index = wc[i].wr_id & ((1ull << 48) - 1);
+    if (known && index > peers_[peer].completed.load()) peers_[peer].completed.store(index);
   }
+  return rcnSuccess;
+}
+
+// Reaps writes with immediate from peers on every rail: flags (imm mode)
+// and control messages, reposting a receive for each.
+rcnResult_t VerbsWire::reapReceives() {
+  for (auto& rail : rails_) {
+    ibv_wc wc[16];
+    const int n = verbsApi().pollCq(rail->recvCq, 16, wc);
+    if (n < 0) return fail("verbs wire: ibv_poll_cq (receives) failed (" + rail->name() + ")");
+    RCN_CHECK(takeReceiveCompletions(wc, n));
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t VerbsWire::takeReceiveCompletions(const ibv_wc* wc, int n) {
+  for (int i = 0; i < n; ++i) {
+    const int peer = int(wc[i].wr_id);
+    if (peer < 0 || peer >= nranks_ || !peers_[peer].qp) return fail("verbs wire: a receive completion of no peer");
+    if (wc[i].status != IBV_WC_SUCCESS)
+      return fail("verbs wire: the queue pair to " + peerName(peer) + " failed: a receive completed with error '" +
+                  verbsApi().wcStatusStr(wc[i].status) + "'");
+    if (!(wc[i].wc_flags & IBV_WC_WITH_IMM))
+      return fail("verbs wire: " + peerName(peer) + " sent a message without an immediate");
+    RCN_CHECK(handleImmediate(peer, ntohl(wc[i].imm_data)));
+    if (!peers_[peer].left.load()) RCN_CHECK(postReceives(peer, 1));
+  }
+  return rcnSuccess;
+}
+
+rcnResult_t VerbsWire::handleImmediate(int peer, uint32_t imm) {
+  if (imm == kImmGoodbye) {
+    peers_[peer].left.store(true, std::memory_order_release);
+    return rcnSuccess;
+  }
+  if (imm == kImmAbort)
+    return fail("verbs wire: " + peerName(peer) + " failed or aborted its communicator (it said so over the wire)");
+  if (imm >= layout_.flagCount || flagMode_ != FlagMode::Imm || deviceRegion_)
+    return fail("verbs wire: " + peerName(peer) + " sent an unexpected immediate " + std::to_string(imm));
+  // The completion says the shadow word (and every earlier write on the QP)
+  // is in memory: only now may the consumers see the flag.
+  const uint32_t* shadow = reinterpret_cast<const uint32_t*>(shadow_.base);
+  __atomic_store_n(&flags()[imm], __atomic_load_n(&shadow[imm], __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
+  return rcnSuccess;
+}
+
+}  // namespace
+
+namespace {
+
+rcnResult_t buildVerbsWire(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
+                           const std::string& flags, std::unique_ptr<Wire>* out, std::string* why) {
+  out->reset();
+  auto wire = std::make_unique<VerbsWire>();
+  rcnResult_t res = wire->setup(ctx, layout, device, flags, why);
+  if (res != rcnSuccess) {
+    RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
+    return res;
+  }
+  RCN_INFO(RCN_LOG_TRANSPORT, "verbs wire: rank %d connected %d RC queue pairs over %zu rail(s) (region in %s, flags %s)",
+           ctx.rank, ctx.nranks - 1, wire->railCount(),
+           !device ? "host memory" : device->dmabufFd >= 0 ? "GPU memory, dma-buf" : "GPU memory, peermem",
+           wire->flagModeName());
+  *out = std::move(wire);
   return rcnSuccess;
 }
 
@@ -529,17 +770,12 @@ rcnResult_t VerbsWire::reap(bool closing) {
 
 rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
                             std::unique_ptr<Wire>* out, std::string* why) {
-  out->reset();
-  auto wire = std::make_unique<VerbsWire>();
-  rcnResult_t res = wire->setup(ctx, layout, device, why);
-  if (res != rcnSuccess) {
-    RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
-    return res;
-  }
-  RCN_INFO(RCN_LOG_TRANSPORT, "verbs wire: rank %d connected %d RC queue pairs (region in %s)", ctx.rank,
-           ctx.nranks - 1, !device ? "host memory" : device->dmabufFd >= 0 ? "GPU memory, dma-buf" : "GPU memory, peermem");
-  *out = std::move(wire);
-  return rcnSuccess;
+  return buildVerbsWire(ctx, layout, device, "", out, why);
+}
+
+rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayout& layout, const std::string& flags,
+                                     std::unique_ptr<Wire>* out, std::string* why) {
+  return buildVerbsWire(ctx, layout, nullptr, flags, out, why);
 }
 
 }  // namespace rcn

@@ -44,6 +44,12 @@ rcnResult_t Wire::checkPutFlag(int peer, size_t flagIndex) const {
   return rcnSuccess;
 }
 
+rcnResult_t Wire::putWithFlag(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, size_t flagIndex,
+                              uint32_t value) {
+  if (bytes) RCN_CHECK(put(peer, localOffset, remoteOffset, bytes));
+  return putFlag(peer, flagIndex, value);
+}
+
 rcnResult_t WireFailure::get(std::string* why) const {
   if (!failed()) return rcnSuccess;
   std::lock_guard<std::mutex> lock(mutex_);

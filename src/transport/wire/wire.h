@@ -31,6 +31,7 @@ namespace rcn {
 
 class Bootstrap;
 
+
 // The exchange region of every rank has the same shape: regionBytes in all,
 // with flagCount 32-bit flags at flagOffset (4-byte aligned) somewhere inside.
 // Puts may target any byte of the region; flags go through putFlag only.
@@ -65,6 +66,10 @@ class Wire {
 
   virtual rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) = 0;
   virtual rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) = 0;
+  // put() then putFlag() to one peer; a wire that can hands both to the NIC
+  // at once (verbs: one chained post).
+  virtual rcnResult_t putWithFlag(int peer, size_t localOffset, size_t remoteOffset, size_t bytes,
+                                  size_t flagIndex, uint32_t value);
   // Puts reach the peer in time without this, and before any later flag of
   // this thread; LL sends no flag, so it calls this once after a block's last
   // put to bound how long weakly ordered stores may linger.
@@ -179,8 +184,28 @@ rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout
 rcnResult_t createCudaWire(const FastPathContext& ctx, const WireLayout& layout,
                            const DeviceRegion& device, std::unique_ptr<Wire>* out,
                            std::string* why);
+// createVerbsWire with the flag protocol named ("imm" or "ordered", as
+// ROCENANTE_IB_FLAGS) instead of read from the environment, for host-memory
+// regions (rocenante-probe --rdma-check measures both).
+rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayout& layout, const std::string& flags,
+                                     std::unique_ptr<Wire>* out, std::string* why);
 // True when this process can open at least one usable RDMA device/port.
 bool verbsDeviceAvailable();
+// The device, port and GID the verbs wire would use here, in words.
+struct VerbsPortSummary {
+  std::string device;
+  int port = 0;
+  int gidIndex = 0;
+  std::string gid;        // "::ffff:10.0.0.1" style text
+  int mtuBytes = 0;       // the port's active MTU
+  std::string linkLayer;  // "Ethernet (RoCE)" or "InfiniBand"
+};
+// False with why when there is none (no libibverbs, no device, no usable port).
+// preferred: as the wire's (verbsPreferredNic).
+bool verbsPortSummary(VerbsPortSummary* out, std::string* why, const std::string& preferred = "");
+// The device the verbs wire tries first for this rank: its GPU's nearest RDMA
+// NIC on PCIe in ctx.topo ("" without a topology or a GPU), as NCCL picks.
+std::string verbsPreferredNic(const FastPathContext& ctx);
 // True when the loaded libibverbs can register GPU memory through dma-buf
 // (ibv_reg_dmabuf_mr, rdma-core 34 and later).
 bool verbsDmabufRegistration();

@@ -1,0 +1,42 @@
+// Opening the RDMA device and port the verbs wire uses (NCCL_IB_HCA rules,
+// verbs_select.h) and the process-wide steps every registration needs first.
+#pragma once
+
+#if ROCENANTE_HAVE_IBVERBS
+
+#include <infiniband/verbs.h>
+
+#include <string>
+#include <vector>
+
+namespace rcn {
+
+struct VerbsPort {
+  ibv_context* context = nullptr;
+  std::string device;
+  int port = 0;
+  ibv_port_attr attr{};
+  int maxQpWr = 0;  // the device's largest queue depth
+  int gidIndex = 0;  // RoCE: the GID chosen (verbs_select.h's rules); InfiniBand: 0
+};
+
+// Opens the first device:port that the HCA filter accepts, that is ACTIVE
+// and, on RoCE, has a GID the GID rules accept (ROCENANTE_IB_GID_INDEX, else
+// the first that GidPolicy accepts): a port with only link-local GIDs is
+// passed over. False with why (naming the filter, and each port passed over
+// and why) otherwise. preferred: a device to try before the others (the
+// GPU's nearest NIC on PCIe), ignored where NCCL_IB_HCA/ROCENANTE_IB_HCA is set.
+bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferred = "");
+// The same, up to `most` ports, each on its own device (rails), in the same
+// order; false with why when there is none.
+bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::string& preferred, size_t most);
+
+// ibv_fork_init, once per process, before this process registers memory (as
+// NCCL does): without it a fork() after registration can leave the parent's
+// registered pages copied away from the NIC. A failure is logged once and
+// returned; registration goes on, as NCCL's does.
+bool verbsForkInit();
+
+}  // namespace rcn
+
+#endif  // ROCENANTE_HAVE_IBVERBS
