@@ -31,10 +31,10 @@ constexpr size_t kHostMinSlotBytes = 64 * 1024;
 rcnResult_t pickDevice(int requested, bool ncclBuffers, int* cudaDev) {
   std::string backend;
   RCN_CHECK(paramChoice(ParamId::Backend, &backend));  // first, so a typo fails without GPUs too
-  RCN_ARG_CHECK(!(ncclBuffers && backend == "host" && rcn::bench::visibleGpuCount() > 0),
+  RCN_ARG_CHECK(!(ncclBuffers && backend == "host" && rcn::visibleGpuCount() > 0),
                 "ROCENANTE_BACKEND=host cannot serve an NCCL communicator: its buffers are GPU memory, which "
                 "the host backend's CPU copies cannot read");
-  if (backend == "host" || (backend != "gpu" && rcn::bench::visibleGpuCount() == 0)) {
+  if (backend == "host" || (backend != "gpu" && rcn::visibleGpuCount() == 0)) {
     *cudaDev = -1;
     return rcnSuccess;
   }
