@@ -112,13 +112,13 @@ rcnPath_t pathOf(TransportKind kind) {
   }
 }
 
-// Chooses the transport, loads the policy for it (its thresholds size the
-// exchange slots) and builds the fast path. Collective: every rank takes the
-// same branches, since the topology and the parameters are agreed.
 // The bound on the waits of destroy and abort, for calls and the GPU. Its
 // range keeps nanosecond deadlines within 64 bits.
 int64_t teardownLimitMs() { return paramInt(ParamId::TimeoutMs); }
 
+// Chooses the transport, loads the policy for it (its thresholds size the
+// exchange slots) and builds the fast path. Collective: every rank takes the
+// same branches, since the topology and the parameters are agreed.
 rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why) {
   TransportKind kind;
   RCN_CHECK(parseTransport(&kind));
