@@ -91,6 +91,7 @@ const std::vector<ParamInfo>& paramTable() {
   static const std::vector<ParamInfo> table = {
 #define RCN_PARAM(id, name, kind, def, allowed, doc) {ParamId::id, name, ParamKind::kind, def, allowed, doc},
 #include "core/params.def"
+#include "core/params_test.def"
 #undef RCN_PARAM
   };
   return table;
