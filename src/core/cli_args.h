@@ -34,8 +34,8 @@ inline const CliOption* findCliOption(const std::vector<CliOption>& table, const
 // switch ("--x=1": "--x takes no value") and a missing value ("--x needs a
 // value"; "--x needs a value, not the option --y" where the next word is an
 // option of the table: the inline form --x=--y takes any text).
-inline bool parseCli(int argc, const char* const* argv, const std::vector<CliOption>& table,
-                     std::vector<CliArg>* out, std::string* why) {
+inline bool parseCli(int argc, const char* const* argv, const std::vector<CliOption>& table, std::vector<CliArg>* out,
+                     std::string* why) {
   std::vector<CliArg> args;
   for (int i = 1; i < argc; ++i) {
     CliArg arg{argv[i], ""};

@@ -11,9 +11,9 @@
 namespace rcn {
 
 struct RankFailure {
-  int rank = -1;                    // -1: every rank succeeded
+  int rank = -1;  // -1: every rank succeeded
   rcnResult_t result = rcnSuccess;
-  std::string cause;                // that rank's last warning
+  std::string cause;  // that rank's last warning
 };
 
 // Runs work(rank) for every rank in 0..nranks-1 on a thread of its own and
