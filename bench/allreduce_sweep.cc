@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "core/launch_env.h"
 #include "core/params.h"
 #include "core/user_file.h"
 #include "sweep_check.h"
+#include "sweep_launch.h"
 #include "sweep_methods.h"
 #include "sweep_options.h"
 #include "sweep_plan.h"
@@ -282,7 +282,7 @@ int runSweep(int argc, char** argv) {
   std::string backend;  // read as the library reads it
   if (rcn::paramChoice(rcn::ParamId::Backend, &backend) != rcnSuccess)
     return fail(nullptr, "a bad ROCENANTE_BACKEND (the warning above says why)");
-  s.gpus = rcn::bench::visibleGpuCount();
+  s.gpus = rcn::visibleGpuCount();
   if (backend == "gpu" && s.gpus == 0)
     return fail(nullptr, "ROCENANTE_BACKEND=gpu, but no GPU is visible here (unset it, or =host, for the CPU backend)");
   s.gpu = s.gpus > 0 && backend != "host";

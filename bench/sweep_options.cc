@@ -5,12 +5,26 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/cli_args.h"
 #include "core/dtype.h"
 #include "core/params.h"
+#include "core/strings.h"
 #include "sweep_methods_list.h"
 
 namespace rcn::bench {
 namespace {
+
+// The types the sweep takes and their spellings, the short name first
+// (NCCL's names and PyTorch's are accepted too).
+struct DtypeSpelling {
+  rcnDataType_t type;
+  const char* names[3];
+};
+const DtypeSpelling kDtypeSpellings[] = {
+    {rcnBfloat16, {"bf16", "bfloat16", nullptr}},
+    {rcnFloat16, {"fp16", "half", "float16"}},
+    {rcnFloat32, {"fp32", "float", "float32"}},
+};
 
 bool parseSize(const std::string& text, size_t* out, std::string* why) {
   int64_t value = 0;
@@ -41,18 +55,6 @@ bool parsePath(const std::string& text, std::string* out, std::string* why) {
   }
   *out = text;
   return true;
-}
-
-std::vector<std::string> splitComma(const std::string& text) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    if (comma > start) parts.push_back(text.substr(start, comma - start));
-    start = comma + 1;
-  }
-  return parts;
 }
 
 bool parseMode(const std::string& text, SweepOptions* out) {
@@ -91,7 +93,7 @@ bool applyValued(const std::string& name, const std::string& value, SweepOptions
     ok = parseMode(value, o);
     if (!ok) reason = "must be graph, eager or both";
   } else if (name == "--methods") {
-    o->methods = splitComma(value);
+    o->methods = splitNonEmpty(value, ',');
     if (o->methods.empty()) {
       ok = false;
       reason = "names no method (known: " + methodNamesText() + ")";
@@ -122,15 +124,30 @@ bool applyValued(const std::string& name, const std::string& value, SweepOptions
   return ok;
 }
 
-bool takesValue(const std::string& name) {
-  static const char* names[] = {"--gpus", "--nprocs", "--min-bytes", "--max-bytes", "--factor",
-                                "--dtype", "--op", "--mode", "--methods", "--trials", "--graph-ops",
-                                "--rotate-bytes", "--oneshot-max-bytes", "--json", "--csv",
-                                "--write-policy", "--note"};
-  for (const char* n : names)
-    if (name == n) return true;
-  return false;
-}
+// Every option the sweep takes; applyValued sets those with a value.
+const std::vector<CliOption> kSweepOptions = {
+    {"-h", false},
+    {"--help", false},
+    {"--no-verify", false},
+    {"--no-progress", false},
+    {"--gpus", true},
+    {"--nprocs", true},
+    {"--min-bytes", true},
+    {"--max-bytes", true},
+    {"--factor", true},
+    {"--dtype", true},
+    {"--op", true},
+    {"--mode", true},
+    {"--methods", true},
+    {"--trials", true},
+    {"--graph-ops", true},
+    {"--rotate-bytes", true},
+    {"--oneshot-max-bytes", true},
+    {"--json", true},
+    {"--csv", true},
+    {"--write-policy", true},
+    {"--note", true},
+};
 
 // The smallest multiple of element that is at least bytes.
 size_t roundUpTo(size_t bytes, size_t element) { return (bytes + element - 1) / element * element; }
@@ -150,40 +167,13 @@ bool checkSizeRange(const SweepOptions& o, std::string* why) {
 
 bool parseSweepArgs(int argc, const char* const* argv, SweepOptions* out, std::string* why) {
   SweepOptions o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool hasInlineValue = false;
-    size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      hasInlineValue = true;
-    }
-    const bool isSwitch = arg == "-h" || arg == "--help" || arg == "--no-verify" || arg == "--no-progress";
-    if (isSwitch && hasInlineValue) {
-      *why = arg + " takes no value";
-      return false;
-    }
-    if (arg == "-h" || arg == "--help") { o.help = true; continue; }
-    if (arg == "--no-verify") { o.verify = false; continue; }
-    if (arg == "--no-progress") { o.progress = false; continue; }
-    if (!takesValue(arg)) {
-      *why = "unknown option " + arg;
-      return false;
-    }
-    if (!hasInlineValue) {
-      if (i + 1 >= argc) {
-        *why = arg + " needs a value";
-        return false;
-      }
-      value = argv[++i];
-      if (value.rfind("--", 0) == 0) {  // the next option, not a value (--name=--x gives one)
-        *why = arg + " needs a value, not the option " + value;
-        return false;
-      }
-    }
-    if (!applyValued(arg, value, &o, why)) return false;
+  std::vector<CliArg> args;
+  if (!parseCli(argc, argv, kSweepOptions, &args, why)) return false;
+  for (const CliArg& arg : args) {
+    if (arg.name == "-h" || arg.name == "--help") o.help = true;
+    else if (arg.name == "--no-verify") o.verify = false;
+    else if (arg.name == "--no-progress") o.progress = false;
+    else if (!applyValued(arg.name, arg.value, &o, why)) return false;
   }
   if (o.minBytes > o.maxBytes && !o.maxBytesGiven) o.maxBytes = o.minBytes;  // not a default's fault: that size alone
   if (o.minBytes > o.maxBytes) {
@@ -264,19 +254,16 @@ std::vector<size_t> sweepSizes(size_t minBytes, size_t maxBytes, double factor, 
 }
 
 bool parseDtype(const std::string& text, rcnDataType_t* out) {
-  if (text == "bf16" || text == "bfloat16") { *out = rcnBfloat16; return true; }
-  if (text == "fp16" || text == "half" || text == "float16") { *out = rcnFloat16; return true; }
-  if (text == "fp32" || text == "float" || text == "float32") { *out = rcnFloat32; return true; }
+  for (const DtypeSpelling& d : kDtypeSpellings)
+    for (const char* name : d.names)
+      if (name && text == name) return *out = d.type, true;
   return false;
 }
 
 const char* dtypeShortName(rcnDataType_t t) {
-  switch (t) {
-    case rcnBfloat16: return "bf16";
-    case rcnFloat16: return "fp16";
-    case rcnFloat32: return "fp32";
-    default: return "?";
-  }
+  for (const DtypeSpelling& d : kDtypeSpellings)
+    if (d.type == t) return d.names[0];
+  return "?";
 }
 
 std::string formatBytes(size_t bytes) {

@@ -17,6 +17,8 @@ extern char** environ;
 #include "core/bootstrap_env.h"
 #include "rocenante/rocenante.h"
 
+#include "core/strings.h"
+
 namespace rcn::bench {
 namespace {
 

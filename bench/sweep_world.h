@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/bootstrap.h"
-#include "core/launch_env.h"
+#include "sweep_launch.h"
 
 namespace rcn::bench {
 

@@ -49,6 +49,7 @@
 #include "core/dtype.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
+#include "core/rank_threads.h"
 #include "plugin/real_nccl.h"
 
 namespace rcn::shim {
@@ -246,15 +247,6 @@ rcnResult_t attach(ncclComm_t comm) {
   return rcnSuccess;
 }
 
-// Which failure is the cause: the first that is not merely a peer giving up
-// (rcnRemoteError), else the first; results.size() when all succeeded.
-size_t firstCause(const std::vector<rcnResult_t>& results) {
-  size_t first = results.size();
-  for (size_t i = 0; i < results.size(); ++i)
-    if (results[i] != rcnSuccess && (first == results.size() || results[first] == rcnRemoteError)) first = i;
-  return first;
-}
-
 // Attaches several communicators at once, one thread each (their bootstrap
 // exchanges need each other). Returns the first failure that is not a peer
 // giving up (rcnRemoteError), and makes its warning this thread's last error.
@@ -263,27 +255,11 @@ rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
     DeviceScope keep;
     return attach(comms[0]);
   }
-  std::vector<rcnResult_t> results(comms.size(), rcnSuccess);
-  std::vector<std::string> causes(comms.size());  // each thread's last warning, where it failed
-  std::vector<std::thread> threads;
-  try {
-    threads.reserve(comms.size());
-    for (size_t i = 0; i < comms.size(); ++i)
-      threads.emplace_back([&, i] {
-        results[i] = attach(comms[i]);
-        if (results[i] != rcnSuccess) causes[i] = lastErrorText();
-      });
-  } catch (const std::exception& e) {
-    // The ones started wait for the others' exchanges until the bootstrap
-    // timeout; no exception may leave through the C API.
-    RCN_WARN(RCN_LOG_SHIM, "cannot start a setup thread for each of %zu communicators: %s", comms.size(), e.what());
-    for (size_t i = threads.size(); i < comms.size(); ++i) results[i] = rcnSystemError;
-  }
-  for (std::thread& t : threads) t.join();
-  const size_t cause = firstCause(results);
-  if (cause == results.size()) return rcnSuccess;
-  if (!causes[cause].empty()) setLastError(causes[cause]);  // for setupFailure
-  return results[cause];
+  const RankFailure failure =
+      runRankThreads(static_cast<int>(comms.size()), [&](int i) { return attach(comms[i]); }, nullptr);
+  if (failure.rank < 0) return rcnSuccess;
+  if (!failure.cause.empty()) setLastError(failure.cause);  // for setupFailure
+  return failure.result;
 }
 
 // Why a setup failed, for the warning that replaces it as the last error:

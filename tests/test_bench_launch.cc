@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "core/launch_env.h"
+#include "core/strings.h"
+#include "sweep_launch.h"
 
+using namespace rcn;
 using namespace rcn::bench;
 
 namespace {

@@ -72,7 +72,10 @@ TEST_CASE("rcnCommAbort returns while other work keeps the GPU busy", "[p2p][gpu
   setenv("ROCENANTE_FORCE", "rocenante", 1);
   setenv("ROCENANTE_TRANSPORT", "p2p", 1);
   rcnComm_t comms[kRanks] = {};
-  REQUIRE(rcnCommInitAll(comms, kRanks, nullptr) == rcnSuccess);
+  setenv("ROCENANTE_TIMEOUT_MS", "500", 1);  // read at creation
+  const rcnResult_t created = rcnCommInitAll(comms, kRanks, nullptr);
+  unsetenv("ROCENANTE_TIMEOUT_MS");
+  REQUIRE(created == rcnSuccess);
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
   cudaStream_t busy = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking) == cudaSuccess);
@@ -80,11 +83,9 @@ TEST_CASE("rcnCommAbort returns while other work keeps the GPU busy", "[p2p][gpu
   // 10 s, so the case fails on its time instead of hanging.
   StreamHold hold(std::chrono::seconds(10));
   REQUIRE(hold.hold(busy) == cudaSuccess);
-  setenv("ROCENANTE_TIMEOUT_MS", "500", 1);
   const auto start = std::chrono::steady_clock::now();
   const rcnResult_t aborted = rcnCommAbort(comms[0]);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  unsetenv("ROCENANTE_TIMEOUT_MS");
   REQUIRE(hold.drain() == cudaSuccess);
   REQUIRE(cudaStreamDestroy(busy) == cudaSuccess);
   CHECK(aborted == rcnSuccess);

@@ -2,6 +2,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -214,5 +215,15 @@ TEST_CASE("every parameter is documented in docs/PARAMS.md") {
   for (const rcn::ParamInfo& p : rcn::paramTable()) {
     INFO("ROCENANTE_" << p.name);
     CHECK(text.str().find(std::string("`ROCENANTE_") + p.name + "`") != std::string::npos);
+  }
+}
+
+// A row's description is one line of the table in docs/PARAMS.md; what does
+// not fit belongs in a guide.
+TEST_CASE("every parameter's description fits one line of at most 120 characters") {
+  for (const rcn::ParamInfo& p : rcn::paramTable()) {
+    INFO("ROCENANTE_" << p.name << ": " << p.doc);
+    CHECK(std::strlen(p.doc) <= 120);
+    CHECK(std::strchr(p.doc, '\n') == nullptr);
   }
 }

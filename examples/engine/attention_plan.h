@@ -68,7 +68,7 @@ int attentionSplits(int maxContext, int blocks, int headDim, int sms);
 // query heads asks again. In decode each token is its own sequence, so the
 // runs are distinct rows; a prefill pass's tokens share their sequence's
 // rows, so it asks for the minimum there, which measured faster for long
-// prompts and about the same for short ones (docs/ENGINE.md).
+// prompts and about the same for short ones (docs/log/engine-2026-12.md).
 constexpr int kAttentionMinPrefetchRows = 64;
 int attentionPrefetchRows(int parts, int rowBytes, size_t l2Bytes);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "core/strings.h"
 #include "model.h"
 #include "rcn_result.h"
 #include "shapes.h"
@@ -45,33 +46,16 @@ rcnComm_t joinComm(const EngineOptions& o, int rank) {
     rcnCheck(rcnCommInitFromLaunch(&comm), "rcnCommInitFromLaunch");
   } else {
     rcnUniqueId id;
-    fromHex(o.uniqueIdHex, &id, sizeof id);
+    std::vector<unsigned char> bytes;
+    if (!rcn::fromHex(o.uniqueIdHex, &bytes) || bytes.size() != sizeof id)
+      throw EngineError("--unique-id must be " + std::to_string(2 * sizeof id) + " hex digits");
+    std::memcpy(&id, bytes.data(), sizeof id);
     rcnCheck(rcnCommInitRank(&comm, o.tp, id, rank), "rcnCommInitRank");
   }
   return comm;
 }
 
-std::string toHex(const void* data, size_t bytes) {
-  static const char digits[] = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < bytes; ++i) {
-    const unsigned char b = static_cast<const unsigned char*>(data)[i];
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
-}
-
-void fromHex(const std::string& hex, void* data, size_t bytes) {
-  if (hex.size() != 2 * bytes) throw EngineError("--unique-id must be " + std::to_string(2 * bytes) + " hex digits");
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    throw EngineError(std::string("--unique-id: bad hex digit '") + c + "'");
-  };
-  for (size_t i = 0; i < bytes; ++i)
-    static_cast<unsigned char*>(data)[i] = static_cast<unsigned char>(nibble(hex[2 * i]) * 16 + nibble(hex[2 * i + 1]));
-}
+std::string uniqueIdHex(const rcnUniqueId& id) { return rcn::toHex(&id, sizeof id); }
 
 namespace {
 

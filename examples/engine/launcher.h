@@ -63,8 +63,7 @@ int claimErrorFd(const EngineOptions& o);
 // to the launcher, which prints it (unless another rank's was the same).
 void reportError(const std::string& what, int errorFd);
 
-std::string toHex(const void* data, size_t bytes);
-// Throws EngineError unless hex is exactly 2 * bytes hex digits.
-void fromHex(const std::string& hex, void* data, size_t bytes);
+// The id rank 0 passes to the ranks it starts (--unique-id), as hex.
+std::string uniqueIdHex(const rcnUniqueId& id);
 
 }  // namespace engine

@@ -11,7 +11,9 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "core/cli_args.h"
 #include "model.h"
 
 namespace engine {
@@ -108,54 +110,92 @@ void refuseUnused(const std::set<std::string>& given, std::initializer_list<cons
     if (unused && given.count(flag)) throw EngineError(std::string(flag) + " " + why);
 }
 
+namespace {
+
+// Every option the engine takes, and whether it takes a value.
+const std::vector<rcn::CliOption> kEngineOptions = {
+    {"-h", false},
+    {"--help", false},
+    {"--model", true},
+    {"--tokenizer", true},
+    {"--random-weights", false},
+    {"--shape", true},
+    {"--prompt", true},
+    {"--steps", true},
+    {"--temperature", true},
+    {"--top-k", true},
+    {"--top-p", true},
+    {"--seed", true},
+    {"--device", true},
+    {"--tp", true},
+    {"--collective", true},
+    {"--dtype", true},
+    {"--no-graph", false},
+    {"--no-gemv", false},
+    {"--fused-allreduce", false},
+    {"--fused-norm", false},
+    {"--bench", false},
+    {"--batch", true},
+    {"--prompt-len", true},
+    {"--decode-steps", true},
+    {"--json", true},
+    {"--quiet", false},
+    {"--profile", false},
+    {"--shard-of", true},
+    {"--rank", true},
+    {"--unique-id", true},
+    {"--error-fd", true},
+};
+
+std::string nonEmptyPath(const rcn::CliArg& arg) {
+  if (arg.value.empty()) throw EngineError(arg.name + " needs a path, not an empty string");
+  return arg.value;
+}
+
+}  // namespace
+
 EngineOptions parseOptions(int argc, char** argv) {
   EngineOptions o;
+  std::vector<rcn::CliArg> args;
+  std::string why;
+  if (!rcn::parseCli(argc, argv, kEngineOptions, &args, &why)) throw EngineError(why + " (see --help)");
   std::set<std::string> given;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
+  for (const rcn::CliArg& arg : args) {
+    const std::string& flag = arg.name;
+    const std::string& value = arg.value;
     given.insert(flag);
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw EngineError(flag + " needs a value");
-      return argv[++i];
-    };
-    auto path = [&]() -> std::string {
-      std::string p = value();
-      if (p.empty()) throw EngineError(flag + " needs a path, not an empty string");
-      return p;
-    };
     if (flag == "--help" || flag == "-h") {
       printUsage(argv[0]);
       std::exit(0);
-    } else if (flag == "--model") o.modelPath = path();
-    else if (flag == "--tokenizer") o.tokenizerPath = path();
+    } else if (flag == "--model") o.modelPath = nonEmptyPath(arg);
+    else if (flag == "--tokenizer") o.tokenizerPath = nonEmptyPath(arg);
     else if (flag == "--random-weights") o.randomWeights = true;
-    else if (flag == "--shape") o.shape = value();
-    else if (flag == "--prompt") o.prompt = value(), o.promptGiven = true;
-    else if (flag == "--steps") o.steps = toInt(flag, value());
-    else if (flag == "--temperature") o.sampler.temperature = toFloat(flag, value());
-    else if (flag == "--top-k") o.sampler.topK = toInt(flag, value());
-    else if (flag == "--top-p") o.sampler.topP = toFloat(flag, value());
-    else if (flag == "--seed") o.sampler.seed = toSeed(flag, value());
-    else if (flag == "--device") o.device = value();
-    else if (flag == "--tp") o.tp = toInt(flag, value()), o.tpGiven = true;
-    else if (flag == "--collective") o.collective = value();
-    else if (flag == "--dtype") o.dtype = value();
+    else if (flag == "--shape") o.shape = value;
+    else if (flag == "--prompt") o.prompt = value, o.promptGiven = true;
+    else if (flag == "--steps") o.steps = toInt(flag, value);
+    else if (flag == "--temperature") o.sampler.temperature = toFloat(flag, value);
+    else if (flag == "--top-k") o.sampler.topK = toInt(flag, value);
+    else if (flag == "--top-p") o.sampler.topP = toFloat(flag, value);
+    else if (flag == "--seed") o.sampler.seed = toSeed(flag, value);
+    else if (flag == "--device") o.device = value;
+    else if (flag == "--tp") o.tp = toInt(flag, value), o.tpGiven = true;
+    else if (flag == "--collective") o.collective = value;
+    else if (flag == "--dtype") o.dtype = value;
     else if (flag == "--no-graph") o.cudaGraph = false;
     else if (flag == "--no-gemv") o.gemv = false;
     else if (flag == "--fused-allreduce") o.fuseAllReduce = true;
     else if (flag == "--fused-norm") o.fuseNorm = true;
     else if (flag == "--bench") o.bench = true;
-    else if (flag == "--batch") o.batches = toIntList(flag, value());
-    else if (flag == "--prompt-len") o.promptLen = toInt(flag, value());
-    else if (flag == "--decode-steps") o.decodeSteps = toInt(flag, value());
-    else if (flag == "--json") o.jsonPath = path();
+    else if (flag == "--batch") o.batches = toIntList(flag, value);
+    else if (flag == "--prompt-len") o.promptLen = toInt(flag, value);
+    else if (flag == "--decode-steps") o.decodeSteps = toInt(flag, value);
+    else if (flag == "--json") o.jsonPath = nonEmptyPath(arg);
     else if (flag == "--quiet") o.quiet = true;
     else if (flag == "--profile") o.profile = true;
-    else if (flag == "--shard-of") o.shardOf = toInt(flag, value());
-    else if (flag == "--rank") o.rank = toInt(flag, value());
-    else if (flag == "--unique-id") o.uniqueIdHex = value();
-    else if (flag == "--error-fd") o.errorFd = toInt(flag, value());
-    else throw EngineError("unknown option " + flag + " (see --help)");
+    else if (flag == "--shard-of") o.shardOf = toInt(flag, value);
+    else if (flag == "--rank") o.rank = toInt(flag, value);
+    else if (flag == "--unique-id") o.uniqueIdHex = value;
+    else if (flag == "--error-fd") o.errorFd = toInt(flag, value);
   }
   if (!o.randomWeights && o.modelPath.empty()) throw EngineError("give --model PATH or --random-weights --shape NAME");
   if (o.randomWeights && !o.modelPath.empty())

@@ -131,55 +131,33 @@ rcnResult_t rcnGetLaunchInfo(rcnLaunchInfo* info);
  * ROCENANTE_BACKEND=host. Errors as rcnGetLaunchInfo, then as rcnCommInitRank. */
 rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm);
 
-/* Waits for the communicator's outstanding work, a call another thread is
- * still in included (bounded: that call's own waits end within
- * ROCENANTE_TIMEOUT_MS), then frees it. Its wait for the device is bounded
- * by ROCENANTE_TIMEOUT_MS too: work that is not ours and never ends leaves
- * the exchange memory leaked (with a WARN) rather than waited for; the NCCL
- * communicator's own destroy then takes what ncclCommDestroy takes. Destroy
- * and abort may race each other from different threads: the first frees the
- * communicator. The other, if it starts while the first is under way, finds
- * it going (rcnInvalidUsage for a destroy, rcnSuccess for an abort); if it
- * starts after the first returned, it finds a freed handle (rcnInvalidArgument,
- * "already destroyed"), as any later call on that handle does. */
+/* Waits for the communicator's outstanding work (a call on another thread
+ * included) and frees it. Each wait is bounded by ROCENANTE_TIMEOUT_MS: past
+ * it, device memory is leaked with a warning rather than freed under a
+ * running kernel. Destroy and abort may race from different threads; the
+ * first frees the communicator, and a later call on the handle returns
+ * rcnInvalidArgument ("already destroyed"). docs/design.md has the details. */
 rcnResult_t rcnCommDestroy(rcnComm_t comm);
 
-/* Stops every pending wait of this communicator and frees it. Always returns:
- * its own waits take at most ROCENANTE_TIMEOUT_MS in all (aborting its NCCL
- * communicator takes what ncclCommAbort takes), even while a kernel that is
- * not rocenante's (say an NCCL collective whose peer died) keeps the GPU busy;
- * its device memory is then left allocated rather than freed under a running
- * kernel. A call it interrupts on another thread returns rcnRemoteError (the
- * result set has no code of its own for an abort, as NCCL's has none), and
- * rcnGetLastError says the communicator was aborted. */
+/* Stops every pending wait of this communicator and frees it. Always returns,
+ * its own waits within ROCENANTE_TIMEOUT_MS in all (plus what ncclCommAbort
+ * takes), even while work that is not rocenante's keeps the GPU busy (its
+ * device memory is then left allocated). A call it interrupts on another
+ * thread returns rcnRemoteError, and rcnGetLastError says the communicator
+ * was aborted. */
 rcnResult_t rcnCommAbort(rcnComm_t comm);
 
-/* Like ncclAllReduce. Calls on one communicator must be ordered: issue them on
- * one stream, or order the streams with events (as NCCL requires), from one
- * thread at a time (a call while another thread's is under way on the same
- * communicator returns rcnInvalidUsage). sendbuff and recvbuff may be any
- * device pointers aligned to the element size (the fast path refuses others
- * with rcnInvalidArgument); sendbuff == recvbuff is in-place,
- * and buffers that overlap otherwise are refused. Every rank must make the
- * same call (count, type, op): the host backend checks that and fails every
- * rank of a call that differs, naming both. The p2p path's kernel checks it
- * too (its flags and lines carry the call's signature): a rank that finds a
- * peer's call different records rcnInvalidUsage (rcnCommGetAsyncError names
- * the peer), leaves recvbuff as it was, and the communicator stops, also
- * where the sizes fall on two sides of ROCENANTE_LL_MAX_BYTES (the ranks then
- * use different protocols). The proxy (RDMA) path checks it the same way,
- * in both protocols and across ROCENANTE_PROXY_LL_MAX_BYTES (its LL lines
- * carry 16 bits of the signature, so two different LL calls go unnoticed
- * with odds of 2^-16). Like NCCL, calls NCCL takes do not check. Sizes on
- * two sides of the threshold that sends a call to NCCL
- * are worse: the fast-path rank times out, while its peer's NCCL call may
- * hang or pair with a later NCCL call (abort the communicator).
- * Once the fast path has recorded an error (a peer that did not arrive within
- * ROCENANTE_TIMEOUT_MS, a call that differed), every later call it would take
- * returns that error at once and launches nothing; calls already enqueued
- * behind the failed one leave their recvbuff as it was. Abort the
- * communicator. On the host backend (no GPU) the buffers are host memory and the call
- * returns when the result is in recvbuff. */
+/* Like ncclAllReduce; every rank makes the same call (count, type, op).
+ * Calls on one communicator are ordered (one stream, or streams ordered with
+ * events) and come from one thread at a time (a concurrent call returns
+ * rcnInvalidUsage). Buffers are device pointers aligned to the element size
+ * (host memory on the host backend, where the call returns with the result);
+ * sendbuff == recvbuff is in place, other overlaps are refused. Small calls
+ * take the fast path, the rest go to NCCL. A fast-path error (a peer that did
+ * not arrive within ROCENANTE_TIMEOUT_MS, a peer whose call differed) is
+ * recorded for rcnCommGetAsyncError and returned at once by every later
+ * fast-path call: abort the communicator. docs/design.md says what each path
+ * checks. */
 rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcnDataType_t datatype,
                          rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);
 

@@ -2,7 +2,6 @@
 #include <nccl.h>
 
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/bootstrap.h"
@@ -13,6 +12,7 @@
 #include "core/log.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
+#include "core/rank_threads.h"
 #include "rocenante/rocenante.h"
 
 // Users mix our enums with NCCL's; they must mean the same numbers.
@@ -46,46 +46,34 @@ rcnResult_t initRank(rcnComm_t* comm, int nranks, const rcnUniqueId& id, int ran
   return rcn::commCreateRank(rank, nranks, std::move(bootstrap), comm);
 }
 
+// rcnCommCount, rcnCommUserRank and rcnCommCuDevice: one field of a checked
+// handle into a checked pointer.
+rcnResult_t copyCommInt(rcnComm_t comm, int rcnComm::*field, const char* caller, const char* outName, int* out) {
+  RCN_CHECK(rcn::commCheck(comm, caller));
+  RCN_ARG_CHECK(out != nullptr, "%s: %s is NULL", caller, outName);
+  *out = comm->*field;
+  return rcnSuccess;
+}
+
 // One thread per GPU, each building its rank against an in-process bootstrap.
 rcnResult_t initAll(rcnComm_t* comms, int ndev, const int* devlist) {
   auto group = rcn::makeLocalBootstrapGroup(ndev);
-  std::vector<rcnResult_t> results(ndev, rcnSuccess);
-  std::vector<std::string> errors(ndev);  // each rank's last WARN, logged on its own thread
-  std::vector<std::thread> threads;
-  try {
-    threads.reserve(ndev);
-    for (int i = 0; i < ndev; ++i) {
-      threads.emplace_back([&, i] {
-        rcn::CommInitArgs args;
-        args.rank = i;
-        args.nranks = ndev;
-        args.cudaDev = devlist ? devlist[i] : i;
-        args.bootstrap = rcn::bootstrapInitLocal(group, i);
-        results[i] = rcn::commCreate(std::move(args), &comms[i]);
-        if (results[i] != rcnSuccess) errors[i] = rcn::lastErrorText();
-      });
-    }
-  } catch (const std::exception& e) {
-    // No exception may leave through the C API. The ranks already started
-    // would wait for the others until the bootstrap timeout: fail the group.
-    const int missing = int(threads.size());
-    errors[missing] = std::string("cannot start a thread for each of the devices: ") + e.what();
-    results[missing] = rcnSystemError;
-    for (int i = missing + 1; i < ndev; ++i) results[i] = rcnRemoteError;
-    rcn::bootstrapInitLocal(group, missing)->abort();
-  }
-  for (auto& t : threads) t.join();
-  // The cause, rather than a rank that only saw a peer give up (rcnRemoteError).
-  int failed = -1;
-  for (int i = 0; i < ndev; ++i)
-    if (results[i] != rcnSuccess && (failed < 0 || (results[failed] == rcnRemoteError && results[i] != rcnRemoteError)))
-      failed = i;
-  if (failed < 0) return rcnSuccess;
+  auto createRank = [&](int rank) {
+    rcn::CommInitArgs args;
+    args.rank = rank;
+    args.nranks = ndev;
+    args.cudaDev = devlist ? devlist[rank] : rank;
+    args.bootstrap = rcn::bootstrapInitLocal(group, rank);
+    return rcn::commCreate(std::move(args), &comms[rank]);
+  };
+  auto stopStarted = [&](int missing) { rcn::bootstrapInitLocal(group, missing)->abort(); };
+  const rcn::RankFailure failure = rcn::runRankThreads(ndev, createRank, stopStarted);
+  if (failure.rank < 0) return rcnSuccess;
   for (int j = 0; j < ndev; ++j)
     if (comms[j]) rcn::commAbort(comms[j]), comms[j] = nullptr;
   // Again on the caller's thread, so its rcnGetLastError names the cause.
-  RCN_WARN(RCN_LOG_INIT, "rcnCommInitAll: rank %d failed: %s", failed, errors[failed].c_str());
-  return results[failed];
+  RCN_WARN(RCN_LOG_INIT, "rcnCommInitAll: rank %d failed: %s", failure.rank, failure.cause.c_str());
+  return failure.result;
 }
 
 }  // namespace
@@ -132,7 +120,7 @@ rcnResult_t rcnCommInitAll(rcnComm_t* comm, int ndev, const int* devlist) {
   // which ignores them, nor where CUDA sees none (creation says why then).
   std::string backend;
   const bool host = rcn::paramChoice(rcn::ParamId::Backend, &backend) != rcnSuccess || backend == "host";
-  const int visible = host ? 0 : rcn::bench::visibleGpuCount();
+  const int visible = host ? 0 : rcn::visibleGpuCount();
   RCN_ARG_CHECK(devlist || visible == 0 || ndev <= visible,
                 "rcnCommInitAll: ndev=%d devices 0..%d without a devlist, but %d device(s) are visible", ndev,
                 ndev - 1, visible);
@@ -246,26 +234,17 @@ rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info) {
 
 rcnResult_t rcnCommCount(rcnComm_t comm, int* count) {
   rcn::clearLastError();
-  RCN_CHECK(rcn::commCheck(comm, "rcnCommCount"));
-  RCN_ARG_CHECK(count != nullptr, "rcnCommCount: count is NULL");
-  *count = comm->nranks;
-  return rcnSuccess;
+  return copyCommInt(comm, &rcnComm::nranks, "rcnCommCount", "count", count);
 }
 
 rcnResult_t rcnCommUserRank(rcnComm_t comm, int* rank) {
   rcn::clearLastError();
-  RCN_CHECK(rcn::commCheck(comm, "rcnCommUserRank"));
-  RCN_ARG_CHECK(rank != nullptr, "rcnCommUserRank: rank is NULL");
-  *rank = comm->rank;
-  return rcnSuccess;
+  return copyCommInt(comm, &rcnComm::rank, "rcnCommUserRank", "rank", rank);
 }
 
 rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device) {
   rcn::clearLastError();
-  RCN_CHECK(rcn::commCheck(comm, "rcnCommCuDevice"));
-  RCN_ARG_CHECK(device != nullptr, "rcnCommCuDevice: device is NULL");
-  *device = comm->cudaDev;
-  return rcnSuccess;
+  return copyCommInt(comm, &rcnComm::cudaDev, "rcnCommCuDevice", "device", device);
 }
 
 const char* rcnGetErrorString(rcnResult_t result) {

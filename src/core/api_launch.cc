@@ -18,18 +18,15 @@ namespace {
 // A query (noneIsError false) logs "no launcher" at INFO only: programs ask
 // it to decide whether to start their own ranks, and must not print a warning
 // on every plain run.
-rcnResult_t readLaunch(const char* caller, bool noneIsError, rcn::bench::LaunchInfo* launch) {
+rcnResult_t readLaunch(const char* caller, bool noneIsError, rcn::LauncherInfo* launch) {
   std::string why;
-  if (!rcn::bench::parseLaunchEnv(rcn::bench::processEnv(), launch, &why)) {
+  if (!rcn::parseLauncherEnv(rcn::processEnv(), launch, &why)) {
     RCN_WARN(RCN_LOG_INIT, "%s: %s", caller, why.c_str());
     return rcnInvalidArgument;
   }
-  if (launch->kind == rcn::bench::LaunchKind::External) return rcnSuccess;
-  // RCNBENCH_* is the sweep's private protocol: its children join with the id it passes.
-  const std::string none = launch->kind == rcn::bench::LaunchKind::LocalChild
-                               ? std::string(rcn::bench::kEnvRank) + " is set: started by allreduce_sweep, not a launcher"
-                               : "no launcher variables are set; expected " + rcn::bench::launcherVarsHint() +
-                                     rcn::bench::partialLauncherVars(rcn::bench::processEnv());
+  if (launch->external) return rcnSuccess;
+  const std::string none = "no launcher variables are set; expected " + rcn::launcherVarsHint() +
+                           rcn::partialLauncherVars(rcn::processEnv());
   if (noneIsError) {
     RCN_WARN(RCN_LOG_INIT, "%s: %s", caller, none.c_str());
   } else {
@@ -51,7 +48,7 @@ rcnResult_t rcnGetLaunchInfo(rcnLaunchInfo* info) {
   RCN_ARG_CHECK(info != nullptr, "rcnGetLaunchInfo: info is NULL");
   *info = rcnLaunchInfo{};
   info->localRank = -1;
-  rcn::bench::LaunchInfo launch;
+  rcn::LauncherInfo launch;
   RCN_CHECK(readLaunch("rcnGetLaunchInfo", false, &launch));
   info->rank = launch.rank;
   info->nranks = launch.nranks;
@@ -64,7 +61,7 @@ rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm) {
   rcn::clearLastError();
   RCN_ARG_CHECK(comm != nullptr, "rcnCommInitFromLaunch: comm is NULL");
   *comm = nullptr;
-  rcn::bench::LaunchInfo launch;
+  rcn::LauncherInfo launch;
   RCN_CHECK(readLaunch("rcnCommInitFromLaunch", true, &launch));
   RCN_INFO(RCN_LOG_INIT, "rcnCommInitFromLaunch: %s rank %d of %d, rendezvous %s:%d", launch.source.c_str(),
            launch.rank, launch.nranks, launch.masterAddr.c_str(), launch.masterPort);

@@ -20,14 +20,19 @@
     }                                                                       \
   } while (0)
 
-#define RCN_CUDA_CHECK(call)                                                   \
-  do {                                                                         \
-    cudaError_t rcn_err_ = (call);                                             \
-    if (rcn_err_ != cudaSuccess) {                                             \
-      RCN_WARN(RCN_LOG_ALL, "%s:%d CUDA error %d '%s' from %s", __FILE__,      \
-               __LINE__, static_cast<int>(rcn_err_), cudaGetErrorString(rcn_err_), #call); \
-      return rcnUnhandledCudaError;                                            \
-    }                                                                          \
+// A failed CUDA call's error is also cleared from the thread's last error, as
+// NCCL's CUDACHECK does, so that a later cudaGetLastError (ours or the
+// application's) does not report it again; a sticky error (a kernel fault)
+// stays on the context whatever is cleared.
+#define RCN_CUDA_CHECK(call)                                                                                    \
+  do {                                                                                                          \
+    cudaError_t rcn_err_ = (call);                                                                              \
+    if (rcn_err_ != cudaSuccess) {                                                                              \
+      (void)cudaGetLastError();                                                                                 \
+      RCN_WARN(RCN_LOG_ALL, "%s:%d CUDA error %d '%s' from %s", __FILE__, __LINE__, static_cast<int>(rcn_err_), \
+               cudaGetErrorString(rcn_err_), #call);                                                            \
+      return rcnUnhandledCudaError;                                                                             \
+    }                                                                                                           \
   } while (0)
 
 // Fails with rcnInvalidArgument and a logged reason when cond is false.

@@ -31,10 +31,10 @@ constexpr size_t kHostMinSlotBytes = 64 * 1024;
 rcnResult_t pickDevice(int requested, bool ncclBuffers, int* cudaDev) {
   std::string backend;
   RCN_CHECK(paramChoice(ParamId::Backend, &backend));  // first, so a typo fails without GPUs too
-  RCN_ARG_CHECK(!(ncclBuffers && backend == "host" && rcn::bench::visibleGpuCount() > 0),
+  RCN_ARG_CHECK(!(ncclBuffers && backend == "host" && rcn::visibleGpuCount() > 0),
                 "ROCENANTE_BACKEND=host cannot serve an NCCL communicator: its buffers are GPU memory, which "
                 "the host backend's CPU copies cannot read");
-  if (backend == "host" || (backend != "gpu" && rcn::bench::visibleGpuCount() == 0)) {
+  if (backend == "host" || (backend != "gpu" && rcn::visibleGpuCount() == 0)) {
     *cudaDev = -1;
     return rcnSuccess;
   }
@@ -115,10 +115,6 @@ rcnPath_t pathOf(TransportKind kind) {
 // Chooses the transport, loads the policy for it (its thresholds size the
 // exchange slots) and builds the fast path. Collective: every rank takes the
 // same branches, since the topology and the parameters are agreed.
-// The bound on the waits of destroy and abort, for calls and the GPU. Its
-// range keeps nanosecond deadlines within 64 bits.
-int64_t teardownLimitMs() { return paramInt(ParamId::TimeoutMs); }
-
 rcnResult_t buildFastPath(rcnComm* comm, const CommTopo& topo, std::string* why) {
   TransportKind kind;
   RCN_CHECK(parseTransport(&kind));
@@ -261,6 +257,9 @@ rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
   auto* comm = new rcnComm;
   comm->rank = args.rank;
   comm->nranks = args.nranks;
+  // The bound on the waits of destroy and abort, for calls and the GPU. Its
+  // range keeps nanosecond deadlines within 64 bits.
+  comm->teardownMs = paramInt(ParamId::TimeoutMs);
   comm->bootstrap = std::move(args.bootstrap);
   rcnResult_t result = buildComm(comm, args);
   if (result != rcnSuccess) {
@@ -301,7 +300,7 @@ rcnResult_t commDestroy(rcnComm* comm) {
     comm->closing = true;  // later calls are refused; this thread frees the comm
   }
   // Waited for outside the lock, so that an abort can still stop what is waited for.
-  const int64_t limitMs = teardownLimitMs();
+  const int64_t limitMs = comm->teardownMs;
   const bool callsDone = commWaitForCalls(comm, deadlineAfterMs(limitMs + 1000));
   rcnResult_t result = rcnSuccess;
   // Our kernels run on the user's streams; they finish before their exchange
@@ -398,7 +397,7 @@ void commAbort(rcnComm* comm) {
   // may never finish, so the wait is bounded like every wait for a peer.
   // One bound (ROCENANTE_TIMEOUT_MS) for both of abort's waits, outside the
   // lock like destroy's.
-  const int64_t limitMs = teardownLimitMs();
+  const int64_t limitMs = comm->teardownMs;
   const Deadline deadline = deadlineAfterMs(limitMs);
   std::string notDrained;
   const bool deviceDrained =

@@ -24,6 +24,10 @@ struct rcnComm {
   int rank = 0;
   int nranks = 0;
   int cudaDev = -1;  // -1 on the host backend
+  // The bound on destroy's and abort's waits (ROCENANTE_TIMEOUT_MS), read at
+  // creation as every other parameter is: a later change of the environment
+  // does not reach a communicator already made.
+  int64_t teardownMs = 0;
 
   std::unique_ptr<rcn::Bootstrap> bootstrap;
   ncclComm_t nccl = nullptr;  // the fallback; null on the host backend and with ROCENANTE_NATIVE_NCCL=0

@@ -6,8 +6,9 @@
 #include <iterator>
 
 #include "core/bootstrap.h"
+#include "core/strings.h"
 
-namespace rcn::bench {
+namespace rcn {
 namespace {
 
 // One launcher's variable names; nullptr where it has none. rankAlone: its
@@ -32,15 +33,12 @@ const LauncherVars kLaunchers[] = {
     {"Slurm", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", nullptr, true},
 };
 
-// Decimal digits, with spaces or tabs around them allowed on both sides alike
+// Decimal digits, with blanks around them allowed on both sides alike
 // (strtol alone skips them in front only, and takes a sign).
 bool parseInt(const char* text, int* out) {
   if (!text) return false;
-  std::string digits = text;
-  const size_t first = digits.find_first_not_of(" \t");
-  if (first == std::string::npos) return false;
-  digits = digits.substr(first, digits.find_last_not_of(" \t") - first + 1);
-  if (digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  const std::string digits = trim(text);
+  if (digits.empty() || digits.size() > 10 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
   const long long value = std::stoll(digits);
   if (value > 1000000000LL) return false;
   *out = static_cast<int>(value);
@@ -54,26 +52,10 @@ bool readInt(const EnvLookup& env, const char* name, int* out, std::string* why)
   return false;
 }
 
-bool readRankAndSize(const EnvLookup& env, const char* rankVar, const char* sizeVar, LaunchInfo* info,
-                     std::string* why) {
-  if (!readInt(env, rankVar, &info->rank, why) || !readInt(env, sizeVar, &info->nranks, why)) return false;
-  if (info->nranks > kMaxCommRanks) {
-    *why = std::string(sizeVar) + "=" + std::to_string(info->nranks) + " is more than the " +
-           std::to_string(kMaxCommRanks) + " ranks a communicator may have";
-    return false;
-  }
-  if (info->nranks < 1 || info->rank >= info->nranks) {
-    *why = std::string(rankVar) + "=" + std::to_string(info->rank) + " is not a rank of " + sizeVar + "=" +
-           std::to_string(info->nranks);
-    return false;
-  }
-  return true;
-}
-
-bool parseExternal(const EnvLookup& env, const LauncherVars& vars, LaunchInfo* info, std::string* why) {
-  info->kind = LaunchKind::External;
+bool parseExternal(const EnvLookup& env, const LauncherVars& vars, LauncherInfo* info, std::string* why) {
+  info->external = true;
   info->source = vars.source;
-  if (!readRankAndSize(env, vars.rank, vars.size, info, why)) return false;
+  if (!readRankAndSize(env, vars.rank, vars.size, &info->rank, &info->nranks, why)) return false;
   for (const char* name : {vars.localRank, vars.localRankAlt}) {
     if (name && env(name) && !readInt(env, name, &info->localRank, why)) return false;
     if (info->localRank >= 0 && info->localRank >= info->nranks) {
@@ -114,21 +96,24 @@ bool parseExternal(const EnvLookup& env, const LauncherVars& vars, LaunchInfo* i
 
 }  // namespace
 
-bool parseLaunchEnv(const EnvLookup& env, LaunchInfo* out, std::string* why) {
-  LaunchInfo info;
-  if (env(kEnvRank)) {
-    info.kind = LaunchKind::LocalChild;
-    info.source = "sweep";
-    if (!readRankAndSize(env, kEnvRank, kEnvNranks, &info, why)) return false;
-    info.localRank = info.rank;
-    info.idHex = env(kEnvId) ? env(kEnvId) : "";
-    if (info.idHex.empty()) {
-      *why = std::string(kEnvRank) + " is set but " + kEnvId + " is not";
-      return false;
-    }
-    *out = info;
-    return true;
+bool readRankAndSize(const EnvLookup& env, const char* rankVar, const char* sizeVar, int* rank, int* nranks,
+                     std::string* why) {
+  if (!readInt(env, rankVar, rank, why) || !readInt(env, sizeVar, nranks, why)) return false;
+  if (*nranks > kMaxCommRanks) {
+    *why = std::string(sizeVar) + "=" + std::to_string(*nranks) + " is more than the " + std::to_string(kMaxCommRanks) +
+           " ranks a communicator may have";
+    return false;
   }
+  if (*nranks < 1 || *rank >= *nranks) {
+    *why = std::string(rankVar) + "=" + std::to_string(*rank) + " is not a rank of " + sizeVar + "=" +
+           std::to_string(*nranks);
+    return false;
+  }
+  return true;
+}
+
+bool parseLauncherEnv(const EnvLookup& env, LauncherInfo* out, std::string* why) {
+  LauncherInfo info;
   for (const LauncherVars& vars : kLaunchers) {
     if (env(vars.rank) && env(vars.size)) {
       if (!parseExternal(env, vars, &info, why)) return false;
@@ -163,36 +148,6 @@ EnvLookup processEnv() {
   return [](const char* name) -> const char* { return std::getenv(name); };
 }
 
-std::string toHex(const void* data, size_t bytes) {
-  static const char digits[] = "0123456789abcdef";
-  const unsigned char* p = static_cast<const unsigned char*>(data);
-  std::string hex;
-  hex.reserve(bytes * 2);
-  for (size_t i = 0; i < bytes; ++i) {
-    hex += digits[p[i] >> 4];
-    hex += digits[p[i] & 15];
-  }
-  return hex;
-}
-
-bool fromHex(const std::string& hex, std::vector<unsigned char>* out) {
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  if (hex.size() % 2) return false;
-  std::vector<unsigned char> bytes(hex.size() / 2);
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    bytes[i] = static_cast<unsigned char>(hi << 4 | lo);
-  }
-  *out = std::move(bytes);
-  return true;
-}
-
 int visibleGpuCount() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -202,4 +157,4 @@ int visibleGpuCount() {
   return n;
 }
 
-}  // namespace rcn::bench
+}  // namespace rcn

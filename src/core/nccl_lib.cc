@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "core/params.h"
+#include "core/strings.h"
 
 namespace rcn {
 namespace {
@@ -79,16 +80,7 @@ void warnNotFound(const Tried& tried) {
 
 std::vector<std::string> searchDirs() {
   std::vector<std::string> dirs;
-  if (const char* env = getenv("LD_LIBRARY_PATH")) {
-    std::string list = env;
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t colon = list.find(':', start);
-      if (colon == std::string::npos) colon = list.size();
-      if (colon > start) dirs.push_back(list.substr(start, colon - start));
-      start = colon + 1;
-    }
-  }
+  if (const char* env = getenv("LD_LIBRARY_PATH")) dirs = splitNonEmpty(env, ':');
   for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                         "/usr/lib", "/usr/local/lib", "/usr/local/cuda/lib64",
                         "/usr/local/cuda/targets/x86_64-linux/lib",

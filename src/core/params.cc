@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "core/strings.h"
 
 extern char** environ;
 
@@ -39,12 +40,6 @@ void warnOnce(ParamId id, const std::string& why) {
   if (!firstTimeInProcess(std::string("malformed ") + info(id).name)) return;
   RCN_WARN(RCN_LOG_ENV, "ROCENANTE_%s: %s (communicator creation refuses it; read as the default '%s' until then)",
            info(id).name, why.c_str(), info(id).defaultText);
-}
-
-std::string trim(const std::string& text) {
-  size_t b = text.find_first_not_of(" \t");
-  size_t e = text.find_last_not_of(" \t");
-  return b == std::string::npos ? std::string() : text.substr(b, e - b + 1);
 }
 
 // An INT parameter's value: it parses and lies within the row's range.
@@ -96,6 +91,7 @@ const std::vector<ParamInfo>& paramTable() {
   static const std::vector<ParamInfo> table = {
 #define RCN_PARAM(id, name, kind, def, allowed, doc) {ParamId::id, name, ParamKind::kind, def, allowed, doc},
 #include "core/params.def"
+#include "core/params_test.def"
 #undef RCN_PARAM
   };
   return table;

@@ -13,6 +13,7 @@ namespace rcn {
 enum class ParamId {
 #define RCN_PARAM(id, name, kind, def, allowed, doc) id,
 #include "core/params.def"
+#include "core/params_test.def"
 #undef RCN_PARAM
   Count
 };
@@ -30,7 +31,8 @@ struct ParamInfo {
 
 const std::vector<ParamInfo>& paramTable();
 
-// Values come from the environment on each read (cheap; not on hot paths).
+// Values come from the environment on each read (cheap; never on hot paths):
+// a communicator reads what it needs while it is created and keeps it.
 // A malformed INT, or one outside its range, is logged once and the default
 // is used; paramValidate() reports them as errors at communicator
 // creation.

@@ -10,6 +10,7 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/api.cc
   ${CMAKE_CURRENT_LIST_DIR}/api_collectives.cc
   ${CMAKE_CURRENT_LIST_DIR}/api_launch.cc
+  ${CMAKE_CURRENT_LIST_DIR}/rank_threads.cc
   ${CMAKE_CURRENT_LIST_DIR}/policy.cc)
 target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/socket.cc

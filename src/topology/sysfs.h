@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/strings.h"
+
 namespace rcn {
 
 // root + path, with exactly one '/' between them.
@@ -20,7 +22,5 @@ std::vector<std::string> listDir(const std::string& path);
 
 // The path a symlink resolves to (realpath); "" if it does not resolve.
 std::string resolvePath(const std::string& path);
-
-std::string trim(const std::string& s);
 
 }  // namespace rcn

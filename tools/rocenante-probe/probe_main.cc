@@ -16,6 +16,7 @@
 
 #include "core/bootstrap_env.h"
 #include "core/check.h"
+#include "core/cli_args.h"
 #include "core/launch_env.h"
 #include "probe_comm.h"
 #include "probe_rdma_check.h"
@@ -51,51 +52,57 @@ const char* kUsage =
     "  --root DIR read sysfs/procfs under DIR instead of / (no CUDA; for tests)\n"
     "  Environment: ROCENANTE_TOPO_FILE, ROCENANTE_TOPO_DUMP_FILE (docs/TOPOLOGY.md).\n";
 
-bool parseArgs(int argc, char** argv, Options* opt) {
-  for (int i = 1; i < argc; i++) {
-    std::string a = argv[i];
-    if (a == "--json") {
-      opt->json = true;
-    } else if (a == "--comm") {
-      opt->comm = true;
-    } else if (a == "--rdma-check") {
-      opt->rdmaCheck = true;
-    } else if (a == "--root" || a == "--gpu") {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "rocenante-probe: %s needs a value\n%s", a.c_str(), kUsage);
-        return false;
-      }
-      std::string v = argv[++i];
-      if (a == "--root") {
-        struct stat st;
-        if (stat(v.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-          fprintf(stderr, "rocenante-probe: --root '%s' is not a directory\n", v.c_str());
-          return false;
-        }
-        opt->root = v;
-      } else {
-        char* end = nullptr;
-        long g = strtol(v.c_str(), &end, 10);
-        if (v.empty() || *end || g < -1 || g > 1024) {
-          fprintf(stderr, "rocenante-probe: --gpu '%s' is not a GPU index (0 or more, or -1 for none)\n", v.c_str());
-          return false;
-        }
-        opt->gpu = static_cast<int>(g);
-      }
-    } else if (a == "--help" || a == "-h") {
-      fputs(kUsage, stdout);
-      exit(0);
-    } else {
-      fprintf(stderr, "rocenante-probe: unknown argument '%s'\n%s", a.c_str(), kUsage);
+// Every option the probe takes; applyOption sets them.
+const std::vector<rcn::CliOption> kProbeOptions = {
+    {"-h", false},   {"--help", false}, {"--json", false},       {"--comm", false},
+    {"--gpu", true},  {"--root", true},  {"--rdma-check", false},
+};
+
+bool applyOption(const rcn::CliArg& arg, Options* opt) {
+  if (arg.name == "-h" || arg.name == "--help") {
+    fputs(kUsage, stdout);
+    exit(0);
+  } else if (arg.name == "--json") {
+    opt->json = true;
+  } else if (arg.name == "--comm") {
+    opt->comm = true;
+  } else if (arg.name == "--rdma-check") {
+    opt->rdmaCheck = true;
+  } else if (arg.name == "--root") {
+    struct stat st;
+    if (stat(arg.value.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      fprintf(stderr, "rocenante-probe: --root '%s' is not a directory\n", arg.value.c_str());
       return false;
     }
+    opt->root = arg.value;
+  } else if (arg.name == "--gpu") {
+    char* end = nullptr;
+    const long g = strtol(arg.value.c_str(), &end, 10);
+    if (arg.value.empty() || *end || g < -1 || g > 1024) {
+      fprintf(stderr, "rocenante-probe: --gpu '%s' is not a GPU index (0 or more, or -1 for none)\n",
+              arg.value.c_str());
+      return false;
+    }
+    opt->gpu = static_cast<int>(g);
   }
   return true;
 }
 
-int pickGpu(const Options& opt, const rcn::bench::LaunchInfo& launch) {
+bool parseArgs(int argc, char** argv, Options* opt) {
+  std::vector<rcn::CliArg> args;
+  std::string why;
+  if (!rcn::parseCli(argc, argv, kProbeOptions, &args, &why)) {
+    fprintf(stderr, "rocenante-probe: %s\n%s", why.c_str(), kUsage);
+    return false;
+  }
+  for (const rcn::CliArg& arg : args)
+    if (!applyOption(arg, opt)) return false;
+  return true;
+}
+
+int pickGpu(const Options& opt, const rcn::LauncherInfo& launch) {
   if (!opt.root.empty()) return opt.gpu >= 0 ? opt.gpu : -1;
-  int count = rcn::bench::visibleGpuCount();
+  int count = rcn::visibleGpuCount();
   if (count == 0) return -1;
   if (opt.gpu != -2) return opt.gpu < count ? opt.gpu : -1;
   int local = launch.localRank >= 0 ? launch.localRank : launch.rank;
@@ -140,7 +147,7 @@ void printNodes(const rcn::CommTopo& topo) {
   }
 }
 
-int runAlone(const Options& opt, const rcn::bench::LaunchInfo& launch) {
+int runAlone(const Options& opt, const rcn::LauncherInfo& launch) {
   rcn::CommTopo topo;
   topo.ranks.resize(1);
   if (discover(opt, 0, pickGpu(opt, launch), &topo.ranks[0]) != rcnSuccess) return 1;
@@ -157,7 +164,7 @@ int runAlone(const Options& opt, const rcn::bench::LaunchInfo& launch) {
   return 0;
 }
 
-int runRanks(const Options& opt, const rcn::bench::LaunchInfo& launch) {
+int runRanks(const Options& opt, const rcn::LauncherInfo& launch) {
   std::unique_ptr<rcn::Bootstrap> boot;
   if (rcn::bootstrapInitFromEnv(launch.rank, launch.nranks, launch.masterAddr.c_str(), launch.masterPort, &boot) !=
       rcnSuccess) {
@@ -213,13 +220,13 @@ int runRanks(const Options& opt, const rcn::bench::LaunchInfo& launch) {
 int main(int argc, char** argv) {
   Options opt;
   if (!parseArgs(argc, argv, &opt)) return 2;
-  rcn::bench::LaunchInfo launch;
+  rcn::LauncherInfo launch;
   std::string why;
-  if (!rcn::bench::parseLaunchEnv(rcn::bench::processEnv(), &launch, &why)) {
+  if (!rcn::parseLauncherEnv(rcn::processEnv(), &launch, &why)) {
     fprintf(stderr, "rocenante-probe: %s\n", why.c_str());
     return 2;
   }
   if (opt.rdmaCheck) return rcn::probe::runRdmaCheck(launch, opt.json);
-  if (launch.kind == rcn::bench::LaunchKind::External && launch.nranks > 1) return runRanks(opt, launch);
+  if (launch.external && launch.nranks > 1) return runRanks(opt, launch);
   return runAlone(opt, launch);
 }

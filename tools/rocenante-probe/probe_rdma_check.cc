@@ -345,9 +345,9 @@ std::string rdmaCheckJson(const RdmaCheckReport& r) {
   return j;
 }
 
-int runRdmaCheck(const rcn::bench::LaunchInfo& launch, bool json) {
+int runRdmaCheck(const rcn::LauncherInfo& launch, bool json) {
   std::unique_ptr<Bootstrap> boot;
-  if (launch.kind == rcn::bench::LaunchKind::External && launch.nranks > 1) {
+  if (launch.external && launch.nranks > 1) {
     if (bootstrapInitFromEnv(launch.rank, launch.nranks, launch.masterAddr.c_str(), launch.masterPort, &boot) !=
         rcnSuccess) {
       std::fprintf(stderr, "rocenante-probe: rank %d could not join the others at %s:%d (see the warning above)\n",

@@ -60,6 +60,6 @@ std::string rdmaCheckJson(const RdmaCheckReport& report);
 
 // The probe's --rdma-check: joins the launcher's ranks (or runs alone),
 // runs the check, rank 0 prints the report. The process's exit status.
-int runRdmaCheck(const rcn::bench::LaunchInfo& launch, bool json);
+int runRdmaCheck(const rcn::LauncherInfo& launch, bool json);
 
 }  // namespace rcn::probe
