@@ -142,6 +142,31 @@ std::string interfaceNames(ifaddrs* list) {
 
 }  // namespace
 
+bool socketIfnameSet() {
+  const char* nccl = std::getenv("NCCL_SOCKET_IFNAME");
+  return !paramStr(ParamId::SocketIfname).empty() || (nccl && *nccl);
+}
+
+bool socketIsLocalAddress(const SocketAddress& addr) {
+  if (addr.storage.ss_family == AF_INET &&
+      (ntohl(reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_addr.s_addr) >> 24) == 127)
+    return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool local = false;
+  for (ifaddrs* ifa = list; ifa && !local; ifa = ifa->ifa_next) {
+    if (!isUsableFamily(ifa->ifa_addr) || ifa->ifa_addr->sa_family != addr.storage.ss_family) continue;
+    if (addr.storage.ss_family == AF_INET)
+      local = reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr.s_addr ==
+              reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_addr.s_addr;
+    else
+      local = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr,
+                          &reinterpret_cast<const sockaddr_in6*>(&addr.storage)->sin6_addr, sizeof(in6_addr)) == 0;
+  }
+  freeifaddrs(list);
+  return local;
+}
+
 rcnResult_t socketPickListenAddress(SocketAddress* addr) {
   std::string wanted = paramStr(ParamId::SocketIfname);
   const char* source = "ROCENANTE_SOCKET_IFNAME";

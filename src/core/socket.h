@@ -31,6 +31,13 @@ struct SocketAddress {
 // '=' for exact names. Fails with rcnInvalidArgument when a list matches nothing.
 rcnResult_t socketPickListenAddress(SocketAddress* addr);
 
+// Whether ROCENANTE_SOCKET_IFNAME or NCCL_SOCKET_IFNAME names the interface.
+bool socketIfnameSet();
+
+// Whether addr's host is one of this machine's: an address of an up
+// interface, or any IPv4 loopback address (127.0.0.0/8 all reach lo).
+bool socketIsLocalAddress(const SocketAddress& addr);
+
 // A non-blocking listening socket on addr's host at a port the kernel picks;
 // bound receives the address peers connect to.
 rcnResult_t socketListen(const SocketAddress& addr, int* fd, SocketAddress* bound);
