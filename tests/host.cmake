@@ -6,3 +6,4 @@ rcn_add_test(test_host_faults SOURCES test_host_faults.cc LABELS cpu host TIMEOU
 rcn_add_test(test_host_netns SOURCES test_host_netns.cc LABELS cpu host TIMEOUT 90)
 rcn_add_test(test_host_api SOURCES test_host_api.cc LABELS cpu host TIMEOUT 120)
 rcn_add_test(test_host_launch SOURCES test_host_launch.cc LABELS cpu host TIMEOUT 60)
+rcn_add_test(test_soak_host SOURCES test_soak_host.cc LABELS cpu host soak TIMEOUT 1200)

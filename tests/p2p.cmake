@@ -16,3 +16,5 @@ rcn_add_test(test_p2p_api SOURCES test_p2p_api.cc p2p_harness.cc LABELS gpu p2p 
 rcn_add_test(test_p2p_api_local SOURCES test_p2p_api_local.cc p2p_harness.cc LABELS gpu p2p api TIMEOUT 300)
 rcn_add_test(test_p2p_fd SOURCES test_p2p_fd.cc LABELS cpu p2p TIMEOUT 120)
 rcn_add_test(test_device_api SOURCES test_device_api.cu LABELS gpu p2p api TIMEOUT 300)
+# Soak on the p2p path (GPU host; RCN_SOAK_CALLS, default 10^5): see docs/RELIABILITY.md.
+rcn_add_test(test_soak_gpu SOURCES test_soak_gpu.cc p2p_harness.cc LABELS gpu p2p soak TIMEOUT 900)
