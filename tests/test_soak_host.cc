@@ -6,9 +6,10 @@
 // every rank draws alike. Every result is checked against the float64
 // reference of fresh random inputs, every rank's outputs are hashed and the
 // hashes compared across ranks every kCompareEvery calls (over a bootstrap
-// of their own, not the communicators under test), and the process's open
-// descriptors and resident memory must stay flat from the first tenth of the
-// run to its end.
+// of their own, not the communicators under test). From the first tenth of
+// the run on, the process's open descriptors must be the same at every
+// incarnation of the third communicator over the same wire and at the end,
+// and its resident memory must stay flat.
 //
 // RCN_SOAK_CALLS sets the number of calls (default 100000, what CI runs).
 #include <catch2/catch_test_macros.hpp>
@@ -112,10 +113,18 @@ Call drawCall(std::mt19937_64& plan) {
   return c;
 }
 
-// What the run measured once warm: descriptors and resident memory.
-struct Baseline {
-  int fds = -1;
-  long rss = 0;
+// Open descriptors with each wire's incarnation of the third communicator
+// (a tcp communicator holds other descriptors than an shm one), as first
+// measured once warm; -1 until then.
+struct DescriptorBaseline {
+  int withWire[2] = {-1, -1};
+
+  // The first measurement for `wire` is the baseline; a later one must equal it.
+  bool flat(int wire, int now, int* before) {
+    if (withWire[wire] < 0) withWire[wire] = now;
+    *before = withWire[wire];
+    return now == withWire[wire];
+  }
 };
 
 int soakRank(const SoakIds& ids, int rank, long calls) {
@@ -128,7 +137,9 @@ int soakRank(const SoakIds& ids, int rank, long calls) {
   RANK_CHECK(comms[0] && comms[1] && comms[2], "rank %d: communicators", rank);
   std::mt19937_64 plan(20261204);  // the same calls on every rank
   uint64_t rolling = 0;
-  Baseline warm;
+  DescriptorBaseline descriptors;
+  int churnWire = 0;
+  long warmRss = 0;
   long failures = 0;
   for (long i = 0; i < calls; ++i) {
     if (i > 0 && i % kChurnCalls == 0) {
@@ -136,10 +147,18 @@ int soakRank(const SoakIds& ids, int rank, long calls) {
       std::vector<rcnUniqueId> next(kRanks);
       if (rank == 0) RANK_EXPECT(rcnGetUniqueId(&next[0]) == rcnSuccess);
       RANK_EXPECT(check->allGather(next.data(), sizeof(rcnUniqueId)) == rcnSuccess);
-      comms[2] = makeComm(next[0], rank, wires[(i / kChurnCalls) % 2]);
+      churnWire = int((i / kChurnCalls) % 2);
+      comms[2] = makeComm(next[0], rank, wires[churnWire]);
       RANK_CHECK(comms[2] != nullptr, "rank %d: churn at call %ld", rank, i);
     }
-    if (i == calls / 10) warm = Baseline{openDescriptors(), residentBytes()};
+    if (i >= calls / 10) {
+      int before = 0;
+      const int now = i % kChurnCalls == 0 || i == calls / 10 ? openDescriptors() : -1;
+      RANK_CHECK(now < 0 || descriptors.flat(churnWire, now, &before),
+                 "rank %d: open descriptors with a %s communicator went from %d to %d by call %ld", rank,
+                 wires[churnWire], before, now, i);
+    }
+    if (i == calls / 10) warmRss = residentBytes();
     const Call c = drawCall(plan);
     const uint64_t seed = uint64_t(i) + 1;
     std::vector<uint8_t> in = rankInput(seed, rank, kRanks, c.count, c.dtype, c.op);
@@ -162,12 +181,15 @@ int soakRank(const SoakIds& ids, int rank, long calls) {
         RANK_CHECK(hashes[r] == hashes[0], "rank %d: outputs differ between ranks 0 and %d by call %ld", rank, r, i);
     }
   }
-  const Baseline end{openDescriptors(), residentBytes()};
-  std::printf("rank %d: %ld calls; descriptors %d -> %d, resident %.1f -> %.1f MB\n", rank, calls, warm.fds, end.fds,
-              warm.rss / 1e6, end.rss / 1e6);
-  RANK_CHECK(end.fds == warm.fds, "rank %d: open descriptors went from %d to %d", rank, warm.fds, end.fds);
-  RANK_CHECK(end.rss - warm.rss < kMaxRssGrowthBytes, "rank %d: resident memory grew by %.1f MB", rank,
-             (end.rss - warm.rss) / 1e6);
+  int before = 0;
+  const int endFds = openDescriptors();
+  const bool fdsFlat = descriptors.flat(churnWire, endFds, &before);
+  const long endRss = residentBytes();
+  std::printf("rank %d: %ld calls; descriptors %d -> %d, resident %.1f -> %.1f MB\n", rank, calls, before, endFds,
+              warmRss / 1e6, endRss / 1e6);
+  RANK_CHECK(fdsFlat, "rank %d: open descriptors went from %d to %d", rank, before, endFds);
+  RANK_CHECK(endRss - warmRss < kMaxRssGrowthBytes, "rank %d: resident memory grew by %.1f MB", rank,
+             (endRss - warmRss) / 1e6);
   for (rcnComm_t comm : comms) RANK_CHECK(rcnCommDestroy(comm) == rcnSuccess, "rank %d: final destroy", rank);
   return failures == 0 ? 0 : 3;
 }

@@ -126,10 +126,7 @@ rcnResult_t rendezvousAddresses(const char* masterAddr, std::vector<SocketAddres
     return rcnSuccess;
   }
   where->push_back(master);
-  const bool loopback = (ntohl(reinterpret_cast<const sockaddr_in*>(&master.storage)->sin_addr.s_addr) >> 24) == 127;
-  const bool pickedLoopback = picked.storage.ss_family == AF_INET &&
-                              (ntohl(reinterpret_cast<const sockaddr_in*>(&picked.storage)->sin_addr.s_addr) >> 24) == 127;
-  if (loopback && !isLiteralAddress(masterAddr) && !pickedLoopback) where->push_back(picked);
+  if (socketIsLoopback(master) && !isLiteralAddress(masterAddr) && !socketIsLoopback(picked)) where->push_back(picked);
   return rcnSuccess;
 }
 

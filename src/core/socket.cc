@@ -147,10 +147,13 @@ bool socketIfnameSet() {
   return !paramStr(ParamId::SocketIfname).empty() || (nccl && *nccl);
 }
 
+bool socketIsLoopback(const SocketAddress& addr) {
+  return addr.storage.ss_family == AF_INET &&
+         (ntohl(reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_addr.s_addr) >> 24) == 127;
+}
+
 bool socketIsLocalAddress(const SocketAddress& addr) {
-  if (addr.storage.ss_family == AF_INET &&
-      (ntohl(reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_addr.s_addr) >> 24) == 127)
-    return true;
+  if (socketIsLoopback(addr)) return true;
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return false;
   bool local = false;
@@ -459,10 +462,6 @@ rcnResult_t socketSendAll(int fd, const void* data, size_t bytes, Deadline deadl
 rcnResult_t socketRecvAll(int fd, void* data, size_t bytes, Deadline deadline, std::string* why) {
   char side = 0;
   return socketSendRecv(-1, nullptr, fd, data, bytes, deadline, why, &side);
-}
-
-rcnResult_t socketRecvHello(int fd, void* data, size_t bytes, Deadline deadline, std::string* why) {
-  return socketRecvAll(fd, data, bytes, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), why);
 }
 
 void socketClose(int* fd) {
