@@ -68,40 +68,52 @@ double msSince(Clock::time_point start) {
 
 }  // namespace
 
-TEST_CASE("auth: a client with the key is heard, its request delivered, and the listener proven", "[auth]") {
-  LoopbackListener l;
-  AuthListener listener({l.fd}, kKey, "test", sizeof(int32_t), "test listener");
-  ClientResult result;
-  std::thread c = client(l.where, kKey, "test", 1234, &result);
-  int fd = -1;
+namespace {
+
+// One client's handshake with a listener on loopback: what the listener's
+// next() returned within waitMs, the request it handed out, its refusals,
+// and what the client's authConnect returned.
+struct Attempt {
+  rcnResult_t heard = rcnInternalError;
   int32_t request = 0;
+  int refused = 0;
+  ClientResult client;
+};
+
+Attempt attempt(const AuthKey& listenerKey, const AuthKey& clientKey, const char* clientContext, int32_t request,
+                int64_t waitMs) {
+  LoopbackListener l;
+  AuthListener listener({l.fd}, listenerKey, "test", sizeof(int32_t), "test listener");
+  Attempt a;
+  std::thread c = client(l.where, clientKey, clientContext, request, &a.client);
+  int fd = -1;
   std::string why;
-  REQUIRE(listener.next(deadlineAfterMs(5000), &fd, &request, &why) == rcnSuccess);
+  a.heard = listener.next(deadlineAfterMs(waitMs), &fd, &a.request, &why);
   c.join();
   socketClose(&fd);
-  CHECK(request == 1234);
-  CHECK(result.res == rcnSuccess);
-  CHECK(listener.refused() == 0);
+  a.refused = listener.refused();
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("auth: a client with the key is heard, its request delivered, and the listener proven", "[auth]") {
+  const Attempt a = attempt(kKey, kKey, "test", 1234, 5000);
+  CHECK(a.heard == rcnSuccess);
+  CHECK(a.request == 1234);
+  CHECK(a.client.res == rcnSuccess);
+  CHECK(a.refused == 0);
 }
 
 TEST_CASE("auth: a wrong key, another protocol's proof or no key are refused, and the client is told", "[auth]") {
   for (const auto& [key, context] : {std::pair<AuthKey, const char*>{AuthKey{"another key of 32 bytes........."}, "test"},
                                      std::pair<AuthKey, const char*>{kKey, "another protocol"},
                                      std::pair<AuthKey, const char*>{AuthKey{}, "test"}}) {
-    LoopbackListener l;
-    AuthListener listener({l.fd}, kKey, "test", sizeof(int32_t), "test listener");
-    ClientResult result;
-    std::thread c = client(l.where, key, context, 1, &result);
-    int fd = -1;
-    int32_t request = 0;
-    std::string why;
-    CHECK(listener.next(deadlineAfterMs(1000), &fd, &request, &why) == rcnRemoteError);
-    CHECK(why == "timed out");
-    c.join();
-    CHECK(fd == -1);
-    CHECK(result.res == rcnInvalidArgument);
-    CHECK(result.why.find("refused our proof") != std::string::npos);
-    CHECK(listener.refused() == 1);
+    const Attempt a = attempt(kKey, key, context, 1, 1000);
+    CHECK(a.heard == rcnRemoteError);  // timed out: nothing was handed out
+    CHECK(a.client.res == rcnInvalidArgument);
+    CHECK(a.client.why.find("refused our proof") != std::string::npos);
+    CHECK(a.refused == 1);
   }
 }
 
@@ -109,17 +121,9 @@ TEST_CASE("auth: a listener without the key cannot pass for one", "[auth]") {
   // A process squatting on the port (to hand out a forged id) does not hold
   // the key: it cannot check the client's proof, and whatever it answers,
   // the client does not take it for the real listener.
-  LoopbackListener l;
-  AuthListener impostor({l.fd}, AuthKey{"an impostor's key, 32 bytes....."}, "test", sizeof(int32_t), "impostor");
-  ClientResult result;
-  std::thread c = client(l.where, kKey, "test", 1, &result);
-  int fd = -1;
-  int32_t request = 0;
-  std::string why;
-  CHECK(impostor.next(deadlineAfterMs(1000), &fd, &request, &why) == rcnRemoteError);
-  c.join();
-  CHECK(fd == -1);
-  CHECK(result.res != rcnSuccess);
+  const Attempt a = attempt(AuthKey{"an impostor's key, 32 bytes....."}, kKey, "test", 1, 1000);
+  CHECK(a.heard == rcnRemoteError);
+  CHECK(a.client.res != rcnSuccess);
 }
 
 TEST_CASE("auth: a peer that answers with its own bytes is not rocenante", "[auth]") {

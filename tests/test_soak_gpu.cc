@@ -14,7 +14,6 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime_api.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -28,6 +27,7 @@
 #include "rocenante/rocenante.h"
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
+#include "support/process_usage.h"
 #include "support/rank_checks.h"
 #include "support/scoped_env.h"
 
@@ -45,24 +45,6 @@ constexpr long kMaxRssGrowthBytes = 64l << 20;
 long soakCalls() {
   const char* text = std::getenv("RCN_SOAK_CALLS");
   return text && std::atol(text) > 0 ? std::atol(text) : 100000;
-}
-
-int openDescriptors() {
-  int count = 0;
-  if (DIR* dir = opendir("/proc/self/fd")) {
-    while (readdir(dir)) ++count;
-    closedir(dir);
-  }
-  return count;
-}
-
-long residentBytes() {
-  long pages = 0, resident = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return resident * sysconf(_SC_PAGESIZE);
 }
 
 long deviceUsedBytes() {

@@ -14,7 +14,6 @@
 // RCN_SOAK_CALLS sets the number of calls (default 100000, what CI runs).
 #include <catch2/catch_test_macros.hpp>
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "support/multiproc.h"
+#include "support/process_usage.h"
 #include "support/rank_checks.h"
 #include "support/scoped_env.h"
 #include "test_host_util.h"
@@ -55,24 +55,6 @@ rcnUniqueId newId() {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
   return id;
-}
-
-int openDescriptors() {
-  int count = 0;
-  if (DIR* dir = opendir("/proc/self/fd")) {
-    while (readdir(dir)) ++count;
-    closedir(dir);
-  }
-  return count;
-}
-
-long residentBytes() {
-  long pages = 0, resident = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return resident * sysconf(_SC_PAGESIZE);
 }
 
 rcnComm_t makeComm(const rcnUniqueId& id, int rank, const char* wire) {

@@ -157,10 +157,13 @@ void AuthListener::turnAway(Pending* p, const char* why) {
 }
 
 // Takes every connection waiting on listenFd and challenges each at once.
-void AuthListener::acceptAll(int listenFd) {
+// False when the listening socket itself failed (shut down, closed).
+bool AuthListener::acceptAll(int listenFd) {
   for (;;) {
     int fd = accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, or a connection gone already: poll says when there is more
+    // EAGAIN: none left; the others are a connection that went wrong on its own (accept(2)).
+    if (fd < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED ||
+                       errno == EPROTO || errno == ENETDOWN || errno == EHOSTUNREACH || errno == ENETUNREACH;
     auto p = std::make_unique<Pending>();
     p->fd = fd;
     p->heard.resize(sizeof(Response) + requestBytes_);
@@ -247,7 +250,7 @@ rcnResult_t AuthListener::next(Deadline deadline, int* fd, void* request, std::s
       return rcnSystemError;
     }
     for (size_t i = 0; i < listenFds_.size(); ++i) {
-      if (fds[i].revents & (POLLERR | POLLNVAL)) {
+      if (fds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) {
         *why = "listening socket closed";
         return rcnSystemError;
       }
@@ -261,8 +264,12 @@ rcnResult_t AuthListener::next(Deadline deadline, int* fd, void* request, std::s
     pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [](const auto& p) { return p->fd < 0; }),
                    pending_.end());
     if (*fd >= 0) return rcnSuccess;
-    for (size_t i = 0; i < listenFds_.size(); ++i)
-      if (fds[i].revents & POLLIN) acceptAll(listenFds_[i]);
+    for (size_t i = 0; i < listenFds_.size(); ++i) {
+      if ((fds[i].revents & POLLIN) && !acceptAll(listenFds_[i])) {
+        *why = errnoText("accept", errno);
+        return rcnSystemError;
+      }
+    }
   }
 }
 

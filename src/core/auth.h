@@ -71,7 +71,7 @@ class AuthListener {
   // The next connection whose proof held: *fd (non-blocking, the caller's
   // to close) and its request in `request` (requestBytes). rcnRemoteError
   // with why "timed out" at the deadline, rcnSystemError when a listening
-  // socket fails.
+  // socket fails (shutdown(2) on it is how another thread stops the wait).
   rcnResult_t next(Deadline deadline, int* fd, void* request, std::string* why);
 
   // Connections turned away so far: a wrong proof, or none in time.
@@ -79,7 +79,7 @@ class AuthListener {
 
  private:
   struct Pending;
-  void acceptAll(int listenFd);
+  bool acceptAll(int listenFd);
   // Reads what has arrived; true when the connection is done (handed out
   // through *fd, or closed).
   bool hear(Pending* p, int* fd, void* request);

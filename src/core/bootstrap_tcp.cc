@@ -462,6 +462,8 @@ rcnResult_t TcpBootstrap::connectRing(const std::vector<WireAddress>& table) {
       return rcnSystemError;
     }
     rcnResult_t connected = connectNext(table, deadline);
+    // This rank gives up: rank-1 need not wait for it until the deadline.
+    if (connected != rcnSuccess) shutdown(listenFd_, SHUT_RDWR);
     acceptor.join();
     RCN_CHECK(connected);
     RCN_CHECK(accepted);
