@@ -59,10 +59,16 @@ std::vector<Call> drawBatch(std::mt19937_64& plan, bool withNccl) {
   for (Call& c : calls) {
     c.dtype = rcnDataType_t(plan() % rcnNumTypes);
     c.op = rcnRedOp_t(plan() % rcnNumOps);
-    const size_t size = dtypeSize(c.dtype);
     const uint64_t kind = plan() % 100;
-    const size_t limit = kind < 80 ? 32 * 1024 : kind < 97 || !withNccl ? kFastBytes : kSlotBytes;
-    c.count = 1 + plan() % (limit / size - 1);
+    const bool toNccl = withNccl && kind >= 97;
+    if (toNccl) {  // what a model sends NCCL: its activations' types, summed (or max/min)
+      const rcnDataType_t types[] = {rcnBfloat16, rcnFloat16, rcnFloat32};
+      const rcnRedOp_t ops[] = {rcnSum, rcnMax, rcnMin};
+      c.dtype = types[plan() % 3];
+      c.op = ops[plan() % 3];
+    }
+    const size_t limit = toNccl ? kSlotBytes : kind < 80 ? 32 * 1024 : kFastBytes;
+    c.count = 1 + plan() % (limit / dtypeSize(c.dtype) - 1);
     c.sendOffset = int(plan() % 2);
     c.recvOffset = int(plan() % 2);
     c.inPlace = plan() % 4 == 0;
