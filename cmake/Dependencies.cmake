@@ -1,8 +1,12 @@
 # Required: CUDA toolkit and NCCL's header (NCCL itself is opened at run time,
 # so librocenante.so can stand in for libnccl.so.2 without linking to it).
+# Required: OpenSSL's libcrypto.
 # Optional: libibverbs's header, hwloc, yaml-cpp; each found one adds a ROCENANTE_HAVE_* define.
 find_package(CUDAToolkit REQUIRED)
 find_package(Threads REQUIRED)
+# libcrypto (Debian: libssl-dev to build, libssl3 at run time): HMAC-SHA256
+# for the authenticated bootstrap (src/core/auth.cc).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 
 find_path(NCCL_INCLUDE_DIR nccl.h
   HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}

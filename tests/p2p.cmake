@@ -19,3 +19,5 @@ rcn_add_test(test_device_api SOURCES test_device_api.cu LABELS gpu p2p api TIMEO
 rcn_add_test(test_p2p_collectives SOURCES test_p2p_collectives.cc LABELS gpu p2p api TIMEOUT 600)
 # rcnAllReduceResidualRmsNorm on GPUs (fused, composed, graphs, NCCL's fallback).
 rcn_add_test(test_residual_norm_gpu SOURCES test_residual_norm_gpu.cc LABELS gpu p2p api TIMEOUT 300)
+# Soak on the p2p path (GPU host; RCN_SOAK_CALLS, default 10^5): see docs/RELIABILITY.md.
+rcn_add_test(test_soak_gpu SOURCES test_soak_gpu.cc p2p_harness.cc LABELS gpu p2p soak TIMEOUT 900)

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "transport/transport.h"
+#include "support/timeout_scale.h"
 
 namespace rcn::test {
 
@@ -37,7 +38,7 @@ bool buildOne(Bootstrap* bootstrap, int rank, int nranks, int device, const P2pO
   ctx.maxBytes = options.maxBytes;
   ctx.maxBlocks = options.maxBlocks;
   ctx.threads = options.threads;
-  ctx.timeoutMs = options.timeoutMs;
+  ctx.timeoutMs = uint64_t(scaledMs(int64_t(options.timeoutMs)));
   ctx.bootstrap = bootstrap;
   const char* name = isProxy(options) ? "proxy" : "p2p";
   rcnResult_t res = (options.create ? options.create : createP2pPath)(ctx, out, why);

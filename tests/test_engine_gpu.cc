@@ -33,6 +33,7 @@
 #include "support/rank_checks.h"
 #include "support/reference.h"
 #include "support/shared_model.h"
+#include "support/timeout_scale.h"
 #include "tokenizer.h"
 
 using namespace engine;
@@ -199,7 +200,7 @@ class ThreadRankAllReduce : public GpuAllReduce {
 // instead of waiting for it; one that stops without failing is given up on
 // after 30 s, well inside the forked rank's 120 s.
 int runTpThreads(int size, const std::function<int(int, GpuAllReduce*)>& body) {
-  LocalAllReduce group(size, std::chrono::seconds(30));
+  LocalAllReduce group(size, std::chrono::milliseconds(rcn::test::scaledMs(30000)));
   std::vector<int> results(size, 1);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r)

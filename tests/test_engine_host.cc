@@ -307,6 +307,20 @@ TEST_CASE("rcn_engine --tp 2 refuses an unreadable tokenizer before starting ran
   CHECK(occurrences(run.err, "exited with") == 0);
 }
 
+// The launcher hands each rank the id through a pipe, never on the command
+// line (which every local user can read in /proc): the --tp 2 runs above get
+// it that way; a rank started by hand without the pipe is told what it lacks.
+TEST_CASE("rcn_engine --rank without the launcher's id pipe says so", "[engine][host][cli]") {
+  const EngineRun run = runEngine(kTiny + " --tp 2 --rank 1 --steps 2");
+  INFO(run.err);
+  CHECK(run.status == 1);
+  CHECK(occurrences(run.err, "--rank without --id-fd") == 1);
+  const EngineRun closed = runEngine(kTiny + " --tp 2 --rank 1 --id-fd 99 --steps 2");
+  INFO(closed.err);
+  CHECK(closed.status == 1);
+  CHECK(occurrences(closed.err, "--id-fd 99 gave 0 of the id's 128 bytes") == 1);
+}
+
 // The library's reason reaches the message even when its log prints nothing.
 TEST_CASE("rcn_engine names the library's reason when a communicator cannot be made", "[engine][host][cli]") {
   rcn::test::ScopedEnv quiet("ROCENANTE_DEBUG", "NONE");

@@ -4,7 +4,9 @@
 // buffers against a float64 reference; missing or wrong variables, a taken
 // port and an absent rank 0 give named, bounded errors.
 #include <catch2/catch_test_macros.hpp>
+#include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,10 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
+#include "core/socket.h"
 #include "support/free_port.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
 #include "support/scoped_env.h"
+#include "support/temp_file.h"
 #include "test_host_util.h"
 
 using namespace rcn;
@@ -208,36 +213,34 @@ TEST_CASE("a taken MASTER_PORT or an absent rank 0 fails within the timeout", "[
 
 namespace {
 
-// Connects to 127.0.0.1:port (retrying while rank 0 starts listening) and
-// sends what a rank sends to join: magic "RCNENV02", rank, world size.
-int joinAs(int port, int32_t rank, int32_t nranks) {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      struct {
-        uint64_t magic;
-        int32_t rank, nranks;
-      } join{0x52434e454e563032ull, rank, nranks};
-      if (send(fd, &join, sizeof join, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof join)) return fd;
-    }
-    close(fd);
-    usleep(50 * 1000);
-  }
-  return -1;
+SocketAddress loopbackPort(int port) {
+  SocketAddress where;
+  auto* in = reinterpret_cast<sockaddr_in*>(&where.storage);
+  in->sin_family = AF_INET;
+  in->sin_port = htons(static_cast<uint16_t>(port));
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  where.len = sizeof(sockaddr_in);
+  return where;
 }
 
-// Rank 0's answer's refusal field (after its 8-byte magic), or -1.
+// Connects to 127.0.0.1:port (retrying while rank 0 starts listening), proves
+// `key` and sends what a rank sends to join: rank, world size. The socket,
+// or -1 when rank 0 refused the proof or could not be reached.
+int joinAs(int port, int32_t rank, int32_t nranks, const AuthKey& key = AuthKey{}) {
+  int fd = -1;
+  std::string why;
+  const int32_t join[2] = {rank, nranks};
+  if (socketConnect(loopbackPort(port), deadlineAfterMs(10000), &fd, &why) != rcnSuccess) return -1;
+  if (authConnect(fd, key, "rendezvous", join, sizeof join, deadlineAfterMs(10000), &why) != rcnSuccess)
+    socketClose(&fd);
+  return fd;
+}
+
+// Rank 0's answer's refusal field (its first), or -1.
 int32_t refusalOf(int fd) {
-  unsigned char reply[256];
-  size_t got = 0;
-  for (ssize_t n; got < 12 && (n = recv(fd, reply + got, sizeof reply - got, 0)) > 0;) got += size_t(n);
   int32_t refusal = -1;
-  if (got >= 12) std::memcpy(&refusal, reply + 8, sizeof refusal);
-  return refusal;
+  std::string why;
+  return socketRecvAll(fd, &refusal, sizeof refusal, deadlineAfterMs(10000), &why) == rcnSuccess ? refusal : -1;
 }
 
 }  // namespace
@@ -275,5 +278,113 @@ TEST_CASE("MASTER_PORT: a second process joining as a rank that joined is told s
     RANK_CHECK(lastError().find("another process joined as that rank first") != std::string::npos,
                "rank 1's error: %s", lastError().c_str());
     return 0;
+  }, 60));
+}
+
+namespace {
+
+constexpr const char* kLaunchKey = "a launch key of 32 random bytes!";
+
+// Connects to host:port and says nothing, once rank 0 listens; -1 if it never does.
+int silentConnection(const char* host, int port) {
+  SocketAddress where = loopbackPort(port);
+  inet_pton(AF_INET, host, &reinterpret_cast<sockaddr_in*>(&where.storage)->sin_addr);
+  int fd = -1;
+  std::string why;
+  return socketConnect(where, deadlineAfterMs(10000), &fd, &why) == rcnSuccess ? fd : -1;
+}
+
+}  // namespace
+
+TEST_CASE("MASTER_PORT with ROCENANTE_BOOTSTRAP_KEY: strangers take no rank, the ranks join", "[host][api][launch][auth]") {
+  // The attack without a key: a stranger that reaches MASTER_PORT first is
+  // handed the id as rank 1 (the case above). With a key, one without it
+  // or with another is turned away and learns nothing; the real ranks,
+  // rank 0 reading the key from a file, join and sum exactly.
+  TorchrunWorld world(2, "20000");
+  TempFile keyFile(std::string(kLaunchKey) + "\n");
+  chmod(keyFile.path().c_str(), 0600);
+  checkRanks(runRanks(2, [&](int rank) {
+    if (rank == 0) {
+      setenv("ROCENANTE_BOOTSTRAP_KEY_FILE", keyFile.path().c_str(), 1);
+      return runRank(0, 2);
+    }
+    RANK_CHECK(joinAs(world.port, 1, 2) < 0, "a stranger without the key got an answer");
+    RANK_CHECK(joinAs(world.port, 1, 2, AuthKey{"another launch's key, 32 bytes.."}) < 0,
+               "a stranger with another key got an answer");
+    setenv("ROCENANTE_BOOTSTRAP_KEY", kLaunchKey, 1);
+    return runRank(1, 2);
+  }, 60));
+}
+
+TEST_CASE("MASTER_PORT: a rank with another key fails, naming the variable", "[host][api][launch][auth]") {
+  TorchrunWorld world(2, "2000");
+  checkRanks(runRanks(2, [&](int rank) {
+    setenv("RANK", std::to_string(rank).c_str(), 1);
+    setenv("ROCENANTE_BOOTSTRAP_KEY", rank == 0 ? kLaunchKey : "not the launch's key, 32 bytes..", 1);
+    rcnComm_t comm = nullptr;
+    RANK_EXPECT(rcnCommInitFromLaunch(&comm) != rcnSuccess);
+    if (rank == 1)
+      RANK_CHECK(lastError().find("ROCENANTE_BOOTSTRAP_KEY differs between the ranks") != std::string::npos,
+                 "rank 1's error: %s", lastError().c_str());
+    return 0;
+  }, 60));
+}
+
+TEST_CASE("MASTER_PORT: a key too short, or set twice, is refused by name", "[api][launch][auth]") {
+  TorchrunWorld world(2, "2000");
+  ScopedEnv rank("RANK", "0");
+  rcnComm_t comm = nullptr;
+  {
+    ScopedEnv key("ROCENANTE_BOOTSTRAP_KEY", "hunter2");
+    CHECK(rcnCommInitFromLaunch(&comm) == rcnInvalidArgument);
+    CHECK(lastError().find("ROCENANTE_BOOTSTRAP_KEY holds 7 bytes") != std::string::npos);
+  }
+  {
+    ScopedEnv key("ROCENANTE_BOOTSTRAP_KEY", kLaunchKey), file("ROCENANTE_BOOTSTRAP_KEY_FILE", "/nonexistent");
+    CHECK(rcnCommInitFromLaunch(&comm) == rcnInvalidArgument);
+    CHECK(lastError().find("both set") != std::string::npos);
+  }
+  {
+    ScopedEnv file("ROCENANTE_BOOTSTRAP_KEY_FILE", "/nonexistent/key");
+    CHECK(rcnCommInitFromLaunch(&comm) == rcnInvalidArgument);
+    CHECK(lastError().find("/nonexistent/key") != std::string::npos);
+  }
+  CHECK(comm == nullptr);
+}
+
+TEST_CASE("MASTER_PORT: 30 silent connections do not fail the launch", "[host][api][launch][auth]") {
+  // Each used to cost rank 0 two seconds, one after another: 30 of them
+  // outlasted a 20 s timeout. Heard concurrently, they cost nothing.
+  TorchrunWorld world(2, "20000");
+  checkRanks(runRanks(2, [&](int rank) {
+    std::vector<int> silent;
+    if (rank == 1)
+      for (int i = 0; i < 30; ++i) silent.push_back(silentConnection("127.0.0.1", world.port));
+    const int failures = runRank(rank, 2);
+    for (int fd : silent) close(fd);
+    return failures;
+  }, 60));
+}
+
+TEST_CASE("MASTER_PORT: rank 0 listens on MASTER_ADDR's address, not on every interface", "[host][api][launch][auth]") {
+  // 127.0.0.2 reaches this host as 127.0.0.1 does; a socket bound to every
+  // interface would answer there too.
+  TorchrunWorld world(2, "20000");
+  checkRanks(runRanks(2, [&](int rank) {
+    if (rank == 1) {
+      const int up = silentConnection("127.0.0.1", world.port);  // rank 0 listens now
+      RANK_EXPECT(up >= 0);
+      int other = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in elsewhere{};
+      elsewhere.sin_family = AF_INET;
+      elsewhere.sin_port = htons(static_cast<uint16_t>(world.port));
+      inet_pton(AF_INET, "127.0.0.2", &elsewhere.sin_addr);
+      RANK_CHECK(connect(other, reinterpret_cast<sockaddr*>(&elsewhere), sizeof elsewhere) != 0,
+                 "rank 0's rendezvous answered on 127.0.0.2: it listens on every interface");
+      close(other);
+      close(up);
+    }
+    return runRank(rank, 2);
   }, 60));
 }

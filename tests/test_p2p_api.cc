@@ -25,6 +25,7 @@
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
 #include "support/stream_hold.h"
+#include "support/timeout_scale.h"
 
 using namespace rcn;
 using namespace rcn::test;
@@ -34,15 +35,16 @@ namespace {
 constexpr int kRanks = 2;
 constexpr size_t kMaxBytes = 256 * 1024;
 
-// Every eligible call goes to rocenante, whatever the self-test measured.
-void forceFastPath(const char* timeoutMs) {
+// Every eligible call goes to rocenante, whatever the self-test measured;
+// peers wait for each other timeoutMs (scaled, support/timeout_scale.h).
+void forceFastPath(int64_t timeoutMs) {
   setenv("ROCENANTE_FORCE", "rocenante", 1);
   setenv("ROCENANTE_TRANSPORT", "p2p", 1);
-  setenv("ROCENANTE_TIMEOUT_MS", timeoutMs, 1);
+  setenv("ROCENANTE_TIMEOUT_MS", scaledMsText(timeoutMs).c_str(), 1);
 }
 
 int correctnessRank(const rcnUniqueId ids[2], const rcnUniqueId& testId, int rank) {
-  forceFastPath("10000");
+  forceFastPath(10000);
   CHILD_CHECK(cudaSetDevice(rankDevice(rank)) == cudaSuccess, "cudaSetDevice");
   std::unique_ptr<Bootstrap> exchange;  // the test's own channel, for output hashes
   CHILD_CHECK(bootstrapInitTcp(testId, rank, kRanks, &exchange) == rcnSuccess, "test bootstrap");
@@ -77,7 +79,7 @@ int correctnessRank(const rcnUniqueId ids[2], const rcnUniqueId& testId, int ran
 }
 
 int timeoutRank(const rcnUniqueId& id, const rcnUniqueId& testId, int rank) {
-  forceFastPath("500");
+  forceFastPath(500);
   CHILD_CHECK(cudaSetDevice(rankDevice(rank)) == cudaSuccess, "cudaSetDevice");
   std::unique_ptr<Bootstrap> exchange;
   CHILD_CHECK(bootstrapInitTcp(testId, rank, kRanks, &exchange) == rcnSuccess, "test bootstrap");
@@ -92,7 +94,7 @@ int timeoutRank(const rcnUniqueId& id, const rcnUniqueId& testId, int rank) {
     // Poll as an application would; the error must show up within the timeout (plus slack).
     rcnResult_t async = rcnSuccess;
     double ms = 0;
-    while (async == rcnSuccess && ms < 5000) {
+    while (async == rcnSuccess && ms < scaledMs(5000)) {
       CHILD_CHECK(rcnCommGetAsyncError(comm, &async) == rcnSuccess, "rcnCommGetAsyncError");
       ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     }
@@ -103,7 +105,7 @@ int timeoutRank(const rcnUniqueId& id, const rcnUniqueId& testId, int rank) {
     const auto abortStart = std::chrono::steady_clock::now();
     CHILD_CHECK(rcnCommAbort(comm) == rcnSuccess, "abort");
     const double abortMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - abortStart).count();
-    CHILD_CHECK(abortMs < 5000, "rcnCommAbort took %.0f ms", abortMs);
+    CHILD_CHECK(abortMs < scaledMs(5000), "rcnCommAbort took %.0f ms", abortMs);
     cudaFree(buf);
   }
   CHILD_CHECK(exchange->barrier() == rcnSuccess, "barrier");
@@ -120,7 +122,7 @@ int timeoutRank(const rcnUniqueId& id, const rcnUniqueId& testId, int rank) {
 // process loads NCCL's kernels and ours (CUDA loads modules lazily), and
 // loading a module waits for the device whoever does it.
 int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
-  forceFastPath("10000");
+  forceFastPath(10000);
   CHILD_CHECK(cudaSetDevice(rankDevice(rank)) == cudaSuccess, "cudaSetDevice");
   constexpr size_t kCount = 1024;
   cudaStream_t held = nullptr, captured = nullptr, work = nullptr;
@@ -215,7 +217,7 @@ int nativeNcclMismatchRank(const rcnUniqueId& id, int rank) {
 // ranks, naming both variables.
 int noNcclRank(const rcnUniqueId ids[2], int rank) {
   setenv("ROCENANTE_NATIVE_NCCL", "0", 1);
-  forceFastPath("10000");
+  forceFastPath(10000);
   CHILD_CHECK(cudaSetDevice(rankDevice(rank)) == cudaSuccess, "cudaSetDevice");
   rcnComm_t comm = nullptr;
   CHILD_CHECK(rcnCommInitRank(&comm, kRanks, ids[0], rank) == rcnSuccess, "init: %s", rcnGetLastError(nullptr));

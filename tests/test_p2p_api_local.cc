@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "p2p_harness.h"
 #include "rocenante/rocenante.h"
 #include "support/gpu_case.h"
 #include "support/stream_hold.h"
+#include "support/timeout_scale.h"
 
 using namespace rcn::test;
 
@@ -25,11 +27,13 @@ constexpr size_t kMaxBytes = 256 * 1024;
 
 TEST_CASE("rcnAllReduce over p2p with rcnCommInitAll: every dtype x op, two comms, graphs", "[p2p][gpu][api]") {
   requireGpus(kRanks);
+  NativeNcclUnlessShared noNccl(kRanks);  // on one GPU both ranks share it, which NCCL refuses
   setenv("ROCENANTE_FORCE", "rocenante", 1);
   setenv("ROCENANTE_TRANSPORT", "p2p", 1);
   rcnComm_t a[kRanks] = {}, b[kRanks] = {};
-  REQUIRE(rcnCommInitAll(a, kRanks, nullptr) == rcnSuccess);
-  REQUIRE(rcnCommInitAll(b, kRanks, nullptr) == rcnSuccess);
+  const int devices[kRanks] = {rankDevice(0), rankDevice(1)};
+  REQUIRE(rcnCommInitAll(a, kRanks, devices) == rcnSuccess);
+  REQUIRE(rcnCommInitAll(b, kRanks, devices) == rcnSuccess);
   for (rcnComm_t c : {a[0], a[1], b[0], b[1]}) {
     rcnCommInfo info;
     REQUIRE(rcnCommQuery(c, &info) == rcnSuccess);
@@ -40,7 +44,7 @@ TEST_CASE("rcnAllReduce over p2p with rcnCommInitAll: every dtype x op, two comm
   std::vector<LocalRank> locals(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     locals[r].rank = r;
-    locals[r].device = r;
+    locals[r].device = rankDevice(r);
     locals[r].comms = {commFn(a[r]), commFn(b[r])};
   }
   std::string why;
@@ -69,12 +73,15 @@ TEST_CASE("rcnAllReduce over p2p with rcnCommInitAll: every dtype x op, two comm
 // ROCENANTE_TIMEOUT_MS and leaves the communicator's memory allocated.
 TEST_CASE("rcnCommAbort returns while other work keeps the GPU busy", "[p2p][gpu][api]") {
   requireGpus(kRanks);
+  NativeNcclUnlessShared noNccl(kRanks);
   setenv("ROCENANTE_FORCE", "rocenante", 1);
   setenv("ROCENANTE_TRANSPORT", "p2p", 1);
   rcnComm_t comms[kRanks] = {};
-  setenv("ROCENANTE_TIMEOUT_MS", "500", 1);  // read at creation
-  const rcnResult_t created = rcnCommInitAll(comms, kRanks, nullptr);
-  unsetenv("ROCENANTE_TIMEOUT_MS");
+  const int devices[kRanks] = {rankDevice(0), rankDevice(1)};
+  // The teardown bound is read at creation.
+  auto shortWait = std::make_unique<ScopedEnv>("ROCENANTE_TIMEOUT_MS", scaledMsText(500).c_str());
+  const rcnResult_t created = rcnCommInitAll(comms, kRanks, devices);
+  shortWait.reset();
   REQUIRE(created == rcnSuccess);
   REQUIRE(cudaSetDevice(0) == cudaSuccess);
   cudaStream_t busy = nullptr;
@@ -89,9 +96,10 @@ TEST_CASE("rcnCommAbort returns while other work keeps the GPU busy", "[p2p][gpu
   REQUIRE(hold.drain() == cudaSuccess);
   REQUIRE(cudaStreamDestroy(busy) == cudaSuccess);
   CHECK(aborted == rcnSuccess);
-  CHECK(seconds >= 0.45);  // it did wait for the device, up to the bound
-  CHECK(seconds < 5.0);    // and no longer
-  // Rank 1's device is idle: its abort drains at once and frees everything.
+  CHECK(seconds >= scaledSeconds(0.45));  // it did wait for the device, up to the bound
+  CHECK(seconds < scaledSeconds(5.0));    // and no longer
+  // The held work is gone: rank 1's abort (on its own GPU, or on the shared
+  // one) drains at once and frees everything.
   CHECK(rcnCommAbort(comms[1]) == rcnSuccess);
   unsetenv("ROCENANTE_FORCE");
   unsetenv("ROCENANTE_TRANSPORT");

@@ -17,6 +17,7 @@
 #include "p2p_harness.h"
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
+#include "support/timeout_scale.h"
 
 using namespace rcn;
 using namespace rcn::test;
@@ -88,9 +89,10 @@ int timeoutRank(const rcnUniqueId& id, int rank, const char* llMaxBytes) {
     CHILD_CHECK(path->allReduce(buf, buf, 1024, rcnFloat32, rcnSum, nullptr) == rcnSuccess, "launch");
     CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, "the kernel must return, not trap");
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    CHILD_CHECK(ms >= 400 && ms < 5000, "the wait took %.0f ms, expected about 500", ms);
+    CHILD_CHECK(ms >= scaledMs(400) && ms < scaledMs(5000), "the wait took %.0f ms, expected about %lld", ms,
+                static_cast<long long>(scaledMs(500)));
     CHILD_CHECK(path->asyncError(&why) == rcnRemoteError, "no async error after the timeout");
-    CHILD_CHECK(why.find("peer 1") != std::string::npos && why.find("500 ms") != std::string::npos,
+    CHILD_CHECK(why.find("peer 1") != std::string::npos && why.find(scaledMsText(500) + " ms") != std::string::npos,
                 "message does not name the peer: %s", why.c_str());
     std::fprintf(stderr, "rank 0 saw: %s (after %.0f ms)\n", why.c_str(), ms);
     // Later calls return the error at once instead of launching and waiting again.
@@ -99,7 +101,7 @@ int timeoutRank(const rcnUniqueId& id, int rank, const char* llMaxBytes) {
                 "a call after the failure was not refused with it");
     CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, "sync");
     ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    CHILD_CHECK(ms < 200, "a call after the failure took %.0f ms", ms);
+    CHILD_CHECK(ms < scaledMs(200), "a call after the failure took %.0f ms", ms);
     path->abort();
     cudaFree(buf);
   }
@@ -129,7 +131,7 @@ int abortRank(const rcnUniqueId& id, int rank) {
     path->abort();
     CHILD_CHECK(cudaDeviceSynchronize() == cudaSuccess, "the kernel must return, not trap");
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    CHILD_CHECK(ms < 3000, "abort took %.0f ms to end the wait", ms);
+    CHILD_CHECK(ms < scaledMs(3000), "abort took %.0f ms to end the wait", ms);
     CHILD_CHECK(path->asyncError(&why) == rcnRemoteError, "no async error after abort");
     CHILD_CHECK(why.find("aborted") != std::string::npos, "message: %s", why.c_str());
     std::fprintf(stderr, "rank 0 saw: %s (after %.0f ms)\n", why.c_str(), ms);

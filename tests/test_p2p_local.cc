@@ -20,6 +20,7 @@
 #include "p2p_harness.h"
 #include "support/gpu_case.h"
 #include "support/scoped_env.h"
+#include "support/timeout_scale.h"
 #include "transport/transport.h"
 
 using namespace rcn;
@@ -38,6 +39,7 @@ void buildThree(ThreePaths* p) {
   std::string why;
   P2pOptions options;
   options.maxBytes = kMaxBytes;
+  options.oneGpu = gpuCount() < kRanks;  // ROCENANTE_TEST_SHARE_GPUS: both ranks on GPU 0
   options.llMaxBytes = "65536";  // LL up to 64 KB, separate flags above
   if (!buildP2pPathsInProcess(kRanks, options, &p->split, &why)) FAIL(why);
   options.llMaxBytes = "262144";
@@ -51,7 +53,7 @@ std::vector<LocalRank> localRanks(ThreePaths& p) {
   std::vector<LocalRank> locals(kRanks);
   for (int r = 0; r < kRanks; ++r) {
     locals[r].rank = r;
-    locals[r].device = r;
+    locals[r].device = rankDevice(r);
     locals[r].comms = {pathFn(p.split[r].get()), pathFn(p.ll[r].get()), pathFn(p.flags[r].get())};
   }
   return locals;
@@ -222,7 +224,7 @@ TEST_CASE("p2p: a rank that cannot use its GPU makes every rank go without the p
   INFO(why);
   // Rank 0 hears rank 1's reason in the first exchange, well before the bootstrap's 30 s.
   CHECK(why.find("rank 0: no p2p path: rank 1 cannot use GPU " + std::to_string(kNoSuchDevice)) == 0);
-  CHECK(seconds < 10);
+  CHECK(seconds < scaledSeconds(10));
 }
 
 // The shim raises the kernels' bound once creation is done (comm.cc): a later
@@ -245,7 +247,7 @@ TEST_CASE("p2p: setPeerWaitMs bounds the kernels' later waits for a peer", "[p2p
   REQUIRE(paths[0]->allReduce(buffer, buffer, 1024, rcnFloat32, rcnSum, nullptr) == rcnSuccess);  // rank 1 never calls
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(seconds < 5);
+  CHECK(seconds < scaledSeconds(5));
   CHECK(paths[0]->asyncError(&why) == rcnRemoteError);
   INFO(why);
   CHECK(why.find("peer 1 did not arrive within 300 ms") != std::string::npos);
@@ -405,7 +407,7 @@ TEST_CASE("a destroy during another thread's capture returns at once, leaks inst
   }).join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   CHECK(destroyed == rcnSuccess);
-  CHECK(seconds < 5);  // not ROCENANTE_TIMEOUT_MS
+  CHECK(seconds < scaledSeconds(5));  // not ROCENANTE_TIMEOUT_MS
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   CHECK((ended == cudaSuccess || ended == cudaErrorStreamCaptureInvalidated));

@@ -615,14 +615,14 @@ TEST_CASE("one GPU: single-rank communicators through the shim forward to NCCL")
 }
 
 TEST_CASE("two processes through the shim: small on rocenante, large on NCCL, eager and graph") {
-  rcn::test::requireGpus(2);
+  rcn::test::requireOwnGpus(2);  // NCCL: one GPU per rank
   SharedId* shared = makeSharedId();
   rcn::test::checkRanks(rcn::test::runRanks(2, [&](int rank) { return twoProcessRank(rank, shared, true); }));
   munmap(shared, sizeof(SharedId));
 }
 
 TEST_CASE("a forced self-test failure on one rank makes every rank fall back") {
-  rcn::test::requireGpus(2);
+  rcn::test::requireOwnGpus(2);  // NCCL: one GPU per rank
   SharedId* shared = makeSharedId();
   rcn::test::checkRanks(rcn::test::runRanks(2, [&](int rank) {
     setenv("ROCENANTE_SELFTEST_FAIL_RANK", "1", 1);
@@ -632,14 +632,14 @@ TEST_CASE("a forced self-test failure on one rank makes every rank fall back") {
 }
 
 TEST_CASE("a rank whose setup fails leaves its peer an error, not a hang") {
-  rcn::test::requireGpus(2);
+  rcn::test::requireOwnGpus(2);  // NCCL: one GPU per rank
   SharedId* shared = makeSharedId();
   rcn::test::checkRanks(rcn::test::runRanks(2, [&](int rank) { return peerFailsInit(rank, shared); }));
   munmap(shared, sizeof(SharedId));
 }
 
 TEST_CASE("one thread, two GPUs: ncclCommInitRank and all-reduces inside groups") {
-  rcn::test::requireGpus(2);
+  rcn::test::requireOwnGpus(2);  // NCCL: one GPU per rank
   rcn::test::checkInOneRank([] { return oneThreadTwoGpus(false); });
 }
 
@@ -649,17 +649,17 @@ TEST_CASE("one thread, two GPUs: ncclAllGather and ncclReduceScatter in groups a
 }
 
 TEST_CASE("one thread, two GPUs: ncclCommInitAll") {
-  rcn::test::requireGpus(2);
+  rcn::test::requireOwnGpus(2);  // NCCL: one GPU per rank
   rcn::test::checkInOneRank([] { return oneThreadTwoGpus(true); });
 }
 
 TEST_CASE("one thread, two GPUs: ncclCommSplit inside a group") {
-  rcn::test::requireGpus(2);
+  rcn::test::requireOwnGpus(2);  // NCCL: one GPU per rank
   rcn::test::checkInOneRank([] { return splitInGroup(); });
 }
 
 TEST_CASE("one thread, two GPUs: after ncclCommRevoke small all-reduces fail too") {
-  rcn::test::requireGpus(2);
+  rcn::test::requireOwnGpus(2);  // NCCL: one GPU per rank
   auto outcomes = rcn::test::runRanks(1, [](int) { return revokeStopsFastPath(); });
   if (outcomes.size() == 1 && outcomes[0].exitCode == kNoRevoke) SKIP("the real NCCL has no ncclCommRevoke");
   rcn::test::checkRanks(outcomes);

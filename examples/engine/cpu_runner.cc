@@ -102,7 +102,7 @@ int runCpu(const EngineOptions& o, int argc, char** argv) {
     if (o.rank < 0) {
       rcnUniqueId id;
       rcnCheck(rcnGetUniqueId(&id), "rcnGetUniqueId");
-      return launchRanks(o, argc, argv, uniqueIdHex(id));
+      return launchRanks(o, argc, argv, id);
     }
   }
   CpuRank r;

@@ -392,7 +392,7 @@ int runGpu(const EngineOptions& o, int argc, char** argv) {
     if (o.collective == "nccl") setenv("ROCENANTE_DISABLE", "1", 1);
     rcnUniqueId id;
     rcnCheck(rcnGetUniqueId(&id), "rcnGetUniqueId");
-    return launchRanks(o, argc, argv, uniqueIdHex(id));
+    return launchRanks(o, argc, argv, id);
   }
   if (o.collective == "nccl") setenv("ROCENANTE_DISABLE", "1", 1);
   Rank r;

@@ -40,22 +40,38 @@ void adoptExternalLaunch(EngineOptions& o) {
   o.localRank = launch.localRank;
 }
 
+namespace {
+
+// The id our launcher wrote into the pipe at fd (--id-fd), read whole; the
+// pipe is closed after.
+rcnUniqueId receiveId(int fd) {
+  if (fd < 0) throw EngineError("--rank without --id-fd: only the engine's own launcher starts ranks this way");
+  rcnUniqueId id;
+  size_t got = 0;
+  while (got < sizeof id.internal) {
+    const ssize_t n = read(fd, id.internal + got, sizeof id.internal - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += size_t(n);
+  }
+  close(fd);
+  if (got != sizeof id.internal)
+    throw EngineError("--id-fd " + std::to_string(fd) + " gave " + std::to_string(got) + " of the id's " +
+                      std::to_string(sizeof id.internal) + " bytes");
+  return id;
+}
+
+}  // namespace
+
 rcnComm_t joinComm(const EngineOptions& o, int rank) {
   rcnComm_t comm = nullptr;
   if (o.externalLaunch) {
     rcnCheck(rcnCommInitFromLaunch(&comm), "rcnCommInitFromLaunch");
   } else {
-    rcnUniqueId id;
-    std::vector<unsigned char> bytes;
-    if (!rcn::fromHex(o.uniqueIdHex, &bytes) || bytes.size() != sizeof id)
-      throw EngineError("--unique-id must be " + std::to_string(2 * sizeof id) + " hex digits");
-    std::memcpy(&id, bytes.data(), sizeof id);
-    rcnCheck(rcnCommInitRank(&comm, o.tp, id, rank), "rcnCommInitRank");
+    rcnCheck(rcnCommInitRank(&comm, o.tp, receiveId(o.idFd), rank), "rcnCommInitRank");
   }
   return comm;
 }
-
-std::string uniqueIdHex(const rcnUniqueId& id) { return rcn::toHex(&id, sizeof id); }
 
 namespace {
 
@@ -84,35 +100,56 @@ void drain(int fd, std::string& into) {
   for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) into.append(buffer, size_t(n));
 }
 
-// Rank r: this program again, with --rank, --unique-id and --error-fd, the
-// write end of a pipe whose read end is returned.
-RankProcess startRank(int argc, char** argv, int r, const std::string& uniqueIdHex) {
+// A pipe (both ends close-on-exec) that already holds the id: the id fits
+// the pipe's buffer, so the write never waits for the reader.
+void idPipe(int r, const rcnUniqueId& id, int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    const int err = errno;  // read before the text allocates
+    throw EngineError("id pipe for rank " + std::to_string(r) + ": " + std::strerror(err));
+  }
+  if (!writeAll(fds[1], std::string(id.internal, sizeof id.internal))) {
+    close(fds[0]);
+    close(fds[1]);
+    throw EngineError("writing the id for rank " + std::to_string(r) + " failed");
+  }
+}
+
+// Rank r: this program again, with --rank, --id-fd (the read end of a pipe
+// holding the id) and --error-fd, the write end of a pipe whose read end is
+// returned.
+RankProcess startRank(int argc, char** argv, int r, const rcnUniqueId& id) {
+  int idFds[2];
+  idPipe(r, id, idFds);
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     const int err = errno;  // read before the text allocates
+    close(idFds[0]);
+    close(idFds[1]);
     throw EngineError("pipe for rank " + std::to_string(r) + ": " + std::strerror(err));
   }
   std::vector<std::string> args(argv, argv + argc);
-  args.insert(args.end(),
-              {"--rank", std::to_string(r), "--unique-id", uniqueIdHex, "--error-fd", std::to_string(fds[1])});
+  args.insert(args.end(), {"--rank", std::to_string(r), "--id-fd", std::to_string(idFds[0]), "--error-fd",
+                           std::to_string(fds[1])});
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(&a[0]);
   cargs.push_back(nullptr);
   const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
+    for (int fd : {fds[0], fds[1], idFds[0], idFds[1]}) close(fd);
     throw EngineError("fork failed for rank " + std::to_string(r));
   }
   if (pid == 0) {
     dieWithLauncher(launcher);  // the death signal outlives the exec
-    fcntl(fds[1], F_SETFD, 0);  // this one end survives the exec; every other pipe is close-on-exec
+    fcntl(fds[1], F_SETFD, 0);  // these two ends survive the exec; every other pipe is close-on-exec
+    fcntl(idFds[0], F_SETFD, 0);
     execv("/proc/self/exe", cargs.data());
     std::perror("rcn_engine: execv /proc/self/exe");
     _exit(127);
   }
   close(fds[1]);
+  close(idFds[0]);
+  close(idFds[1]);
   fcntl(fds[0], F_SETFL, O_NONBLOCK);  // superviseRanks polls it
   return {pid, fds[0]};
 }
@@ -188,11 +225,11 @@ int superviseRanks(const std::vector<RankProcess>& ranks) {
   return s.result;
 }
 
-int launchRanks(const EngineOptions& o, int argc, char** argv, const std::string& uniqueIdHex) {
+int launchRanks(const EngineOptions& o, int argc, char** argv, const rcnUniqueId& id) {
   requireSplits(o);
   std::vector<RankProcess> ranks;
   try {
-    for (int r = 0; r < o.tp; ++r) ranks.push_back(startRank(argc, argv, r, uniqueIdHex));
+    for (int r = 0; r < o.tp; ++r) ranks.push_back(startRank(argc, argv, r, id));
   } catch (...) {
     // The ranks already started would wait for the missing one until their timeouts.
     for (const RankProcess& rank : ranks) kill(rank.pid, SIGKILL);

@@ -1,6 +1,7 @@
 // --tp N on the GPU path: one process per GPU. The launching process makes
-// the rcn unique id, starts N copies of this program with --rank r and the id,
-// and waits for them. When one rank fails, the others get a grace period and
+// the rcn unique id, starts N copies of this program with --rank r, hands
+// each the id through a pipe (--id-fd: argv is readable by every local user
+// in /proc, and whoever holds the id can join), and waits for them. When one rank fails, the others get a grace period and
 // are then killed, so a broken run never hangs. Each rank hands its error
 // message to the launcher through a pipe (--error-fd), and the launcher prints
 // each distinct one once: an error every rank hits shows once, not N times.
@@ -28,12 +29,12 @@ void adoptExternalLaunch(EngineOptions& o);
 
 // Rank `rank`'s communicator of o.tp ranks (o.tp > 1): from the launcher's
 // variables under an external launch, else from the unique id our own
-// launcher passed. On the GPU path the device must be set first.
+// launcher handed over (--id-fd). On the GPU path the device must be set first.
 rcnComm_t joinComm(const EngineOptions& o, int rank);
 
 // Starts o.tp ranks once the model is known to split over them (throws
 // EngineError if not), and supervises them (superviseRanks).
-int launchRanks(const EngineOptions& o, int argc, char** argv, const std::string& uniqueIdHex);
+int launchRanks(const EngineOptions& o, int argc, char** argv, const rcnUniqueId& id);
 
 // A rank process launchRanks started, and the read end (non-blocking) of the
 // pipe on which it hands over its error message.
@@ -63,7 +64,5 @@ int claimErrorFd(const EngineOptions& o);
 // to the launcher, which prints it (unless another rank's was the same).
 void reportError(const std::string& what, int errorFd);
 
-// The id rank 0 passes to the ranks it starts (--unique-id), as hex.
-std::string uniqueIdHex(const rcnUniqueId& id);
 
 }  // namespace engine

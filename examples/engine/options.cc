@@ -52,7 +52,7 @@ void printUsage(const char* program) {
       "  --profile               bench: also time each operation of eager decode steps\n"
       "  --shard-of N            bench, gpu, --tp 1: time rank 0's shard of a TP=N split alone on this GPU,\n"
       "                          its all-reduces skipped: the compute part of a TP=N step, with fewer GPUs\n"
-      "  --rank N --unique-id HEX --error-fd FD   set by the engine for the ranks it starts itself (--tp N\n"
+      "  --rank N --id-fd FD --error-fd FD   set by the engine for the ranks it starts itself (--tp N\n"
       "                          without a launcher); not for use by hand\n",
       program);
 }
@@ -143,7 +143,7 @@ const std::vector<rcn::CliOption> kEngineOptions = {
     {"--profile", false},
     {"--shard-of", true},
     {"--rank", true},
-    {"--unique-id", true},
+    {"--id-fd", true},
     {"--error-fd", true},
 };
 
@@ -194,7 +194,7 @@ EngineOptions parseOptions(int argc, char** argv) {
     else if (flag == "--profile") o.profile = true;
     else if (flag == "--shard-of") o.shardOf = toInt(flag, value);
     else if (flag == "--rank") o.rank = toInt(flag, value);
-    else if (flag == "--unique-id") o.uniqueIdHex = value;
+    else if (flag == "--id-fd") o.idFd = toInt(flag, value);
     else if (flag == "--error-fd") o.errorFd = toInt(flag, value);
   }
   if (!o.randomWeights && o.modelPath.empty()) throw EngineError("give --model PATH or --random-weights --shape NAME");

@@ -94,6 +94,9 @@ typedef struct {
 } rcnCommInfo;
 
 rcnResult_t rcnGetVersion(int* version);
+/* The id holds the root's address and a random secret that every connection
+ * of the communicator must prove it knows: whoever has the id can join, so
+ * hand it to the ranks as you would a password (not on a command line). */
 rcnResult_t rcnGetUniqueId(rcnUniqueId* uniqueId);
 
 /* One rank per call; every rank of the communicator calls it with the same id. */
@@ -126,7 +129,10 @@ rcnResult_t rcnGetLaunchInfo(rcnLaunchInfo* info);
 /* rcnCommInitRank for a process started by a launcher: every rank calls it,
  * rank 0 listens on MASTER_PORT (default 29500) and hands the unique id to the
  * others, which connect to MASTER_ADDR:MASTER_PORT; each wait is bounded by
- * ROCENANTE_BOOTSTRAP_TIMEOUT_MS. Like rcnCommInitRank it uses the current
+ * ROCENANTE_BOOTSTRAP_TIMEOUT_MS. With ROCENANTE_BOOTSTRAP_KEY (or
+ * ROCENANTE_BOOTSTRAP_KEY_FILE) set alike on every rank, only processes that
+ * prove they hold that key get the id; without one, anyone who reaches
+ * MASTER_PORT can, as with torchrun's own store. Like rcnCommInitRank it uses the current
  * CUDA device (set it first, e.g. from localRank), or host memory when
  * ROCENANTE_BACKEND=host. Errors as rcnGetLaunchInfo, then as rcnCommInitRank. */
 rcnResult_t rcnCommInitFromLaunch(rcnComm_t* comm);

@@ -31,10 +31,11 @@ class Bootstrap {
   virtual void abort() {}
 };
 
-// What an rcnUniqueId holds: the root's socket address and the magic every
-// joiner must present. Fits in RCN_UNIQUE_ID_BYTES.
+// What an rcnUniqueId holds: the root's socket address and a random secret
+// every connection of the communicator proves it holds (core/auth.h). Fits
+// in RCN_UNIQUE_ID_BYTES. Whoever has the id can join: pass it like a password.
 struct BootstrapHandle {
-  uint64_t magic;
+  uint8_t secret[32];  // kIdSecretBytes
   uint8_t addr[64];  // sockaddr_in or sockaddr_in6
   uint32_t addrLen;
 };
@@ -49,8 +50,8 @@ int64_t bootstrapTimeoutMs();
 rcnResult_t bootstrapGetUniqueId(rcnUniqueId* id);
 
 // Joins the communicator described by id as `rank` of `nranks` over TCP.
-// Fails with a clear error (wrong magic, root unreachable, a rank that never
-// joins) within ROCENANTE_BOOTSTRAP_TIMEOUT_MS.
+// Fails with a clear error (an id the root does not know, root unreachable,
+// a rank that never joins) within ROCENANTE_BOOTSTRAP_TIMEOUT_MS.
 rcnResult_t bootstrapInitTcp(const rcnUniqueId& id, int rank, int nranks,
                              std::unique_ptr<Bootstrap>* out);
 

@@ -1,8 +1,12 @@
 // Rendezvous at MASTER_ADDR:MASTER_PORT. Rank 0 accepts nranks-1 connections;
-// each joiner sends who it is and gets the unique id back (or why it was
-// refused), then everyone joins the TCP bootstrap with that id.
+// each joiner proves the launch's key (ROCENANTE_BOOTSTRAP_KEY, core/auth.h;
+// without one the proof is of the empty key, which anyone can make), sends
+// who it is and gets the unique id back (or why it was refused), then
+// everyone joins the TCP bootstrap with that id. Rank 0 listens on the
+// chosen interface or MASTER_ADDR's address, never on every interface.
 #include "core/bootstrap_env.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -16,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
+#include "core/bootstrap_key.h"
 #include "core/check.h"
 #include "core/deadline.h"
 #include "core/params.h"
@@ -25,12 +31,10 @@ namespace rcn {
 
 namespace {
 
-// "RCNENV02": the reply carries the magic and a refusal's reason (01 did not).
-const uint64_t kEnvMagic = 0x52434e454e563032ull;
-const uint64_t kEnvMagicV1 = 0x52434e454e563031ull;  // recognised only to name it
+// What the joiners' proofs are for (core/auth.h).
+constexpr const char* kRendezvousContext = "rendezvous";
 
 struct Join {
-  uint64_t magic;
   int32_t rank;
   int32_t nranks;
 };
@@ -39,7 +43,6 @@ struct Join {
 enum Refusal : int32_t { kAccepted = 0, kOtherSize = 1, kRankOutOfRange = 2, kRankTaken = 3 };
 
 struct Reply {
-  uint64_t magic;   // kEnvMagic: the answer comes from a rocenante rank 0
   int32_t refusal;  // kAccepted: id is valid
   int32_t nranks;   // the size rank 0 runs with
   rcnUniqueId id;
@@ -86,21 +89,44 @@ rcnResult_t resolve(const char* host, int port, Deadline deadline, SocketAddress
 }
 
 // socketListen picks its own port; the rendezvous needs the agreed one.
-rcnResult_t listenOnPort(int port, int* fd) {
-  *fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+rcnResult_t listenOnPort(SocketAddress where, int port, int* fd) {
+  // sin_port and sin6_port lie at the same offset.
+  reinterpret_cast<sockaddr_in*>(&where.storage)->sin_port = htons(static_cast<uint16_t>(port));
+  *fd = socket(where.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   RCN_SYS_CHECK(*fd, "socket");
   int one = 1;
   setsockopt(*fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in any{};
-  any.sin_family = AF_INET;
-  any.sin_addr.s_addr = htonl(INADDR_ANY);
-  any.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(*fd, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0 || listen(*fd, SOMAXCONN) != 0) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 cannot listen on port %d (MASTER_PORT): %s", port,
-             strerror(errno));
+  if (bind(*fd, where.sa(), where.len) != 0 || listen(*fd, SOMAXCONN) != 0) {
+    const int err = errno;  // read before where.text() allocates
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 cannot listen on port %d (MASTER_PORT) at %s: %s", port,
+             where.text().c_str(), strerror(err));
     socketClose(fd);
     return rcnSystemError;
   }
+  return rcnSuccess;
+}
+
+bool isLiteralAddress(const char* host) {
+  in_addr parsed{};
+  return inet_pton(AF_INET, host, &parsed) == 1 || std::strcmp(host, "localhost") == 0;
+}
+
+// Where rank 0's rendezvous listens (never every interface): the interface
+// ROCENANTE_SOCKET_IFNAME names; else MASTER_ADDR's address when it is this
+// host's; else the interface the bootstrap would pick. A host name that
+// resolves here to loopback (Debian maps its own name to 127.0.1.1) while
+// other hosts resolve it to a real address gets both.
+rcnResult_t rendezvousAddresses(const char* masterAddr, std::vector<SocketAddress>* where) {
+  SocketAddress picked;
+  RCN_CHECK(socketPickListenAddress(&picked));
+  SocketAddress master;
+  if (socketIfnameSet() || !masterAddr || !masterAddr[0] || lookUp(masterAddr, 0, AF_INET, &master) != 0 ||
+      !socketIsLocalAddress(master)) {
+    where->push_back(picked);
+    return rcnSuccess;
+  }
+  where->push_back(master);
+  if (socketIsLoopback(master) && !isLiteralAddress(masterAddr) && !socketIsLoopback(picked)) where->push_back(picked);
   return rcnSuccess;
 }
 
@@ -120,7 +146,6 @@ const char* refusalText(Refusal refusal) {
 bool answerJoin(int fd, const Join& join, const rcnUniqueId& id, int nranks, int port, Deadline deadline,
                 std::vector<char>* taken) {
   Reply reply{};
-  reply.magic = kEnvMagic;
   reply.refusal = judge(join, nranks, *taken);
   reply.nranks = nranks;
   if (reply.refusal == kAccepted) reply.id = id;
@@ -141,59 +166,71 @@ bool answerJoin(int fd, const Join& join, const rcnUniqueId& id, int nranks, int
   return true;
 }
 
-rcnResult_t serveId(const rcnUniqueId& id, int nranks, int port, Deadline deadline) {
-  int lfd = -1;
-  RCN_CHECK(listenOnPort(port, &lfd));
+// Listeners closed when rank 0 is done serving, however it ends.
+struct ListenSockets {
+  std::vector<int> fds;
+  ~ListenSockets() {
+    for (int& fd : fds) socketClose(&fd);
+  }
+};
+
+rcnResult_t serveId(const rcnUniqueId& id, int nranks, const char* masterAddr, int port, const AuthKey& key,
+                    Deadline deadline) {
+  std::vector<SocketAddress> where;
+  RCN_CHECK(rendezvousAddresses(masterAddr, &where));
+  ListenSockets sockets;
+  std::string places;
+  for (const SocketAddress& addr : where) {
+    int fd = -1;
+    RCN_CHECK(listenOnPort(addr, port, &fd));
+    sockets.fds.push_back(fd);
+    places += (places.empty() ? "" : " and ") + addr.text();
+  }
+  RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 serves the id on %s (port %d)%s", places.c_str(), port,
+           key.bytes.empty() ? "; no ROCENANTE_BOOTSTRAP_KEY: any process that reaches the port can join" : "");
+  AuthListener listener(sockets.fds, key, kRendezvousContext, sizeof(Join),
+                        "bootstrap rank 0 on port " + std::to_string(port));
   rcnResult_t res = rcnSuccess;
   std::vector<char> taken(static_cast<size_t>(nranks), 0);
   taken[0] = 1;
   for (int joined = 1; joined < nranks;) {
     int fd = -1;
     std::string why;
-    res = socketAccept(lfd, deadline, &fd, &why);
+    Join join{};
+    res = listener.next(deadline, &fd, &join, &why);
     if (res != rcnSuccess) {
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d: %s; %d of %d ranks arrived", port, why.c_str(),
-               joined, nranks);
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d: %s; %d of %d ranks arrived%s", port, why.c_str(),
+               joined, nranks,
+               listener.refused() ? " (connections that could not prove ROCENANTE_BOOTSTRAP_KEY were turned away)"
+                                  : "");
       break;
     }
-    // A rank sends its request as soon as it connects; a connection that
-    // stays silent (a probe, a health check) gets a short wait of its own.
-    Join join{};
-    const bool heard = socketRecvHello(fd, &join, sizeof join, deadline, &why) == rcnSuccess;
-    if (heard && join.magic == kEnvMagicV1)
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d runs an older rocenante (its join is version 1); every rank "
-               "must run the same version", join.rank);
-    if (heard && join.magic == kEnvMagic) {
-      if (answerJoin(fd, join, id, nranks, port, deadline, &taken)) ++joined;
-    } else {
-      // Not one of ours (a port scanner, another job): ignore it, keep waiting.
-      RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: ignored a stray connection on port %d", port);
-    }
+    if (answerJoin(fd, join, id, nranks, port, deadline, &taken)) ++joined;
     socketClose(&fd);
   }
-  socketClose(&lfd);
   return res;
 }
 
-rcnResult_t fetchId(int rank, int nranks, const SocketAddress& root, Deadline deadline, rcnUniqueId* id) {
+rcnResult_t fetchId(int rank, int nranks, const SocketAddress& root, const AuthKey& key, Deadline deadline,
+                    rcnUniqueId* id) {
   int fd = -1;
   std::string why;
   rcnResult_t res = socketConnect(root, deadline, &fd, &why);
-  Join join{kEnvMagic, rank, nranks};
+  Join join{rank, nranks};
   Reply reply{};
-  if (res == rcnSuccess) res = socketSendAll(fd, &join, sizeof join, deadline, &why);
+  if (res == rcnSuccess) res = authConnect(fd, key, kRendezvousContext, &join, sizeof join, deadline, &why);
+  if (res == rcnInvalidArgument) {
+    socketClose(&fd);
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: rank 0 at %s refused our proof of the bootstrap key: "
+             "ROCENANTE_BOOTSTRAP_KEY differs between the ranks, or is set on only some", rank, root.text().c_str());
+    return res;
+  }
   if (res == rcnSuccess) res = socketRecvAll(fd, &reply, sizeof reply, deadline, &why);
   socketClose(&fd);
   if (res != rcnSuccess) {
-    // A rank 0 of an older version drops our join without an answer, as a stray.
     RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d cannot get the id from rank 0 at %s: %s (is rank 0 "
              "running, and the same rocenante version?)", rank, root.text().c_str(), why.c_str());
     return res;
-  }
-  if (reply.magic != kEnvMagic) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: what answers at MASTER_ADDR:MASTER_PORT (%s) is not "
-             "rocenante's rank 0 (another service)", rank, root.text().c_str());
-    return rcnInvalidArgument;
   }
   if (reply.refusal != kAccepted) {
     RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 at %s (a world of %d) refused rank %d of %d: %s",
@@ -210,15 +247,18 @@ rcnResult_t bootstrapInitFromEnv(int rank, int nranks, const char* addr, int por
   RCN_ARG_CHECK(nranks >= 1 && rank >= 0 && rank < nranks, "bootstrap: rank %d outside a world of %d", rank, nranks);
   RCN_ARG_CHECK(port > 0 && port < 65536, "bootstrap: MASTER_PORT %d is not a TCP port", port);
   RCN_ARG_CHECK(rank == 0 || (addr && addr[0]), "bootstrap: rank %d needs MASTER_ADDR", rank);
+  AuthKey key;
+  bool keyed = false;
+  RCN_CHECK(launchKey(&key, &keyed));
   Deadline deadline = deadlineAfterMs(bootstrapTimeoutMs());
   rcnUniqueId id{};
   if (rank == 0) {
     RCN_CHECK(bootstrapGetUniqueId(&id));
-    if (nranks > 1) RCN_CHECK(serveId(id, nranks, port, deadline));
+    if (nranks > 1) RCN_CHECK(serveId(id, nranks, addr, port, key, deadline));
   } else {
     SocketAddress root;
     RCN_CHECK(resolve(addr, port, deadline, &root));
-    RCN_CHECK(fetchId(rank, nranks, root, deadline, &id));
+    RCN_CHECK(fetchId(rank, nranks, root, key, deadline, &id));
   }
   return bootstrapInitTcp(id, rank, nranks, out);
 }

@@ -11,9 +11,11 @@
 
 namespace rcn {
 
-// rank 0 listens on port (all interfaces); the others connect to addr:port
-// (a host name or an IPv4 address), retrying until rank 0 is up. Every wait
-// is bounded by ROCENANTE_BOOTSTRAP_TIMEOUT_MS.
+// rank 0 listens on port (on addr's address or the chosen interface, never
+// all); the others connect to addr:port (a host name or an IPv4 address),
+// retrying until rank 0 is up. With ROCENANTE_BOOTSTRAP_KEY set, only ranks
+// that prove the key get the id. Every wait is bounded by
+// ROCENANTE_BOOTSTRAP_TIMEOUT_MS.
 rcnResult_t bootstrapInitFromEnv(int rank, int nranks, const char* addr, int port,
                                  std::unique_ptr<Bootstrap>* out);
 

@@ -1,18 +1,19 @@
 // The TCP bootstrap of the native API (rcnGetUniqueId / rcnCommInitRank).
 //
 // rcnGetUniqueId opens the root's listening socket and starts a root thread.
-// Each rank opens its own listening socket, sends the root (magic, rank,
-// nranks, its address), and gets back either the table of every rank's
-// address or a verdict saying why the group cannot form (wrong magic,
-// duplicate rank, disagreeing sizes, ranks missing at the deadline). The root
+// Each rank opens its own listening socket, proves to the root that it holds
+// the id's secret (core/auth.h), sends it (rank, nranks, its address), and
+// gets back either the table of every rank's address or a verdict saying why
+// the group cannot form (duplicate rank, disagreeing sizes, ranks missing at
+// the deadline); a connection without the secret gets nothing. The root
 // thread then exits: after that, ranks talk only along a ring (each connects
-// to rank+1 and accepts rank-1), over which allGather runs in nranks-1 steps.
+// to rank+1 and accepts rank-1, each connection proving the secret again),
+// over which allGather runs in nranks-1 steps.
 //
 // Every wait is bounded by ROCENANTE_BOOTSTRAP_TIMEOUT_MS. A rank whose
 // exchange fails shuts its ring sockets, so its neighbours fail at once
 // instead of at their deadline, and so on around the ring.
 #include <netinet/in.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/bootstrap.h"
 #include "core/check.h"
 #include "core/params.h"
@@ -40,7 +42,6 @@ struct WireAddress {
 };
 
 struct JoinRequest {
-  uint64_t magic;
   int32_t rank;
   int32_t nranks;
   WireAddress listen;  // where this rank accepts its ring neighbour
@@ -48,7 +49,6 @@ struct JoinRequest {
 
 enum Verdict : int32_t {
   kVerdictOk = 0,          // followed by nranks WireAddress
-  kVerdictBadMagic = 1,    // this joiner presented another run's magic
   kVerdictTimeout = 2,     // followed by nranks bytes: 1 where that rank joined
   kVerdictSizeMismatch = 3,
   kVerdictDuplicateRank = 4,
@@ -64,12 +64,19 @@ struct RootReply {
   int64_t timeoutMs;    // the root's bound, for messages
 };
 
-// The first message on a ring connection, so a rank knows who connected.
+// The first message on a ring connection (after the proof), so a rank knows who connected.
 struct Hello {
-  uint64_t magic;
   int32_t rank;
   int32_t pad;
 };
+
+// Which protocol a proof is for (core/auth.h): one for the root, one for the ring.
+constexpr const char* kRootContext = "bootstrap-root";
+constexpr const char* kRingContext = "bootstrap-ring";
+
+AuthKey keyOf(const BootstrapHandle& handle) {
+  return AuthKey{std::string(reinterpret_cast<const char*>(handle.secret), sizeof handle.secret)};
+}
 
 // Sent before each all-gather so ranks that call it out of step, or with
 // different sizes, fail with a clear message instead of mixing up bytes.
@@ -112,7 +119,9 @@ struct Joiner {
 
 class Root {
  public:
-  Root(int listenFd, uint64_t magic, int64_t timeoutMs) : listenFd_(listenFd), magic_(magic), timeoutMs_(timeoutMs) {}
+  Root(int listenFd, const AuthKey& key, int64_t timeoutMs)
+      : listenFd_(listenFd), listener_({listenFd}, key, kRootContext, sizeof(JoinRequest), "bootstrap root"),
+        timeoutMs_(timeoutMs) {}
 
   // Serves one group, then closes every socket.
   void run();
@@ -126,10 +135,9 @@ class Root {
   void reply(int fd, const void* extra, size_t extraBytes, Deadline deadline);
 
   int listenFd_;
-  uint64_t magic_;
+  AuthListener listener_;  // hands out only connections that proved the id's secret
   int64_t timeoutMs_;
-  int nranks_ = -1;  // set by the first joiner with the right magic
-  int strangers_ = 0;  // connections turned away for the wrong magic
+  int nranks_ = -1;  // set by the first joiner
   std::vector<Joiner> joiners_;
   std::vector<char> joined_;  // per rank: 1 once it joined
   RootReply verdict_{};       // kVerdictOk until something fails
@@ -155,29 +163,20 @@ void Root::run() {
 // group turns out inconsistent (false, with verdict_ set when inconsistent).
 bool Root::gather() {
   // An unused id costs one idle thread; it gives up after a long bound. Once
-  // the first rank arrives (a request with this run's magic: a port probe
+  // the first rank arrives (one that proved the id's secret: a port probe
   // or another run's rank is no start), the others have timeoutMs_ to follow.
   Deadline deadline = deadlineAfterMs(10 * timeoutMs_);
   bool started = false;
   while (nranks_ < 0 || static_cast<int>(joiners_.size()) < nranks_) {
     int fd = -1;
     std::string why;
-    if (socketAccept(listenFd_, deadline, &fd, &why) != rcnSuccess) {
+    JoinRequest request{};
+    if (listener_.next(deadline, &fd, &request, &why) != rcnSuccess) {
       if (!started) RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: no rank joined; exiting (%s)", why.c_str());
       return false;
     }
-    // The window counts from this accept, which silent connections queued
-    // before it may have delayed by kHelloWaitMs each; joinRoot's slack
-    // covers one of them.
-    const Deadline accepted = Clock::now();
-    JoinRequest request{};
-    if (socketRecvHello(fd, &request, sizeof request, deadline, &why) != rcnSuccess) {
-      RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: dropped a connection that sent no request: %s", why.c_str());
-      socketClose(&fd);
-      continue;
-    }
-    if (!started && request.magic == magic_) {
-      deadline = accepted + std::chrono::milliseconds(timeoutMs_);
+    if (!started) {
+      deadline = deadlineAfterMs(timeoutMs_);
       started = true;
     }
     admit(fd, request);
@@ -189,23 +188,9 @@ bool Root::gather() {
   return true;
 }
 
-// Checks one request; keeps the joiner, turns it away (wrong magic), or
-// records why the whole group cannot form.
+// Checks one request (from a connection that proved the id's secret); keeps
+// the joiner, or records why the whole group cannot form.
 void Root::admit(int fd, const JoinRequest& request) {
-  if (request.magic != magic_) {
-    // A flood of strangers (a scanner) gets a few lines, not one each.
-    if (++strangers_ <= 3)
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: turned away a connection that is not this run's rank (wrong "
-               "magic)%s", strangers_ == 3 ? "; more are logged at INFO" : "");
-    else
-      RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: turned away a connection with the wrong magic");
-    RootReply reject{};
-    reject.verdict = kVerdictBadMagic;
-    reject.timeoutMs = timeoutMs_;
-    send(fd, &reject, sizeof reject, MSG_NOSIGNAL | MSG_DONTWAIT);
-    socketClose(&fd);
-    return;
-  }
   // A size past kMaxCommRanks (a stray or broken message) allocates nothing.
   const bool sizeOk = request.nranks >= 1 && request.nranks <= kMaxCommRanks;
   if (nranks_ < 0 && sizeOk) {
@@ -269,10 +254,9 @@ void Root::rejectLatecomers(Deadline deadline) {
   for (;;) {
     int fd = -1;
     std::string why;
-    if (socketAccept(listenFd_, deadline, &fd, &why) != rcnSuccess) return;
     JoinRequest request{};
-    if (socketRecvAll(fd, &request, sizeof request, std::min(deadline, deadlineAfterMs(1000)), &why) == rcnSuccess)
-      reply(fd, nullptr, 0, deadlineAfterMs(1000));
+    if (listener_.next(deadline, &fd, &request, &why) != rcnSuccess) return;
+    reply(fd, nullptr, 0, deadlineAfterMs(1000));
     socketClose(&fd);
   }
 }
@@ -283,11 +267,6 @@ void Root::rejectLatecomers(Deadline deadline) {
 rcnResult_t reportVerdict(const RootReply& r, int rank, int nranks, int fd, Deadline deadline,
                           const SocketAddress& root) {
   switch (r.verdict) {
-    case kVerdictBadMagic:
-      RCN_WARN(RCN_LOG_BOOTSTRAP,
-               "bootstrap: the root rejected our magic (a unique id from another run?); rank %d, root %s", rank,
-               root.text().c_str());
-      return rcnInvalidArgument;
     case kVerdictSizeMismatch:
       RCN_WARN(RCN_LOG_BOOTSTRAP,
                "bootstrap: ranks disagree on the communicator: a joiner said it is rank %d of %d, the first ranks "
@@ -320,15 +299,15 @@ rcnResult_t reportVerdict(const RootReply& r, int rank, int nranks, int fd, Dead
   }
 }
 
-// Sends our request to the root and receives the address table.
-rcnResult_t joinRoot(const SocketAddress& root, uint64_t magic, int rank, int nranks, const SocketAddress& listen,
+// Proves the id's secret to the root, sends our request and receives the
+// address table.
+rcnResult_t joinRoot(const SocketAddress& root, const AuthKey& key, int rank, int nranks, const SocketAddress& listen,
                      int64_t timeoutMs, std::vector<WireAddress>* table) {
   // The root's window opens when the first rank arrives, so our wait for its
-  // answer allows the full window plus slack for the answer to travel and for
-  // one silent connection (a port probe) the root heard out before us.
+  // answer allows the full window plus slack for the answer to travel.
   const Deadline start = Clock::now();
   Deadline connectDeadline = deadlineAfterMs(timeoutMs);
-  Deadline answerDeadline = deadlineAfterMs(timeoutMs + 1000 + timeoutMs / 4 + kHelloWaitMs);
+  Deadline answerDeadline = deadlineAfterMs(timeoutMs + 1000 + timeoutMs / 4);
   int fd = -1;
   std::string why;
   rcnResult_t res = socketConnect(root, connectDeadline, &fd, &why);
@@ -340,12 +319,17 @@ rcnResult_t joinRoot(const SocketAddress& root, uint64_t magic, int rank, int nr
     return res;
   }
   JoinRequest request{};
-  request.magic = magic;
   request.rank = rank;
   request.nranks = nranks;
   request.listen = toWire(listen);
   RootReply reply{};
-  res = socketSendAll(fd, &request, sizeof request, answerDeadline, &why);
+  res = authConnect(fd, key, kRootContext, &request, sizeof request, answerDeadline, &why);
+  if (res == rcnInvalidArgument) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: the root at %s refused our proof of the id's secret (a unique "
+             "id from another run, or one that was changed?)", rank, root.text().c_str());
+    socketClose(&fd);
+    return res;
+  }
   if (res == rcnSuccess) res = socketRecvAll(fd, &reply, sizeof reply, answerDeadline, &why);
   if (res != rcnSuccess) {
     long long waitedMs = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -372,8 +356,8 @@ rcnResult_t joinRoot(const SocketAddress& root, uint64_t magic, int rank, int nr
 
 class TcpBootstrap : public Bootstrap {
  public:
-  TcpBootstrap(int rank, int nranks, uint64_t magic, int64_t timeoutMs)
-      : rank_(rank), nranks_(nranks), magic_(magic), timeoutMs_(timeoutMs) {}
+  TcpBootstrap(int rank, int nranks, const AuthKey& key, int64_t timeoutMs)
+      : rank_(rank), nranks_(nranks), key_(key), timeoutMs_(timeoutMs) {}
   ~TcpBootstrap() override {
     socketClose(&listenFd_);
     socketClose(&nextFd_);
@@ -391,6 +375,7 @@ class TcpBootstrap : public Bootstrap {
  private:
   int next() const { return (rank_ + 1) % nranks_; }
   int prev() const { return (rank_ + nranks_ - 1) % nranks_; }
+  rcnResult_t connectNext(const std::vector<WireAddress>& table, Deadline deadline);
   rcnResult_t acceptPrev(Deadline deadline);
   rcnResult_t exchange(const void* sendData, void* recvData, size_t bytes, Deadline deadline, const char* what);
   // Shuts the ring sockets (not closing them: another thread may be polling
@@ -403,7 +388,7 @@ class TcpBootstrap : public Bootstrap {
 
   const int rank_;
   const int nranks_;
-  const uint64_t magic_;
+  const AuthKey key_;  // the id's secret, proved on every ring connection
   const int64_t timeoutMs_;
   int listenFd_ = -1;
   int nextFd_ = -1;  // we send to rank+1
@@ -420,49 +405,68 @@ rcnResult_t TcpBootstrap::openListen(SocketAddress* where) {
 }
 
 rcnResult_t TcpBootstrap::acceptPrev(Deadline deadline) {
+  AuthListener listener({listenFd_}, key_, kRingContext, sizeof(Hello), "bootstrap rank " + std::to_string(rank_));
   for (;;) {
     int fd = -1;
     std::string why;
-    rcnResult_t res = socketAccept(listenFd_, deadline, &fd, &why);
+    Hello hello{};
+    rcnResult_t res = listener.next(deadline, &fd, &hello, &why);
     if (res != rcnSuccess) {
       RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: rank %d did not connect within %lld ms: %s", rank_, prev(),
                static_cast<long long>(timeoutMs_), why.c_str());
       return res;
     }
-    Hello hello{};
-    if (socketRecvHello(fd, &hello, sizeof hello, deadline, &why) == rcnSuccess &&
-        hello.magic == magic_ && hello.rank == prev()) {
+    if (hello.rank == prev()) {
       prevFd_ = fd;
       return rcnSuccess;
     }
-    // Not our neighbour (a stray connection, or another run): keep waiting.
-    RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d ignored a connection that is not rank %d", rank_, prev());
+    // A rank of this run in the wrong place cannot happen with one table; keep waiting.
+    RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d ignored a connection from rank %d, not rank %d", rank_,
+             hello.rank, prev());
     socketClose(&fd);
   }
 }
 
+rcnResult_t TcpBootstrap::connectNext(const std::vector<WireAddress>& table, Deadline deadline) {
+  SocketAddress nextAddr;
+  if (!fromWire(table[next()].bytes, table[next()].len, &nextAddr)) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d got a corrupt address for rank %d", rank_, next());
+    return rcnInternalError;
+  }
+  std::string why;
+  rcnResult_t res = socketConnect(nextAddr, deadline, &nextFd_, &why);
+  if (res != rcnSuccess) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d could not connect to rank %d at %s within %lld ms: %s", rank_,
+             next(), nextAddr.text().c_str(), static_cast<long long>(timeoutMs_), why.c_str());
+    return res;
+  }
+  Hello hello{rank_, 0};
+  res = authConnect(nextFd_, key_, kRingContext, &hello, sizeof hello, deadline, &why);
+  if (res != rcnSuccess)
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d could not greet rank %d at %s: %s", rank_, next(),
+             nextAddr.text().c_str(), why.c_str());
+  return res;
+}
+
 rcnResult_t TcpBootstrap::connectRing(const std::vector<WireAddress>& table) {
   if (nranks_ > 1) {
+    // Both at once: the greeting to rank+1 waits for rank+1 to hear it, while
+    // rank+1 greets rank+2, and so on around the ring.
     Deadline deadline = deadlineAfterMs(timeoutMs_);
-    SocketAddress nextAddr;
-    if (!fromWire(table[next()].bytes, table[next()].len, &nextAddr)) {
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d got a corrupt address for rank %d", rank_, next());
-      return rcnInternalError;
+    rcnResult_t accepted = rcnInternalError;
+    std::thread acceptor;
+    try {
+      acceptor = std::thread([&] { accepted = acceptPrev(deadline); });
+    } catch (const std::exception& e) {
+      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d cannot start a thread: %s", rank_, e.what());
+      return rcnSystemError;
     }
-    std::string why;
-    rcnResult_t res = socketConnect(nextAddr, deadline, &nextFd_, &why);
-    if (res != rcnSuccess) {
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d could not connect to rank %d at %s within %lld ms: %s", rank_,
-               next(), nextAddr.text().c_str(), static_cast<long long>(timeoutMs_), why.c_str());
-      return res;
-    }
-    Hello hello{magic_, rank_, 0};
-    res = socketSendAll(nextFd_, &hello, sizeof hello, deadline, &why);
-    if (res != rcnSuccess) {
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d could not greet rank %d: %s", rank_, next(), why.c_str());
-      return res;
-    }
-    RCN_CHECK(acceptPrev(deadline));
+    rcnResult_t connected = connectNext(table, deadline);
+    // This rank gives up: rank-1 need not wait for it until the deadline.
+    if (connected != rcnSuccess) shutdown(listenFd_, SHUT_RDWR);
+    acceptor.join();
+    RCN_CHECK(connected);
+    RCN_CHECK(accepted);
   }
   socketClose(&listenFd_);
   RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d of %d connected", rank_, nranks_);
@@ -525,8 +529,8 @@ rcnResult_t TcpBootstrap::allGather(void* data, size_t bytes) {
 
 rcnResult_t bootstrapGetUniqueId(rcnUniqueId* id) {
   RCN_ARG_CHECK(id != nullptr, "bootstrap: rcnGetUniqueId needs a non-null id");
-  uint64_t magic = 0;
-  while (magic == 0) RCN_SYS_CHECK(getrandom(&magic, sizeof magic, 0) == sizeof magic ? 0 : -1, "getrandom");
+  BootstrapHandle handle{};
+  RCN_CHECK(randomBytes(handle.secret, sizeof handle.secret));
   SocketAddress addr;
   SocketAddress bound;
   int listenFd = -1;
@@ -535,15 +539,14 @@ rcnResult_t bootstrapGetUniqueId(rcnUniqueId* id) {
 
   int64_t timeoutMs = bootstrapTimeoutMs();
   try {
-    std::thread([listenFd, magic, timeoutMs] { Root(listenFd, magic, timeoutMs).run(); }).detach();
+    const AuthKey key = keyOf(handle);
+    std::thread([listenFd, key, timeoutMs] { Root(listenFd, key, timeoutMs).run(); }).detach();
   } catch (const std::exception& e) {
     RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: cannot start the root thread: %s", e.what());
     socketClose(&listenFd);
     return rcnSystemError;
   }
 
-  BootstrapHandle handle{};
-  handle.magic = magic;
   std::memcpy(handle.addr, &bound.storage, bound.len);
   handle.addrLen = bound.len;
   std::memset(id->internal, 0, sizeof id->internal);
@@ -563,11 +566,11 @@ rcnResult_t bootstrapInitTcp(const rcnUniqueId& id, int rank, int nranks, std::u
                 "bootstrap: the unique id holds no valid root address (was it made by rcnGetUniqueId?)");
 
   int64_t timeoutMs = bootstrapTimeoutMs();
-  auto boot = std::make_unique<TcpBootstrap>(rank, nranks, handle.magic, timeoutMs);
+  auto boot = std::make_unique<TcpBootstrap>(rank, nranks, keyOf(handle), timeoutMs);
   SocketAddress listen;  // left empty for a single rank: it has no neighbour
   if (nranks > 1) RCN_CHECK(boot->openListen(&listen));
   std::vector<WireAddress> table;
-  RCN_CHECK(joinRoot(root, handle.magic, rank, nranks, listen, timeoutMs, &table));
+  RCN_CHECK(joinRoot(root, keyOf(handle), rank, nranks, listen, timeoutMs, &table));
   RCN_CHECK(boot->connectRing(table));
   *out = std::move(boot);
   return rcnSuccess;

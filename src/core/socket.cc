@@ -142,6 +142,34 @@ std::string interfaceNames(ifaddrs* list) {
 
 }  // namespace
 
+bool socketIfnameSet() {
+  const char* nccl = std::getenv("NCCL_SOCKET_IFNAME");
+  return !paramStr(ParamId::SocketIfname).empty() || (nccl && *nccl);
+}
+
+bool socketIsLoopback(const SocketAddress& addr) {
+  return addr.storage.ss_family == AF_INET &&
+         (ntohl(reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_addr.s_addr) >> 24) == 127;
+}
+
+bool socketIsLocalAddress(const SocketAddress& addr) {
+  if (socketIsLoopback(addr)) return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool local = false;
+  for (ifaddrs* ifa = list; ifa && !local; ifa = ifa->ifa_next) {
+    if (!isUsableFamily(ifa->ifa_addr) || ifa->ifa_addr->sa_family != addr.storage.ss_family) continue;
+    if (addr.storage.ss_family == AF_INET)
+      local = reinterpret_cast<const sockaddr_in*>(ifa->ifa_addr)->sin_addr.s_addr ==
+              reinterpret_cast<const sockaddr_in*>(&addr.storage)->sin_addr.s_addr;
+    else
+      local = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(ifa->ifa_addr)->sin6_addr,
+                          &reinterpret_cast<const sockaddr_in6*>(&addr.storage)->sin6_addr, sizeof(in6_addr)) == 0;
+  }
+  freeifaddrs(list);
+  return local;
+}
+
 rcnResult_t socketPickListenAddress(SocketAddress* addr) {
   std::string wanted = paramStr(ParamId::SocketIfname);
   const char* source = "ROCENANTE_SOCKET_IFNAME";
@@ -434,10 +462,6 @@ rcnResult_t socketSendAll(int fd, const void* data, size_t bytes, Deadline deadl
 rcnResult_t socketRecvAll(int fd, void* data, size_t bytes, Deadline deadline, std::string* why) {
   char side = 0;
   return socketSendRecv(-1, nullptr, fd, data, bytes, deadline, why, &side);
-}
-
-rcnResult_t socketRecvHello(int fd, void* data, size_t bytes, Deadline deadline, std::string* why) {
-  return socketRecvAll(fd, data, bytes, std::min(deadline, deadlineAfterMs(kHelloWaitMs)), why);
 }
 
 void socketClose(int* fd) {

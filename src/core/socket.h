@@ -31,14 +31,19 @@ struct SocketAddress {
 // '=' for exact names. Fails with rcnInvalidArgument when a list matches nothing.
 rcnResult_t socketPickListenAddress(SocketAddress* addr);
 
+// Whether ROCENANTE_SOCKET_IFNAME or NCCL_SOCKET_IFNAME names the interface.
+bool socketIfnameSet();
+
+// Whether addr is an IPv4 loopback address (127.0.0.0/8: all reach lo).
+bool socketIsLoopback(const SocketAddress& addr);
+
+// Whether addr's host is one of this machine's: an address of an up
+// interface, or a loopback address.
+bool socketIsLocalAddress(const SocketAddress& addr);
+
 // A non-blocking listening socket on addr's host at a port the kernel picks;
 // bound receives the address peers connect to.
 rcnResult_t socketListen(const SocketAddress& addr, int* fd, SocketAddress* bound);
-
-// How long a freshly accepted connection may take to say who it is. A rank
-// sends its hello as soon as it connects; a connection that stays silent (a
-// port probe, a health check) must not hold up the ranks queued behind it.
-constexpr int64_t kHelloWaitMs = 2000;
 
 // The I/O calls below return rcnSuccess, rcnRemoteError (deadline passed, peer
 // closed or reset the connection, peer refused) or rcnSystemError (a local
@@ -50,15 +55,12 @@ constexpr int64_t kHelloWaitMs = 2000;
 // deadline (the peer may not be listening yet). fd is non-blocking.
 rcnResult_t socketConnect(const SocketAddress& addr, Deadline deadline, int* fd, std::string* why);
 
-// Accepts one connection on a listening socket; fd is non-blocking.
+// Accepts one connection on a listening socket; fd is non-blocking. (The
+// bootstrap and wires accept through AuthListener, core/auth.h, instead.)
 rcnResult_t socketAccept(int listenFd, Deadline deadline, int* fd, std::string* why);
 
 rcnResult_t socketSendAll(int fd, const void* data, size_t bytes, Deadline deadline, std::string* why);
 rcnResult_t socketRecvAll(int fd, void* data, size_t bytes, Deadline deadline, std::string* why);
-
-// Receives the hello of a connection just accepted: socketRecvAll bounded
-// by kHelloWaitMs as well as by deadline.
-rcnResult_t socketRecvHello(int fd, void* data, size_t bytes, Deadline deadline, std::string* why);
 
 // Sends bytes on sendFd while receiving as many on recvFd, progressing both as
 // they become ready, so a ring of ranks never deadlocks on full socket buffers.

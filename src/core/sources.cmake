@@ -14,9 +14,11 @@ target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/policy.cc)
 target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/socket.cc
+  ${CMAKE_CURRENT_LIST_DIR}/auth.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_tcp.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_env.cc
+  ${CMAKE_CURRENT_LIST_DIR}/bootstrap_key.cc
   ${CMAKE_CURRENT_LIST_DIR}/bootstrap_local.cc)
 target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/user_file.cc

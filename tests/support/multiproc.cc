@@ -1,7 +1,7 @@
 #include "support/multiproc.h"
 
-#include "core/params.h"
 #include "support/crash_trace.h"
+#include "support/timeout_scale.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -31,7 +31,7 @@ std::vector<RankOutcome> runRanks(int nranks, const std::function<int(int)>& bod
     pids[r] = pid;
   }
   // Sanitizers slow a rank down by 10-100x: ROCENANTE_TEST_TIMEOUT_SCALE stretches the limit.
-  timeoutSec *= double(paramInt(ParamId::TestTimeoutScale));
+  timeoutSec = scaledSeconds(timeoutSec);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSec);
   int remaining = nranks;
   while (remaining > 0) {

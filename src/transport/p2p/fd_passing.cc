@@ -106,6 +106,23 @@ bool recvFd(int sock, FdHeader* header, int* fd, Deadline deadline, std::string*
   return true;
 }
 
+// Abstract sockets have no file permissions: any local process could
+// connect, and would be handed our memory. The kernel vouches for who is at
+// the other end; a process of another user is refused (one of ours could
+// read our memory through /proc anyway).
+bool sameUser(int sock, std::string* why) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    *why = errnoText("getsockopt(SO_PEERCRED)", errno);
+    return false;
+  }
+  if (cred.uid == geteuid()) return true;
+  *why = "the process at the other end (pid " + std::to_string(cred.pid) + ", uid " + std::to_string(cred.uid) +
+         ") belongs to another user";
+  return false;
+}
+
 bool connectTo(const FdEndpoint& ep, Deadline deadline, int* sock, std::string* why) {
   sockaddr_un addr;
   socklen_t len = socketName(ep, &addr);
@@ -177,7 +194,8 @@ rcnResult_t exchangeFds(const FdListener& listener, int rank, const std::vector<
     int sock = -1, fd = -1;
     FdHeader in{};
     std::string err;
-    bool ok = acceptOne(listener.fd(), deadline, &sock, &err) && recvFd(sock, &in, &fd, deadline, &err);
+    bool ok = acceptOne(listener.fd(), deadline, &sock, &err) && sameUser(sock, &err) &&
+              recvFd(sock, &in, &fd, deadline, &err);
     if (ok && (in.token != listener.endpoint().token || in.rank < 0 || in.rank >= rank ||
                (*received)[in.rank] >= 0)) {
       err = "unexpected connection (wrong token or rank " + std::to_string(in.rank) + ")";
@@ -202,7 +220,7 @@ rcnResult_t exchangeFds(const FdListener& listener, int rank, const std::vector<
     FdHeader in{};
     std::string err;
     FdHeader outHeader{peers[peer].token, rank, 0};
-    bool ok = connectTo(peers[peer], deadline, &sock, &err) &&
+    bool ok = connectTo(peers[peer], deadline, &sock, &err) && sameUser(sock, &err) &&
               sendFd(sock, outHeader, myFd, deadline, &err) && recvFd(sock, &in, &fd, deadline, &err);
     if (ok && (in.token != listener.endpoint().token || in.rank != peer)) {
       err = "unexpected reply";

@@ -1,7 +1,8 @@
 // Passing file descriptors (cuMem export handles) between the processes of
 // one host: each rank listens on an abstract-namespace Unix socket named after
 // its pid and a random token, and sends its descriptor with SCM_RIGHTS.
-// Every step is bounded by a deadline.
+// Every step is bounded by a deadline, and a connection from a process of
+// another user is refused (abstract sockets have no permissions).
 #pragma once
 
 #include <cstdint>

@@ -7,6 +7,8 @@
 // connection it becomes every peer's error too, with no waiting. Before it
 // closes, a failing rank tells every peer why in an ABORT frame, so that a
 // peer blames the rank that failed first, not the one that passed it on.
+// Every connection first proves rank 0's random key (core/auth.h), learnt
+// only through the bootstrap, so a stranger cannot connect as a peer.
 #include "transport/wire/tcp_wire.h"
 
 #include <arpa/inet.h>
@@ -28,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/bootstrap.h"
 #include "core/check.h"
 #include "core/deadline.h"
@@ -57,14 +60,18 @@ struct FrameHeader {
   uint64_t length;  // DATA: payload bytes; FLAG: the value; ABORT: text bytes
 };
 
+// The first message on a connection, after the proof of the key.
 struct Hello {
-  uint64_t commTag;
   int32_t rank;
-  uint32_t magic;
+  uint32_t pad;
 };
 
+// What each connection proves (core/auth.h): rank 0's random key, which
+// only the communicator's ranks learn (through the bootstrap).
+constexpr const char* kWireContext = "tcp-wire";
+
 struct TcpBlob {
-  uint64_t commTag;  // rank 0's value tags every connection of this communicator
+  uint8_t key[kIdSecretBytes];  // rank 0's is the communicator's
   SocketAddress addr;
   int32_t listening;
 };
@@ -265,8 +272,8 @@ class TcpWire final : public Wire {
   }
 
   rcnResult_t listenLocal(std::string* why);
-  rcnResult_t connectTo(int peer, const TcpBlob& blob, uint64_t commTag, std::string* why);
-  rcnResult_t acceptFrom(uint64_t commTag, int count, std::string* why);
+  rcnResult_t connectTo(int peer, const TcpBlob& blob, const AuthKey& key, std::string* why);
+  rcnResult_t acceptFrom(const AuthKey& key, int count, std::string* why);
   void receiveLoop();
   bool applyFrame(int peer);
 
@@ -297,13 +304,13 @@ rcnResult_t TcpWire::listenLocal(std::string* why) {
 // Lower ranks connect to higher ranks; the listen socket already exists on
 // every rank (it was opened before the blobs were exchanged), so connect
 // completes without the peer being in accept() yet.
-rcnResult_t TcpWire::connectTo(int peer, const TcpBlob& blob, uint64_t commTag, std::string* why) {
+rcnResult_t TcpWire::connectTo(int peer, const TcpBlob& blob, const AuthKey& key, std::string* why) {
   Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
   std::string reason;
-  Hello hello{commTag, rank_, kFrameMagic};
+  Hello hello{rank_, 0};
   int fd = -1;
   if (socketConnect(blob.addr, deadline, &fd, &reason) != rcnSuccess ||
-      socketSendAll(fd, &hello, sizeof hello, deadline, &reason) != rcnSuccess) {
+      authConnect(fd, key, kWireContext, &hello, sizeof hello, deadline, &reason) != rcnSuccess) {
     socketClose(&fd);
     *why = "tcp wire: rank " + std::to_string(rank_) + " could not connect to rank " +
            std::to_string(peer) + " at " + blob.addr.text() + ": " + reason;
@@ -314,25 +321,20 @@ rcnResult_t TcpWire::connectTo(int peer, const TcpBlob& blob, uint64_t commTag, 
   return rcnSuccess;
 }
 
-rcnResult_t TcpWire::acceptFrom(uint64_t commTag, int count, std::string* why) {
+rcnResult_t TcpWire::acceptFrom(const AuthKey& key, int count, std::string* why) {
   Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
+  AuthListener listener({listenFd_}, key, kWireContext, sizeof(Hello), "tcp wire rank " + std::to_string(rank_));
   while (count > 0) {
     std::string reason;
     int fd = -1;
-    if (socketAccept(listenFd_, deadline, &fd, &reason) != rcnSuccess) {
+    Hello hello{};
+    if (listener.next(deadline, &fd, &hello, &reason) != rcnSuccess) {
       *why = "tcp wire: rank " + std::to_string(rank_) + " waited for " + std::to_string(count) +
              " lower rank(s) to connect: " + reason;
       return rcnRemoteError;
     }
-    Hello hello{};
-    const bool said = socketRecvHello(fd, &hello, sizeof hello, deadline, &reason) == rcnSuccess;
-    if (!said || hello.magic != kFrameMagic) {  // a port probe, or not rocenante
-      RCN_INFO(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection that sent no hello", rank_);
-      socketClose(&fd);
-      continue;
-    }
-    if (hello.commTag != commTag || hello.rank < 0 || hello.rank >= rank_ || fds_[hello.rank] >= 0) {
-      // A rocenante peer of another communicator, or a rank out of place: a misconfiguration.
+    if (hello.rank < 0 || hello.rank >= rank_ || fds_[hello.rank] >= 0) {
+      // A rank of this communicator out of place: a bug, not a stranger.
       RCN_WARN(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection with a bad hello (rank %d)", rank_,
                hello.rank);
       socketClose(&fd);
@@ -443,7 +445,7 @@ rcnResult_t TcpWire::setup(const FastPathContext& ctx, const WireLayout& layout,
 
   std::vector<TcpBlob> blobs(nranks_);
   bool listening = listenLocal(why) == rcnSuccess;
-  blobs[rank_].commTag = randomId64();
+  RCN_CHECK(randomBytes(blobs[rank_].key, sizeof blobs[rank_].key));
   blobs[rank_].addr = listenAddr_;
   blobs[rank_].listening = listening ? 1 : 0;
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), sizeof(TcpBlob)));
@@ -453,9 +455,9 @@ rcnResult_t TcpWire::setup(const FastPathContext& ctx, const WireLayout& layout,
       return rcnSystemError;
     }
   }
-  uint64_t commTag = blobs[0].commTag;
-  for (int r = rank_ + 1; r < nranks_; ++r) RCN_CHECK(connectTo(r, blobs[r], commTag, why));
-  RCN_CHECK(acceptFrom(commTag, rank_, why));
+  const AuthKey key{std::string(reinterpret_cast<const char*>(blobs[0].key), sizeof blobs[0].key)};
+  for (int r = rank_ + 1; r < nranks_; ++r) RCN_CHECK(connectTo(r, blobs[r], key, why));
+  RCN_CHECK(acceptFrom(key, rank_, why));
   socketClose(&listenFd_);
   receiver_ = std::thread([this] { receiveLoop(); });
   return rcnSuccess;
