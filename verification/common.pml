@@ -44,6 +44,13 @@
 /* Where what rank `from` sends for `phase` lands in rank `owner`'s region:
  * RegionLayout::slotOffset / flagIndex / llSlotOffset (one block). */
 #define IDX(owner, phase, from) (((owner) * 2 + (phase)) * N + (from))
+/* phase = call & 1; the ONE_PHASE mutation uses one for every call. */
+#ifdef ONE_PHASE
+#define PHASE(c) 0
+#else
+#define PHASE(c) ((c) & 1)
+#endif
+
 #define SIG(r, k) ((r) * NCALLS + (k))
 #define RES(r, k) ((r) * NCALLS + (k))
 
@@ -132,8 +139,33 @@ inline checkOutcome() {
   }
 }
 
-/* The sum of call index k's inputs when every rank made call s: what a
- * result must equal (checked at every read, with the rank it came from). */
+/* A rank's calls of a one-shot kernel (p2p and proxy): the call number
+ * from the device counter (CALL_OF(epoch), which a mutation may change),
+ * the phase, the tag (kernels/one_shot.h:callTag, or proxyLineTag: call and
+ * signature; here call * 4 + signature, which never collides), then the
+ * model's runLL() or runFlags(); a failed rank does nothing (callNumber() 0,
+ * ProxyState.failed), and a successful call advances the counter. */
+inline kernelCalls() {
+  for (k : 0 .. NCALLS - 1) {
+    if
+    :: failed[me] -> res[RES(me, k)] = ERR
+    :: else ->
+      s = sig[SIG(me, k)];
+      call = CALL_OF(epoch);
+      phase = PHASE(call);
+      tag = call * 4 + s;
+      dat = DATA(k, s, me);
+      acc = 0;
+      why = NOK;
+      if :: IS_LL(s) -> runLL() :: else -> runFlags() fi;
+      endCall(why, acc);
+      if :: why == NOK -> epoch = call :: else -> skip fi
+    fi
+  }
+}
+
+/* Every value a rank reads must be rank r's input of this call index and
+ * signature: the property "no rank sums data of another call". */
 inline expectRead(d, kk, s, r) { assert(d == DATA(kk, s, r)) }
 
 init {

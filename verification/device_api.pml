@@ -17,12 +17,6 @@
 #define MISMATCH_NO_PUT
 #include "common.pml"
 
-#ifdef ONE_PHASE
-#define PHASE(c) 0
-#else
-#define PHASE(c) ((c) & 1)
-#endif
-
 /* The windows: [owner][phase][from], one unit each. */
 byte unitCall[N * 2 * N];
 byte unitVal[N * 2 * N];

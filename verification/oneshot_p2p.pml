@@ -14,13 +14,12 @@
  *  NO_CLEAR          runLL leaves a line's tag after reading it
  *  BAKED_CALL        the call number is fixed when the graph is captured */
 
-#include "common.pml"
-
-#ifdef ONE_PHASE
-#define PHASE(c) 0
+#ifdef BAKED_CALL
+#define CALL_OF(epoch) NEXT_CALL(EPOCH0)
 #else
-#define PHASE(c) ((c) & 1)
+#define CALL_OF(epoch) NEXT_CALL(epoch)  /* one_shot_call.cuh:callNumber */
 #endif
+#include "common.pml"
 
 /* device_common.cuh:takeFlag / waitForFlag with waitCheckPeer as giveUp:
  * the flag of `from` for this call, any other nonzero value (a different
@@ -89,29 +88,12 @@ inline runLL() {
   }
 }
 
+/* epoch: state[1 + block], the last call this block finished
+ * (one_shot_call.cuh:finishCall stores it). */
 proctype Rank(byte me) {
   byte k, s, call, phase, i, p, r, why, d;
-  byte epoch = EPOCH0;  /* state[1 + block]: the last call this block finished */
+  byte epoch = EPOCH0;
   int tag, dat, acc;
-  for (k : 0 .. NCALLS - 1) {
-    if
-    :: failed[me] -> res[RES(me, k)] = ERR  /* callNumber() is 0: the kernel returns at once */
-    :: else ->
-      s = sig[SIG(me, k)];
-#ifdef BAKED_CALL
-      call = NEXT_CALL(EPOCH0);
-#else
-      call = NEXT_CALL(epoch);  /* one_shot_call.cuh:callNumber */
-#endif
-      phase = PHASE(call);
-      tag = call * 4 + s;       /* one_shot.h:callTag */
-      dat = DATA(k, s, me);
-      acc = 0;
-      why = NOK;
-      if :: IS_LL(s) -> runLL() :: else -> runFlags() fi;
-      endCall(why, acc);
-      if :: why == NOK -> epoch = call :: else -> skip fi  /* one_shot_call.cuh:finishCall */
-    fi
-  }
+  kernelCalls();
 gone: skip
 }

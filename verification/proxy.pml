@@ -19,13 +19,8 @@
  *  ONE_PHASE          every call uses phase 0 (data slots and doorbells) */
 
 #define HAS_PROXY
+#define CALL_OF(epoch) NEXT_CALL(epoch)  /* proxy_kernel.cu:proxyKernel */
 #include "common.pml"
-
-#ifdef ONE_PHASE
-#define PHASE(c) 0
-#else
-#define PHASE(c) ((c) & 1)
-#endif
 
 #define FLAGS_PROTO 0
 #define LL_PROTO 1
@@ -113,26 +108,12 @@ inline runLL() {
   }
 }
 
+/* epoch: ProxyState.epoch, which the call's last block advances. */
 proctype Rank(byte me) {
   byte k, s, call, phase, r, why, d;
-  byte epoch = EPOCH0;  /* ProxyState.epoch */
+  byte epoch = EPOCH0;
   int tag, dat, acc;
-  for (k : 0 .. NCALLS - 1) {
-    if
-    :: failed[me] -> res[RES(me, k)] = ERR  /* ProxyState.failed: the kernel returns */
-    :: else ->
-      s = sig[SIG(me, k)];
-      call = NEXT_CALL(epoch);
-      phase = PHASE(call);
-      tag = call * 4 + s;  /* callTag / proxyLineTag: call and signature */
-      dat = DATA(k, s, me);
-      acc = 0;
-      why = NOK;
-      if :: IS_LL(s) -> runLL() :: else -> runFlags() fi;
-      endCall(why, acc);
-      if :: why == NOK -> epoch = call :: else -> skip fi
-    fi
-  }
+  kernelCalls();
 gone: kernelEnded[me] = true
 }
 
