@@ -1,15 +1,18 @@
 /* The harness the three protocol models share: the ranks' call scripts,
- * the exchange regions, rank death and the properties checked once every
- * process has ended. Each model (oneshot_p2p.pml, proxy.pml, device_api.pml)
- * includes this file and defines proctype Rank(byte me) and, where it has
- * one, proctype Proxy(byte me), then the init below runs them.
+ * the exchange regions, rank death, the per-call loop of the one-shot
+ * kernels and the properties checked once every process has ended. Each
+ * model (oneshot_p2p.pml, proxy.pml, device_api.pml) defines CALL_OF where
+ * it uses kernelCalls(), includes this file, then defines runLL() and
+ * runFlags() (or its own loop), proctype Rank(byte me) and, where it has
+ * one, proctype Proxy(byte me); the init below runs them.
  *
- * Settings (spin -D...): NRANKS (2 or 3), NCALLS (3), EPOCH0 (the device
- * call counter before the first call: 254 starts next to the 8-bit wrap),
- * MISMATCH (rank NRANKS-1 makes a different call at the first or last call
- * index; MISMATCH_NO_PUT, set by the device API model: one that puts nothing), DIES
- * (rank DIES dies at some step; 255: nobody dies), GRAPH (every call is a
- * replay of one captured call: the same signature every time). */
+ * Settings (spin -D...): NRANKS (2 or 3), NCALLS (3: results must stay
+ * below ERR), EPOCH0 (the device call counter before the first call: 254
+ * starts next to the 8-bit wrap), MISMATCH (rank NRANKS-1 makes another
+ * call at the first or the last call index; with MISMATCH_NO_PUT, which the
+ * device API model sets, one that puts nothing), DIES (the rank that may
+ * die at any step; 255: nobody dies), GRAPH (every call is a replay of one
+ * captured call: the same signature every time). */
 
 #ifndef NRANKS
 #define NRANKS 2
