@@ -44,10 +44,11 @@ if command -v apt-get >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   add_backports
   $SUDO apt-get update -qq
+  # spin: the protocol models' checker (verification/check.sh).
   $SUDO apt-get install -y -qq --no-install-recommends \
     cmake ninja-build g++ pkg-config python3 python3-pip \
     libyaml-cpp-dev libhwloc-dev libibverbs-dev iproute2 \
-    nlohmann-json3-dev libpcre2-dev libicu-dev clang-format git libssl-dev >/dev/null
+    nlohmann-json3-dev libpcre2-dev libicu-dev clang-format git libssl-dev spin >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports catch2 >/dev/null
 fi
 
