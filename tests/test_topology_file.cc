@@ -133,6 +133,41 @@ TEST_CASE("topology file: bad files name the file, the line and the key") {
                  "key 'ranks[0].gpus[1]': GPU index 0 given twice"));
 }
 
+TEST_CASE("topology file: GPU indices and link peers must be plausible") {
+  const std::string gpus = std::string(kGoodRank) + "    gpus:\n";
+  CHECK(contains(parseError(gpus + "      - {index: -1}\n"), "key 'ranks[0].gpus[0].index': expected a GPU index 0..1023, got -1"));
+  CHECK(contains(parseError(gpus + "      - {index: 1024}\n"), "expected a GPU index 0..1023, got 1024"));
+  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 2147483647}]}\n"),
+                 "key 'ranks[0].gpus[0].links[0].peer': expected another GPU's index 0..1023, got 2147483647"));
+  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: -3}]}\n"), "expected another GPU's index"));
+  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 0}]}\n"), "expected another GPU's index 0..1023, got 0"));
+  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 1}, {peer: 1}]}\n"),
+                 "key 'ranks[0].gpus[0].links[1].peer': GPU 1 has a link given twice"));
+}
+
+TEST_CASE("topology file: the longest GPU list reads back whole") {
+  // Every index a file may give, each GPU linked to its neighbour: the
+  // duplicate check must not make this quadratic (a set, not a scan).
+  std::string text = std::string(kGoodRank) + "    cuda_dev: " + std::to_string(kMaxTopoGpuIndex) + "\n    gpus:\n";
+  for (int i = 0; i <= kMaxTopoGpuIndex; i++)
+    text += "      - {index: " + std::to_string(i) + ", links: [{peer: " + std::to_string(i ^ 1) + "}]}\n";
+  std::vector<RankTopo> ranks;
+  REQUIRE(topoParseText(text, "long.yaml", &ranks) == rcnSuccess);
+  REQUIRE(ranks[0].gpus.size() == size_t(kMaxTopoGpuIndex) + 1);
+  CHECK(ranks[0].gpus.back().links[0].peer == (kMaxTopoGpuIndex ^ 1));
+  CHECK(contains(parseError(text + "      - {index: 5}\n"), "key 'ranks[0].gpus[1024]': GPU index 5 given twice"));
+}
+
+TEST_CASE("ROCENANTE_TOPO_FILE must describe as many ranks as the communicator has") {
+  topotest::ScopedEnv file("ROCENANTE_TOPO_FILE", topotest::fixture("spark-4node-ring.yaml").c_str());
+  clearLastError();
+  RankTopo t;
+  CHECK(topoDiscoverLocal(1, -1, &t, 2) == rcnInvalidArgument);
+  CHECK(contains(lastErrorText(), "describes 4 ranks, the communicator has 2"));
+  CHECK(topoDiscoverLocal(1, -1, &t, 4) == rcnSuccess);
+  CHECK(topoDiscoverLocal(1, -1, &t) == rcnSuccess);  // the probe's single-rank view: any entry
+}
+
 TEST_CASE("topology file: a missing file is a clear error") {
   clearLastError();
   std::vector<RankTopo> ranks;
