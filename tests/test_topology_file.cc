@@ -127,6 +127,9 @@ TEST_CASE("topology file: bad files name the file, the line and the key") {
   // an address without its prefix (which would read as /32), a GPU listed twice.
   CHECK(contains(parseError(std::string(kGoodRank) + "    host: b\n"), "bad.yaml:5: key 'ranks[0].host': given twice"));
   CHECK(contains(parseError(std::string(kGoodRank) + "---\nversion: 1\n"), "bad.yaml:6: a topology file is one YAML document"));
+  // yaml-cpp's own multi-document load looped for ever, allocating, on these (found by fuzz_topology_file).
+  CHECK(contains(parseError(",\n"), "bad.yaml:1: not valid YAML/JSON"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "    gpus:\n      - {index: 0}\n, x\n"), "not valid YAML/JSON"));
   CHECK(contains(parseError(std::string(kGoodRank) + "    netifs:\n      - {name: e0, ipv4: 10.0.0.2}\n"),
                  "expected a.b.c.d/prefix, got '10.0.0.2'"));
   CHECK(contains(parseError(std::string(kGoodRank) + "    gpus:\n      - {index: 0}\n      - {index: 0}\n"),

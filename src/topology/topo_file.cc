@@ -344,13 +344,13 @@ RankTopo parseRank(const YAML::Node& node, const std::string& file, const std::s
 rcnResult_t topoParseText(const std::string& text, const std::string& fileName, std::vector<RankTopo>* ranks) {
   YAML::Node root;
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (const size_t d = extraDocument(documents)) {
+    const YamlDocuments documents = loadYamlDocuments(text);
+    if (documents.extra) {
       RCN_WARN(RCN_LOG_TOPO, "topology file %s:%d: a topology file is one YAML document", fileName.c_str(),
-               documents[d].Mark().line + 1);
+               documents.extraLine);
       return rcnInvalidArgument;
     }
-    if (!documents.empty()) root = documents[0];
+    root = documents.first;
   } catch (const YAML::ParserException& e) {
     RCN_WARN(RCN_LOG_TOPO, "topology file %s:%d: not valid YAML/JSON: %s", fileName.c_str(), e.mark.line + 1,
              e.msg.c_str());
