@@ -25,7 +25,7 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
 fi
 FINDINGS=$DIR/fuzz-findings
 mkdir -p "$FINDINGS"
-export ASAN_OPTIONS="detect_leaks=1:protect_shadow_gap=0"
+export ASAN_OPTIONS="detect_leaks=1:handle_sigbus=0:protect_shadow_gap=0"  # as scripts/sanitize.sh
 failed=0
 printf '%-26s %8s %12s %8s %8s %8s  %s\n' target seconds executions cov ft corpus result
 for target in "${TARGETS[@]}"; do

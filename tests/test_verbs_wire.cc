@@ -219,7 +219,7 @@ int mPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     bool inBounds = mr != gMock.mrByRkey.end() && p.remoteAddr >= base &&
                     p.remoteAddr + p.length <= base + mr->second->length;
     ibv_wc_status status = !inBounds ? IBV_WC_REM_ACCESS_ERR : gMock.injectStatus;
-    if (status == IBV_WC_SUCCESS)
+    if (status == IBV_WC_SUCCESS && p.length > 0)  // a zero-length put may carry no address
       std::memcpy(reinterpret_cast<void*>(p.remoteAddr), reinterpret_cast<void*>(p.localAddr), p.length);
     if ((wr->send_flags & IBV_SEND_SIGNALED) || status != IBV_WC_SUCCESS) {
       ibv_wc wc{};
