@@ -52,17 +52,24 @@ run_with() {
   local kind=$1 dir=build-$1
   # Every wait of a forked rank stretches: instrumented code runs 2-20x slower.
   export ROCENANTE_TEST_TIMEOUT_SCALE=10
-  # handle_sigbus=0: the engine's mapped reads turn SIGBUS into an error themselves, and
-  # test_engine_hf checks that a SIGBUS sent by a process still does its default.
+  # handle_sigbus=0 (ASan and TSan): the engine's mapped reads turn SIGBUS into an error
+  # themselves, and test_engine_hf checks that a SIGBUS sent by a process still kills it.
   # protect_shadow_gap=0: the CUDA runtime maps memory there, were a GPU present.
   export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:handle_sigbus=0:protect_shadow_gap=0:suppressions=$PWD/scripts/sanitizers/asan.supp"
   export LSAN_OPTIONS="suppressions=$PWD/scripts/sanitizers/lsan.supp:print_suppressions=0"
   export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$PWD/scripts/sanitizers/ubsan.supp"
   # die_after_fork=0: ranks are forked from a test process whose earlier cases left threads.
-  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:suppressions=$PWD/scripts/sanitizers/tsan.supp"
-  local regex=$CPU_TESTS_REGEX
-  [ "$kind" = asan ] && regex="$regex|^fuzz_.*_corpus$"  # every seed and past finding, once
-  ctest --test-dir "$dir" -R "$regex" -E "$CPU_TESTS_EXCLUDED" --output-on-failure --timeout 900
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:handle_sigbus=0:suppressions=$PWD/scripts/sanitizers/tsan.supp"
+  local regex=$CPU_TESTS_REGEX repeat=()
+  if [ "$kind" = asan ]; then
+    regex="$regex|^fuzz_.*_corpus$"  # every seed and past finding, once
+    # clang 14's ASan runtime can deadlock a forked rank in its own allocator
+    # (a thread starting in the child waits on an allocator lock for ever;
+    # seen in 1 of 4 runs of test_host_faults, docs/RELIABILITY.md): a test
+    # that fails is run once more, and a second failure fails the run.
+    repeat=(--repeat until-pass:2)
+  fi
+  ctest --test-dir "$dir" -R "$regex" -E "$CPU_TESTS_EXCLUDED" --output-on-failure --timeout 900 "${repeat[@]}"
 }
 
 BUILD_ONLY=0

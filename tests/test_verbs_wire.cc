@@ -219,8 +219,15 @@ int mPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     bool inBounds = mr != gMock.mrByRkey.end() && p.remoteAddr >= base &&
                     p.remoteAddr + p.length <= base + mr->second->length;
     ibv_wc_status status = !inBounds ? IBV_WC_REM_ACCESS_ERR : gMock.injectStatus;
-    if (status == IBV_WC_SUCCESS && p.length > 0)  // a zero-length put may carry no address
+    if (status == IBV_WC_SUCCESS && p.length == sizeof(uint32_t) && p.remoteAddr % sizeof(uint32_t) == 0) {
+      // A flag: the NIC's write of an aligned word lands whole, and the
+      // peer polls it with atomic loads (a plain copy races with them).
+      uint32_t word;
+      std::memcpy(&word, reinterpret_cast<void*>(p.localAddr), sizeof word);
+      __atomic_store_n(reinterpret_cast<uint32_t*>(p.remoteAddr), word, __ATOMIC_RELEASE);
+    } else if (status == IBV_WC_SUCCESS && p.length > 0) {  // a zero-length put may carry no address
       std::memcpy(reinterpret_cast<void*>(p.remoteAddr), reinterpret_cast<void*>(p.localAddr), p.length);
+    }
     if ((wr->send_flags & IBV_SEND_SIGNALED) || status != IBV_WC_SUCCESS) {
       ibv_wc wc{};
       wc.wr_id = wr->wr_id;
