@@ -48,7 +48,7 @@ if command -v apt-get >/dev/null; then
   $SUDO apt-get install -y -qq --no-install-recommends \
     cmake ninja-build g++ pkg-config python3 python3-pip \
     libyaml-cpp-dev libhwloc-dev libibverbs-dev iproute2 \
-    nlohmann-json3-dev libpcre2-dev libicu-dev clang-format git libssl-dev spin >/dev/null
+    nlohmann-json3-dev libpcre2-dev libicu-dev clang-format git libssl-dev spin clang libclang-rt-14-dev >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports catch2 >/dev/null
 fi
 

@@ -444,6 +444,14 @@ TEST_CASE("truncated and corrupt safetensors files give errors naming file and t
               "{\"weight_map\": {\"model.norm.weight\": \"model-00002-of-00002.safetensors\"}}");
     CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("model-00002-of-00002.safetensors: cannot open"));
   }
+  SECTION("shard names that are no plain file name") {
+    // "model.safetensors\u0000x" opened model.safetensors, a file the index does not name.
+    for (const char* name : {"model.safetensors\\u0000x", "../model.safetensors", "", ".", ".."}) {
+      writeText(dir.path + "/model.safetensors.index.json",
+                std::string("{\"weight_map\": {\"model.norm.weight\": \"") + name + "\"}}");
+      CHECK_THAT(errorOf([&] { hf::loadHfModel(dir.path, 0); }), ContainsSubstring("is not a plain file name"));
+    }
+  }
 }
 
 // A handler the process installed to run once (SA_RESETHAND): the first

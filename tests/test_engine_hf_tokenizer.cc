@@ -177,6 +177,25 @@ TEST_CASE("pre-tokenizer regexes split as tokenizers does") {
   CHECK(beforeCapitals.split(longRun + "B") == std::vector<std::string>{longRun, "B"});
 }
 
+TEST_CASE("a pre-tokenizer regex that backtracks without end is a clear error, not a hang") {
+  TempDir dir;
+  requirePcre2(writeJson(dir.path, tokenizerJson(Style::Llama3)));
+  // Each run of a's costs (?:a+)+b some 2^run steps; with PCRE2's default
+  // limit (10^7 a search) this 6.6 KB prompt took many minutes.
+  std::string prompt;
+  while (prompt.size() < 6600) prompt += "aaaaaaaaaaaaaaaaaaaaaa ";
+  const hf::RegexSplitter backtracking("(?:a+)+b|a| ");
+  CHECK_THROWS_WITH(backtracking.split(prompt),
+                    ContainsSubstring("the pre-tokenizer regex backtracks more than 10000 steps at byte 0"));
+  CHECK(backtracking.split("aaab a") == std::vector<std::string>{"aaab", " ", "a"});  // short runs still split
+  // The real patterns stay far under the limit on long, mixed text.
+  std::string mixed;
+  for (int i = 0; i < 2000; i++) mixed += "Word's  12345\n\n\t  x" + std::string(i % 7, ' ');
+  mixed += std::string(100000, ' ') + std::string(100000, '\n') + "end";
+  CHECK_NOTHROW(hf::RegexSplitter(kLlama3Pattern).split(mixed));
+  CHECK_NOTHROW(hf::RegexSplitter(hf::kGpt2SplitPattern).split(mixed));
+}
+
 TEST_CASE("BPE merges lowest rank first, in both merge spellings") {
   TempDir dir;
   for (Style style : {Style::Llama3, Style::Gpt2}) {

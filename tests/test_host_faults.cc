@@ -118,6 +118,11 @@ FailedCall callOnce(int rank, FastPath* path) {
   return call;
 }
 
+// A survivor whose error is checked stays a while before it exits: over shm
+// a peer's exit is news too, and a slower survivor (under a sanitizer) could
+// hear of it before the event the case checks.
+void lingerBeforeExit() { std::this_thread::sleep_for(std::chrono::milliseconds(kTimeoutMs / 2)); }
+
 }  // namespace
 
 TEST_CASE("host backend over shm: a rank killed mid-call fails every survivor", "[host][fault]") {
@@ -145,6 +150,7 @@ TEST_CASE("host backend: a rank that never calls makes the others time out namin
       return 0;
     }
     const FailedCall call = callOnce(rank, path.get());
+    lingerBeforeExit();
     if (!call.failed) return 40;
     // Each names the idle rank, not the survivor that timed out first and
     // shut its connections (over tcp it tells why first).
@@ -264,6 +270,7 @@ TEST_CASE("host backend: a rank that destroyed its communicator fails the others
     checkRanks(faultAfterGoodCalls(3, 2, [&](int rank, FastPath* path) {
       if (rank == leaver) return 0;  // its path is destroyed on return: its goodbye to every peer
       const FailedCall call = callOnce(rank, path);
+      lingerBeforeExit();
       if (!call.failed) return 40;
       if (call.why.find("waiting for rank 1") == std::string::npos) return 41;
       if (call.why.find("destroyed its communicator") == std::string::npos) return 42;

@@ -338,6 +338,9 @@ TEST_CASE("malformed files name the file, the line and the key") {
   CHECK(e.find("one YAML document") != std::string::npos);
   CHECK(parseError("---\nversion: 1\n") == "");  // one document, marked as such
   CHECK(parseError("version: 1\n---\n") == "");  // and a final empty one
+  // yaml-cpp's own multi-document load looped for ever, allocating, on these.
+  for (const char* endless : {",\n", "[a]\n,\n", "version: 1\n---\n,\n"})
+    CHECK(parseError(endless).find("not valid YAML") != std::string::npos);
 }
 
 TEST_CASE("policyLoad fails at a bad or missing file, naming it") {

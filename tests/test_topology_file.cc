@@ -127,10 +127,48 @@ TEST_CASE("topology file: bad files name the file, the line and the key") {
   // an address without its prefix (which would read as /32), a GPU listed twice.
   CHECK(contains(parseError(std::string(kGoodRank) + "    host: b\n"), "bad.yaml:5: key 'ranks[0].host': given twice"));
   CHECK(contains(parseError(std::string(kGoodRank) + "---\nversion: 1\n"), "bad.yaml:6: a topology file is one YAML document"));
+  // yaml-cpp's own multi-document load looped for ever, allocating, on these (found by fuzz_topology_file).
+  CHECK(contains(parseError(",\n"), "bad.yaml:1: not valid YAML/JSON"));
+  CHECK(contains(parseError(std::string(kGoodRank) + "    gpus:\n      - {index: 0}\n, x\n"), "not valid YAML/JSON"));
   CHECK(contains(parseError(std::string(kGoodRank) + "    netifs:\n      - {name: e0, ipv4: 10.0.0.2}\n"),
                  "expected a.b.c.d/prefix, got '10.0.0.2'"));
   CHECK(contains(parseError(std::string(kGoodRank) + "    gpus:\n      - {index: 0}\n      - {index: 0}\n"),
                  "key 'ranks[0].gpus[1]': GPU index 0 given twice"));
+}
+
+TEST_CASE("topology file: GPU indices and link peers must be plausible") {
+  const std::string gpus = std::string(kGoodRank) + "    gpus:\n";
+  CHECK(contains(parseError(gpus + "      - {index: -1}\n"), "key 'ranks[0].gpus[0].index': expected a GPU index 0..1023, got -1"));
+  CHECK(contains(parseError(gpus + "      - {index: 1024}\n"), "expected a GPU index 0..1023, got 1024"));
+  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 2147483647}]}\n"),
+                 "key 'ranks[0].gpus[0].links[0].peer': expected another GPU's index 0..1023, got 2147483647"));
+  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: -3}]}\n"), "expected another GPU's index"));
+  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 0}]}\n"), "expected another GPU's index 0..1023, got 0"));
+  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 1}, {peer: 1}]}\n"),
+                 "key 'ranks[0].gpus[0].links[1].peer': GPU 1 has a link given twice"));
+}
+
+TEST_CASE("topology file: the longest GPU list reads back whole") {
+  // Every index a file may give, each GPU linked to its neighbour: the
+  // duplicate check must not make this quadratic (a set, not a scan).
+  std::string text = std::string(kGoodRank) + "    cuda_dev: " + std::to_string(kMaxTopoGpuIndex) + "\n    gpus:\n";
+  for (int i = 0; i <= kMaxTopoGpuIndex; i++)
+    text += "      - {index: " + std::to_string(i) + ", links: [{peer: " + std::to_string(i ^ 1) + "}]}\n";
+  std::vector<RankTopo> ranks;
+  REQUIRE(topoParseText(text, "long.yaml", &ranks) == rcnSuccess);
+  REQUIRE(ranks[0].gpus.size() == size_t(kMaxTopoGpuIndex) + 1);
+  CHECK(ranks[0].gpus.back().links[0].peer == (kMaxTopoGpuIndex ^ 1));
+  CHECK(contains(parseError(text + "      - {index: 5}\n"), "key 'ranks[0].gpus[1024]': GPU index 5 given twice"));
+}
+
+TEST_CASE("ROCENANTE_TOPO_FILE must describe as many ranks as the communicator has") {
+  topotest::ScopedEnv file("ROCENANTE_TOPO_FILE", topotest::fixture("spark-4node-ring.yaml").c_str());
+  clearLastError();
+  RankTopo t;
+  CHECK(topoDiscoverLocal(1, -1, &t, 2) == rcnInvalidArgument);
+  CHECK(contains(lastErrorText(), "describes 4 ranks, the communicator has 2"));
+  CHECK(topoDiscoverLocal(1, -1, &t, 4) == rcnSuccess);
+  CHECK(topoDiscoverLocal(1, -1, &t) == rcnSuccess);  // the probe's single-rank view: any entry
 }
 
 TEST_CASE("topology file: a missing file is a clear error") {

@@ -1,8 +1,14 @@
 // Discovery against fixture sysfs trees of real layouts (tests/fixtures/topology/sysfs).
 #include <catch2/catch_test_macros.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include "test_topology_support.h"
 #include "topology/locality.h"
+#include "topology/sysfs.h"
 
 using namespace rcn;
 
@@ -224,4 +230,27 @@ TEST_CASE("IPv4 subnet helpers") {
   CHECK_FALSE(parseIpv4Net("10.0.0.1/33", &n));
   CHECK_FALSE(parseIpv4Net("10.0.0/24", &n));
   CHECK_FALSE(parseIpv4Net("", &n));
+}
+
+TEST_CASE("a root whose files are a FIFO or /dev/zero probes without hanging or filling memory") {
+  // rocenante-probe --root reads any tree: a FIFO no one writes blocked the
+  // open, /dev/zero was read for ever. Both now read as absent files.
+  char root[] = "/tmp/rcn-probe-root-XXXXXX";
+  REQUIRE(mkdtemp(root) != nullptr);
+  const std::string dir = root;
+  REQUIRE(system(("mkdir -p " + dir + "/etc " + dir + "/proc/sys/kernel/random").c_str()) == 0);
+  REQUIRE(mkfifo((dir + "/etc/hostname").c_str(), 0600) == 0);
+  REQUIRE(symlink("/dev/zero", (dir + "/proc/sys/kernel/random/boot_id").c_str()) == 0);
+  REQUIRE(symlink("/dev/zero", (dir + "/proc/modules").c_str()) == 0);
+  std::string text;
+  CHECK_FALSE(readFirstLine(dir + "/etc/hostname", &text));
+  CHECK_FALSE(readWholeFile(dir + "/proc/modules", &text));
+  TopoProbeOptions opt;
+  opt.root = dir;
+  opt.useCuda = false;
+  RankTopo t;
+  CHECK(topoProbeLocal(opt, 0, &t) == rcnSuccess);
+  CHECK(t.host == "unknown-host");
+  CHECK(t.bootId.empty());
+  REQUIRE(system(("rm -rf " + dir).c_str()) == 0);
 }

@@ -1,6 +1,7 @@
 // The public rcn* entry points: argument checks, then the communicator code.
 #include <nccl.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -248,7 +249,12 @@ rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device) {
 }
 
 const char* rcnGetErrorString(rcnResult_t result) {
-  switch (result) {
+  // A C caller may pass any int; C++ must not load an enum outside its
+  // enumerators' range (UBSan's enum check), so the value is read as an int.
+  static_assert(sizeof(rcnResult_t) == sizeof(int), "rcnResult_t is an int-sized enum");
+  int code = 0;
+  std::memcpy(&code, &result, sizeof code);
+  switch (code) {
     case rcnSuccess: return "no error";
     case rcnUnhandledCudaError: return "unhandled cuda error (run with ROCENANTE_DEBUG=INFO for details)";
     case rcnSystemError: return "unhandled system error (run with ROCENANTE_DEBUG=INFO for details)";

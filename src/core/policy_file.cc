@@ -243,10 +243,11 @@ rcnResult_t policyFileParse(const std::string& text, const std::string& name, Po
   try {
     // One document: what a second one said would be dropped without a word
     // (an empty one, as after a final `---`, says nothing).
-    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (const size_t d = extraDocument(documents))
-      fail(documents[d], "(document " + std::to_string(d + 1) + ")", "a policy file is one YAML document");
-    parseTop(documents.empty() ? YAML::Node() : documents[0], out);
+    const YamlDocuments documents = loadYamlDocuments(text);
+    if (documents.extra)
+      throw BadValue{documents.extraLine, "(document " + std::to_string(documents.extra + 1) + ")",
+                     "a policy file is one YAML document"};
+    parseTop(documents.first, out);
     return rcnSuccess;
   } catch (const BadValue& bad) {
     *error = name + ":" + std::to_string(bad.line) + ": key '" + bad.key + "': " + bad.what;

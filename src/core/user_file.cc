@@ -14,19 +14,19 @@ namespace rcn {
 namespace {
 
 // Why the open descriptor fd of path is no configuration file to read; "" if it is one.
-std::string unusable(int fd, const std::string& path) {
+std::string unusable(int fd, const std::string& path, size_t maxBytes) {
   struct stat st;
   if (fstat(fd, &st) != 0) return errnoText(path.c_str(), errno);
   if (!S_ISREG(st.st_mode)) return path + ": not a regular file";
-  if (size_t(st.st_size) > kMaxConfigFileBytes)
-    return path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
-           std::to_string(kMaxConfigFileBytes >> 20) + " MB a configuration file may have";
+  if (size_t(st.st_size) > maxBytes)
+    return path + ": " + std::to_string(st.st_size) + " bytes, more than the " + std::to_string(maxBytes >> 20) +
+           " MB such a file may have";
   return "";
 }
 
 // Reads fd to its end into contents; "" or why it failed (a file that grows
 // past the limit while read fails too).
-std::string readAll(int fd, const std::string& path, std::string* contents) {
+std::string readAll(int fd, const std::string& path, size_t maxBytes, std::string* contents) {
   char buffer[65536];
   for (;;) {
     const ssize_t n = read(fd, buffer, sizeof buffer);
@@ -34,13 +34,13 @@ std::string readAll(int fd, const std::string& path, std::string* contents) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errnoText(path.c_str(), errno);
     contents->append(buffer, size_t(n));
-    if (contents->size() > kMaxConfigFileBytes) return path + ": grew past the size limit while being read";
+    if (contents->size() > maxBytes) return path + ": grew past the size limit while being read";
   }
 }
 
 }  // namespace
 
-bool readConfigFile(const std::string& path, std::string* text, std::string* why) {
+bool readConfigFile(const std::string& path, std::string* text, std::string* why, size_t maxBytes) {
   // Non-blocking, so that opening a FIFO cannot wait; what kind of file it
   // is comes from the descriptor itself, not from a path that could change.
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -49,8 +49,8 @@ bool readConfigFile(const std::string& path, std::string* text, std::string* why
     return false;
   }
   std::string contents;
-  *why = unusable(fd, path);
-  if (why->empty()) *why = readAll(fd, path, &contents);
+  *why = unusable(fd, path, maxBytes);
+  if (why->empty()) *why = readAll(fd, path, maxBytes, &contents);
   close(fd);
   if (!why->empty()) return false;
   *text = std::move(contents);

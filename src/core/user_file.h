@@ -15,10 +15,11 @@ namespace rcn {
 constexpr size_t kMaxConfigFileBytes = size_t(64) << 20;
 
 // Reads the regular file at path into text. A directory, a FIFO, a device
-// such as /dev/zero or a file over kMaxConfigFileBytes is refused with why
-// naming it, so that none can hang or fill memory; so is one that cannot be
-// opened (why: the system's reason).
-bool readConfigFile(const std::string& path, std::string* text, std::string* why);
+// such as /dev/zero or a file over maxBytes is refused with why naming it,
+// so that none can hang or fill memory; so is one that cannot be opened
+// (why: the system's reason).
+bool readConfigFile(const std::string& path, std::string* text, std::string* why,
+                    size_t maxBytes = kMaxConfigFileBytes);
 
 // Opens path for writing (appending, or truncated first), created if need
 // be; null with why (the system's reason) when it cannot be. A FIFO with no

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+
+#include "core/user_file.h"
 
 namespace rcn {
 
@@ -19,23 +19,22 @@ std::string joinPath(const std::string& root, const std::string& path) {
   return a + "/" + b;
 }
 
+// Through readConfigFile: a FIFO, a device or an endless file under a
+// --root tree is refused instead of hanging or filling memory. sysfs
+// attributes are a page at most; /proc/modules and a fixture's ifaddrs.txt
+// some KB.
+constexpr size_t kMaxSysfsFileBytes = size_t(1) << 20;
+
 bool readFirstLine(const std::string& path, std::string* line) {
-  std::ifstream in(path);
-  if (!in) return false;
   std::string text;
-  std::getline(in, text);
-  if (in.bad()) return false;
-  *line = trim(text);
+  if (!readWholeFile(path, &text)) return false;
+  *line = trim(text.substr(0, text.find('\n')));
   return true;
 }
 
 bool readWholeFile(const std::string& path, std::string* text) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  *text = ss.str();
-  return true;
+  std::string why;
+  return readConfigFile(path, text, &why, kMaxSysfsFileBytes);
 }
 
 std::vector<std::string> listDir(const std::string& path) {

@@ -12,9 +12,10 @@ namespace rcn {
 // root + path, with exactly one '/' between them.
 std::string joinPath(const std::string& root, const std::string& path);
 
-// The file's first line without the trailing newline; false if unreadable.
+// The file's first line without the trailing newline; false if unreadable
+// or not a regular file of at most 1 MB (a FIFO, /dev/zero).
 bool readFirstLine(const std::string& path, std::string* line);
-// The whole file; false if unreadable.
+// The whole file; false as for readFirstLine.
 bool readWholeFile(const std::string& path, std::string* text);
 
 // Names in a directory (no "." / ".."), sorted; empty if unreadable.

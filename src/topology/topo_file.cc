@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <sstream>
+#include <unordered_set>
 #include <vector>
 
 #include "core/check.h"
@@ -216,6 +218,8 @@ bool isGidText(const std::string& text) {
   return inet_pton(AF_INET6, text.c_str(), &address) == 1;
 }
 
+bool isGpuIndex(int index) { return index >= 0 && index <= kMaxTopoGpuIndex; }
+
 std::string item(const std::string& path, const char* list, size_t i) {
   return path + "." + list + "[" + std::to_string(i) + "]";
 }
@@ -225,6 +229,8 @@ GpuInfo parseGpu(const YAML::Node& node, const std::string& file, const std::str
   Fields f(node, file, path, err);
   f.allow({"index", "pci", "name", "cc", "integrated", "gdr", "dmabuf", "nic", "nic_distance", "links"});
   f.get("index", &g.index, true);
+  f.check(isGpuIndex(g.index), "index", "expected a GPU index 0.." + std::to_string(kMaxTopoGpuIndex) + ", got " +
+                                            std::to_string(g.index));
   f.get("pci", &g.pciBusId);
   f.get("name", &g.name);
   std::string cc;
@@ -240,11 +246,15 @@ GpuInfo parseGpu(const YAML::Node& node, const std::string& file, const std::str
   if (!parsePciDistance(dist, &g.nicDistance))
     f.fail(node["nic_distance"], path + ".nic_distance", "expected PIX, PXB, PHB, SYS or unknown, got '" + dist + "'");
   YAML::Node links = f.list("links");
+  std::set<int> peers;
   for (size_t i = 0; i < links.size() && err->empty(); i++) {
     GpuLink l;
     Fields lf(links[i], file, item(path, "links", i), err);
     lf.allow({"peer", "access", "nvlink", "perf_rank"});
     lf.get("peer", &l.peer, true);
+    lf.check(isGpuIndex(l.peer) && l.peer != g.index, "peer",
+             "expected another GPU's index 0.." + std::to_string(kMaxTopoGpuIndex) + ", got " + std::to_string(l.peer));
+    lf.check(peers.insert(l.peer).second, "peer", "GPU " + std::to_string(l.peer) + " has a link given twice");
     lf.get("access", &l.access);
     lf.get("nvlink", &l.nvlink);
     lf.get("perf_rank", &l.perfRank);
@@ -303,14 +313,15 @@ RankTopo parseRank(const YAML::Node& node, const std::string& file, const std::s
   f.get("cuda_dev", &t.cudaDev);
   f.get("peermem", &t.peerMemModule);
   YAML::Node gpus = f.list("gpus");
+  std::unordered_set<int> indices;  // a set, not gpuByIndex: a long list stays linear
   for (size_t i = 0; i < gpus.size() && err->empty(); i++) {
     const GpuInfo g = parseGpu(gpus[i], file, item(path, "gpus", i), err);
-    if (err->empty() && gpuByIndex(t, g.index))
+    if (err->empty() && !indices.insert(g.index).second)
       f.fail(gpus[i], item(path, "gpus", i), "GPU index " + std::to_string(g.index) + " given twice");
     t.gpus.push_back(g);
   }
   // The rank's own GPU is one of those it lists (a probe lists every GPU it sees).
-  f.check(t.cudaDev == -1 || gpuByIndex(t, t.cudaDev), "cuda_dev",
+  f.check(t.cudaDev == -1 || indices.count(t.cudaDev), "cuda_dev",
           "GPU " + std::to_string(t.cudaDev) + " is not in this rank's gpus (-1 for none)");
   YAML::Node nics = f.list("nics");
   for (size_t i = 0; i < nics.size() && err->empty(); i++)
@@ -333,13 +344,13 @@ RankTopo parseRank(const YAML::Node& node, const std::string& file, const std::s
 rcnResult_t topoParseText(const std::string& text, const std::string& fileName, std::vector<RankTopo>* ranks) {
   YAML::Node root;
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (const size_t d = extraDocument(documents)) {
+    const YamlDocuments documents = loadYamlDocuments(text);
+    if (documents.extra) {
       RCN_WARN(RCN_LOG_TOPO, "topology file %s:%d: a topology file is one YAML document", fileName.c_str(),
-               documents[d].Mark().line + 1);
+               documents.extraLine);
       return rcnInvalidArgument;
     }
-    if (!documents.empty()) root = documents[0];
+    root = documents.first;
   } catch (const YAML::ParserException& e) {
     RCN_WARN(RCN_LOG_TOPO, "topology file %s:%d: not valid YAML/JSON: %s", fileName.c_str(), e.mark.line + 1,
              e.msg.c_str());
@@ -383,7 +394,7 @@ rcnResult_t topoParseText(const std::string&, const std::string& fileName, std::
 
 rcnResult_t topoLoadFile(const std::string& path, std::vector<RankTopo>* ranks) {
   std::string text, why;
-  RCN_ARG_CHECK(readConfigFile(path, &text, &why), "cannot read topology file %s", why.c_str());
+  RCN_ARG_CHECK(readConfigFile(path, &text, &why, kMaxTopoFileBytes), "cannot read topology file %s", why.c_str());
   return topoParseText(text, path, ranks);
 }
 

@@ -23,7 +23,7 @@ rcnResult_t topoProbeLocal(const TopoProbeOptions& opt, int rank, RankTopo* out)
   return rcnSuccess;
 }
 
-rcnResult_t topoDiscoverLocal(int rank, int cudaDev, RankTopo* out) {
+rcnResult_t topoDiscoverLocal(int rank, int cudaDev, RankTopo* out, int nranks) {
   std::string file = paramStr(ParamId::TopoFile);
   if (file.empty()) {
     TopoProbeOptions opt;
@@ -32,6 +32,9 @@ rcnResult_t topoDiscoverLocal(int rank, int cudaDev, RankTopo* out) {
   }
   std::vector<RankTopo> ranks;
   RCN_CHECK(topoLoadFile(file, &ranks));
+  RCN_ARG_CHECK(nranks < 0 || ranks.size() == size_t(nranks),
+                "ROCENANTE_TOPO_FILE %s describes %zu ranks, the communicator has %d", file.c_str(), ranks.size(),
+                nranks);
   for (RankTopo& t : ranks) {
     if (t.rank != rank) continue;
     *out = t;
@@ -70,7 +73,7 @@ rcnResult_t topoGather(Bootstrap& bootstrap, const RankTopo& local, CommTopo* ou
 
 rcnResult_t topoBuild(Bootstrap& bootstrap, int cudaDev, CommTopo* out) {
   RankTopo local;
-  RCN_CHECK(topoDiscoverLocal(bootstrap.rank(), cudaDev, &local));
+  RCN_CHECK(topoDiscoverLocal(bootstrap.rank(), cudaDev, &local, bootstrap.nranks()));
   CommTopo topo;
   RCN_CHECK(topoGather(bootstrap, local, &topo));
   RCN_CHECK(topoClassify(&topo));

@@ -134,8 +134,9 @@ rcnResult_t discoverLocality(const TopoProbeOptions& opt, RankTopo* out);
 rcnResult_t topoProbeLocal(const TopoProbeOptions& opt, int rank, RankTopo* out);
 
 // This rank's description: from ROCENANTE_TOPO_FILE when set (the entry for
-// `rank`), else probed. cudaDev: the rank's GPU or -1.
-rcnResult_t topoDiscoverLocal(int rank, int cudaDev, RankTopo* out);
+// `rank`; the file must describe exactly nranks ranks unless nranks is -1),
+// else probed. cudaDev: the rank's GPU or -1.
+rcnResult_t topoDiscoverLocal(int rank, int cudaDev, RankTopo* out, int nranks = -1);
 
 // --- exchange (serialize.cc, topology.cc) ---------------------------------------
 // A compact binary form for Bootstrap::allGather.
@@ -167,6 +168,11 @@ std::string topoToJson(const CommTopo& topo, const std::string& extra = "");
 // s as a JSON string literal, quotes included.
 std::string jsonQuote(const std::string& s);
 rcnResult_t topoWriteFile(const std::string& path, const CommTopo& topo);
+// The largest GPU index (CUDA ordinal, link peer) a topology file may give.
+constexpr int kMaxTopoGpuIndex = 1023;
+// The largest topology file: yaml-cpp holds about 400 bytes of memory per
+// byte of text, and a rank's entry is a few KB (2000 ranks fit).
+constexpr size_t kMaxTopoFileBytes = size_t(8) << 20;
 // Reads a topology file (YAML; JSON is accepted as YAML). Errors name the
 // file, the line and the key.
 rcnResult_t topoLoadFile(const std::string& path, std::vector<RankTopo>* ranks);

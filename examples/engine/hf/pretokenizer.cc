@@ -56,7 +56,11 @@ std::string withUnicodeWhiteSpace(const std::string& pattern) {
 
 struct RegexSplitter::Compiled {
   pcre2_code* code = nullptr;
-  ~Compiled() { pcre2_code_free(code); }
+  pcre2_match_context* limits = nullptr;
+  ~Compiled() {
+    pcre2_match_context_free(limits);
+    pcre2_code_free(code);
+  }
 };
 
 RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& owner)
@@ -71,6 +75,9 @@ RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& owne
   if (!compiled_->code)
     fail("pre-tokenizer regex does not compile at offset " + std::to_string(offset) + ": " + pcreMessage(error) +
          " (pattern " + translated + ")");
+  compiled_->limits = pcre2_match_context_create(nullptr);
+  if (!compiled_->limits) fail("pre-tokenizer: out of memory");
+  pcre2_set_match_limit(compiled_->limits, kPretokenizerMatchLimit);
 }
 
 RegexSplitter::~RegexSplitter() = default;
@@ -85,9 +92,16 @@ std::vector<std::string> RegexSplitter::split(const std::string& text) const {
   size_t start = 0, gapStart = 0;
   uint32_t options = 0;  // the first call checks the whole subject is valid UTF-8
   while (start <= text.size()) {
-    const int rc = pcre2_match(compiled_->code, subject, text.size(), start, options, match, nullptr);
+    const int rc = pcre2_match(compiled_->code, subject, text.size(), start, options, match, compiled_->limits);
     options = PCRE2_NO_UTF_CHECK;
     if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc == PCRE2_ERROR_MATCHLIMIT) {
+      pcre2_match_data_free(match);
+      fail("cannot encode the text: the pre-tokenizer regex backtracks more than " +
+           std::to_string(kPretokenizerMatchLimit) + " steps at byte " + std::to_string(start) +
+           " of the text (a pattern such as (a+)+b; the tokenizers patterns of Llama 3, Qwen2 and GPT-2 "
+           "need a few)");
+    }
     if (rc < 0) {
       pcre2_match_data_free(match);
       fail("cannot encode the text: pre-tokenizer: cannot split the text: " + pcreMessage(rc));

@@ -5,6 +5,7 @@
 // tokenizer.json is loaded.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,12 @@ namespace engine::hf {
 
 // GPT-2's pattern, which a ByteLevel pre-tokenizer with use_regex=true applies.
 extern const char* const kGpt2SplitPattern;
+
+// The most backtracking steps (PCRE2's match limit) one search may take.
+// The split runs at most one search per byte of text, so its work is linear
+// in the text even for a pattern that backtracks exponentially; the patterns
+// real tokenizers use take a few steps a search.
+constexpr uint32_t kPretokenizerMatchLimit = 10000;
 
 // Splits text into the regex's matches and the gaps between them, in order,
 // none dropped (tokenizers' "Isolated" behavior).
@@ -25,7 +32,8 @@ class RegexSplitter {
   RegexSplitter(RegexSplitter&&) noexcept;
   RegexSplitter& operator=(RegexSplitter&&) noexcept;
 
-  // Throws EngineError when `text` is not valid UTF-8.
+  // Throws EngineError when `text` is not valid UTF-8, or when one search
+  // needs more than kPretokenizerMatchLimit steps.
   std::vector<std::string> split(const std::string& text) const;
 
  private:

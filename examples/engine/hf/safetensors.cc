@@ -194,6 +194,12 @@ void SafetensorsFile::requireDisjoint() const {
   }
 }
 
+// A name of a file in the checkpoint's directory itself. JSON allows \u0000
+// in a string: "a\u0000b" would open "a", another file than the index names.
+static bool isPlainFileName(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find_first_of(std::string("/\0", 2)) == std::string::npos;
+}
+
 Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   const std::string indexPath = dir + "/model.safetensors.index.json";
   std::vector<std::string> fileNames;
@@ -205,8 +211,8 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
     for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
       if (!it->is_string()) throw EngineError(indexPath + ": weight_map entry " + it.key() + " is not a file name");
       const std::string file = it->get<std::string>();
-      if (file.find('/') != std::string::npos)
-        throw EngineError(indexPath + ": shard name " + file + " is not a plain file name");
+      if (!isPlainFileName(file))
+        throw EngineError(indexPath + ": shard name " + Json(file).dump() + " is not a plain file name");
       if (unique.insert(file).second) fileNames.push_back(file);
     }
   } else {
