@@ -244,6 +244,22 @@ rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info) {
   return rcnSuccess;
 }
 
+rcnResult_t rcnCommTakesFastPath(rcnComm_t comm, size_t count, rcnDataType_t datatype, rcnRedOp_t op,
+                                 int graphCapture, int* takesFastPath) {
+  rcn::clearLastError();
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommTakesFastPath"));
+  RCN_ARG_CHECK(takesFastPath != nullptr, "rcnCommTakesFastPath: takesFastPath is NULL");
+  RCN_ARG_CHECK(rcn::dtypeIsValid(datatype), "rcnCommTakesFastPath: datatype %d is not a valid type",
+                static_cast<int>(datatype));
+  RCN_ARG_CHECK(rcn::opIsValid(op), "rcnCommTakesFastPath: op %d is not a valid reduction op", static_cast<int>(op));
+  RCN_ARG_CHECK(rcn::byteCountFits(count, datatype), "rcnCommTakesFastPath: count=%zu of %s overflows a byte count",
+                count, rcn::dtypeName(datatype));
+  rcn::CommCallScope inCall(comm);  // comm->fast stays while we read it
+  *takesFastPath = rcn::commUsable(comm) &&
+                   rcn::commRoutesToFastPath(comm, count * rcn::dtypeSize(datatype), datatype, op, graphCapture != 0);
+  return rcnSuccess;
+}
+
 rcnResult_t rcnCommCount(rcnComm_t comm, int* count) {
   rcn::clearLastError();
   RCN_CHECK(rcn::commCheck(comm, "rcnCommCount"));
