@@ -64,7 +64,8 @@ class Methods:
         self.symm_ok, self.symm_why = True, ""
         try:
             import torch.distributed._symmetric_memory as symm_mem
-            symm_mem.enable_symm_mem_for_group(self.group_name)
+            if hasattr(symm_mem, "enable_symm_mem_for_group"):  # needed before PyTorch 2.9, gone later
+                symm_mem.enable_symm_mem_for_group(self.group_name)
             self.symm_mem = symm_mem
         except Exception as e:  # an older PyTorch, or no SymmetricMemory here
             self.symm_ok, self.symm_why = False, "SymmetricMemory unavailable: %s" % e
@@ -91,7 +92,7 @@ class Methods:
         return run, holder
 
 
-def check(name, run, result, want):
+def check(run, result, want):
     run()
     torch.cuda.synchronize()
     got = result["out"] if isinstance(result, dict) else result
@@ -124,7 +125,7 @@ def main():
         for name in names:
             try:
                 run, result = getattr(methods, name)(x)
-                if not check(name, run, result, want):
+                if not check(run, result, want):
                     row.append("wrong")
                     continue
                 row.append("%.2f" % time_graph(run, args.calls, args.replays))
