@@ -191,13 +191,13 @@ rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError);
 rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info);
 
 /* *takesFastPath = 1 when an rcnAllReduce of count elements of datatype with
- * op would take comm's fast path, 0 when it would go to NCCL (or, without
- * NCCL beside the path, be refused), on a stream that is being captured into
- * a CUDA graph (graphCapture != 0) or not. Decided from the call's size, type
- * and op and the policy every rank agreed on, never from pointers or timing:
- * every rank gets the same answer for the same call. */
+ * op on stream would take comm's fast path, 0 when it would go to NCCL (or,
+ * without NCCL beside the path, be refused). Decided as rcnAllReduce decides:
+ * from the call's size, type and op, whether the stream is being captured
+ * into a CUDA graph, and the policy every rank agreed on, never from pointers
+ * or timing, so every rank gets the same answer for the same call. */
 rcnResult_t rcnCommTakesFastPath(rcnComm_t comm, size_t count, rcnDataType_t datatype, rcnRedOp_t op,
-                                 int graphCapture, int* takesFastPath);
+                                 rcnStream_t stream, int* takesFastPath);
 
 rcnResult_t rcnCommCount(rcnComm_t comm, int* count);
 rcnResult_t rcnCommUserRank(rcnComm_t comm, int* rank);

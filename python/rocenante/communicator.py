@@ -155,14 +155,15 @@ class Communicator:
                         reason=i["reason"])
 
     def should_use(self, tensor: torch.Tensor, op: str = "sum") -> bool:
-        """Whether all_reduce of this tensor takes rocenante's fast path (else NCCL, or a refusal where no
-        NCCL was made beside it). Decided from dtype, element count and the current stream's capture state
-        only, never from pointers: every rank that asks about the same call gets the same answer."""
+        """Whether all_reduce of this tensor on the current stream takes rocenante's fast path (else NCCL,
+        or a refusal where no NCCL was made beside it). Decided from dtype, element count and whether the
+        stream is being captured, never from pointers: every rank that asks about the same call gets the
+        same answer. Under torch.compile it is folded while tracing (outside any capture)."""
         if tensor.dtype not in DTYPES or tensor.device != self.device:
             return False
-        capturing = tensor.is_cuda and torch.cuda.is_current_stream_capturing()
+        stream = torch.cuda.current_stream(tensor.device).cuda_stream if tensor.is_cuda else 0
         return _takes_fast_path(self._live("should_use"), tensor.numel(), DTYPES[tensor.dtype],
-                                op_code(op, "should_use"), capturing)
+                                op_code(op, "should_use"), stream)
 
     def check_health(self) -> None:
         """Raises the error a kernel or proxy recorded since (a peer that did not arrive, a call that
@@ -228,9 +229,9 @@ class Communicator:
 
 
 @torch.compiler.assume_constant_result
-def _takes_fast_path(handle: int, numel: int, dtype: int, op: int, capturing: bool) -> bool:
-    # A pure function of its arguments for a live communicator, so torch.compile may fold it.
-    return _C.takes_fast_path(handle, numel, dtype, op, capturing)
+def _takes_fast_path(handle: int, numel: int, dtype: int, op: int, stream: int) -> bool:
+    # Depends on nothing but its arguments (and the stream's capture state), so torch.compile may fold it.
+    return _C.takes_fast_path(handle, numel, dtype, op, stream)
 
 
 def _id_over_group(group):

@@ -108,9 +108,9 @@ nb::dict query(Address handle) {
   return d;
 }
 
-bool takesFastPath(Address handle, size_t count, int dtype, int op, bool graphCapture) {
+bool takesFastPath(Address handle, size_t count, int dtype, int op, Address stream) {
   int takes = 0;
-  check(rcnCommTakesFastPath(commOf(handle), count, rcnDataType_t(dtype), rcnRedOp_t(op), graphCapture, &takes),
+  check(rcnCommTakesFastPath(commOf(handle), count, rcnDataType_t(dtype), rcnRedOp_t(op), streamOf(stream), &takes),
         "rcnCommTakesFastPath");
   return takes != 0;
 }

@@ -424,10 +424,8 @@ void commAbort(rcnComm* comm) {
   comm->magic = rcnComm::kDeadMagic;
 }
 
-bool commRoutesToFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op, bool graphCapture) {
-  if (!comm->fast) return false;
-  const bool fits = comm->fast->supports(dtype, op) && bytes <= comm->fast->maxBytes();
-  if (!comm->nccl) return fits;  // nothing else to take it (commAllReduce refuses what does not fit)
+bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
+                       cudaStream_t stream) {
   CallDesc call;
   call.bytes = bytes;
   call.dtype = dtype;
@@ -435,17 +433,12 @@ bool commRoutesToFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype
   call.nranks = comm->nranks;
   call.nnodes = comm->nnodes;
   call.topo = comm->topoClass;
-  call.transport = comm->fast->path();
-  call.graphCapture = graphCapture;
-  return policyRoute(call, comm->policy).route == Route::OneShot && fits;
-}
-
-bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
-                       cudaStream_t stream) {
+  call.transport = comm->fast ? comm->fast->path() : rcnPathNccl;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  const bool capturing =
-      cudaStreamIsCapturing(stream, &capture) == cudaSuccess && capture == cudaStreamCaptureStatusActive;
-  return commRoutesToFastPath(comm, bytes, dtype, op, capturing);
+  if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
+    call.graphCapture = capture == cudaStreamCaptureStatusActive;
+  return policyRoute(call, comm->policy).route == Route::OneShot && comm->fast && comm->fast->supports(dtype, op) &&
+         bytes <= comm->fast->maxBytes();
 }
 
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,

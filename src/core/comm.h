@@ -127,9 +127,6 @@ rcnResult_t commCheck(const rcnComm* comm, const char* caller);
 // every rank for the same call.
 bool commTakesFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op,
                        cudaStream_t stream);
-// The same decision for a stream that is (graphCapture) or is not being
-// captured; with no NCCL beside the fast path, whether the path fits the call.
-bool commRoutesToFastPath(const rcnComm* comm, size_t bytes, rcnDataType_t dtype, rcnRedOp_t op, bool graphCapture);
 
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count,
                           rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream);
