@@ -17,9 +17,9 @@ if [ -z "${NCCL_ROOT:-}" ] && [ -f .deps/nccl/nvidia/nccl/include/nccl.h ]; then
   export LD_LIBRARY_PATH=$NCCL_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 # The Python that builds the extension and runs its tests (install-deps.sh's venv).
-ROCENANTE_VENV=${ROCENANTE_VENV:-$PWD/.deps/venv}
+RCN_VENV=${RCN_VENV:-$PWD/.deps/venv}
 PYTHON_ARGS=()
-if [ -x "$ROCENANTE_VENV/bin/python" ]; then PYTHON_ARGS=(-DPython_EXECUTABLE="$ROCENANTE_VENV/bin/python"); fi
+if [ -x "$RCN_VENV/bin/python" ]; then PYTHON_ARGS=(-DPython_EXECUTABLE="$RCN_VENV/bin/python"); fi
 BUILD_DIR=${BUILD_DIR:-build}
 GENERATOR=$(command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 configure_build() {

@@ -79,11 +79,11 @@ if command -v python3 >/dev/null && ! python3 -c "import matplotlib" 2>/dev/null
 fi
 
 # The Python package (python/): its build and tests run in a virtual
-# environment, .deps/venv (ROCENANTE_VENV to choose), with PyTorch, nanobind,
+# environment, .deps/venv (RCN_VENV to choose), with PyTorch, nanobind,
 # scikit-build-core and pytest from PyPI. PyPI's Linux torch is the CUDA build,
 # which runs on the CPU as well; with the NVIDIA libraries it requires it is
 # about 3 GB to download and 5.4 GB installed (about 80 s here).
-venv=${ROCENANTE_VENV:-.deps/venv}
+venv=${RCN_VENV:-.deps/venv}
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
