@@ -164,6 +164,9 @@ def check_routing(comm, results):
         expect(not comm.should_use(torch.empty(info.max_bytes + 1, dtype=torch.uint8, device=DEVICE)),
                "should_use takes more than max_bytes")
     results["routes"] = torch.tensor(routes)
+    from rocenante import _rocenante
+    expect_raises(rocenante.InvalidArgumentError, "datatype 99 is not a valid type",
+                  lambda: _rocenante.takes_fast_path(comm.handle, 4, 99, 0, 0), "rcnCommTakesFastPath of type 99")
     comm.check_health()
 
 
