@@ -20,11 +20,15 @@ if [ -z "${NCCL_ROOT:-}" ] && [ -f .deps/nccl/nvidia/nccl/include/nccl.h ]; then
   export NCCL_ROOT=$PWD/.deps/nccl/nvidia/nccl
   export LD_LIBRARY_PATH=$NCCL_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
+# The Python that builds the extension and runs its tests (install-deps.sh's venv).
+RCN_VENV=${RCN_VENV:-$PWD/.deps/venv}
+PYTHON_ARGS=()
+if [ -x "$RCN_VENV/bin/python" ]; then PYTHON_ARGS=(-DPython_EXECUTABLE="$RCN_VENV/bin/python"); fi
 BUILD_DIR=${BUILD_DIR:-build}
 GENERATOR=$(command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 configure_build() {
   cmake -S . -B "$BUILD_DIR" -G "$GENERATOR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "$@"
+    -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" "${PYTHON_ARGS[@]}" "$@"
 }
 # build_targets [target...]: everything when none is named.
 build_targets() {

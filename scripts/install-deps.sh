@@ -46,7 +46,7 @@ if command -v apt-get >/dev/null; then
   $SUDO apt-get update -qq
   # spin: the protocol models' checker (verification/check.sh).
   $SUDO apt-get install -y -qq --no-install-recommends \
-    cmake ninja-build g++ pkg-config python3 python3-pip \
+    cmake ninja-build g++ pkg-config python3 python3-pip python3-venv python3-dev \
     libyaml-cpp-dev libhwloc-dev libibverbs-dev iproute2 \
     nlohmann-json3-dev libpcre2-dev libicu-dev clang-format git libssl-dev spin clang libclang-rt-14-dev >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends -t bookworm-backports catch2 >/dev/null
@@ -93,4 +93,18 @@ done
 # The sweep's plot script; optional (its test skips without it).
 if command -v python3 >/dev/null && ! python3 -c "import matplotlib" 2>/dev/null; then
   python3 -m pip install -q matplotlib 2>/dev/null || echo "install-deps: matplotlib not installed; plots will be skipped" >&2
+fi
+
+# The Python package (python/): its build and tests run in a virtual
+# environment, .deps/venv (RCN_VENV to choose), with PyTorch, nanobind,
+# scikit-build-core and pytest from PyPI. PyPI's Linux torch is the CUDA build,
+# which runs on the CPU as well; with the NVIDIA libraries it requires it is
+# about 3 GB to download and 5.4 GB installed (about 80 s here).
+venv=${RCN_VENV:-.deps/venv}
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c "import torch, nanobind, scikit_build_core, pytest" 2>/dev/null; then
+  echo "install-deps: PyTorch, nanobind, scikit-build-core and pytest into $venv" >&2
+  "$venv/bin/python" -m pip install -q "torch>=2.4" numpy nanobind scikit-build-core pytest
 fi

@@ -218,6 +218,15 @@ rcnResult_t rcnCommGetAsyncError(rcnComm_t comm, rcnResult_t* asyncError);
 
 rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info);
 
+/* *takesFastPath = 1 when an rcnAllReduce of count elements of datatype with
+ * op on stream would take comm's fast path, 0 when it would go to NCCL (or,
+ * without NCCL beside the path, be refused). Decided as rcnAllReduce decides:
+ * from the call's size, type and op, whether the stream is being captured
+ * into a CUDA graph, and the policy every rank agreed on, never from pointers
+ * or timing, so every rank gets the same answer for the same call. */
+rcnResult_t rcnCommTakesFastPath(rcnComm_t comm, size_t count, rcnDataType_t datatype, rcnRedOp_t op,
+                                 rcnStream_t stream, int* takesFastPath);
+
 rcnResult_t rcnCommCount(rcnComm_t comm, int* count);
 rcnResult_t rcnCommUserRank(rcnComm_t comm, int* rank);
 rcnResult_t rcnCommCuDevice(rcnComm_t comm, int* device);

@@ -233,6 +233,27 @@ rcnResult_t rcnCommQuery(rcnComm_t comm, rcnCommInfo* info) {
   return rcnSuccess;
 }
 
+rcnResult_t rcnCommTakesFastPath(rcnComm_t comm, size_t count, rcnDataType_t datatype, rcnRedOp_t op,
+                                 rcnStream_t stream, int* takesFastPath) {
+  rcn::clearLastError();
+  RCN_CHECK(rcn::commCheck(comm, "rcnCommTakesFastPath"));
+  RCN_ARG_CHECK(takesFastPath != nullptr, "rcnCommTakesFastPath: takesFastPath is NULL");
+  *takesFastPath = 0;
+  RCN_ARG_CHECK(rcn::dtypeIsValid(datatype), "rcnCommTakesFastPath: datatype %d is not a valid type",
+                static_cast<int>(datatype));
+  RCN_ARG_CHECK(rcn::opIsValid(op), "rcnCommTakesFastPath: op %d is not a valid reduction op", static_cast<int>(op));
+  RCN_ARG_CHECK(rcn::byteCountFits(count, datatype), "rcnCommTakesFastPath: count=%zu of %s overflows a byte count",
+                count, rcn::dtypeName(datatype));
+  rcn::CommCallScope inCall(comm);  // comm->fast stays while we read it
+  if (!rcn::commUsable(comm) || !comm->fast) return rcnSuccess;
+  const size_t bytes = count * rcn::dtypeSize(datatype);
+  const cudaStream_t cudaStream = reinterpret_cast<cudaStream_t>(stream);
+  // Without NCCL the fast path takes whatever fits it (the policy has nothing else to send it to).
+  *takesFastPath = comm->nccl ? rcn::commTakesFastPath(comm, bytes, datatype, op, cudaStream)
+                              : comm->fast->supports(datatype, op) && bytes <= comm->fast->maxBytes();
+  return rcnSuccess;
+}
+
 rcnResult_t rcnCommCount(rcnComm_t comm, int* count) {
   rcn::clearLastError();
   return copyCommInt(comm, &rcnComm::nranks, "rcnCommCount", "count", count);
