@@ -22,9 +22,9 @@
 #include "core/dtype.h"
 #include "core/launch_env.h"
 #include "core/params.h"
+#include "support/reference.h"
 #include "sweep_options.h"
 #include "sweep_world.h"
-#include "support/reference.h"
 
 namespace rcn::bench {
 namespace {
@@ -179,10 +179,11 @@ bool sweepCollective(Rank& r, int coll, const Options& o, size_t maxShareBytes) 
   const int n = r.world->nranks;
   const size_t elem = dtypeSize(o.dtype);
   if (r.world->rank == 0)
-    std::printf("\n# %s, %d ranks, %s%s, us per call (median of %d batches of %d), the slowest rank's\n"
-                "%10s %12s %12s %8s %12s %12s %8s\n",
-                kCollectives[coll], n, dtypeName(o.dtype), coll == 1 ? " sum" : "", kReplays, kCallsPerGraph, "bytes", "rcn graph",
-                "nccl graph", "speedup", "rcn eager", "nccl eager", "speedup");
+    std::printf(
+        "\n# %s, %d ranks, %s%s, us per call (median of %d batches of %d), the slowest rank's\n"
+        "%10s %12s %12s %8s %12s %12s %8s\n",
+        kCollectives[coll], n, dtypeName(o.dtype), coll == 1 ? " sum" : "", kReplays, kCallsPerGraph, "bytes",
+        "rcn graph", "nccl graph", "speedup", "rcn eager", "nccl eager", "speedup");
   bool allOk = true;
   for (size_t whole = o.minBytes; whole <= o.maxBytes; whole *= 2) {
     const size_t share = whole / n / elem;
@@ -202,8 +203,8 @@ bool sweepCollective(Rank& r, int coll, const Options& o, size_t maxShareBytes) 
     for (const PointTimes& p : all) {
       for (int path = 0; path < 2; ++path)
         for (int mode = 0; mode < 2; ++mode)
-          worst.us[path][mode] = p.us[path][mode] < 0 || worst.us[path][mode] < 0
-                                     ? -1 : std::max(worst.us[path][mode], p.us[path][mode]);
+          worst.us[path][mode] =
+              p.us[path][mode] < 0 || worst.us[path][mode] < 0 ? -1 : std::max(worst.us[path][mode], p.us[path][mode]);
       if (p.error[0] && !worst.error[0]) std::memcpy(worst.error, p.error, sizeof worst.error);
     }
     const auto cell = [](double us) {
@@ -217,8 +218,9 @@ bool sweepCollective(Rank& r, int coll, const Options& o, size_t maxShareBytes) 
       return std::string(text);
     };
     std::printf("%10s %12s %12s %8s %12s %12s %8s%s%s\n", formatBytes(share * elem * n).c_str(),
-                cell(worst.us[0][0]).c_str(), cell(worst.us[1][0]).c_str(), ratio(worst.us[0][0], worst.us[1][0]).c_str(),
-                cell(worst.us[0][1]).c_str(), cell(worst.us[1][1]).c_str(), ratio(worst.us[0][1], worst.us[1][1]).c_str(),
+                cell(worst.us[0][0]).c_str(), cell(worst.us[1][0]).c_str(),
+                ratio(worst.us[0][0], worst.us[1][0]).c_str(), cell(worst.us[0][1]).c_str(),
+                cell(worst.us[1][1]).c_str(), ratio(worst.us[0][1], worst.us[1][1]).c_str(),
                 worst.error[0] ? "  ERROR: " : "", worst.error);
     allOk = allOk && !worst.error[0];
   }
@@ -233,8 +235,8 @@ std::string createComms(Rank& r) {
     rcnUniqueId rcn;
     ncclUniqueId nccl;
   } ids{};
-  if (r.world->rank == 0 && (rcnGetUniqueId(&ids.rcn) != rcnSuccess ||
-                             (r.gpu && ncclGetUniqueId(&ids.nccl) != ncclSuccess)))
+  if (r.world->rank == 0 &&
+      (rcnGetUniqueId(&ids.rcn) != rcnSuccess || (r.gpu && ncclGetUniqueId(&ids.nccl) != ncclSuccess)))
     return "cannot make the unique ids";
   std::vector<Ids> all;
   if (gatherAll(r.world->bootstrap.get(), ids, &all) != rcnSuccess) return "cannot share the unique ids";
@@ -263,12 +265,15 @@ int run(int argc, char** argv) {
   Options o;
   std::string why;
   if (!parseArgs(argc, argv, &o, &why)) {
-    std::fprintf(stderr, "collectives_sweep: %s\nusage: %s [--gpus N] [--min-bytes B] [--max-bytes B] "
-                         "[--dtype bf16|f16|f32]\n", why.c_str(), argv[0]);
+    std::fprintf(stderr,
+                 "collectives_sweep: %s\nusage: %s [--gpus N] [--min-bytes B] [--max-bytes B] "
+                 "[--dtype bf16|f16|f32]\n",
+                 why.c_str(), argv[0]);
     return 2;
   }
   LaunchInfo launch;
-  if (!parseLaunchEnv(processEnv(), &launch, &why)) return std::fprintf(stderr, "collectives_sweep: %s\n", why.c_str()), 1;
+  if (!parseLaunchEnv(processEnv(), &launch, &why))
+    return std::fprintf(stderr, "collectives_sweep: %s\n", why.c_str()), 1;
   const int gpus = visibleGpuCount();
   std::string backend;
   if (paramChoice(ParamId::Backend, &backend) != rcnSuccess) return 1;

@@ -121,10 +121,11 @@ int main(int argc, char** argv) {
   cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
   cudaDeviceProp prop;
   cuda(cudaGetDeviceProperties(&prop, 0), "properties");
-  std::printf("# residual_norm_bench: one rank on %s (%s path), %s in, %s out; us per call, median of %d runs "
-              "of %d graph replays x %d calls\n",
-              prop.name, info.transport, dtype == rcnBfloat16 ? "bf16" : "fp16", fp8 ? "e4m3" : "the same",
-              kRepeats, kReplays, kCallsPerGraph);
+  std::printf(
+      "# residual_norm_bench: one rank on %s (%s path), %s in, %s out; us per call, median of %d runs "
+      "of %d graph replays x %d calls\n",
+      prop.name, info.transport, dtype == rcnBfloat16 ? "bf16" : "fp16", fp8 ? "e4m3" : "the same", kRepeats, kReplays,
+      kCallsPerGraph);
   std::printf("%7s %7s %10s %10s %10s %10s %12s %13s\n", "tokens", "hidden", "allreduce", "fused", "ar+norm", "norm",
               "nccl+norm", "fused-ar");
   for (size_t hidden : hiddenList)
@@ -152,9 +153,9 @@ int main(int argc, char** argv) {
       auto allReduce = [&] { check(rcnAllReduce(send, sum, tokens * hidden, dtype, rcnSum, fast, s), "rcnAllReduce"); };
       const double ar = timePerCall(stream, allReduce);
       const double fused = timePerCall(stream, [&] {
-        check(rcnAllReduceResidualRmsNorm(send, residual, weight, out, tokens, hidden, dtype, normType, normScale, 1e-5f,
-                                        fast, s),
-            "rcnAllReduceResidualRmsNorm");
+        check(rcnAllReduceResidualRmsNorm(send, residual, weight, out, tokens, hidden, dtype, normType, normScale,
+                                          1e-5f, fast, s),
+              "rcnAllReduceResidualRmsNorm");
       });
       const double composed = timePerCall(stream, [&] {
         allReduce();
@@ -162,9 +163,9 @@ int main(int argc, char** argv) {
       });
       const double normOnly = timePerCall(stream, norm);
       const double ncclNorm = timePerCall(stream, [&] {
-        check(rcnAllReduceResidualRmsNorm(send, residual, weight, out, tokens, hidden, dtype, normType, normScale, 1e-5f,
-                                        nccl, s),
-            "rcnAllReduceResidualRmsNorm (NCCL)");
+        check(rcnAllReduceResidualRmsNorm(send, residual, weight, out, tokens, hidden, dtype, normType, normScale,
+                                          1e-5f, nccl, s),
+              "rcnAllReduceResidualRmsNorm (NCCL)");
       });
       std::printf("%7zu %7zu %10.2f %10.2f %10.2f %10.2f %12.2f %+13.2f\n", tokens, hidden, ar, fused, composed,
                   normOnly, ncclNorm, fused - ar);

@@ -13,7 +13,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const engine::hf::HfConfig config = engine::hf::readHfConfig(dir.path(), 0);
     engine::hf::requireEngineSupport(config);
     (void)engine::hf::ropeFrequencies(config);
-  } catch (const engine::EngineError&) {
-  }
+  } catch (const engine::EngineError&) {}
   return 0;
 }

@@ -15,7 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::vector<int> tokens = tokenizer.encode("Once upon a time, \xc3\xa9t\xc3\xa9 \xf0\x9f\x98\x80 12", true);
     (void)tokenizer.decodeAll(tokens);
     for (int t = -1; t <= tokenizer.vocabSize(); t++) (void)tokenizer.decode(1, t);
-  } catch (const engine::EngineError&) {
-  }
+  } catch (const engine::EngineError&) {}
   return 0;
 }

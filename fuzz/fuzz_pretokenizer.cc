@@ -18,7 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string joined;
     for (const std::string& piece : splitter.split(text)) joined += piece;
     if (joined != text) abort();
-  } catch (const engine::EngineError&) {
-  }
+  } catch (const engine::EngineError&) {}
   return 0;
 }

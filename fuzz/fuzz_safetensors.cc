@@ -11,7 +11,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const engine::hf::SafetensorsFile tensors(file.path());
     for (const auto& entry : tensors.tensors()) (void)entry.second.elements();
-  } catch (const engine::EngineError&) {
-  }
+  } catch (const engine::EngineError&) {}
   return 0;
 }

@@ -12,7 +12,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dir.put("model.safetensors.index.json", data, size);
   try {
     const engine::hf::Checkpoint checkpoint(dir.path());
-  } catch (const engine::EngineError&) {
-  }
+  } catch (const engine::EngineError&) {}
   return 0;
 }

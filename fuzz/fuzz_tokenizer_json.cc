@@ -19,10 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       try {
         (void)tokenizer.decodeToken(outside);
         abort();  // an id outside the vocabulary is refused
-      } catch (const engine::EngineError&) {
-      }
+      } catch (const engine::EngineError&) {}
     }
-  } catch (const engine::EngineError&) {
-  }
+  } catch (const engine::EngineError&) {}
   return 0;
 }

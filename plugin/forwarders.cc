@@ -36,26 +36,36 @@ RCN_NCCL_EXPORT ncclResult_t ncclCommQueryProperties(ncclComm_t comm, void* prop
 RCN_NCCL_EXPORT ncclResult_t pncclCommQueryProperties(ncclComm_t comm, void* props);
 RCN_NCCL_EXPORT ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
 RCN_NCCL_EXPORT ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr);
-RCN_NCCL_EXPORT ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, rcnNcclMultimemHandle multimem, void** outPtr);
-RCN_NCCL_EXPORT ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, rcnNcclMultimemHandle multimem, void** outPtr);
+RCN_NCCL_EXPORT ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                          rcnNcclMultimemHandle multimem, void** outPtr);
+RCN_NCCL_EXPORT ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                           rcnNcclMultimemHandle multimem, void** outPtr);
 RCN_NCCL_EXPORT ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
 RCN_NCCL_EXPORT ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr);
 RCN_NCCL_EXPORT ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
 RCN_NCCL_EXPORT ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr);
-RCN_NCCL_EXPORT ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, void* leId, size_t* leOffset);
-RCN_NCCL_EXPORT ncclResult_t pncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, void* leId, size_t* leOffset);
-RCN_NCCL_EXPORT ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft, rcnNcclTeam cftTeam, void* leId, size_t* leOffset);
-RCN_NCCL_EXPORT ncclResult_t pncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft, rcnNcclTeam cftTeam, void* leId, size_t* leOffset);
-RCN_NCCL_EXPORT ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, void* leId, size_t* leOffset);
-RCN_NCCL_EXPORT ncclResult_t pncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, void* leId, size_t* leOffset);
+RCN_NCCL_EXPORT ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, void* leId,
+                                                         size_t* leOffset);
+RCN_NCCL_EXPORT ncclResult_t pncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, void* leId,
+                                                          size_t* leOffset);
+RCN_NCCL_EXPORT ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft,
+                                                    rcnNcclTeam cftTeam, void* leId, size_t* leOffset);
+RCN_NCCL_EXPORT ncclResult_t pncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft,
+                                                     rcnNcclTeam cftTeam, void* leId, size_t* leOffset);
+RCN_NCCL_EXPORT ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, void* leId,
+                                                     size_t* leOffset);
+RCN_NCCL_EXPORT ncclResult_t pncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, void* leId,
+                                                      size_t* leOffset);
 RCN_NCCL_EXPORT rcnNcclTeam ncclTeamCft(ncclComm_t comm, int mode);
 RCN_NCCL_EXPORT rcnNcclTeam pncclTeamCft(ncclComm_t comm, int mode);
 RCN_NCCL_EXPORT rcnNcclTeam ncclTeamCftMultimem(ncclComm_t comm);
 RCN_NCCL_EXPORT rcnNcclTeam pncclTeamCftMultimem(ncclComm_t comm);
 RCN_NCCL_EXPORT ncclResult_t ncclGinOutboxCreateRequirement(int nBlocks, int sizeLog2, void* outHandle, void* outReq);
 RCN_NCCL_EXPORT ncclResult_t pncclGinOutboxCreateRequirement(int nBlocks, int sizeLog2, void* outHandle, void* outReq);
-RCN_NCCL_EXPORT ncclResult_t ncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2, void* outHandle, void* outReq);
-RCN_NCCL_EXPORT ncclResult_t pncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2, void* outHandle, void* outReq);
+RCN_NCCL_EXPORT ncclResult_t ncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2,
+                                                              void* outHandle, void* outReq);
+RCN_NCCL_EXPORT ncclResult_t pncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2,
+                                                               void* outHandle, void* outReq);
 RCN_NCCL_EXPORT void ncclResetDebugInitInternal();
 }
 
@@ -70,7 +80,7 @@ ncclResult_t route_ncclMemAlloc(void** ptr, size_t size) {
   return fn(ptr, size);
 }
 
-ncclResult_t route_ncclMemFree(void * ptr) {
+ncclResult_t route_ncclMemFree(void* ptr) {
   auto fn = rcn::shim::realNccl().ncclMemFree;
   if (!fn) {
     rcn::shim::reportMissing("ncclMemFree");
@@ -79,7 +89,7 @@ ncclResult_t route_ncclMemFree(void * ptr) {
   return fn(ptr);
 }
 
-ncclResult_t route_ncclGetVersion(int * version) {
+ncclResult_t route_ncclGetVersion(int* version) {
   auto fn = rcn::shim::realNccl().ncclGetVersion;
   if (!fn) {
     rcn::shim::reportMissing("ncclGetVersion");
@@ -97,7 +107,8 @@ ncclResult_t route_ncclGetUniqueId(ncclUniqueId* uniqueId) {
   return fn(uniqueId);
 }
 
-ncclResult_t route_ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+ncclResult_t route_ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                          ncclConfig_t* config) {
   return rcn::shim::shim_ncclCommInitRankConfig(comm, nranks, commId, rank, config);
 }
 
@@ -109,27 +120,22 @@ ncclResult_t route_ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlis
   return rcn::shim::shim_ncclCommInitAll(comm, ndev, devlist);
 }
 
-ncclResult_t route_ncclCommFinalize(ncclComm_t comm) {
-  return rcn::shim::shim_ncclCommFinalize(comm);
-}
+ncclResult_t route_ncclCommFinalize(ncclComm_t comm) { return rcn::shim::shim_ncclCommFinalize(comm); }
 
-ncclResult_t route_ncclCommDestroy(ncclComm_t comm) {
-  return rcn::shim::shim_ncclCommDestroy(comm);
-}
+ncclResult_t route_ncclCommDestroy(ncclComm_t comm) { return rcn::shim::shim_ncclCommDestroy(comm); }
 
-ncclResult_t route_ncclCommAbort(ncclComm_t comm) {
-  return rcn::shim::shim_ncclCommAbort(comm);
-}
+ncclResult_t route_ncclCommAbort(ncclComm_t comm) { return rcn::shim::shim_ncclCommAbort(comm); }
 
 ncclResult_t route_ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return rcn::shim::shim_ncclCommRevoke(comm, revokeFlags);
 }
 
-ncclResult_t route_ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t * newcomm, ncclConfig_t* config) {
+ncclResult_t route_ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   return rcn::shim::shim_ncclCommSplit(comm, color, key, newcomm, config);
 }
 
-ncclResult_t route_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+ncclResult_t route_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                                  ncclConfig_t* config, int shrinkFlags) {
   return rcn::shim::shim_ncclCommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
 }
 
@@ -142,21 +148,19 @@ ncclResult_t route_ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) 
   return fn(comm, uniqueId);
 }
 
-ncclResult_t route_ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
+ncclResult_t route_ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                ncclComm_t* newcomm, ncclConfig_t* config) {
   return rcn::shim::shim_ncclCommGrow(comm, nRanks, uniqueId, rank, newcomm, config);
 }
 
-ncclResult_t route_ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
+ncclResult_t route_ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                            ncclConfig_t* config) {
   return rcn::shim::shim_ncclCommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config);
 }
 
-const char* route_ncclGetErrorString(ncclResult_t result) {
-  return rcn::shim::shim_ncclGetErrorString(result);
-}
+const char* route_ncclGetErrorString(ncclResult_t result) { return rcn::shim::shim_ncclGetErrorString(result); }
 
-const char* route_ncclGetLastError(ncclComm_t comm) {
-  return rcn::shim::shim_ncclGetLastError(comm);
-}
+const char* route_ncclGetLastError(ncclComm_t comm) { return rcn::shim::shim_ncclGetLastError(comm); }
 
 void route_ncclResetDebugInit() {
   auto fn = rcn::shim::realNccl().ncclResetDebugInit;
@@ -167,7 +171,7 @@ void route_ncclResetDebugInit() {
   fn();
 }
 
-ncclResult_t route_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t * asyncError) {
+ncclResult_t route_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return rcn::shim::shim_ncclCommGetAsyncError(comm, asyncError);
 }
 
@@ -216,13 +220,9 @@ ncclResult_t route_ncclCommDeregister(const ncclComm_t comm, void* handle) {
   return fn(comm, handle);
 }
 
-ncclResult_t route_ncclCommSuspend(ncclComm_t comm, int flags) {
-  return rcn::shim::shim_ncclCommSuspend(comm, flags);
-}
+ncclResult_t route_ncclCommSuspend(ncclComm_t comm, int flags) { return rcn::shim::shim_ncclCommSuspend(comm, flags); }
 
-ncclResult_t route_ncclCommResume(ncclComm_t comm) {
-  return rcn::shim::shim_ncclCommResume(comm);
-}
+ncclResult_t route_ncclCommResume(ncclComm_t comm) { return rcn::shim::shim_ncclCommResume(comm); }
 
 ncclResult_t route_ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   auto fn = rcn::shim::realNccl().ncclCommMemStats;
@@ -260,7 +260,8 @@ ncclResult_t route_ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void** o
   return fn(comm, win, outUserPtr);
 }
 
-ncclResult_t route_ncclRedOpCreatePreMulSum(ncclRedOp_t * op, void * scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
+ncclResult_t route_ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                            ncclScalarResidence_t residence, ncclComm_t comm) {
   auto fn = rcn::shim::realNccl().ncclRedOpCreatePreMulSum;
   if (!fn) {
     rcn::shim::reportMissing("ncclRedOpCreatePreMulSum");
@@ -278,7 +279,8 @@ ncclResult_t route_ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
   return fn(op, comm);
 }
 
-ncclResult_t route_ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   auto fn = rcn::shim::realNccl().ncclReduce;
   if (!fn) {
     rcn::shim::reportMissing("ncclReduce");
@@ -287,7 +289,8 @@ ncclResult_t route_ncclReduce(const void* sendbuff, void* recvbuff, size_t count
   return fn(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
-ncclResult_t route_ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                             cudaStream_t stream) {
   auto fn = rcn::shim::realNccl().ncclBcast;
   if (!fn) {
     rcn::shim::reportMissing("ncclBcast");
@@ -296,7 +299,8 @@ ncclResult_t route_ncclBcast(void* buff, size_t count, ncclDataType_t datatype, 
   return fn(buff, count, datatype, root, comm, stream);
 }
 
-ncclResult_t route_ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                 ncclComm_t comm, cudaStream_t stream) {
   auto fn = rcn::shim::realNccl().ncclBroadcast;
   if (!fn) {
     rcn::shim::reportMissing("ncclBroadcast");
@@ -305,19 +309,23 @@ ncclResult_t route_ncclBroadcast(const void* sendbuff, void* recvbuff, size_t co
   return fn(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
-ncclResult_t route_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return rcn::shim::shim_ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 
-ncclResult_t route_ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                     ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return rcn::shim::shim_ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
-ncclResult_t route_ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream) {
   return rcn::shim::shim_ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
 
-ncclResult_t route_ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                ncclComm_t comm, cudaStream_t stream) {
   auto fn = rcn::shim::realNccl().ncclAlltoAll;
   if (!fn) {
     rcn::shim::reportMissing("ncclAlltoAll");
@@ -326,7 +334,8 @@ ncclResult_t route_ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t cou
   return fn(sendbuff, recvbuff, count, datatype, comm, stream);
 }
 
-ncclResult_t route_ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                              ncclComm_t comm, cudaStream_t stream) {
   auto fn = rcn::shim::realNccl().ncclGather;
   if (!fn) {
     rcn::shim::reportMissing("ncclGather");
@@ -335,7 +344,8 @@ ncclResult_t route_ncclGather(const void* sendbuff, void* recvbuff, size_t count
   return fn(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
-ncclResult_t route_ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream) {
   auto fn = rcn::shim::realNccl().ncclScatter;
   if (!fn) {
     rcn::shim::reportMissing("ncclScatter");
@@ -344,7 +354,9 @@ ncclResult_t route_ncclScatter(const void* sendbuff, void* recvbuff, size_t coun
   return fn(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
-ncclResult_t route_ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+ncclResult_t route_ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                       const ncclCollConfig_t* config) {
   if (rcn::shim::collConfigIsPlain(config, "ncclAllReduceConfig"))
     return route_ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
   auto fn = rcn::shim::realNccl().ncclAllReduceConfig;
@@ -355,7 +367,8 @@ ncclResult_t route_ncclAllReduceConfig(const void* sendbuff, void* recvbuff, siz
   return fn(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
 }
 
-ncclResult_t route_ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+ncclResult_t route_ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   if (rcn::shim::collConfigIsPlain(config, "ncclBroadcastConfig"))
     return route_ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
   auto fn = rcn::shim::realNccl().ncclBroadcastConfig;
@@ -366,7 +379,9 @@ ncclResult_t route_ncclBroadcastConfig(const void* sendbuff, void* recvbuff, siz
   return fn(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
-ncclResult_t route_ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+ncclResult_t route_ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                                    const ncclCollConfig_t* config) {
   if (rcn::shim::collConfigIsPlain(config, "ncclReduceConfig"))
     return route_ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
   auto fn = rcn::shim::realNccl().ncclReduceConfig;
@@ -377,7 +392,8 @@ ncclResult_t route_ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t
   return fn(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
 }
 
-ncclResult_t route_ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+ncclResult_t route_ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                       ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   if (rcn::shim::collConfigIsPlain(config, "ncclAllGatherConfig"))
     return route_ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
   auto fn = rcn::shim::realNccl().ncclAllGatherConfig;
@@ -388,7 +404,9 @@ ncclResult_t route_ncclAllGatherConfig(const void* sendbuff, void* recvbuff, siz
   return fn(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
 }
 
-ncclResult_t route_ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+ncclResult_t route_ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream, const ncclCollConfig_t* config) {
   if (rcn::shim::collConfigIsPlain(config, "ncclReduceScatterConfig"))
     return route_ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
   auto fn = rcn::shim::realNccl().ncclReduceScatterConfig;
@@ -399,7 +417,8 @@ ncclResult_t route_ncclReduceScatterConfig(const void* sendbuff, void* recvbuff,
   return fn(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
 }
 
-ncclResult_t route_ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+ncclResult_t route_ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   if (rcn::shim::collConfigIsPlain(config, "ncclAlltoAllConfig"))
     return route_ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
   auto fn = rcn::shim::realNccl().ncclAlltoAllConfig;
@@ -410,7 +429,8 @@ ncclResult_t route_ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size
   return fn(sendbuff, recvbuff, count, datatype, comm, stream, config);
 }
 
-ncclResult_t route_ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+ncclResult_t route_ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   if (rcn::shim::collConfigIsPlain(config, "ncclGatherConfig"))
     return route_ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
   auto fn = rcn::shim::realNccl().ncclGatherConfig;
@@ -421,7 +441,8 @@ ncclResult_t route_ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t
   return fn(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
-ncclResult_t route_ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+ncclResult_t route_ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
   if (rcn::shim::collConfigIsPlain(config, "ncclScatterConfig"))
     return route_ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
   auto fn = rcn::shim::realNccl().ncclScatterConfig;
@@ -432,7 +453,8 @@ ncclResult_t route_ncclScatterConfig(const void* sendbuff, void* recvbuff, size_
   return fn(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
-ncclResult_t route_ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                            cudaStream_t stream) {
   auto fn = rcn::shim::realNccl().ncclSend;
   if (!fn) {
     rcn::shim::reportMissing("ncclSend");
@@ -441,7 +463,8 @@ ncclResult_t route_ncclSend(const void* sendbuff, size_t count, ncclDataType_t d
   return fn(sendbuff, count, datatype, peer, comm, stream);
 }
 
-ncclResult_t route_ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                            cudaStream_t stream) {
   auto fn = rcn::shim::realNccl().ncclRecv;
   if (!fn) {
     rcn::shim::reportMissing("ncclRecv");
@@ -450,7 +473,9 @@ ncclResult_t route_ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatyp
   return fn(recvbuff, count, datatype, peer, comm, stream);
 }
 
-ncclResult_t route_ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t route_ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer,
+                                 ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                                 ncclComm_t comm, cudaStream_t stream) {
   auto fn = rcn::shim::realNccl().ncclPutSignal;
   if (!fn) {
     rcn::shim::reportMissing("ncclPutSignal");
@@ -477,13 +502,9 @@ ncclResult_t route_ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, 
   return fn(nDesc, signalDescs, comm, stream);
 }
 
-ncclResult_t route_ncclGroupStart() {
-  return rcn::shim::shim_ncclGroupStart();
-}
+ncclResult_t route_ncclGroupStart() { return rcn::shim::shim_ncclGroupStart(); }
 
-ncclResult_t route_ncclGroupEnd() {
-  return rcn::shim::shim_ncclGroupEnd();
-}
+ncclResult_t route_ncclGroupEnd() { return rcn::shim::shim_ncclGroupEnd(); }
 
 ncclResult_t route_ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return rcn::shim::shim_ncclGroupSimulateEnd(simInfo);
@@ -687,7 +708,8 @@ int route_ncclTeamRankToLsa(ncclComm_t comm, rcnNcclTeam team, int rank) {
   return fn(comm, team, rank);
 }
 
-ncclResult_t route_ncclGinBarrierCreateRequirement(ncclComm_t comm, rcnNcclTeam team, int nBarriers, void* outHandle, void* outReq) {
+ncclResult_t route_ncclGinBarrierCreateRequirement(ncclComm_t comm, rcnNcclTeam team, int nBarriers, void* outHandle,
+                                                   void* outReq) {
   auto fn = rcn::shim::realNccl().ncclGinBarrierCreateRequirement;
   if (!fn) {
     rcn::shim::reportMissing("ncclGinBarrierCreateRequirement");
@@ -741,7 +763,8 @@ ncclResult_t route_ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t o
   return fn(window, offset, outPtr);
 }
 
-ncclResult_t route_ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, rcnNcclMultimemHandle multimem, void** outPtr) {
+ncclResult_t route_ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, rcnNcclMultimemHandle multimem,
+                                                void** outPtr) {
   auto fn = rcn::shim::realNccl().ncclGetMultimemDevicePointer;
   if (!fn) {
     rcn::shim::reportMissing("ncclGetMultimemDevicePointer");
@@ -777,7 +800,8 @@ ncclResult_t route_ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offse
   return fn(window, offset, leId, leOffset);
 }
 
-ncclResult_t route_ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft, rcnNcclTeam cftTeam, void* leId, size_t* leOffset) {
+ncclResult_t route_ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft, rcnNcclTeam cftTeam,
+                                          void* leId, size_t* leOffset) {
   auto fn = rcn::shim::realNccl().ncclGetCftDeviceLeInfo;
   if (!fn) {
     rcn::shim::reportMissing("ncclGetCftDeviceLeInfo");
@@ -786,7 +810,8 @@ ncclResult_t route_ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, in
   return fn(window, offset, peerCft, cftTeam, leId, leOffset);
 }
 
-ncclResult_t route_ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, void* leId, size_t* leOffset) {
+ncclResult_t route_ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, void* leId,
+                                           size_t* leOffset) {
   auto fn = rcn::shim::realNccl().ncclGetPeerDeviceLeInfo;
   if (!fn) {
     rcn::shim::reportMissing("ncclGetPeerDeviceLeInfo");
@@ -822,7 +847,8 @@ ncclResult_t route_ncclGinOutboxCreateRequirement(int nBlocks, int sizeLog2, voi
   return fn(nBlocks, sizeLog2, outHandle, outReq);
 }
 
-ncclResult_t route_ncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2, void* outHandle, void* outReq) {
+ncclResult_t route_ncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2, void* outHandle,
+                                                    void* outReq) {
   auto fn = rcn::shim::realNccl().ncclGinInboxA2ACreateRequirement;
   if (!fn) {
     rcn::shim::reportMissing("ncclGinInboxA2ACreateRequirement");
@@ -842,26 +868,14 @@ void route_ncclResetDebugInitInternal() {
 
 }  // namespace
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
-  return route_ncclMemAlloc(ptr, size);
-}
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
-  return route_ncclMemAlloc(ptr, size);
-}
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclMemAlloc(void** ptr, size_t size) { return route_ncclMemAlloc(ptr, size); }
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclMemAlloc(void** ptr, size_t size) { return route_ncclMemAlloc(ptr, size); }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclMemFree(void * ptr) {
-  return route_ncclMemFree(ptr);
-}
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclMemFree(void * ptr) {
-  return route_ncclMemFree(ptr);
-}
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclMemFree(void* ptr) { return route_ncclMemFree(ptr); }
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclMemFree(void* ptr) { return route_ncclMemFree(ptr); }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetVersion(int * version) {
-  return route_ncclGetVersion(version);
-}
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetVersion(int * version) {
-  return route_ncclGetVersion(version);
-}
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetVersion(int* version) { return route_ncclGetVersion(version); }
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetVersion(int* version) { return route_ncclGetVersion(version); }
 
 extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
   return route_ncclGetUniqueId(uniqueId);
@@ -870,10 +884,12 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId)
   return route_ncclGetUniqueId(uniqueId);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                                               int rank, ncclConfig_t* config) {
   return route_ncclCommInitRankConfig(comm, nranks, commId, rank, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                                                int rank, ncclConfig_t* config) {
   return route_ncclCommInitRankConfig(comm, nranks, commId, rank, config);
 }
 
@@ -891,26 +907,14 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommInitAll(ncclComm_t* comm, int n
   return route_ncclCommInitAll(comm, ndev, devlist);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  return route_ncclCommFinalize(comm);
-}
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm) {
-  return route_ncclCommFinalize(comm);
-}
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) { return route_ncclCommFinalize(comm); }
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommFinalize(ncclComm_t comm) { return route_ncclCommFinalize(comm); }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  return route_ncclCommDestroy(comm);
-}
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t comm) {
-  return route_ncclCommDestroy(comm);
-}
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) { return route_ncclCommDestroy(comm); }
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommDestroy(ncclComm_t comm) { return route_ncclCommDestroy(comm); }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  return route_ncclCommAbort(comm);
-}
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommAbort(ncclComm_t comm) {
-  return route_ncclCommAbort(comm);
-}
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) { return route_ncclCommAbort(comm); }
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommAbort(ncclComm_t comm) { return route_ncclCommAbort(comm); }
 
 extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return route_ncclCommRevoke(comm, revokeFlags);
@@ -919,17 +923,21 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommRevoke(ncclComm_t comm, int rev
   return route_ncclCommRevoke(comm, revokeFlags);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t * newcomm, ncclConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                                      ncclConfig_t* config) {
   return route_ncclCommSplit(comm, color, key, newcomm, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t * newcomm, ncclConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                                       ncclConfig_t* config) {
   return route_ncclCommSplit(comm, color, key, newcomm, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                                       ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   return route_ncclCommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                                        ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   return route_ncclCommShrink(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
 }
 
@@ -940,17 +948,21 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, nc
   return route_ncclCommGetUniqueId(comm, uniqueId);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
+                                                     int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
   return route_ncclCommGrow(comm, nRanks, uniqueId, rank, newcomm, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
+                                                      int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
   return route_ncclCommGrow(comm, nRanks, uniqueId, rank, newcomm, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                                 ncclUniqueId* commIds, ncclConfig_t* config) {
   return route_ncclCommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                                  ncclUniqueId* commIds, ncclConfig_t* config) {
   return route_ncclCommInitRankScalable(newcomm, nranks, myrank, nId, commIds, config);
 }
 
@@ -961,24 +973,16 @@ extern "C" RCN_NCCL_EXPORT const char* pncclGetErrorString(ncclResult_t result) 
   return route_ncclGetErrorString(result);
 }
 
-extern "C" RCN_NCCL_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
-  return route_ncclGetLastError(comm);
-}
-extern "C" RCN_NCCL_EXPORT const char* pncclGetLastError(ncclComm_t comm) {
-  return route_ncclGetLastError(comm);
-}
+extern "C" RCN_NCCL_EXPORT const char* ncclGetLastError(ncclComm_t comm) { return route_ncclGetLastError(comm); }
+extern "C" RCN_NCCL_EXPORT const char* pncclGetLastError(ncclComm_t comm) { return route_ncclGetLastError(comm); }
 
-extern "C" RCN_NCCL_EXPORT void ncclResetDebugInit() {
-  route_ncclResetDebugInit();
-}
-extern "C" RCN_NCCL_EXPORT void pncclResetDebugInit() {
-  route_ncclResetDebugInit();
-}
+extern "C" RCN_NCCL_EXPORT void ncclResetDebugInit() { route_ncclResetDebugInit(); }
+extern "C" RCN_NCCL_EXPORT void pncclResetDebugInit() { route_ncclResetDebugInit(); }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t * asyncError) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return route_ncclCommGetAsyncError(comm, asyncError);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t * asyncError) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return route_ncclCommGetAsyncError(comm, asyncError);
 }
 
@@ -1003,10 +1007,12 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommUserRank(const ncclComm_t comm,
   return route_ncclCommUserRank(comm, rank);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
+                                                         void** handle) {
   return route_ncclCommRegister(comm, buff, size, handle);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommRegister(const ncclComm_t comm, void* buff, size_t size,
+                                                          void** handle) {
   return route_ncclCommRegister(comm, buff, size, handle);
 }
 
@@ -1024,12 +1030,8 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommSuspend(ncclComm_t comm, int fl
   return route_ncclCommSuspend(comm, flags);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
-  return route_ncclCommResume(comm);
-}
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommResume(ncclComm_t comm) {
-  return route_ncclCommResume(comm);
-}
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) { return route_ncclCommResume(comm); }
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommResume(ncclComm_t comm) { return route_ncclCommResume(comm); }
 
 extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   return route_ncclCommMemStats(comm, stat, value);
@@ -1038,10 +1040,12 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclC
   return route_ncclCommMemStats(comm, stat, value);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
+                                                               ncclWindow_t* win, int winFlags) {
   return route_ncclCommWindowRegister(comm, buff, size, win, winFlags);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size,
+                                                                ncclWindow_t* win, int winFlags) {
   return route_ncclCommWindowRegister(comm, buff, size, win, winFlags);
 }
 
@@ -1059,10 +1063,13 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, nccl
   return route_ncclWinGetUserPtr(comm, win, outUserPtr);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t * op, void * scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                                 ncclScalarResidence_t residence, ncclComm_t comm) {
   return route_ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, comm);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t * op, void * scalar, ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar,
+                                                                  ncclDataType_t datatype,
+                                                                  ncclScalarResidence_t residence, ncclComm_t comm) {
   return route_ncclRedOpCreatePreMulSum(op, scalar, datatype, residence, comm);
 }
 
@@ -1073,173 +1080,247 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclCo
   return route_ncclRedOpDestroy(op, comm);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                                   ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                                   cudaStream_t stream) {
   return route_ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                                    ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                                    cudaStream_t stream) {
   return route_ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                                                  ncclComm_t comm, cudaStream_t stream) {
   return route_ncclBcast(buff, count, datatype, root, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                                                   ncclComm_t comm, cudaStream_t stream) {
   return route_ncclBcast(buff, count, datatype, root, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                                      ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                      cudaStream_t stream) {
   return route_ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                                       ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                       cudaStream_t stream) {
   return route_ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                      cudaStream_t stream) {
   return route_ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                       cudaStream_t stream) {
   return route_ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                          cudaStream_t stream) {
   return route_ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                           cudaStream_t stream) {
   return route_ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return route_ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                                       ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return route_ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                                     ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return route_ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                                      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return route_ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                                                   ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                   cudaStream_t stream) {
   return route_ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                                                    ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                    cudaStream_t stream) {
   return route_ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                                    ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                    cudaStream_t stream) {
   return route_ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                                     ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                     cudaStream_t stream) {
   return route_ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                            cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclAllReduceConfig(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAllReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                             cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclAllReduceConfig(sendbuff, recvbuff, count, datatype, op, comm, stream, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                            ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                            cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclBroadcastConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclBroadcastConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                             ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                             cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclBroadcastConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                         ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                                         ncclComm_t comm, cudaStream_t stream,
+                                                         const ncclCollConfig_t* config) {
   return route_ncclReduceConfig(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclReduceConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                          ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                                          ncclComm_t comm, cudaStream_t stream,
+                                                          const ncclCollConfig_t* config) {
   return route_ncclReduceConfig(sendbuff, recvbuff, count, datatype, op, root, comm, stream, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                                            ncclDataType_t datatype, ncclComm_t comm,
+                                                            cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclAllGatherConfig(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAllGatherConfig(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                                             ncclDataType_t datatype, ncclComm_t comm,
+                                                             cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclAllGatherConfig(sendbuff, recvbuff, sendcount, datatype, comm, stream, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                                ncclDataType_t datatype, ncclRedOp_t op,
+                                                                ncclComm_t comm, cudaStream_t stream,
+                                                                const ncclCollConfig_t* config) {
   return route_ncclReduceScatterConfig(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclReduceScatterConfig(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                                 ncclDataType_t datatype, ncclRedOp_t op,
+                                                                 ncclComm_t comm, cudaStream_t stream,
+                                                                 const ncclCollConfig_t* config) {
   return route_ncclReduceScatterConfig(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                           ncclDataType_t datatype, ncclComm_t comm,
+                                                           cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclAlltoAllConfig(sendbuff, recvbuff, count, datatype, comm, stream, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclAlltoAllConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                            ncclDataType_t datatype, ncclComm_t comm,
+                                                            cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclAlltoAllConfig(sendbuff, recvbuff, count, datatype, comm, stream, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                         ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                         cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclGatherConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGatherConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                          ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                          cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclGatherConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                          ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                          cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclScatterConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t* config) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclScatterConfig(const void* sendbuff, void* recvbuff, size_t count,
+                                                           ncclDataType_t datatype, int root, ncclComm_t comm,
+                                                           cudaStream_t stream, const ncclCollConfig_t* config) {
   return route_ncclScatterConfig(sendbuff, recvbuff, count, datatype, root, comm, stream, config);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                                 ncclComm_t comm, cudaStream_t stream) {
   return route_ncclSend(sendbuff, count, datatype, peer, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                                  ncclComm_t comm, cudaStream_t stream) {
   return route_ncclSend(sendbuff, count, datatype, peer, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                                 ncclComm_t comm, cudaStream_t stream) {
   return route_ncclRecv(recvbuff, count, datatype, peer, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                                  ncclComm_t comm, cudaStream_t stream) {
   return route_ncclRecv(recvbuff, count, datatype, peer, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
-  return route_ncclPutSignal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype,
+                                                      int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx,
+                                                      int ctx, unsigned int flags, ncclComm_t comm,
+                                                      cudaStream_t stream) {
+  return route_ncclPutSignal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm,
+                             stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
-  return route_ncclPutSignal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm, stream);
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclPutSignal(const void* localbuff, size_t count, ncclDataType_t datatype,
+                                                       int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx,
+                                                       int ctx, unsigned int flags, ncclComm_t comm,
+                                                       cudaStream_t stream) {
+  return route_ncclPutSignal(localbuff, count, datatype, peer, peerWin, peerWinOffset, sigIdx, ctx, flags, comm,
+                             stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                                                   cudaStream_t stream) {
   return route_ncclSignal(peer, sigIdx, ctx, flags, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                                                    cudaStream_t stream) {
   return route_ncclSignal(peer, sigIdx, ctx, flags, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+                                                       cudaStream_t stream) {
   return route_ncclWaitSignal(nDesc, signalDescs, comm, stream);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm, cudaStream_t stream) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t* signalDescs, ncclComm_t comm,
+                                                        cudaStream_t stream) {
   return route_ncclWaitSignal(nDesc, signalDescs, comm, stream);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGroupStart() {
-  return route_ncclGroupStart();
-}
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGroupStart() {
-  return route_ncclGroupStart();
-}
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGroupStart() { return route_ncclGroupStart(); }
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGroupStart() { return route_ncclGroupStart(); }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
-  return route_ncclGroupEnd();
-}
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGroupEnd() {
-  return route_ncclGroupEnd();
-}
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGroupEnd() { return route_ncclGroupEnd(); }
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGroupEnd() { return route_ncclGroupEnd(); }
 
 extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return route_ncclGroupSimulateEnd(simInfo);
@@ -1346,12 +1427,8 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclParamGetAllParameterKeys(const char
   return route_ncclParamGetAllParameterKeys(table, tableLen);
 }
 
-extern "C" RCN_NCCL_EXPORT void ncclParamDumpAll() {
-  route_ncclParamDumpAll();
-}
-extern "C" RCN_NCCL_EXPORT void pncclParamDumpAll() {
-  route_ncclParamDumpAll();
-}
+extern "C" RCN_NCCL_EXPORT void ncclParamDumpAll() { route_ncclParamDumpAll(); }
+extern "C" RCN_NCCL_EXPORT void pncclParamDumpAll() { route_ncclParamDumpAll(); }
 
 extern "C" RCN_NCCL_EXPORT ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* reqs, void* outDevComm) {
   return route_ncclDevCommCreate(comm, reqs, outDevComm);
@@ -1367,26 +1444,14 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclDevCommDestroy(ncclComm_t comm, con
   return route_ncclDevCommDestroy(comm, devComm);
 }
 
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamWorld(ncclComm_t comm) {
-  return route_ncclTeamWorld(comm);
-}
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamWorld(ncclComm_t comm) {
-  return route_ncclTeamWorld(comm);
-}
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamWorld(ncclComm_t comm) { return route_ncclTeamWorld(comm); }
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamWorld(ncclComm_t comm) { return route_ncclTeamWorld(comm); }
 
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamLsa(ncclComm_t comm) {
-  return route_ncclTeamLsa(comm);
-}
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamLsa(ncclComm_t comm) {
-  return route_ncclTeamLsa(comm);
-}
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamLsa(ncclComm_t comm) { return route_ncclTeamLsa(comm); }
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamLsa(ncclComm_t comm) { return route_ncclTeamLsa(comm); }
 
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamRail(ncclComm_t comm) {
-  return route_ncclTeamRail(comm);
-}
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamRail(ncclComm_t comm) {
-  return route_ncclTeamRail(comm);
-}
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamRail(ncclComm_t comm) { return route_ncclTeamRail(comm); }
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamRail(ncclComm_t comm) { return route_ncclTeamRail(comm); }
 
 extern "C" RCN_NCCL_EXPORT int ncclTeamRankToWorld(ncclComm_t comm, rcnNcclTeam team, int rank) {
   return route_ncclTeamRankToWorld(comm, team, rank);
@@ -1402,17 +1467,21 @@ extern "C" RCN_NCCL_EXPORT int pncclTeamRankToLsa(ncclComm_t comm, rcnNcclTeam t
   return route_ncclTeamRankToLsa(comm, team, rank);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, rcnNcclTeam team, int nBarriers, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, rcnNcclTeam team,
+                                                                        int nBarriers, void* outHandle, void* outReq) {
   return route_ncclGinBarrierCreateRequirement(comm, team, nBarriers, outHandle, outReq);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, rcnNcclTeam team, int nBarriers, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGinBarrierCreateRequirement(ncclComm_t comm, rcnNcclTeam team,
+                                                                         int nBarriers, void* outHandle, void* outReq) {
   return route_ncclGinBarrierCreateRequirement(comm, team, nBarriers, outHandle, outReq);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclLsaBarrierCreateRequirement(rcnNcclTeam team, int nBarriers, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclLsaBarrierCreateRequirement(rcnNcclTeam team, int nBarriers,
+                                                                        void* outHandle, void* outReq) {
   return route_ncclLsaBarrierCreateRequirement(team, nBarriers, outHandle, outReq);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclLsaBarrierCreateRequirement(rcnNcclTeam team, int nBarriers, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclLsaBarrierCreateRequirement(rcnNcclTeam team, int nBarriers,
+                                                                         void* outHandle, void* outReq) {
   return route_ncclLsaBarrierCreateRequirement(team, nBarriers, outHandle, outReq);
 }
 
@@ -1423,10 +1492,12 @@ extern "C" RCN_NCCL_EXPORT int pncclLLA2ACalcSlots(int maxElts, int maxEltSize) 
   return route_ncclLLA2ACalcSlots(maxElts, maxEltSize);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, void* outHandle,
+                                                                   void* outReq) {
   return route_ncclLLA2ACreateRequirement(nBlocks, nSlots, outHandle, outReq);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclLLA2ACreateRequirement(int nBlocks, int nSlots, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclLLA2ACreateRequirement(int nBlocks, int nSlots, void* outHandle,
+                                                                    void* outReq) {
   return route_ncclLLA2ACreateRequirement(nBlocks, nSlots, outHandle, outReq);
 }
 
@@ -1437,83 +1508,91 @@ extern "C" RCN_NCCL_EXPORT ncclResult_t pncclCommQueryProperties(ncclComm_t comm
   return route_ncclCommQueryProperties(comm, props);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                                        void** outPtr) {
   return route_ncclGetLsaMultimemDevicePointer(window, offset, outPtr);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void** outPtr) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                                         void** outPtr) {
   return route_ncclGetLsaMultimemDevicePointer(window, offset, outPtr);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, rcnNcclMultimemHandle multimem, void** outPtr) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                                     rcnNcclMultimemHandle multimem, void** outPtr) {
   return route_ncclGetMultimemDevicePointer(window, offset, multimem, outPtr);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, rcnNcclMultimemHandle multimem, void** outPtr) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset,
+                                                                      rcnNcclMultimemHandle multimem, void** outPtr) {
   return route_ncclGetMultimemDevicePointer(window, offset, multimem, outPtr);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank,
+                                                                void** outPtr) {
   return route_ncclGetLsaDevicePointer(window, offset, lsaRank, outPtr);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void** outPtr) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank,
+                                                                 void** outPtr) {
   return route_ncclGetLsaDevicePointer(window, offset, lsaRank, outPtr);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer,
+                                                                 void** outPtr) {
   return route_ncclGetPeerDevicePointer(window, offset, peer, outPtr);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void** outPtr) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer,
+                                                                  void** outPtr) {
   return route_ncclGetPeerDevicePointer(window, offset, peer, outPtr);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, void* leId, size_t* leOffset) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, void* leId,
+                                                                    size_t* leOffset) {
   return route_ncclGetMultimemDeviceLeInfo(window, offset, leId, leOffset);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, void* leId, size_t* leOffset) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetMultimemDeviceLeInfo(ncclWindow_t window, size_t offset, void* leId,
+                                                                     size_t* leOffset) {
   return route_ncclGetMultimemDeviceLeInfo(window, offset, leId, leOffset);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft, rcnNcclTeam cftTeam, void* leId, size_t* leOffset) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft,
+                                                               rcnNcclTeam cftTeam, void* leId, size_t* leOffset) {
   return route_ncclGetCftDeviceLeInfo(window, offset, peerCft, cftTeam, leId, leOffset);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft, rcnNcclTeam cftTeam, void* leId, size_t* leOffset) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetCftDeviceLeInfo(ncclWindow_t window, size_t offset, int peerCft,
+                                                                rcnNcclTeam cftTeam, void* leId, size_t* leOffset) {
   return route_ncclGetCftDeviceLeInfo(window, offset, peerCft, cftTeam, leId, leOffset);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, void* leId, size_t* leOffset) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld,
+                                                                void* leId, size_t* leOffset) {
   return route_ncclGetPeerDeviceLeInfo(window, offset, peerWorld, leId, leOffset);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld, void* leId, size_t* leOffset) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGetPeerDeviceLeInfo(ncclWindow_t window, size_t offset, int peerWorld,
+                                                                 void* leId, size_t* leOffset) {
   return route_ncclGetPeerDeviceLeInfo(window, offset, peerWorld, leId, leOffset);
 }
 
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamCft(ncclComm_t comm, int mode) {
-  return route_ncclTeamCft(comm, mode);
-}
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamCft(ncclComm_t comm, int mode) {
-  return route_ncclTeamCft(comm, mode);
-}
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamCft(ncclComm_t comm, int mode) { return route_ncclTeamCft(comm, mode); }
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamCft(ncclComm_t comm, int mode) { return route_ncclTeamCft(comm, mode); }
 
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamCftMultimem(ncclComm_t comm) {
-  return route_ncclTeamCftMultimem(comm);
-}
-extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamCftMultimem(ncclComm_t comm) {
-  return route_ncclTeamCftMultimem(comm);
-}
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam ncclTeamCftMultimem(ncclComm_t comm) { return route_ncclTeamCftMultimem(comm); }
+extern "C" RCN_NCCL_EXPORT rcnNcclTeam pncclTeamCftMultimem(ncclComm_t comm) { return route_ncclTeamCftMultimem(comm); }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGinOutboxCreateRequirement(int nBlocks, int sizeLog2, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGinOutboxCreateRequirement(int nBlocks, int sizeLog2, void* outHandle,
+                                                                       void* outReq) {
   return route_ncclGinOutboxCreateRequirement(nBlocks, sizeLog2, outHandle, outReq);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGinOutboxCreateRequirement(int nBlocks, int sizeLog2, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGinOutboxCreateRequirement(int nBlocks, int sizeLog2, void* outHandle,
+                                                                        void* outReq) {
   return route_ncclGinOutboxCreateRequirement(nBlocks, sizeLog2, outHandle, outReq);
 }
 
-extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t ncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2,
+                                                                         void* outHandle, void* outReq) {
   return route_ncclGinInboxA2ACreateRequirement(peers, nBlocks, sizeLog2, outHandle, outReq);
 }
-extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2, void* outHandle, void* outReq) {
+extern "C" RCN_NCCL_EXPORT ncclResult_t pncclGinInboxA2ACreateRequirement(rcnNcclTeam peers, int nBlocks, int sizeLog2,
+                                                                          void* outHandle, void* outReq) {
   return route_ncclGinInboxA2ACreateRequirement(peers, nBlocks, sizeLog2, outHandle, outReq);
 }
 
-extern "C" RCN_NCCL_EXPORT void ncclResetDebugInitInternal() {
-  route_ncclResetDebugInitInternal();
-}
+extern "C" RCN_NCCL_EXPORT void ncclResetDebugInitInternal() { route_ncclResetDebugInitInternal(); }

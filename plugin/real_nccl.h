@@ -82,17 +82,26 @@ struct RealNccl {
   ncclResult_t (*ncclAlltoAll)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
   ncclResult_t (*ncclGather)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*ncclScatter)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
-  ncclResult_t (*ncclAllReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
-  ncclResult_t (*ncclBroadcastConfig)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
-  ncclResult_t (*ncclReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
-  ncclResult_t (*ncclAllGatherConfig)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
-  ncclResult_t (*ncclReduceScatterConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
-  ncclResult_t (*ncclAlltoAllConfig)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
-  ncclResult_t (*ncclGatherConfig)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
-  ncclResult_t (*ncclScatterConfig)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t, const ncclCollConfig_t*);
+  ncclResult_t (*ncclAllReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t,
+                                      const ncclCollConfig_t*);
+  ncclResult_t (*ncclBroadcastConfig)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t,
+                                      const ncclCollConfig_t*);
+  ncclResult_t (*ncclReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+                                   cudaStream_t, const ncclCollConfig_t*);
+  ncclResult_t (*ncclAllGatherConfig)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t,
+                                      const ncclCollConfig_t*);
+  ncclResult_t (*ncclReduceScatterConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                          cudaStream_t, const ncclCollConfig_t*);
+  ncclResult_t (*ncclAlltoAllConfig)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t,
+                                     const ncclCollConfig_t*);
+  ncclResult_t (*ncclGatherConfig)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t,
+                                   const ncclCollConfig_t*);
+  ncclResult_t (*ncclScatterConfig)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t,
+                                    const ncclCollConfig_t*);
   ncclResult_t (*ncclSend)(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*ncclRecv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
-  ncclResult_t (*ncclPutSignal)(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*ncclPutSignal)(const void*, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int, unsigned int,
+                                ncclComm_t, cudaStream_t);
   ncclResult_t (*ncclSignal)(int, int, int, unsigned int, ncclComm_t, cudaStream_t);
   ncclResult_t (*ncclWaitSignal)(int, ncclWaitSignalDesc_t*, ncclComm_t, cudaStream_t);
   ncclResult_t (*ncclGroupStart)();
@@ -160,7 +169,8 @@ ncclResult_t shim_ncclCommAbort(ncclComm_t comm);
 ncclResult_t shim_ncclCommRevoke(ncclComm_t comm, int revokeFlags);
 ncclResult_t shim_ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t * newcomm, ncclConfig_t* config);
 ncclResult_t shim_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags);
-ncclResult_t shim_ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm, ncclConfig_t* config);
+ncclResult_t shim_ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                               ncclConfig_t* config);
 ncclResult_t shim_ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds, ncclConfig_t* config);
 const char* shim_ncclGetErrorString(ncclResult_t result);
 const char* shim_ncclGetLastError(ncclComm_t comm);
@@ -168,8 +178,10 @@ ncclResult_t shim_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t * asyncErr
 ncclResult_t shim_ncclCommSuspend(ncclComm_t comm, int flags);
 ncclResult_t shim_ncclCommResume(ncclComm_t comm);
 ncclResult_t shim_ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t shim_ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t shim_ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t shim_ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                    ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t shim_ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                ncclComm_t comm, cudaStream_t stream);
 ncclResult_t shim_ncclGroupStart();
 ncclResult_t shim_ncclGroupEnd();
 ncclResult_t shim_ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);

@@ -43,9 +43,9 @@
 
 #include "core/bootstrap_nccl.h"
 #include "core/check.h"
+#include "core/comm.h"
 #include "core/device_memory.h"
 #include "core/device_scope.h"
-#include "core/comm.h"
 #include "core/dtype.h"
 #include "core/nccl_lib.h"
 #include "core/params.h"
@@ -255,8 +255,8 @@ rcnResult_t attachAll(const std::vector<ncclComm_t>& comms) {
     DeviceScope keep;
     return attach(comms[0]);
   }
-  const RankFailure failure =
-      runRankThreads(static_cast<int>(comms.size()), [&](int i) { return attach(comms[i]); }, nullptr);
+  const RankFailure failure = runRankThreads(
+      static_cast<int>(comms.size()), [&](int i) { return attach(comms[i]); }, nullptr);
   if (failure.rank < 0) return rcnSuccess;
   if (!failure.cause.empty()) setLastError(failure.cause);  // for setupFailure
   return failure.result;
@@ -407,8 +407,8 @@ ncclResult_t shim_ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exc
                      newcomm, blocking, "ncclCommShrink");
 }
 
-ncclResult_t shim_ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
-                               ncclComm_t* newcomm, ncclConfig_t* config) {
+ncclResult_t shim_ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank, ncclComm_t* newcomm,
+                               ncclConfig_t* config) {
   installTunerOnce();
   auto fn = realNccl().ncclCommGrow;
   if (!fn) return reportMissing("ncclCommGrow"), ncclInvalidUsage;
@@ -438,8 +438,8 @@ ncclResult_t shim_ncclCommSuspend(ncclComm_t comm, int flags) {
   const bool captured = entry->rc->fastPathCaptured.load(std::memory_order_relaxed);
   if (!(flags & kSuspendMem) || captured) {
     entry->suspended = true;
-    RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p suspended; rocenante keeps its fast path for ncclCommResume%s",
-             (void*)comm, (flags & kSuspendMem) ? " (a CUDA graph holds its buffers' addresses)" : "");
+    RCN_INFO(RCN_LOG_SHIM, "NCCL comm %p suspended; rocenante keeps its fast path for ncclCommResume%s", (void*)comm,
+             (flags & kSuspendMem) ? " (a CUDA graph holds its buffers' addresses)" : "");
     return res;
   }
   auto released = std::make_shared<Entry>();
@@ -479,7 +479,8 @@ ncclResult_t shim_ncclCommResume(ncclComm_t comm) {
   DeviceScope keep;
   rcnResult_t r = attach(comm);
   if (r == rcnSuccess) return ncclSuccess;
-  RCN_WARN(RCN_LOG_SHIM, "ncclCommResume: rocenante could not rebuild its state over NCCL comm %p (%s); it "
+  RCN_WARN(RCN_LOG_SHIM,
+           "ncclCommResume: rocenante could not rebuild its state over NCCL comm %p (%s); it "
            "runs plain NCCL now, while peers may not: abort it. ROCENANTE_DISABLE=1 runs plain NCCL",
            (void*)comm, setupFailure(r).c_str());
   putForwardOnly(comm, true, "its rebuild at ncclCommResume failed");

@@ -41,8 +41,9 @@ void tunerLog(Logger ncclLog, int ncclLevel, const char* file, int line, const c
     __attribute__((format(printf, 5, 6)));
 void tunerLog(Logger ncclLog, int ncclLevel, const char* file, int line, const char* fmt, ...) {
   using namespace rcn::tuner_abi;
-  const rcn::LogLevel ours = ncclLevel == kNcclLogWarn ? rcn::kLogWarn
-                             : ncclLevel == kNcclLogInfo ? rcn::kLogInfo : rcn::kLogTrace;
+  const rcn::LogLevel ours = ncclLevel == kNcclLogWarn   ? rcn::kLogWarn
+                             : ncclLevel == kNcclLogInfo ? rcn::kLogInfo
+                                                         : rcn::kLogTrace;
   if (!ncclLog && !rcn::logEnabled(ours, RCN_LOG_TUNE)) return;
   char text[512];
   va_list ap;
@@ -147,8 +148,7 @@ ncclResult_t initV4(size_t nRanks, size_t nNodes, Logger ncclLog, void** context
   return initContext(nRanks, nNodes, ncclLog, context);
 }
 
-ncclResult_t initV5(void** context, uint64_t, size_t nRanks, size_t nNodes, Logger ncclLog, NvlDomainInfo*,
-                    void*) {
+ncclResult_t initV5(void** context, uint64_t, size_t nRanks, size_t nNodes, Logger ncclLog, NvlDomainInfo*, void*) {
   return initContext(nRanks, nNodes, ncclLog, context);
 }
 
@@ -157,10 +157,10 @@ ncclResult_t initV5(void** context, uint64_t, size_t nRanks, size_t nNodes, Logg
 // Newest first, as NCCL looks them up. v6's getChunkSize is null: NCCL's own
 // chunk size stands.
 extern "C" {
-__attribute__((visibility("default"))) rcn::tuner_abi::TunerV6 ncclTunerPlugin_v6 = {
-    "rocenante", initV5, getCollInfo, destroyContext, nullptr};
-__attribute__((visibility("default"))) rcn::tuner_abi::TunerV5 ncclTunerPlugin_v5 = {
-    "rocenante", initV5, getCollInfo, destroyContext};
-__attribute__((visibility("default"))) rcn::tuner_abi::TunerV4 ncclTunerPlugin_v4 = {
-    "rocenante", initV4, getCollInfo, destroyContext};
+__attribute__((visibility("default")))
+rcn::tuner_abi::TunerV6 ncclTunerPlugin_v6 = {"rocenante", initV5, getCollInfo, destroyContext, nullptr};
+__attribute__((visibility("default")))
+rcn::tuner_abi::TunerV5 ncclTunerPlugin_v5 = {"rocenante", initV5, getCollInfo, destroyContext};
+__attribute__((visibility("default")))
+rcn::tuner_abi::TunerV4 ncclTunerPlugin_v4 = {"rocenante", initV4, getCollInfo, destroyContext};
 }

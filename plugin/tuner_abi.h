@@ -22,9 +22,8 @@ constexpr int kNcclLogWarn = 2, kNcclLogInfo = 3, kNcclLogTrace = 5;
 constexpr unsigned long kSubsysTuning = 64;
 
 // The collective (ncclFunc_t) and the cost table: numAlgo rows of numProto floats.
-typedef ncclResult_t (*GetCollInfoFn)(void* context, int collType, size_t nBytes, int numPipeOps,
-                                      float** collCostTable, int numAlgo, int numProto, int regBuff,
-                                      int* nChannels);
+typedef ncclResult_t (*GetCollInfoFn)(void* context, int collType, size_t nBytes, int numPipeOps, float** collCostTable,
+                                      int numAlgo, int numProto, int regBuff, int* nChannels);
 
 struct NvlDomainInfo {  // ncclNvlDomainInfo_v5_t (v6 uses the same)
   int nNvlDomains;

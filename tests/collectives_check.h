@@ -30,8 +30,8 @@ inline size_t checkAllGather(const void* got, uint64_t seed, int nranks, size_t 
   const size_t elem = dtypeSize(t);
   for (size_t i = 0; i < want.size() / elem; ++i)
     if (std::memcmp(static_cast<const uint8_t*>(got) + i * elem, want.data() + i * elem, elem) != 0) {
-      std::fprintf(stderr, "%s: all-gather %s sendcount %zu: element %zu (rank %zu's %zu) is %g, expected %g\n",
-                   label, dtypeName(t), sendCount, i, i / sendCount, i % sendCount, loadElement(got, i, t),
+      std::fprintf(stderr, "%s: all-gather %s sendcount %zu: element %zu (rank %zu's %zu) is %g, expected %g\n", label,
+                   dtypeName(t), sendCount, i, i / sendCount, i % sendCount, loadElement(got, i, t),
                    loadElement(want.data(), i, t));
       break;
     }

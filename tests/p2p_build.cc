@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <thread>
 
-#include "transport/transport.h"
 #include "support/timeout_scale.h"
+#include "transport/transport.h"
 
 namespace rcn::test {
 

@@ -17,7 +17,7 @@ struct P2pOptions {
   size_t maxBytes = 256 * 1024;
   int maxBlocks = 32;
   int threads = 512;
-  uint64_t timeoutMs = 10000;  // scaled by ROCENANTE_TEST_TIMEOUT_SCALE when the path is built
+  uint64_t timeoutMs = 10000;        // scaled by ROCENANTE_TEST_TIMEOUT_SCALE when the path is built
   const char* llMaxBytes = nullptr;  // ROCENANTE_LL_MAX_BYTES for this path, if set
   const char* ipc = nullptr;         // ROCENANTE_P2P_IPC for this path, if set
   const char* pdl = nullptr;         // ROCENANTE_PDL for this path, if set

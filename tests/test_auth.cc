@@ -106,9 +106,10 @@ TEST_CASE("auth: a client with the key is heard, its request delivered, and the 
 }
 
 TEST_CASE("auth: a wrong key, another protocol's proof or no key are refused, and the client is told", "[auth]") {
-  for (const auto& [key, context] : {std::pair<AuthKey, const char*>{AuthKey{"another key of 32 bytes........."}, "test"},
-                                     std::pair<AuthKey, const char*>{kKey, "another protocol"},
-                                     std::pair<AuthKey, const char*>{AuthKey{}, "test"}}) {
+  for (const auto& [key, context] :
+       {std::pair<AuthKey, const char*>{AuthKey{"another key of 32 bytes........."}, "test"},
+        std::pair<AuthKey, const char*>{kKey, "another protocol"},
+        std::pair<AuthKey, const char*>{AuthKey{}, "test"}}) {
     const Attempt a = attempt(kKey, key, context, 1, 1000);
     CHECK(a.heard == rcnRemoteError);  // timed out: nothing was handed out
     CHECK(a.client.res == rcnInvalidArgument);

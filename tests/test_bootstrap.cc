@@ -136,19 +136,22 @@ TEST_CASE("tcp bootstrap: a stranger who knows the root's address cannot take a 
   ScopedEnv timeout("ROCENANTE_BOOTSTRAP_TIMEOUT_MS", "3000");
   rcnUniqueId id = freshId();
   const rcnUniqueId stranger = forged(id);
-  auto outcomes = rcn::test::runRanks(3, [&](int rank) {
-    std::unique_ptr<rcn::Bootstrap> boot;
-    if (rank == 2) {  // the stranger
-      if (rcn::bootstrapInitTcp(stranger, 1, 2, &boot) != rcnInvalidArgument) return 20;
-      return contains(rcn::lastErrorText(), "refused our proof") ? 0 : 21;
-    }
-    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the stranger goes first
-    if (rcn::bootstrapInitTcp(id, rank, 2, &boot) != rcnSuccess) {
-      std::fprintf(stderr, "rank %d: %s\n", rank, rcn::lastErrorText());
-      return 1;
-    }
-    return checkAllGathers(*boot, 4);
-  }, 30);
+  auto outcomes = rcn::test::runRanks(
+      3,
+      [&](int rank) {
+        std::unique_ptr<rcn::Bootstrap> boot;
+        if (rank == 2) {  // the stranger
+          if (rcn::bootstrapInitTcp(stranger, 1, 2, &boot) != rcnInvalidArgument) return 20;
+          return contains(rcn::lastErrorText(), "refused our proof") ? 0 : 21;
+        }
+        if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the stranger goes first
+        if (rcn::bootstrapInitTcp(id, rank, 2, &boot) != rcnSuccess) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, rcn::lastErrorText());
+          return 1;
+        }
+        return checkAllGathers(*boot, 4);
+      },
+      30);
   requireAllSucceeded(outcomes);
 }
 

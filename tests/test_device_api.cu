@@ -173,10 +173,10 @@ void initAll(rcnComm_t (&comms)[kRanks]) {
 // the GPU: where two ranks share one, for the peer's kernel, which is waiting
 // for this rank (DEVICE_API.md says the same to users).
 void preloadKernels() {
-  const void* kernels[] = {reinterpret_cast<const void*>(putKernel), reinterpret_cast<const void*>(gatherKernel<1>),
-                           reinterpret_cast<const void*>(gatherKernel<4>), reinterpret_cast<const void*>(stressPut),
-                           reinterpret_cast<const void*>(stressGather),
-                           reinterpret_cast<const void*>(gatherFromKernel)};
+  const void* kernels[] = {
+      reinterpret_cast<const void*>(putKernel),       reinterpret_cast<const void*>(gatherKernel<1>),
+      reinterpret_cast<const void*>(gatherKernel<4>), reinterpret_cast<const void*>(stressPut),
+      reinterpret_cast<const void*>(stressGather),    reinterpret_cast<const void*>(gatherFromKernel)};
   for (int r = 0; r < kRanks; ++r) {
     REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
     for (const void* kernel : kernels) {
@@ -356,8 +356,7 @@ TEST_CASE("Device puts and per-rank gathers make an all-gather, exact on every r
         REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
         REQUIRE(cudaMemcpy(k.in, want.data() + r * kValues, kValues * sizeof(float), cudaMemcpyHostToDevice) ==
                 cudaSuccess);
-        REQUIRE(cudaMemcpy(k.out, poison.data(), poison.size() * sizeof(float), cudaMemcpyHostToDevice) ==
-                cudaSuccess);
+        REQUIRE(cudaMemcpy(k.out, poison.data(), poison.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
       }
       for (int r = 0; r < kRanks; ++r) {
         Rank& k = ranks[r];

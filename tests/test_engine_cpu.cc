@@ -537,7 +537,7 @@ TEST_CASE("options the run would ignore, or that conflict, are refused by name",
   CHECK_NOTHROW(requireCpuOptions(parse({"--model", "m.bin", "--device", "cpu", "--tp", "2"})));
   const std::vector<std::vector<std::string>> gpuOnly = {
       {"--bench"},   {"--collective", "nccl"}, {"--dtype", "bf16"}, {"--no-graph"},
-      {"--no-gemv"}, {"--fused-allreduce"},    {"--fused-norm"}, {"--profile"}};
+      {"--no-gemv"}, {"--fused-allreduce"},    {"--fused-norm"},    {"--profile"}};
   for (std::vector<std::string> option : gpuOnly) {
     const std::string name = option[0];
     option.insert(option.begin(), {"--model", "m.bin", "--device", "cpu"});

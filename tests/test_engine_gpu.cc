@@ -462,7 +462,8 @@ TEST_CASE("GPU TP=2 over rcnAllReduce matches TP=1", "[engine][gpu]") {
   for (bool ncclOnly : {false, true}) {
     if (ncclOnly && shared) continue;
     INFO((ncclOnly ? "fused norm over NCCL" : "fused norm"));
-    for (auto prompts : {std::vector<std::vector<int>>{{1, 7, 99, 3}}, {{1, 7, 99, 3}, {1, 5, 6, 250}},
+    for (auto prompts : {std::vector<std::vector<int>>{{1, 7, 99, 3}},
+                         {{1, 7, 99, 3}, {1, 5, 6, 250}},
                          fourTokenPrompts(5, llama.config.vocab)}) {
       Run bf16{&llama, prompts, 10, DType::BF16, 0.5};
       bf16.fuseNorm = true;

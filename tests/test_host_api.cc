@@ -226,7 +226,8 @@ TEST_CASE("a second thread's call on a communicator already in one is refused", 
 
 TEST_CASE("ranks whose settings differ (wire, disable) are told so at creation", "[host][api]") {
   for (const auto& setting : {std::pair<const char*, const char*>{"ROCENANTE_WIRE", "tcp"},
-                              {"ROCENANTE_DISABLE", "1"}, {"ROCENANTE_MAX_BYTES", "65536"}}) {
+                              {"ROCENANTE_DISABLE", "1"},
+                              {"ROCENANTE_MAX_BYTES", "65536"}}) {
     const char* name = setting.first;  // not a structured binding: clang's C++17 cannot capture one
     const char* value = setting.second;
     INFO(name);

@@ -19,7 +19,7 @@ using namespace rcn::test;
 
 namespace {
 
-constexpr rcnDataType_t kAllTypes[] = {rcnInt8,    rcnUint8,   rcnInt32,   rcnUint32,    rcnInt64,     rcnUint64,
+constexpr rcnDataType_t kAllTypes[] = {rcnInt8,    rcnUint8,   rcnInt32,   rcnUint32,   rcnInt64,      rcnUint64,
                                        rcnFloat16, rcnFloat32, rcnFloat64, rcnBfloat16, rcnFloat8e4m3, rcnFloat8e5m2};
 constexpr rcnRedOp_t kAllOps[] = {rcnSum, rcnProd, rcnMax, rcnMin, rcnAvg};
 
@@ -69,13 +69,15 @@ int reduceScatterCases(rcnComm_t comm, int rank, int nranks, const char* wire) {
         RANK_CHECK(rcnReduceScatter(send.data(), recv.data(), count, t, op, comm, nullptr) == rcnSuccess,
                    "reduce-scatter %s %s %zu: %s", dtypeName(t), opName(op), count, rcnGetLastError(comm));
         failures += checkReduceScatter(recv.data(), seed, nranks, rank, count, t, op, wire);
-        RANK_CHECK(rcnAllReduce(send.data(), reduced.data(), send.size() / dtypeSize(t), t, op, comm, nullptr) ==
-                       rcnSuccess, "all-reduce: %s", rcnGetLastError(comm));
+        RANK_CHECK(
+            rcnAllReduce(send.data(), reduced.data(), send.size() / dtypeSize(t), t, op, comm, nullptr) == rcnSuccess,
+            "all-reduce: %s", rcnGetLastError(comm));
         RANK_CHECK(std::memcmp(recv.data(), reduced.data() + size_t(rank) * share, share) == 0,
                    "reduce-scatter %s %s %zu differs from the all-reduce's block", dtypeName(t), opName(op), count);
         // In place: recvbuff is this rank's block of sendbuff.
         RANK_CHECK(rcnReduceScatter(send.data(), send.data() + size_t(rank) * share, count, t, op, comm, nullptr) ==
-                       rcnSuccess, "in-place reduce-scatter: %s", rcnGetLastError(comm));
+                       rcnSuccess,
+                   "in-place reduce-scatter: %s", rcnGetLastError(comm));
         RANK_CHECK(std::memcmp(send.data() + size_t(rank) * share, recv.data(), share) == 0,
                    "in-place reduce-scatter %s %s %zu differs from out of place", dtypeName(t), opName(op), count);
       }
@@ -98,8 +100,9 @@ int runDifferentCalls(const rcnUniqueId& id, int rank) {
   rcnComm_t comm = hostComm(id, rank, 2, "shm");
   RANK_CHECK(comm != nullptr, "init: %s", rcnGetLastError(nullptr));
   std::vector<float> send(64, 1.0f), recv(64);
-  const rcnResult_t result = rank == 0 ? rcnAllGather(send.data(), recv.data(), 32, rcnFloat32, comm, nullptr)
-                                       : rcnReduceScatter(send.data(), recv.data(), 32, rcnFloat32, rcnSum, comm, nullptr);
+  const rcnResult_t result = rank == 0
+                                 ? rcnAllGather(send.data(), recv.data(), 32, rcnFloat32, comm, nullptr)
+                                 : rcnReduceScatter(send.data(), recv.data(), 32, rcnFloat32, rcnSum, comm, nullptr);
   const std::string why = rcnGetLastError(comm);
   RANK_CHECK(result == rcnInvalidUsage, "rank %d: %s (%s)", rank, rcnGetErrorString(result), why.c_str());
   RANK_CHECK(why.find("all-gather of 32 x float") != std::string::npos &&
@@ -125,17 +128,17 @@ int runBadArguments(const rcnUniqueId& id, int rank) {
     };
     // Overlapping, but not in NCCL's in-place form.
     RANK_EXPECT(refused(rcnAllGather(buf.data() + 1, buf.data(), 16, rcnFloat32, comm, nullptr), "overlaps"));
-    RANK_EXPECT(refused(rcnReduceScatter(buf.data(), buf.data() + 1, 16, rcnFloat32, rcnSum, comm, nullptr),
-                        "overlaps"));
-    RANK_EXPECT(refused(rcnReduceScatter(buf.data(), buf.data() + 32, 16, rcnFloat32, rcnRedOp_t(9), comm, nullptr),
-                        "op 9"));
-    RANK_EXPECT(refused(rcnAllGather(buf.data(), buf.data() + 32, 16, rcnDataType_t(40), comm, nullptr),
-                        "datatype 40"));
+    RANK_EXPECT(
+        refused(rcnReduceScatter(buf.data(), buf.data() + 1, 16, rcnFloat32, rcnSum, comm, nullptr), "overlaps"));
+    RANK_EXPECT(
+        refused(rcnReduceScatter(buf.data(), buf.data() + 32, 16, rcnFloat32, rcnRedOp_t(9), comm, nullptr), "op 9"));
+    RANK_EXPECT(
+        refused(rcnAllGather(buf.data(), buf.data() + 32, 16, rcnDataType_t(40), comm, nullptr), "datatype 40"));
     RANK_EXPECT(refused(rcnAllGather(nullptr, buf.data(), 16, rcnFloat32, comm, nullptr), "sendbuff is NULL"));
-    RANK_EXPECT(refused(rcnReduceScatter(buf.data(), nullptr, 16, rcnFloat32, rcnSum, comm, nullptr),
-                        "recvbuff is NULL"));
-    RANK_EXPECT(refused(rcnAllGather(buf.data(), buf.data() + 32, SIZE_MAX / 4, rcnFloat32, comm, nullptr),
-                        "overflows"));
+    RANK_EXPECT(
+        refused(rcnReduceScatter(buf.data(), nullptr, 16, rcnFloat32, rcnSum, comm, nullptr), "recvbuff is NULL"));
+    RANK_EXPECT(
+        refused(rcnAllGather(buf.data(), buf.data() + 32, SIZE_MAX / 4, rcnFloat32, comm, nullptr), "overflows"));
     // Nothing to do is success, as in NCCL.
     RANK_EXPECT(rcnAllGather(nullptr, nullptr, 0, rcnFloat32, comm, nullptr) == rcnSuccess);
   }
@@ -159,7 +162,8 @@ int runSelfTestFailure(const rcnUniqueId& id, int rank) {
 void runAll(int nranks, const char* wire) {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(nranks, [&](int rank) { return runRank(id, rank, nranks, wire); }, 120));
+  checkRanks(runRanks(
+      nranks, [&](int rank) { return runRank(id, rank, nranks, wire); }, 120));
 }
 
 }  // namespace
@@ -170,17 +174,20 @@ TEST_CASE("all-gather and reduce-scatter on the host backend over tcp", "[host][
 TEST_CASE("ranks making different collectives fail, naming both", "[host][collectives]") {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(2, [&](int rank) { return runDifferentCalls(id, rank); }, 60));
+  checkRanks(runRanks(
+      2, [&](int rank) { return runDifferentCalls(id, rank); }, 60));
 }
 
 TEST_CASE("a collective's failed self-test on one rank is every rank's verdict", "[host][collectives]") {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(2, [&](int rank) { return runSelfTestFailure(id, rank); }, 60));
+  checkRanks(runRanks(
+      2, [&](int rank) { return runSelfTestFailure(id, rank); }, 60));
 }
 
 TEST_CASE("wrong all-gather and reduce-scatter arguments are refused by name", "[host][collectives]") {
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(2, [&](int rank) { return runBadArguments(id, rank); }, 60));
+  checkRanks(runRanks(
+      2, [&](int rank) { return runBadArguments(id, rank); }, 60));
 }

@@ -3,12 +3,12 @@
 // torchrun's variables join over MASTER_ADDR:MASTER_PORT and all-reduce host
 // buffers against a float64 reference; missing or wrong variables, a taken
 // port and an absent rank 0 give named, bounded errors.
-#include <catch2/catch_test_macros.hpp>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <catch2/catch_test_macros.hpp>
 
 #include <chrono>
 #include <cstdlib>
@@ -296,7 +296,8 @@ int silentConnection(const char* host, int port) {
 
 }  // namespace
 
-TEST_CASE("MASTER_PORT with ROCENANTE_BOOTSTRAP_KEY: strangers take no rank, the ranks join", "[host][api][launch][auth]") {
+TEST_CASE("MASTER_PORT with ROCENANTE_BOOTSTRAP_KEY: strangers take no rank, the ranks join",
+          "[host][api][launch][auth]") {
   // The attack without a key: a stranger that reaches MASTER_PORT first is
   // handed the id as rank 1 (the case above). With a key, one without it
   // or with another is turned away and learns nothing; the real ranks,
@@ -304,31 +305,37 @@ TEST_CASE("MASTER_PORT with ROCENANTE_BOOTSTRAP_KEY: strangers take no rank, the
   TorchrunWorld world(2, "20000");
   TempFile keyFile(std::string(kLaunchKey) + "\n");
   chmod(keyFile.path().c_str(), 0600);
-  checkRanks(runRanks(2, [&](int rank) {
-    if (rank == 0) {
-      setenv("ROCENANTE_BOOTSTRAP_KEY_FILE", keyFile.path().c_str(), 1);
-      return runRank(0, 2);
-    }
-    RANK_CHECK(joinAs(world.port, 1, 2) < 0, "a stranger without the key got an answer");
-    RANK_CHECK(joinAs(world.port, 1, 2, AuthKey{"another launch's key, 32 bytes.."}) < 0,
-               "a stranger with another key got an answer");
-    setenv("ROCENANTE_BOOTSTRAP_KEY", kLaunchKey, 1);
-    return runRank(1, 2);
-  }, 60));
+  checkRanks(runRanks(
+      2,
+      [&](int rank) {
+        if (rank == 0) {
+          setenv("ROCENANTE_BOOTSTRAP_KEY_FILE", keyFile.path().c_str(), 1);
+          return runRank(0, 2);
+        }
+        RANK_CHECK(joinAs(world.port, 1, 2) < 0, "a stranger without the key got an answer");
+        RANK_CHECK(joinAs(world.port, 1, 2, AuthKey{"another launch's key, 32 bytes.."}) < 0,
+                   "a stranger with another key got an answer");
+        setenv("ROCENANTE_BOOTSTRAP_KEY", kLaunchKey, 1);
+        return runRank(1, 2);
+      },
+      60));
 }
 
 TEST_CASE("MASTER_PORT: a rank with another key fails, naming the variable", "[host][api][launch][auth]") {
   TorchrunWorld world(2, "2000");
-  checkRanks(runRanks(2, [&](int rank) {
-    setenv("RANK", std::to_string(rank).c_str(), 1);
-    setenv("ROCENANTE_BOOTSTRAP_KEY", rank == 0 ? kLaunchKey : "not the launch's key, 32 bytes..", 1);
-    rcnComm_t comm = nullptr;
-    RANK_EXPECT(rcnCommInitFromLaunch(&comm) != rcnSuccess);
-    if (rank == 1)
-      RANK_CHECK(lastError().find("ROCENANTE_BOOTSTRAP_KEY differs between the ranks") != std::string::npos,
-                 "rank 1's error: %s", lastError().c_str());
-    return 0;
-  }, 60));
+  checkRanks(runRanks(
+      2,
+      [&](int rank) {
+        setenv("RANK", std::to_string(rank).c_str(), 1);
+        setenv("ROCENANTE_BOOTSTRAP_KEY", rank == 0 ? kLaunchKey : "not the launch's key, 32 bytes..", 1);
+        rcnComm_t comm = nullptr;
+        RANK_EXPECT(rcnCommInitFromLaunch(&comm) != rcnSuccess);
+        if (rank == 1)
+          RANK_CHECK(lastError().find("ROCENANTE_BOOTSTRAP_KEY differs between the ranks") != std::string::npos,
+                     "rank 1's error: %s", lastError().c_str());
+        return 0;
+      },
+      60));
 }
 
 TEST_CASE("MASTER_PORT: a key too short, or set twice, is refused by name", "[api][launch][auth]") {
@@ -357,34 +364,40 @@ TEST_CASE("MASTER_PORT: 30 silent connections do not fail the launch", "[host][a
   // Each used to cost rank 0 two seconds, one after another: 30 of them
   // outlasted a 20 s timeout. Heard concurrently, they cost nothing.
   TorchrunWorld world(2, "20000");
-  checkRanks(runRanks(2, [&](int rank) {
-    std::vector<int> silent;
-    if (rank == 1)
-      for (int i = 0; i < 30; ++i) silent.push_back(silentConnection("127.0.0.1", world.port));
-    const int failures = runRank(rank, 2);
-    for (int fd : silent) close(fd);
-    return failures;
-  }, 60));
+  checkRanks(runRanks(
+      2,
+      [&](int rank) {
+        std::vector<int> silent;
+        if (rank == 1)
+          for (int i = 0; i < 30; ++i) silent.push_back(silentConnection("127.0.0.1", world.port));
+        const int failures = runRank(rank, 2);
+        for (int fd : silent) close(fd);
+        return failures;
+      },
+      60));
 }
 
 TEST_CASE("MASTER_PORT: rank 0 listens on MASTER_ADDR's address, not on every interface", "[host][api][launch][auth]") {
   // 127.0.0.2 reaches this host as 127.0.0.1 does; a socket bound to every
   // interface would answer there too.
   TorchrunWorld world(2, "20000");
-  checkRanks(runRanks(2, [&](int rank) {
-    if (rank == 1) {
-      const int up = silentConnection("127.0.0.1", world.port);  // rank 0 listens now
-      RANK_EXPECT(up >= 0);
-      int other = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in elsewhere{};
-      elsewhere.sin_family = AF_INET;
-      elsewhere.sin_port = htons(static_cast<uint16_t>(world.port));
-      inet_pton(AF_INET, "127.0.0.2", &elsewhere.sin_addr);
-      RANK_CHECK(connect(other, reinterpret_cast<sockaddr*>(&elsewhere), sizeof elsewhere) != 0,
-                 "rank 0's rendezvous answered on 127.0.0.2: it listens on every interface");
-      close(other);
-      close(up);
-    }
-    return runRank(rank, 2);
-  }, 60));
+  checkRanks(runRanks(
+      2,
+      [&](int rank) {
+        if (rank == 1) {
+          const int up = silentConnection("127.0.0.1", world.port);  // rank 0 listens now
+          RANK_EXPECT(up >= 0);
+          int other = socket(AF_INET, SOCK_STREAM, 0);
+          sockaddr_in elsewhere{};
+          elsewhere.sin_family = AF_INET;
+          elsewhere.sin_port = htons(static_cast<uint16_t>(world.port));
+          inet_pton(AF_INET, "127.0.0.2", &elsewhere.sin_addr);
+          RANK_CHECK(connect(other, reinterpret_cast<sockaddr*>(&elsewhere), sizeof elsewhere) != 0,
+                     "rank 0's rendezvous answered on 127.0.0.2: it listens on every interface");
+          close(other);
+          close(up);
+        }
+        return runRank(rank, 2);
+      },
+      60));
 }

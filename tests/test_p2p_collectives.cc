@@ -29,7 +29,7 @@ namespace {
 
 constexpr int kRanks = 2;
 constexpr size_t kBufferBytes = 1 << 20;  // each device buffer: every case fits with room to shift
-constexpr rcnDataType_t kAllTypes[] = {rcnInt8,    rcnUint8,   rcnInt32,   rcnUint32,    rcnInt64,     rcnUint64,
+constexpr rcnDataType_t kAllTypes[] = {rcnInt8,    rcnUint8,   rcnInt32,   rcnUint32,   rcnInt64,      rcnUint64,
                                        rcnFloat16, rcnFloat32, rcnFloat64, rcnBfloat16, rcnFloat8e4m3, rcnFloat8e5m2};
 constexpr rcnRedOp_t kAllOps[] = {rcnSum, rcnProd, rcnMax, rcnMin, rcnAvg};
 
@@ -55,8 +55,8 @@ bool runOnce(Device& d, Mode mode, const Call& call) {
     if (cudaStreamBeginCapture(d.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return false;
     const rcnResult_t captured = call();
     if (cudaStreamEndCapture(d.stream, &graph) != cudaSuccess || captured != rcnSuccess) return false;
-    const bool launched = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess &&
-                          cudaGraphLaunch(exec, d.stream) == cudaSuccess;
+    const bool launched =
+        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && cudaGraphLaunch(exec, d.stream) == cudaSuccess;
     if (exec) cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     if (!launched) return false;
@@ -100,8 +100,7 @@ int reduceScatterCase(rcnComm_t comm, Device& d, int rank, size_t count, rcnData
   std::vector<uint8_t> got(share + 64), reduced(input.size());
   CHILD_CHECK(cudaMemcpy(got.data(), recv, inPlace ? share : got.size(), cudaMemcpyDeviceToHost) == cudaSuccess,
               "copy out");
-  CHILD_CHECK(cudaMemcpy(reduced.data(), d.reduced, reduced.size(), cudaMemcpyDeviceToHost) == cudaSuccess,
-              "copy out");
+  CHILD_CHECK(cudaMemcpy(reduced.data(), d.reduced, reduced.size(), cudaMemcpyDeviceToHost) == cudaSuccess, "copy out");
   CHILD_CHECK(checkReduceScatter(got.data(), seed, kRanks, rank, count, t, op, "p2p") == 0,
               "reduce-scatter %s %s %zu in place %d shift %zu", dtypeName(t), opName(op), count, inPlace, shift);
   CHILD_CHECK(std::memcmp(got.data(), reduced.data() + size_t(rank) * share, share) == 0,
@@ -136,7 +135,8 @@ int collectivesRank(const rcnUniqueId& id, int rank, const Transport& where) {
   rcnComm_t comm = forcedComm(id, rank, where);
   CHILD_CHECK(comm != nullptr, "init on the %s path: %s", where.name, rcnGetLastError(nullptr));
   Device d;
-  CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&d.send), kBufferBytes) == cudaSuccess && cudaMalloc(reinterpret_cast<void**>(&d.recv), kBufferBytes) == cudaSuccess &&
+  CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&d.send), kBufferBytes) == cudaSuccess &&
+                  cudaMalloc(reinterpret_cast<void**>(&d.recv), kBufferBytes) == cudaSuccess &&
                   cudaMalloc(reinterpret_cast<void**>(&d.reduced), kBufferBytes) == cudaSuccess &&
                   cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking) == cudaSuccess,
               "allocation");
@@ -186,7 +186,8 @@ TEST_CASE("rcnAllGather and rcnReduceScatter over p2p: every type and op, in pla
   NativeNcclUnlessShared ncclRule(kRanks);
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(kRanks, [&](int rank) { return collectivesRank(id, rank, kP2p); }, 500));
+  checkRanks(runRanks(
+      kRanks, [&](int rank) { return collectivesRank(id, rank, kP2p); }, 500));
 }
 
 TEST_CASE("rcnAllGather and rcnReduceScatter over the proxy path: shm and cuda wires", "[proxy][gpu][api]") {
@@ -196,7 +197,8 @@ TEST_CASE("rcnAllGather and rcnReduceScatter over the proxy path: shm and cuda w
     INFO(where.wire);
     rcnUniqueId id;
     REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-    checkRanks(runRanks(kRanks, [&](int rank) { return collectivesRank(id, rank, where); }, 500));
+    checkRanks(runRanks(
+        kRanks, [&](int rank) { return collectivesRank(id, rank, where); }, 500));
   }
 }
 
@@ -205,5 +207,6 @@ TEST_CASE("Ranks that make different collectives over p2p both fail", "[p2p][gpu
   NativeNcclUnlessShared ncclRule(kRanks);
   rcnUniqueId id;
   REQUIRE(rcnGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(kRanks, [&](int rank) { return differentCallsRank(id, rank); }, 120));
+  checkRanks(runRanks(
+      kRanks, [&](int rank) { return differentCallsRank(id, rank); }, 120));
 }

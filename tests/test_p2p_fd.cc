@@ -101,23 +101,25 @@ TEST_CASE("a process of another user that knows the socket's name is refused", "
   if (geteuid() != 0) SKIP("needs root, to run one rank as another user");
   rcnUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == rcnSuccess);
-  checkRanks(runRanks(2, [&](int rank) {
-    std::unique_ptr<Bootstrap> bootstrap;
-    RANK_EXPECT(bootstrapInitTcp(id, rank, 2, &bootstrap) == rcnSuccess);
-    FdListener listener;
-    std::string why;
-    RANK_EXPECT(listener.open(&why) == rcnSuccess);
-    std::vector<FdEndpoint> endpoints(2);
-    endpoints[rank] = listener.endpoint();
-    RANK_EXPECT(bootstrap->allGather(endpoints.data(), sizeof(FdEndpoint)) == rcnSuccess);
-    int fds[2];
-    RANK_EXPECT(pipe(fds) == 0);
-    if (rank == 0) RANK_EXPECT(setgid(65534) == 0 && setuid(65534) == 0);  // the stranger: nobody
-    std::vector<int> received;
-    const rcnResult_t res = exchangeFds(listener, rank, endpoints, fds[0], deadlineAfterMs(3000), &received, &why);
-    RANK_CHECK(res != rcnSuccess, "rank %d: the exchange across users succeeded", rank);
-    if (rank == 1)
-      RANK_CHECK(why.find("belongs to another user") != std::string::npos, "rank 1: %s", why.c_str());
-    return 0;
-  }, 60));
+  checkRanks(runRanks(
+      2,
+      [&](int rank) {
+        std::unique_ptr<Bootstrap> bootstrap;
+        RANK_EXPECT(bootstrapInitTcp(id, rank, 2, &bootstrap) == rcnSuccess);
+        FdListener listener;
+        std::string why;
+        RANK_EXPECT(listener.open(&why) == rcnSuccess);
+        std::vector<FdEndpoint> endpoints(2);
+        endpoints[rank] = listener.endpoint();
+        RANK_EXPECT(bootstrap->allGather(endpoints.data(), sizeof(FdEndpoint)) == rcnSuccess);
+        int fds[2];
+        RANK_EXPECT(pipe(fds) == 0);
+        if (rank == 0) RANK_EXPECT(setgid(65534) == 0 && setuid(65534) == 0);  // the stranger: nobody
+        std::vector<int> received;
+        const rcnResult_t res = exchangeFds(listener, rank, endpoints, fds[0], deadlineAfterMs(3000), &received, &why);
+        RANK_CHECK(res != rcnSuccess, "rank %d: the exchange across users succeeded", rank);
+        if (rank == 1) RANK_CHECK(why.find("belongs to another user") != std::string::npos, "rank 1: %s", why.c_str());
+        return 0;
+      },
+      60));
 }

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "p2p_build.h"
-#include "rocenante/rocenante.h"
 #include "p2p_harness.h"
+#include "rocenante/rocenante.h"
 #include "support/gpu_case.h"
 #include "support/scoped_env.h"
 #include "support/timeout_scale.h"
@@ -198,8 +198,7 @@ void checkMismatchCases(const MismatchCase* cases, size_t n, const P2pOptions& o
       CHECK(results[r] == (same ? rcnSuccess : rcnInvalidUsage));
       CHECK(after[r] == results[r]);
       CHECK(untouched[r] == !same);
-      if (!same) CHECK(whys[r].find("peer " + std::to_string(1 - r) + " made a different call") !=
-                       std::string::npos);
+      if (!same) CHECK(whys[r].find("peer " + std::to_string(1 - r) + " made a different call") != std::string::npos);
     }
   }
 }

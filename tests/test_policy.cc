@@ -119,7 +119,10 @@ TEST_CASE("the agreement text changes with every routing field") {
       {"a preference's size", [](PolicyConfig& c) { c.ncclPrefs[0].maxBytes += 16; }},
       {"a preference's algorithm", [](PolicyConfig& c) { c.ncclPrefs[0].algo = NcclAlgo::Tree; }},
       {"a preference's protocol", [](PolicyConfig& c) { c.ncclPrefs[0].proto = NcclProto::Simple; }},
-      {"one more preference", [](PolicyConfig& c) { c.ncclPrefs.push_back({4096, NcclAlgo::Tree, NcclProto::LL}); }},
+      {"one more preference",
+       [](PolicyConfig& c) {
+         c.ncclPrefs.push_back({4096, NcclAlgo::Tree, NcclProto::LL});
+       }},
   };
   for (const auto& [field, change] : changes) {
     INFO(field);

@@ -83,17 +83,14 @@ TEST_CASE("each rank is judged by its own host's rdma-core", "[gdr]") {
 TEST_CASE("auto judges GPUDirect RDMA by the NIC each rank opens, not only the nearest", "[gdr]") {
   CommTopo t = twoCapableNodes();  // each GPU's nearest NIC is mlx5_0, PIX
   RegionPlacement p;
-  REQUIRE(chooseRegionPlacement(&t, 0, WireKind::Verbs, GdrMode::Auto, {1, 1}, &p, {"mlx5_0", "mlx5_0"}) ==
-          rcnSuccess);
+  REQUIRE(chooseRegionPlacement(&t, 0, WireKind::Verbs, GdrMode::Auto, {1, 1}, &p, {"mlx5_0", "mlx5_0"}) == rcnSuccess);
   CHECK(p.device);
   // Rank 1's HCA list made its wire open mlx5_2, whose distance the topology does not know.
-  REQUIRE(chooseRegionPlacement(&t, 0, WireKind::Verbs, GdrMode::Auto, {1, 1}, &p, {"mlx5_0", "mlx5_2"}) ==
-          rcnSuccess);
+  REQUIRE(chooseRegionPlacement(&t, 0, WireKind::Verbs, GdrMode::Auto, {1, 1}, &p, {"mlx5_0", "mlx5_2"}) == rcnSuccess);
   CHECK_FALSE(p.device);
   CHECK(p.why.find("rank 1 opens mlx5_2, not its GPU's nearest NIC mlx5_0") != std::string::npos);
   // ROCENANTE_GDR=1 asks for GPU memory whatever the distance.
-  REQUIRE(chooseRegionPlacement(&t, 0, WireKind::Verbs, GdrMode::On, {1, 1}, &p, {"mlx5_0", "mlx5_2"}) ==
-          rcnSuccess);
+  REQUIRE(chooseRegionPlacement(&t, 0, WireKind::Verbs, GdrMode::On, {1, 1}, &p, {"mlx5_0", "mlx5_2"}) == rcnSuccess);
   CHECK(p.device);
 }
 

@@ -85,8 +85,14 @@ std::vector<NormCase> everyCase() {
   std::vector<NormCase> cases;
   for (rcnDataType_t t : {rcnBfloat16, rcnFloat16})
     for (bool fp8 : {false, true})
-      for (auto [tokens, hidden] : {std::pair<size_t, size_t>{1, 4096}, {2, 8192}, {8, 4096}, {8, 8192}, {3, 1001},
-                                    {5, 2052}, {1, 12}, {40, 2048}}) {
+      for (auto [tokens, hidden] : {std::pair<size_t, size_t>{1, 4096},
+                                    {2, 8192},
+                                    {8, 4096},
+                                    {8, 8192},
+                                    {3, 1001},
+                                    {5, 2052},
+                                    {1, 12},
+                                    {40, 2048}}) {
         NormCase c;
         c.tokens = tokens;
         c.hidden = hidden;
@@ -170,7 +176,7 @@ TEST_CASE("fused and composed residual norm give the unfused sequence's bits on 
     for (const NormCase& c : everyCase()) {
       INFO(describe(c) << ", LL up to " << llMax);
       const rcn::ResidualNormCall call = rcn::residualNormCall(nullptr, nullptr, nullptr, nullptr, c.tokens, c.hidden,
-                                                              c.dtype, c.normType, nullptr, 0);
+                                                               c.dtype, c.normType, nullptr, 0);
       const bool fused = c.hidden % 4 == 0 && c.tokens * c.hidden * 2 <= std::stoul(llMax);
       CHECK(rcn::commFusesResidualNorm(comms[0], call, nullptr) == fused);
       checkCase(c, comms, ranks, ++seed, 2, false);

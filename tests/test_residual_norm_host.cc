@@ -42,10 +42,9 @@ std::vector<NormOutputs> runCase(const NormCase& c, const std::vector<rcnComm_t>
     threads.emplace_back([&, r] {
       out[r].residual = in.residual;
       out[r].normOut.assign(c.tokens * c.hidden * (c.normType == rcnFloat8e4m3 ? 1 : 2), kPoisonByte);
-      (*results)[r] = rcnAllReduceResidualRmsNorm(in.partial[r].data(), out[r].residual.data(), in.weight.data(),
-                                                  out[r].normOut.data(), c.tokens, c.hidden, c.dtype, c.normType,
-                                                  c.normType == rcnFloat8e4m3 ? &c.scale : nullptr, c.eps, comms[r],
-                                                  nullptr);
+      (*results)[r] = rcnAllReduceResidualRmsNorm(
+          in.partial[r].data(), out[r].residual.data(), in.weight.data(), out[r].normOut.data(), c.tokens, c.hidden,
+          c.dtype, c.normType, c.normType == rcnFloat8e4m3 ? &c.scale : nullptr, c.eps, comms[r], nullptr);
     });
   for (auto& t : threads) t.join();
   return out;
@@ -106,18 +105,65 @@ TEST_CASE("the fused residual norm refuses bad arguments by name", "[host][api][
   };
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<Bad> bad = {
-      {"is not rcnBfloat16 or rcnFloat16", [&] { return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnFloat32, rcnFloat32, nullptr, 1e-5f); }},
-      {"normType", [&] { return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnFloat16, nullptr, 1e-5f); }},
-      {"needs normScale", [&] { return call(send.data(), residual.data(), weight.data(), out8.data(), 4, 16, rcnBfloat16, rcnFloat8e4m3, nullptr, 1e-5f); }},
-      {"normScale is given", [&] { return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, &scale, 1e-5f); }},
-      {"eps=", [&] { return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, nullptr, -1.0f); }},
-      {"eps=", [&] { return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, nullptr, nan); }},
-      {"hidden is 0", [&] { return call(send.data(), residual.data(), weight.data(), out.data(), 4, 0, rcnBfloat16, rcnBfloat16, nullptr, 1e-5f); }},
-      {"overflows", [&] { return call(send.data(), residual.data(), weight.data(), out.data(), SIZE_MAX / 2, 16, rcnBfloat16, rcnBfloat16, nullptr, 1e-5f); }},
-      {"is NULL", [&] { return call(send.data(), nullptr, weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, nullptr, 1e-5f); }},
-      {"residual", [&] { return call(send.data(), send.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, nullptr, 1e-5f); }},
-      {"normOut", [&] { return call(send.data(), residual.data(), weight.data(), send.data() + 8, 4, 16, rcnBfloat16, rcnBfloat16, nullptr, 1e-5f); }},
-      {"aligned", [&] { return call(reinterpret_cast<const char*>(send.data()) + 1, residual.data(), weight.data(), out.data(), 4, 8, rcnBfloat16, rcnBfloat16, nullptr, 1e-5f); }},
+      {"is not rcnBfloat16 or rcnFloat16",
+       [&] {
+         return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnFloat32, rcnFloat32, nullptr,
+                     1e-5f);
+       }},
+      {"normType",
+       [&] {
+         return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnFloat16, nullptr,
+                     1e-5f);
+       }},
+      {"needs normScale",
+       [&] {
+         return call(send.data(), residual.data(), weight.data(), out8.data(), 4, 16, rcnBfloat16, rcnFloat8e4m3,
+                     nullptr, 1e-5f);
+       }},
+      {"normScale is given",
+       [&] {
+         return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, &scale,
+                     1e-5f);
+       }},
+      {"eps=",
+       [&] {
+         return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, nullptr,
+                     -1.0f);
+       }},
+      {"eps=",
+       [&] {
+         return call(send.data(), residual.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, nullptr,
+                     nan);
+       }},
+      {"hidden is 0",
+       [&] {
+         return call(send.data(), residual.data(), weight.data(), out.data(), 4, 0, rcnBfloat16, rcnBfloat16, nullptr,
+                     1e-5f);
+       }},
+      {"overflows",
+       [&] {
+         return call(send.data(), residual.data(), weight.data(), out.data(), SIZE_MAX / 2, 16, rcnBfloat16,
+                     rcnBfloat16, nullptr, 1e-5f);
+       }},
+      {"is NULL",
+       [&] {
+         return call(send.data(), nullptr, weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, nullptr, 1e-5f);
+       }},
+      {"residual",
+       [&] {
+         return call(send.data(), send.data(), weight.data(), out.data(), 4, 16, rcnBfloat16, rcnBfloat16, nullptr,
+                     1e-5f);
+       }},
+      {"normOut",
+       [&] {
+         return call(send.data(), residual.data(), weight.data(), send.data() + 8, 4, 16, rcnBfloat16, rcnBfloat16,
+                     nullptr, 1e-5f);
+       }},
+      {"aligned",
+       [&] {
+         return call(reinterpret_cast<const char*>(send.data()) + 1, residual.data(), weight.data(), out.data(), 4, 8,
+                     rcnBfloat16, rcnBfloat16, nullptr, 1e-5f);
+       }},
   };
   for (const Bad& b : bad) {
     INFO(b.expect);

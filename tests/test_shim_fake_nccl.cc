@@ -41,14 +41,14 @@ using rcn::test::CollConfig;
 
 // NCCL 2.29+ entry points, typed here (the build's nccl.h may lack them).
 struct NewerApi {
-  ncclResult_t (*allReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                                  cudaStream_t, const CollConfig*);
-  ncclResult_t (*pAllReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                                   cudaStream_t, const CollConfig*);
+  ncclResult_t (*allReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t,
+                                  const CollConfig*);
+  ncclResult_t (*pAllReduceConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t,
+                                   const CollConfig*);
   ncclResult_t (*allGatherConfig)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t,
                                   const CollConfig*);
-  ncclResult_t (*reduceScatterConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                                      cudaStream_t, const CollConfig*);
+  ncclResult_t (*reduceScatterConfig)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t,
+                                      const CollConfig*);
   ncclResult_t (*suspend)(ncclComm_t, int);
   ncclResult_t (*resume)(ncclComm_t);
   ncclResult_t (*grow)(ncclComm_t, int, const ncclUniqueId*, int, ncclComm_t*, ncclConfig_t*);
@@ -124,9 +124,9 @@ bool openShim(Shim* s) {
   auto statsFn = fake ? reinterpret_cast<const FakeNcclStats* (*)()>(dlsym(fake, "fakeNcclStats")) : nullptr;
   s->stats = statsFn ? statsFn() : nullptr;
   s->setNcclLastError = fake ? reinterpret_cast<void (*)(const char*)>(dlsym(fake, "fakeNcclSetLastError")) : nullptr;
-  return s->getUniqueId && s->commInitRank && s->commInitAll && s->commDestroy && s->commAbort &&
-         s->allReduce && s->allGather && s->reduceScatter && s->getLastError &&
-         s->commRevoke && s->groupStart && s->groupEnd && s->query && s->stats && s->setNcclLastError;
+  return s->getUniqueId && s->commInitRank && s->commInitAll && s->commDestroy && s->commAbort && s->allReduce &&
+         s->allGather && s->reduceScatter && s->getLastError && s->commRevoke && s->groupStart && s->groupEnd &&
+         s->query && s->stats && s->setNcclLastError;
 }
 
 // Runs body in a child process and checks it exited 0.
@@ -457,10 +457,10 @@ TEST_CASE("per-call-config collectives route as their plain twins unless the con
     };
     CollConfig plain, withCtas, withEvent, badMagic, olderSize;
     withCtas.maxCTAs = 4;
-    withEvent.launchCompletionEvent = &withEvent;  // any non-null event: only NCCL records it
-    badMagic.magic = 0;                            // uninitialized: NCCL reports it
+    withEvent.launchCompletionEvent = &withEvent;                  // any non-null event: only NCCL records it
+    badMagic.magic = 0;                                            // uninitialized: NCCL reports it
     olderSize.size = offsetof(CollConfig, launchCompletionEvent);  // NCCL 2.31's struct
-    olderSize.launchCompletionEvent = &olderSize;  // past its size: not read
+    olderSize.launchCompletionEvent = &olderSize;                  // past its size: not read
     EXPECT(allReduce(nullptr) == ncclSuccess && st.allReduces == 1 && st.allReduceConfigs == 0);
     EXPECT(allReduce(&plain) == ncclSuccess && st.allReduces == 2 && st.allReduceConfigs == 0);
     EXPECT(allReduce(&olderSize) == ncclSuccess && st.allReduces == 3 && st.allReduceConfigs == 0);
@@ -479,11 +479,9 @@ TEST_CASE("per-call-config collectives route as their plain twins unless the con
 
     CollConfig tagged;
     tagged.userProfilerTag = 7;
-    EXPECT(api.reduceScatterConfig(host[0], host[1], 16, ncclFloat32, ncclSum, comm, nullptr, nullptr) ==
-           ncclSuccess);
+    EXPECT(api.reduceScatterConfig(host[0], host[1], 16, ncclFloat32, ncclSum, comm, nullptr, nullptr) == ncclSuccess);
     EXPECT(st.reduceScatters == 1 && st.reduceScatterConfigs == 0);
-    EXPECT(api.reduceScatterConfig(host[0], host[1], 16, ncclFloat32, ncclSum, comm, nullptr, &tagged) ==
-           ncclSuccess);
+    EXPECT(api.reduceScatterConfig(host[0], host[1], 16, ncclFloat32, ncclSum, comm, nullptr, &tagged) == ncclSuccess);
     EXPECT(st.reduceScatters == 1 && st.reduceScatterConfigs == 1);
     return 0;
   });

@@ -121,10 +121,10 @@ int soakRank(const rcnUniqueId ids[2], const rcnUniqueId& testId, int rank, long
   }
   // The runner's buffers are freed: what is left is the communicators'.
   const Baseline end{openDescriptors(), residentBytes(), deviceUsedBytes()};
-  std::printf("rank %d: %ld calls (%ld graph batches); descriptors %d -> %d, resident %.1f -> %.1f MB, device "
-              "%.1f -> %.1f MB\n",
-              rank, done, graphs, warm.fds, end.fds, warm.rss / 1e6, end.rss / 1e6, warm.device / 1e6,
-              end.device / 1e6);
+  std::printf(
+      "rank %d: %ld calls (%ld graph batches); descriptors %d -> %d, resident %.1f -> %.1f MB, device "
+      "%.1f -> %.1f MB\n",
+      rank, done, graphs, warm.fds, end.fds, warm.rss / 1e6, end.rss / 1e6, warm.device / 1e6, end.device / 1e6);
   CHILD_CHECK(end.fds <= warm.fds, "open descriptors went from %d to %d", warm.fds, end.fds);
   CHILD_CHECK(end.rss - warm.rss < kMaxRssGrowthBytes, "resident memory grew by %.1f MB", (end.rss - warm.rss) / 1e6);
   CHILD_CHECK(end.device - warm.device < kMaxDeviceGrowthBytes, "device memory grew by %.1f MB",
@@ -146,5 +146,6 @@ TEST_CASE("soak: randomized all-reduces on the p2p path stay exact, identical an
   REQUIRE(rcnGetUniqueId(&ids[1]) == rcnSuccess);
   REQUIRE(bootstrapGetUniqueId(&testId) == rcnSuccess);
   const long calls = soakCalls();
-  checkRanks(runRanks(kRanks, [&](int rank) { return soakRank(ids, testId, rank, calls); }, int(120 + calls / 200)));
+  checkRanks(runRanks(
+      kRanks, [&](int rank) { return soakRank(ids, testId, rank, calls); }, int(120 + calls / 200)));
 }

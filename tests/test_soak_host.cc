@@ -188,5 +188,6 @@ TEST_CASE("soak: randomized all-reduces on the host backend stay exact, identica
   // Generous: 10^5 calls take one to two minutes on two idle cores, and
   // several times that on busy ones.
   const int limitSeconds = int(60 + calls / 100);
-  checkRanks(runRanks(kRanks, [&](int rank) { return soakRank(ids, rank, calls); }, limitSeconds));
+  checkRanks(runRanks(
+      kRanks, [&](int rank) { return soakRank(ids, rank, calls); }, limitSeconds));
 }

@@ -138,12 +138,14 @@ TEST_CASE("topology file: bad files name the file, the line and the key") {
 
 TEST_CASE("topology file: GPU indices and link peers must be plausible") {
   const std::string gpus = std::string(kGoodRank) + "    gpus:\n";
-  CHECK(contains(parseError(gpus + "      - {index: -1}\n"), "key 'ranks[0].gpus[0].index': expected a GPU index 0..1023, got -1"));
+  CHECK(contains(parseError(gpus + "      - {index: -1}\n"),
+                 "key 'ranks[0].gpus[0].index': expected a GPU index 0..1023, got -1"));
   CHECK(contains(parseError(gpus + "      - {index: 1024}\n"), "expected a GPU index 0..1023, got 1024"));
   CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 2147483647}]}\n"),
                  "key 'ranks[0].gpus[0].links[0].peer': expected another GPU's index 0..1023, got 2147483647"));
   CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: -3}]}\n"), "expected another GPU's index"));
-  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 0}]}\n"), "expected another GPU's index 0..1023, got 0"));
+  CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 0}]}\n"),
+                 "expected another GPU's index 0..1023, got 0"));
   CHECK(contains(parseError(gpus + "      - {index: 0, links: [{peer: 1}, {peer: 1}]}\n"),
                  "key 'ranks[0].gpus[0].links[1].peer': GPU 1 has a link given twice"));
 }

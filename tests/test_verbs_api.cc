@@ -19,11 +19,10 @@ using namespace rcn;
 namespace {
 
 bool allRequiredSet(const VerbsApi& a) {
-  return a.getDeviceList && a.freeDeviceList && a.getDeviceName && a.openDevice && a.closeDevice &&
-         a.queryDevice && a.queryPort && a.queryGid && a.allocPd && a.deallocPd && a.regMr && a.deregMr &&
-         a.createCq && a.destroyCq && a.createQp && a.destroyQp && a.modifyQp && a.queryQp && a.postSend &&
-         a.pollCq && a.postRecv && a.wcStatusStr && a.portStateStr && a.forkInit && a.getAsyncEvent &&
-         a.ackAsyncEvent && a.eventTypeStr;
+  return a.getDeviceList && a.freeDeviceList && a.getDeviceName && a.openDevice && a.closeDevice && a.queryDevice &&
+         a.queryPort && a.queryGid && a.allocPd && a.deallocPd && a.regMr && a.deregMr && a.createCq && a.destroyCq &&
+         a.createQp && a.destroyQp && a.modifyQp && a.queryQp && a.postSend && a.pollCq && a.postRecv &&
+         a.wcStatusStr && a.portStateStr && a.forkInit && a.getAsyncEvent && a.ackAsyncEvent && a.eventTypeStr;
 }
 
 // Every entry is a pointer: an all-null table is all zero bytes.

@@ -98,7 +98,7 @@ TEST_CASE("GID selection honours the address family, range and RoCE version, nev
   FakeSysfs fs;
   fs.addGid("mlx5_0", 1, 0, kLinkLocalGid, "RoCE v2");
   fs.addGid("mlx5_0", 1, 1, "0000:0000:0000:0000:0000:ffff:c0a8:0105", "RoCE v2");  // 192.168.1.5
-  fs.addGid("mlx5_0", 1, 2, kIpv4Gid, "IB/RoCE v1");                                 // 10.0.0.1
+  fs.addGid("mlx5_0", 1, 2, kIpv4Gid, "IB/RoCE v1");                                // 10.0.0.1
   fs.addGid("mlx5_0", 1, 3, kIpv4Gid, "RoCE v2");
   fs.addGid("mlx5_0", 1, 4, kIpv6Gid, "RoCE v2");
   std::string why;
@@ -110,7 +110,7 @@ TEST_CASE("GID selection honours the address family, range and RoCE version, nev
   CHECK(findGid(fs.root(), "mlx5_0", 1, policy, &why) == 2);
   GidPolicy v6;
   v6.ipv6 = true;
-  CHECK(findGid(fs.root(), "mlx5_0", 1, v6, &why) == 4);  // fe80:: is never chosen
+  CHECK(findGid(fs.root(), "mlx5_0", 1, v6, &why) == 4);        // fe80:: is never chosen
   CHECK_FALSE(parseAddrRange("2001:db8::/32", &policy, &why));  // IPv6 range, IPv4 family
   CHECK(why.find("AF_INET") != std::string::npos);
   REQUIRE(parseAddrRange("2001:db8::/32", &v6, &why));

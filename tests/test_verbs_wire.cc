@@ -33,7 +33,7 @@ const WireLayout kLayout{(1 << 16) + 64, 1 << 16, 16};
 constexpr uint64_t kTimeoutMs = 2000;
 
 struct Built {
-  std::vector<std::unique_ptr<Wire>> wires;
+  std::vector<std::unique_ptr<Wire> > wires;
   std::vector<rcnResult_t> results;
   std::vector<std::string> whys;
   // Destroys the wires before the mock goes (their QPs are the mock's).
@@ -103,7 +103,7 @@ TEST_CASE("verbs wire: QPs go INIT, RTR, RTS with the peer's QP, the chosen GID 
     relaxed += (a & IBV_ACCESS_RELAXED_ORDERING) != 0;
   }
   CHECK(relaxed == 2);
-  std::map<uint32_t, std::vector<MockTransition>> byQp;
+  std::map<uint32_t, std::vector<MockTransition> > byQp;
   for (const MockTransition& t : mock::transitions()) byQp[t.qpn].push_back(t);
   REQUIRE(byQp.size() == 2);
   uint32_t qpA = byQp.begin()->first, qpB = byQp.rbegin()->first;
@@ -208,7 +208,10 @@ TEST_CASE("verbs wire: every 32nd request is signaled and completions free the s
   mock::clearPosted();
   // 400 requests: more than the 128-entry send queue, so the wire must reap;
   // the receiving side reaps too (its receives are reposted as they complete).
-  std::thread receiver([&] { progressUntil(b, [&] { return flagOf(*b.wires[1], 0) == 199; }, 5000); });
+  std::thread receiver([&] {
+    progressUntil(
+        b, [&] { return flagOf(*b.wires[1], 0) == 199; }, 5000);
+  });
   for (int i = 0; i < 200; ++i) REQUIRE(w0.putWithFlag(1, 0, 0, 256, 0, uint32_t(i)) == rcnSuccess);
   receiver.join();
   std::vector<MockPosted> posted = mock::posted();
@@ -267,9 +270,8 @@ TEST_CASE("verbs wire: a QP's fatal event fails the wire through the event threa
   buildWires(&b);
   REQUIRE(b.wires[0]);
   mock::raiseQpFatal(mock::transitions().front().qpn);  // one rank's QP to the other
-  REQUIRE(progressUntil(b, [&] {
-    return b.wires[0]->error(nullptr) != rcnSuccess || b.wires[1]->error(nullptr) != rcnSuccess;
-  }));
+  REQUIRE(progressUntil(
+      b, [&] { return b.wires[0]->error(nullptr) != rcnSuccess || b.wires[1]->error(nullptr) != rcnSuccess; }));
   std::string why;
   (b.wires[0]->error(&why) != rcnSuccess ? *b.wires[0] : *b.wires[1]).error(&why);
   CHECK(why.find("the queue pair to rank") != std::string::npos);
@@ -315,9 +317,8 @@ TEST_CASE("verbs wire: abort tells every peer at once; each fails naming the abo
   REQUIRE(b.wires[2]);
   const auto start = Clock::now();
   b.wires[1]->abortWith("test: rank 1 gives up");
-  REQUIRE(progressUntil(b, [&] {
-    return b.wires[0]->error(nullptr) != rcnSuccess && b.wires[2]->error(nullptr) != rcnSuccess;
-  }));
+  REQUIRE(progressUntil(
+      b, [&] { return b.wires[0]->error(nullptr) != rcnSuccess && b.wires[2]->error(nullptr) != rcnSuccess; }));
   CHECK(Clock::now() - start < std::chrono::milliseconds(100));
   for (int r : {0, 2}) {
     std::string why;

@@ -287,9 +287,8 @@ void runAllOnMockVerbs(int nranks, int victim = -1, Fault fault = Fault::None, u
   std::vector<int> results(nranks, -1);
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r)
-    threads.emplace_back([&, r] {
-      results[r] = runRankOn(bootstrapInitLocal(group, r), r, nranks, "verbs", victim, fault, faultCall);
-    });
+    threads.emplace_back(
+        [&, r] { results[r] = runRankOn(bootstrapInitLocal(group, r), r, nranks, "verbs", victim, fault, faultCall); });
   for (auto& t : threads) t.join();
   for (int r = 0; r < nranks; ++r) {
     INFO("rank " << r);

@@ -319,8 +319,8 @@ Ran execute(Qp& qp, Clock::time_point now) {
     qp.pending.push_back({r.seq, dest->recvCq, c, now + std::chrono::microseconds(delay(S().rng))});
   }
   if (r.signaled)
-    qp.pending.push_back({r.seq, qp.sendCq, sendCqe(qp, r, IBV_WC_SUCCESS),
-                          now + std::chrono::microseconds(delay(S().rng))});
+    qp.pending.push_back(
+        {r.seq, qp.sendCq, sendCqe(qp, r, IBV_WC_SUCCESS), now + std::chrono::microseconds(delay(S().rng))});
   qp.sendQueue.pop_front();
   return Ran::Done;
 }
@@ -546,8 +546,8 @@ bool transitionAllowed(ibv_qp_state from, ibv_qp_state to, int mask) {
   const int init = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
   const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-  const int rts = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                  IBV_QP_MAX_QP_RD_ATOMIC;
+  const int rts =
+      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
   if (from == IBV_QPS_RESET && to == IBV_QPS_INIT) return (mask & init) == init;
   if (from == IBV_QPS_INIT && to == IBV_QPS_RTR) return (mask & rtr) == rtr;
   if (from == IBV_QPS_RTR && to == IBV_QPS_RTS) return (mask & rts) == rts;
@@ -623,9 +623,16 @@ int mPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     std::uniform_int_distribution<int> delay(0, S().options.maxDelayUs);
     r.due = std::max(Clock::now(), rec.lastDue) + std::chrono::microseconds(delay(S().rng));
     rec.lastDue = r.due;
-    MockPosted p{qp->qp_num, wr->opcode, unsigned(wr->send_flags), length,
-                 r.sges.empty() ? 0 : r.sges[0].addr, r.sges.empty() ? 0 : r.sges[0].lkey,
-                 r.remoteAddr, r.rkey, 0, ntohl(r.imm)};
+    MockPosted p{qp->qp_num,
+                 wr->opcode,
+                 unsigned(wr->send_flags),
+                 length,
+                 r.sges.empty() ? 0 : r.sges[0].addr,
+                 r.sges.empty() ? 0 : r.sges[0].lkey,
+                 r.remoteAddr,
+                 r.rkey,
+                 0,
+                 ntohl(r.imm)};
     if (r.isInline && r.inlineBytes.size() >= 4) std::memcpy(&p.inlineValue, r.inlineBytes.data(), 4);
     S().posted.push_back(p);
     rec.sendQueue.push_back(std::move(r));
@@ -811,10 +818,10 @@ void failCreateQpAt(int call) {
   S().failCreateQpAt = call;
 }
 
-#define RCN_MOCK_GETTER(type, name, field)   \
-  type name() {                              \
+#define RCN_MOCK_GETTER(type, name, field)    \
+  type name() {                               \
     std::lock_guard<std::mutex> lock(S().mu); \
-    return S().field;                        \
+    return S().field;                         \
   }
 RCN_MOCK_GETTER(std::vector<MockPosted>, posted, posted)
 RCN_MOCK_GETTER(std::vector<MockTransition>, transitions, transitions)

@@ -98,9 +98,9 @@ void stop();   // joins it; every object is forgotten
 
 // Faults.
 void setPortDown(const std::string& device, int port);  // raises IBV_EVENT_PORT_ERR
-void raiseQpFatal(uint32_t qpn);                         // IBV_EVENT_QP_FATAL, QP to error
-void injectStatus(ibv_wc_status status);                 // every request from now on fails so
-void failCreateQpAt(int call);                           // the n-th ibv_create_qp (0-based) fails
+void raiseQpFatal(uint32_t qpn);                        // IBV_EVENT_QP_FATAL, QP to error
+void injectStatus(ibv_wc_status status);                // every request from now on fails so
+void failCreateQpAt(int call);                          // the n-th ibv_create_qp (0-based) fails
 
 // What was asked.
 std::vector<MockPosted> posted();

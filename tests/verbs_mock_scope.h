@@ -21,8 +21,8 @@ struct MockScope {
     addConnectXGids(sysfs, "mlx5_0", 1);
     addConnectXGids(sysfs, "mlx5_1", 1);
     for (const char* name : {"ROCENANTE_IB_HCA", "NCCL_IB_HCA", "ROCENANTE_IB_GID_INDEX", "NCCL_IB_GID_INDEX",
-                             "ROCENANTE_IB_FLAGS", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_TC",
-                             "NCCL_IB_SL", "ROCENANTE_IB_TIMEOUT", "ROCENANTE_IB_TC"})
+                             "ROCENANTE_IB_FLAGS", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_TC", "NCCL_IB_SL",
+                             "ROCENANTE_IB_TIMEOUT", "ROCENANTE_IB_TC"})
       unsetenv(name);
     setVerbsApiForTest(&api);
     setVerbsSysfsRootForTest(sysfs.root().c_str());

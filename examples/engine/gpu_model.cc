@@ -66,11 +66,13 @@ GpuModel::GpuModel(const ModelConfig& config, const ShardLayout& layout, const G
     throw EngineError("attention blocks per SM " + std::to_string(options.attentionBlocksPerSm) +
                       ": 0 (automatic), 1 or 2");
   if (options.fuseNorm && (options.dtype != DType::BF16 || !allReduce))
-    throw EngineError("the fused all-reduce + residual + RMSNorm takes bf16 and an all-reduce over ranks "
-                      "(--tp > 1 or --shard-of)");
+    throw EngineError(
+        "the fused all-reduce + residual + RMSNorm takes bf16 and an all-reduce over ranks "
+        "(--tp > 1 or --shard-of)");
   if (options.fuseNorm && options.fuseAllReduce)
-    throw EngineError("--fused-norm and --fused-allreduce both replace the all-reduces after the O and down "
-                      "products: choose one");
+    throw EngineError(
+        "--fused-norm and --fused-allreduce both replace the all-reduces after the O and down "
+        "products: choose one");
   int device = 0;
   cudaCheck(cudaGetDevice(&device), "cudaGetDevice");
   requireAttentionFits(device, options.maxContext, c.headDim);

@@ -363,8 +363,8 @@ int bench(const EngineOptions& o, Rank& r) {
                    jsonText(r.path).c_str(), res.batch, o.promptLen, o.decodeSteps, o.cudaGraph ? "true" : "false",
                    res.prefillTokensPerSec, res.stepUs, res.decodeTokensPerSec, res.computeUs,
                    res.computeUs >= 0 && !lone ? res.stepUs - res.computeUs : -1.0, r.size > 1 ? 2 * c.layers : 0,
-                   r.size > 1 && o.fuseAllReduce ? "true" : "false", o.fuseNorm ? "true" : "false", model->weightBytes(), res.rooflinePct,
-                   lone ? "true" : "false");
+                   r.size > 1 && o.fuseAllReduce ? "true" : "false", o.fuseNorm ? "true" : "false",
+                   model->weightBytes(), res.rooflinePct, lone ? "true" : "false");
     json.close();
   }
   return 0;

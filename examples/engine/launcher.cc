@@ -128,8 +128,8 @@ RankProcess startRank(int argc, char** argv, int r, const rcnUniqueId& id) {
     throw EngineError("pipe for rank " + std::to_string(r) + ": " + std::strerror(err));
   }
   std::vector<std::string> args(argv, argv + argc);
-  args.insert(args.end(), {"--rank", std::to_string(r), "--id-fd", std::to_string(idFds[0]), "--error-fd",
-                           std::to_string(fds[1])});
+  args.insert(args.end(),
+              {"--rank", std::to_string(r), "--id-fd", std::to_string(idFds[0]), "--error-fd", std::to_string(fds[1])});
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(&a[0]);
   cargs.push_back(nullptr);

@@ -1,10 +1,9 @@
 // --tp N on the GPU path: one process per GPU. The launching process makes
 // the rcn unique id, starts N copies of this program with --rank r, hands
 // each the id through a pipe (--id-fd: argv is readable by every local user
-// in /proc, and whoever holds the id can join), and waits for them. When one rank fails, the others get a grace period and
-// are then killed, so a broken run never hangs. Each rank hands its error
-// message to the launcher through a pipe (--error-fd), and the launcher prints
-// each distinct one once: an error every rank hits shows once, not N times.
+// in /proc, and whoever holds the id can join), and waits for them. When one rank fails, the others get a grace period
+// and are then killed, so a broken run never hangs. Each rank hands its error message to the launcher through a pipe
+// (--error-fd), and the launcher prints each distinct one once: an error every rank hits shows once, not N times.
 //
 // Or an external launcher (torchrun, mpirun, srun) started the ranks: then
 // adoptExternalLaunch makes this process one of them and nothing is started.
@@ -63,6 +62,5 @@ int claimErrorFd(const EngineOptions& o);
 // or, in a rank that launchRanks started (errorFd = its --error-fd), written
 // to the launcher, which prints it (unless another rank's was the same).
 void reportError(const std::string& what, int errorFd);
-
 
 }  // namespace engine

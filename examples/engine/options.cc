@@ -211,8 +211,9 @@ EngineOptions parseOptions(int argc, char** argv) {
   if (o.shardOf > 1 && (!o.bench || o.tp != 1 || o.device == "cpu"))
     throw EngineError("--shard-of times one GPU's shard: it needs --bench, --tp 1 and the gpu device");
   if (o.fuseNorm && o.fuseAllReduce)
-    throw EngineError("--fused-norm and --fused-allreduce both replace the all-reduces after the O and down products: "
-                      "choose one");
+    throw EngineError(
+        "--fused-norm and --fused-allreduce both replace the all-reduces after the O and down products: "
+        "choose one");
   if (o.shardOf > 1 && o.fuseAllReduce)
     throw EngineError("--shard-of skips the all-reduces: --fused-allreduce has nothing to fuse there");
   if (o.collective != "rocenante" && o.collective != "nccl")
@@ -241,14 +242,14 @@ EngineOptions parseOptions(int argc, char** argv) {
 
 void requireCpuOptions(const EngineOptions& o) {
   // (The cpu path's ranks sum over rocenante's host backend: no NCCL there.)
-  const char* gpuOnly = o.bench                    ? "--bench"
-                        : o.collective == "nccl"   ? "--collective nccl"
-                        : o.dtype == "bf16"        ? "--dtype bf16"
-                        : !o.cudaGraph             ? "--no-graph"
-                        : !o.gemv                  ? "--no-gemv"
-                        : o.fuseAllReduce          ? "--fused-allreduce"
-                        : o.fuseNorm               ? "--fused-norm"
-                                                   : nullptr;  // --profile needs --bench, refused above
+  const char* gpuOnly = o.bench                  ? "--bench"
+                        : o.collective == "nccl" ? "--collective nccl"
+                        : o.dtype == "bf16"      ? "--dtype bf16"
+                        : !o.cudaGraph           ? "--no-graph"
+                        : !o.gemv                ? "--no-gemv"
+                        : o.fuseAllReduce        ? "--fused-allreduce"
+                        : o.fuseNorm             ? "--fused-norm"
+                                                 : nullptr;  // --profile needs --bench, refused above
   if (gpuOnly)
     throw EngineError(std::string(gpuOnly) + " is for the gpu path, and this run is on the cpu" +
                       (o.device == "auto" ? " (no GPU found; --device gpu to insist)" : ""));

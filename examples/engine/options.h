@@ -37,7 +37,7 @@ struct EngineOptions {
   int shardOf = 1;               // bench --shard-of N: rank 0's shard of a TP=N split alone, all-reduces skipped
   // Set by the launcher in each child process.
   int rank = -1;
-  int idFd = -1;                // the pipe the launcher writes the unique id into (not argv: /proc shows argv to every user)
+  int idFd = -1;  // the pipe the launcher writes the unique id into (not argv: /proc shows argv to every user)
   int errorFd = -1;             // the pipe for this rank's error message (reportError, launcher.h)
   // Set by adoptExternalLaunch (launcher.h) under torchrun / mpirun / srun:
   // rank and tp come from the launcher, and the communicator from rcnCommInitFromLaunch.

@@ -23,8 +23,8 @@ class RcnAllReduce : public GpuAllReduce {
   }
   void sumResidualNorm(const void* delta, void* residual, const void* weight, void* out, int n, int dim, float eps,
                        cudaStream_t stream) override {
-    rcnCheck(rcnAllReduceResidualRmsNorm(delta, residual, weight, out, size_t(n), size_t(dim), rcnBfloat16,
-                                         rcnBfloat16, nullptr, eps, comm_, reinterpret_cast<rcnStream_t>(stream)),
+    rcnCheck(rcnAllReduceResidualRmsNorm(delta, residual, weight, out, size_t(n), size_t(dim), rcnBfloat16, rcnBfloat16,
+                                         nullptr, eps, comm_, reinterpret_cast<rcnStream_t>(stream)),
              "rcnAllReduceResidualRmsNorm");
   }
   void maxKeys(uint64_t* keys, size_t count, cudaStream_t stream) override {

@@ -253,8 +253,8 @@ __device__ inline bool rcnDeviceGather4(const rcnDeviceComm& dev, uint32_t call,
 // slower peer still reads. False when a wait failed, or `from` is no rank
 // (which fails the communicator).
 template <int K>
-__device__ inline bool rcnDeviceGatherFrom4(const rcnDeviceComm& dev, uint32_t call, int from,
-                                            const size_t (&index)[K], float4 (&values)[K], int valid = K) {
+__device__ inline bool rcnDeviceGatherFrom4(const rcnDeviceComm& dev, uint32_t call, int from, const size_t (&index)[K],
+                                            float4 (&values)[K], int valid = K) {
   if (call == 0 || !detail::groupsValid(dev, call, index, valid)) return false;
   if (from < 0 || from >= dev.nranks) {
     detail::recordFirstError(dev.failed, dev.error, rcnWaitBadUse, dev.rank, call);

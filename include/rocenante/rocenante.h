@@ -174,8 +174,8 @@ rcnResult_t rcnAllReduce(const void* sendbuff, void* recvbuff, size_t count, rcn
  * same bytes. The fast path takes it while nranks * sendcount * size is at
  * most ROCENANTE_ALLGATHER_MAX_BYTES (docs/COLLECTIVES.md), else NCCL; the
  * rest of rcnAllReduce's contract (ordering, errors, host backend) holds. */
-rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                         rcnDataType_t datatype, rcnComm_t comm, rcnStream_t stream);
+rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, rcnDataType_t datatype, rcnComm_t comm,
+                         rcnStream_t stream);
 
 /* Like ncclReduceScatter: sendbuff holds nranks * recvcount elements; rank r
  * receives the reduction over ranks of block r. In place when
@@ -184,9 +184,8 @@ rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
  * accumulation, so each block is bit-identical to what rcnAllReduce gives
  * for it. The fast path takes it while nranks * recvcount * size is at most
  * ROCENANTE_REDUCESCATTER_MAX_BYTES, else NCCL. */
-rcnResult_t rcnReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                             rcnDataType_t datatype, rcnRedOp_t op, rcnComm_t comm,
-                             rcnStream_t stream);
+rcnResult_t rcnReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, rcnDataType_t datatype,
+                             rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);
 
 /* All-reduce (sum) of sendbuff [tokens x hidden] fused with the residual add and RMSNorm that
  * follow it in a transformer layer:
@@ -205,11 +204,9 @@ rcnResult_t rcnReduceScatter(const void* sendbuff, void* recvbuff, size_t recvco
  * with the same result contract. residual and normOut must not overlap each other, sendbuff or
  * weight. Ordering, errors and the host backend (host pointers, normScale too; the stream is
  * ignored) as for rcnAllReduce; tokens == 0 does nothing. */
-rcnResult_t rcnAllReduceResidualRmsNorm(const void* sendbuff, void* residual, const void* weight,
-                                        void* normOut, size_t tokens, size_t hidden,
-                                        rcnDataType_t datatype, rcnDataType_t normType,
-                                        const float* normScale, float eps, rcnComm_t comm,
-                                        rcnStream_t stream);
+rcnResult_t rcnAllReduceResidualRmsNorm(const void* sendbuff, void* residual, const void* weight, void* normOut,
+                                        size_t tokens, size_t hidden, rcnDataType_t datatype, rcnDataType_t normType,
+                                        const float* normScale, float eps, rcnComm_t comm, rcnStream_t stream);
 
 /* rcnSuccess, or the error a kernel or proxy recorded (rcnRemoteError for a
  * missing peer, rcnInvalidUsage for a peer whose call differed or a device-API

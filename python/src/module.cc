@@ -23,14 +23,13 @@ extern "C" {
 #pragma weak rcnAllGather
 #pragma weak rcnReduceScatter
 #pragma weak rcnAllReduceResidualRmsNorm
-rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, rcnDataType_t datatype,
-                         rcnComm_t comm, rcnStream_t stream);
+rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, rcnDataType_t datatype, rcnComm_t comm,
+                         rcnStream_t stream);
 rcnResult_t rcnReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, rcnDataType_t datatype,
                              rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);
 rcnResult_t rcnAllReduceResidualRmsNorm(const void* sendbuff, void* residual, const void* weight, void* normOut,
-                                        size_t tokens, size_t hidden, rcnDataType_t datatype,
-                                        rcnDataType_t normType, const float* normScale, float eps,
-                                        rcnComm_t comm, rcnStream_t stream);
+                                        size_t tokens, size_t hidden, rcnDataType_t datatype, rcnDataType_t normType,
+                                        const float* normScale, float eps, rcnComm_t comm, rcnStream_t stream);
 }
 
 namespace {
@@ -64,8 +63,9 @@ nb::bytes uniqueId() {
 
 Address initRank(int nranks, nb::bytes id, int rank) {
   if (id.size() != RCN_UNIQUE_ID_BYTES)
-    throw nb::value_error(("unique_id must be " + std::to_string(RCN_UNIQUE_ID_BYTES) + " bytes (from get_unique_id()), got " +
-                           std::to_string(id.size())).c_str());
+    throw nb::value_error(("unique_id must be " + std::to_string(RCN_UNIQUE_ID_BYTES) +
+                           " bytes (from get_unique_id()), got " + std::to_string(id.size()))
+                              .c_str());
   rcnUniqueId uid;
   std::memcpy(uid.internal, id.c_str(), sizeof(uid.internal));
   rcnComm_t comm = nullptr;
@@ -123,9 +123,9 @@ void checkAsyncError(Address handle) {
 }
 
 void allReduce(Address handle, Address send, Address recv, size_t count, int dtype, int op, Address stream) {
-  check(rcnAllReduce(in(send), out(recv), count, rcnDataType_t(dtype), rcnRedOp_t(op), commOf(handle),
-                     streamOf(stream)),
-        "rcnAllReduce");
+  check(
+      rcnAllReduce(in(send), out(recv), count, rcnDataType_t(dtype), rcnRedOp_t(op), commOf(handle), streamOf(stream)),
+      "rcnAllReduce");
 }
 
 void allGather(Address handle, Address send, Address recv, size_t sendcount, int dtype, Address stream) {
@@ -166,8 +166,10 @@ NB_MODULE(_rocenante, m) {
   m.def("comm_init_rank", &initRank, nb::arg("nranks"), nb::arg("unique_id"), nb::arg("rank"));
   m.def("comm_init_from_launch", &initFromLaunch, Release());
   m.def("launch_info", &launchInfo);
-  m.def("comm_destroy", [](Address h) { check(rcnCommDestroy(commOf(h)), "rcnCommDestroy"); }, Release());
-  m.def("comm_abort", [](Address h) { check(rcnCommAbort(commOf(h)), "rcnCommAbort"); }, Release());
+  m.def(
+      "comm_destroy", [](Address h) { check(rcnCommDestroy(commOf(h)), "rcnCommDestroy"); }, Release());
+  m.def(
+      "comm_abort", [](Address h) { check(rcnCommAbort(commOf(h)), "rcnCommAbort"); }, Release());
   m.def("query", &query);
   m.def("takes_fast_path", &takesFastPath, Release());
   m.def("check_async_error", &checkAsyncError, Release());

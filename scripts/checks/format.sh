@@ -11,12 +11,14 @@ if ! command -v git-clang-format >/dev/null; then
   exit 1
 fi
 # Copies of other projects' headers keep their own style.
-paths=(':(exclude)plugin/nccl/**' ':(exclude)tests/fixtures/**')
+paths=(':(exclude)plugin/nccl/**' ':(exclude)tests/fixtures/**' ':(exclude)fuzz/corpus/**')
+# Only C++ and CUDA: git-clang-format would also take JSON and other files.
+ext=(--extensions c,cc,cpp,cxx,h,hh,hpp,cu,cuh)
 if [ "${1:-}" = "--fix" ]; then
-  git clang-format --force --quiet --style=file "$base" -- "${paths[@]}" || true
+  git clang-format --force --quiet --style=file "${ext[@]}" "$base" -- "${paths[@]}" || true
   exit 0
 fi
-out=$(git clang-format --diff --style=file "$base" -- "${paths[@]}" 2>&1 || true)
+out=$(git clang-format --diff --style=file "${ext[@]}" "$base" -- "${paths[@]}" 2>&1 || true)
 if [ -z "$out" ] || [[ "$out" == *"no modified files to format"* ]] || [[ "$out" == *"did not modify any files"* ]]; then
   echo "format: the lines changed since ${base:0:12} follow .clang-format"
   exit 0

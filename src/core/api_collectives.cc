@@ -21,8 +21,7 @@ bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
 rcnResult_t checkShares(const char* caller, rcnComm_t comm, const void* send, const void* recv, size_t count,
                         rcnDataType_t datatype, size_t* shareBytes) {
   RCN_CHECK(rcn::commCheck(comm, caller));
-  RCN_ARG_CHECK(rcn::dtypeIsValid(datatype), "%s: datatype %d is not a valid type", caller,
-                static_cast<int>(datatype));
+  RCN_ARG_CHECK(rcn::dtypeIsValid(datatype), "%s: datatype %d is not a valid type", caller, static_cast<int>(datatype));
   *shareBytes = 0;
   if (count == 0) return rcnSuccess;
   RCN_ARG_CHECK(send != nullptr, "%s: sendbuff is NULL with count=%zu", caller, count);
@@ -40,8 +39,8 @@ rcnResult_t checkShares(const char* caller, rcnComm_t comm, const void* send, co
 
 extern "C" {
 
-rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, rcnDataType_t datatype,
-                         rcnComm_t comm, rcnStream_t stream) {
+rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, rcnDataType_t datatype, rcnComm_t comm,
+                         rcnStream_t stream) {
   rcn::clearLastError();
   size_t share = 0;
   RCN_CHECK(checkShares("rcnAllGather", comm, sendbuff, recvbuff, sendcount, datatype, &share));
@@ -50,7 +49,8 @@ rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
   const bool inPlace = sendbuff == static_cast<const char*>(recvbuff) + share * static_cast<size_t>(comm->rank);
   RCN_ARG_CHECK(inPlace || !overlaps(sendbuff, share, recvbuff, whole),
                 "rcnAllGather: sendbuff %p (%zu bytes) overlaps recvbuff %p (%zu bytes) other than in place "
-                "(sendbuff == recvbuff + rank * sendcount)", sendbuff, share, recvbuff, whole);
+                "(sendbuff == recvbuff + rank * sendcount)",
+                sendbuff, share, recvbuff, whole);
   return rcn::commAllGather(comm, sendbuff, recvbuff, sendcount, datatype, reinterpret_cast<cudaStream_t>(stream));
 }
 
@@ -65,7 +65,8 @@ rcnResult_t rcnReduceScatter(const void* sendbuff, void* recvbuff, size_t recvco
   const bool inPlace = recvbuff == static_cast<const char*>(sendbuff) + share * static_cast<size_t>(comm->rank);
   RCN_ARG_CHECK(inPlace || !overlaps(sendbuff, whole, recvbuff, share),
                 "rcnReduceScatter: recvbuff %p (%zu bytes) overlaps sendbuff %p (%zu bytes) other than in place "
-                "(recvbuff == sendbuff + rank * recvcount)", recvbuff, share, sendbuff, whole);
+                "(recvbuff == sendbuff + rank * recvcount)",
+                recvbuff, share, sendbuff, whole);
   return rcn::commReduceScatter(comm, sendbuff, recvbuff, recvcount, datatype, op,
                                 reinterpret_cast<cudaStream_t>(stream));
 }

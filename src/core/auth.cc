@@ -100,8 +100,9 @@ rcnResult_t authConnect(int fd, const AuthKey& key, const char* context, const v
   Challenge challenge{};
   RCN_CHECK(socketRecvAll(fd, &challenge, sizeof challenge, deadline, why));
   if (challenge.protocol != kAuthProtocol) {
-    *why = "what answers there does not speak rocenante's authenticated bootstrap (another service, or an older "
-           "rocenante)";
+    *why =
+        "what answers there does not speak rocenante's authenticated bootstrap (another service, or an older "
+        "rocenante)";
     return rcnRemoteError;
   }
   std::vector<uint8_t> message(sizeof(Response) + requestBytes);
@@ -139,7 +140,10 @@ struct AuthListener::Pending {
 
 AuthListener::AuthListener(std::vector<int> listenFds, AuthKey key, const char* context, size_t requestBytes,
                            std::string who)
-    : listenFds_(std::move(listenFds)), key_(std::move(key)), context_(context), requestBytes_(requestBytes),
+    : listenFds_(std::move(listenFds)),
+      key_(std::move(key)),
+      context_(context),
+      requestBytes_(requestBytes),
       who_(std::move(who)) {}
 
 AuthListener::~AuthListener() {
@@ -151,8 +155,7 @@ void AuthListener::turnAway(Pending* p, const char* why) {
   if (refused_ <= 3)
     RCN_WARN(RCN_LOG_BOOTSTRAP, "%s: turned away a connection: %s%s", who_.c_str(), why,
              refused_ == 3 ? "; more are logged at INFO" : "");
-  else
-    RCN_INFO(RCN_LOG_BOOTSTRAP, "%s: turned away a connection: %s", who_.c_str(), why);
+  else RCN_INFO(RCN_LOG_BOOTSTRAP, "%s: turned away a connection: %s", who_.c_str(), why);
   socketClose(&p->fd);
 }
 
@@ -162,8 +165,9 @@ bool AuthListener::acceptAll(int listenFd) {
   for (;;) {
     int fd = accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     // EAGAIN: none left; the others are a connection that went wrong on its own (accept(2)).
-    if (fd < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED ||
-                       errno == EPROTO || errno == ENETDOWN || errno == EHOSTUNREACH || errno == ENETUNREACH;
+    if (fd < 0)
+      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED || errno == EPROTO ||
+             errno == ENETDOWN || errno == EHOSTUNREACH || errno == ENETUNREACH;
     auto p = std::make_unique<Pending>();
     p->fd = fd;
     p->heard.resize(sizeof(Response) + requestBytes_);
@@ -200,8 +204,7 @@ bool AuthListener::hear(Pending* p, int* fd, void* request) {
   std::memcpy(&response, p->heard.data(), sizeof response);
   Verdict verdict{};
   verdict.accepted = macMatches(key_, context_, 'C', p->nonce, response.nonce, response.mac) ? 1 : 0;
-  if (verdict.accepted && !computeMac(key_, context_, 'L', p->nonce, response.nonce, verdict.mac))
-    verdict.accepted = 0;
+  if (verdict.accepted && !computeMac(key_, context_, 'L', p->nonce, response.nonce, verdict.mac)) verdict.accepted = 0;
   // Small enough for any send buffer; a refusal is told so the peer can say why it failed.
   const bool sent = send(p->fd, &verdict, sizeof verdict, MSG_NOSIGNAL | MSG_DONTWAIT) == ssize_t(sizeof verdict);
   if (!verdict.accepted) {

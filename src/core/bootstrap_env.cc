@@ -199,10 +199,10 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, const char* masterAddr, i
     Join join{};
     res = listener.next(deadline, &fd, &join, &why);
     if (res != rcnSuccess) {
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d: %s; %d of %d ranks arrived%s", port, why.c_str(),
-               joined, nranks,
-               listener.refused() ? " (connections that could not prove ROCENANTE_BOOTSTRAP_KEY were turned away)"
-                                  : "");
+      RCN_WARN(
+          RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d: %s; %d of %d ranks arrived%s", port, why.c_str(), joined,
+          nranks,
+          listener.refused() ? " (connections that could not prove ROCENANTE_BOOTSTRAP_KEY were turned away)" : "");
       break;
     }
     if (answerJoin(fd, join, id, nranks, port, deadline, &taken)) ++joined;
@@ -221,8 +221,10 @@ rcnResult_t fetchId(int rank, int nranks, const SocketAddress& root, const AuthK
   if (res == rcnSuccess) res = authConnect(fd, key, kRendezvousContext, &join, sizeof join, deadline, &why);
   if (res == rcnInvalidArgument) {
     socketClose(&fd);
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: rank 0 at %s refused our proof of the bootstrap key: "
-             "ROCENANTE_BOOTSTRAP_KEY differs between the ranks, or is set on only some", rank, root.text().c_str());
+    RCN_WARN(RCN_LOG_BOOTSTRAP,
+             "bootstrap: rank %d: rank 0 at %s refused our proof of the bootstrap key: "
+             "ROCENANTE_BOOTSTRAP_KEY differs between the ranks, or is set on only some",
+             rank, root.text().c_str());
     return res;
   }
   if (res == rcnSuccess) res = socketRecvAll(fd, &reply, sizeof reply, deadline, &why);

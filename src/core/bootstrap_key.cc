@@ -27,8 +27,10 @@ rcnResult_t readKeyFile(const std::string& path, std::string* key) {
                 kMaxLaunchKeyBytes);
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) && firstTimeInProcess("key-file-mode"))
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "ROCENANTE_BOOTSTRAP_KEY_FILE: %s is readable by other users (mode %03o); whoever "
-             "reads it can join this launch (chmod 600)", path.c_str(), static_cast<unsigned>(st.st_mode & 0777));
+    RCN_WARN(RCN_LOG_BOOTSTRAP,
+             "ROCENANTE_BOOTSTRAP_KEY_FILE: %s is readable by other users (mode %03o); whoever "
+             "reads it can join this launch (chmod 600)",
+             path.c_str(), static_cast<unsigned>(st.st_mode & 0777));
   return rcnSuccess;
 }
 

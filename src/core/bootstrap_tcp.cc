@@ -48,8 +48,8 @@ struct JoinRequest {
 };
 
 enum Verdict : int32_t {
-  kVerdictOk = 0,          // followed by nranks WireAddress
-  kVerdictTimeout = 2,     // followed by nranks bytes: 1 where that rank joined
+  kVerdictOk = 0,       // followed by nranks WireAddress
+  kVerdictTimeout = 2,  // followed by nranks bytes: 1 where that rank joined
   kVerdictSizeMismatch = 3,
   kVerdictDuplicateRank = 4,
 };
@@ -120,7 +120,8 @@ struct Joiner {
 class Root {
  public:
   Root(int listenFd, const AuthKey& key, int64_t timeoutMs)
-      : listenFd_(listenFd), listener_({listenFd}, key, kRootContext, sizeof(JoinRequest), "bootstrap root"),
+      : listenFd_(listenFd),
+        listener_({listenFd}, key, kRootContext, sizeof(JoinRequest), "bootstrap root"),
         timeoutMs_(timeoutMs) {}
 
   // Serves one group, then closes every socket.
@@ -325,8 +326,10 @@ rcnResult_t joinRoot(const SocketAddress& root, const AuthKey& key, int rank, in
   RootReply reply{};
   res = authConnect(fd, key, kRootContext, &request, sizeof request, answerDeadline, &why);
   if (res == rcnInvalidArgument) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: the root at %s refused our proof of the id's secret (a unique "
-             "id from another run, or one that was changed?)", rank, root.text().c_str());
+    RCN_WARN(RCN_LOG_BOOTSTRAP,
+             "bootstrap: rank %d: the root at %s refused our proof of the id's secret (a unique "
+             "id from another run, or one that was changed?)",
+             rank, root.text().c_str());
     socketClose(&fd);
     return res;
   }
@@ -421,8 +424,8 @@ rcnResult_t TcpBootstrap::acceptPrev(Deadline deadline) {
       return rcnSuccess;
     }
     // A rank of this run in the wrong place cannot happen with one table; keep waiting.
-    RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d ignored a connection from rank %d, not rank %d", rank_,
-             hello.rank, prev());
+    RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d ignored a connection from rank %d, not rank %d", rank_, hello.rank,
+             prev());
     socketClose(&fd);
   }
 }

@@ -168,8 +168,8 @@ rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t co
                           rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream);
 rcnResult_t commAllGather(rcnComm* comm, const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
                           cudaStream_t stream);
-rcnResult_t commReduceScatter(rcnComm* comm, const void* send, void* recv, size_t recvCount,
-                              rcnDataType_t dtype, rcnRedOp_t op, cudaStream_t stream);
+rcnResult_t commReduceScatter(rcnComm* comm, const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
+                              rcnRedOp_t op, cudaStream_t stream);
 
 // commAllReduce's routing and launch, for a call already admitted by a
 // CollectiveCall (an all-reduce that is part of a larger call).

@@ -45,17 +45,21 @@ bool fastPathHolds(const rcnComm* comm, Collective coll, size_t bytes, rcnDataTy
 rcnResult_t requireFastPath(const rcnComm* comm, const CollectiveArgs& a, size_t bytes) {
   RCN_ARG_CHECK(comm->fast, "%s: comm %p has neither a fast path nor NCCL", a.caller, (const void*)comm);
   const FastPath& fast = *comm->fast;
-  RCN_ARG_CHECK(fast.runs(a.coll), "%s: the %s path has no one-shot %s, and comm %p has no NCCL to fall back to "
-                "(ROCENANTE_NATIVE_NCCL=0)", a.caller, fast.transportName(), collectiveName(a.coll), (const void*)comm);
-  RCN_ARG_CHECK(fast.supports(a.dtype, a.op), "%s: the %s path does not take %s %s, and comm %p has no NCCL to fall "
-                "back to (ROCENANTE_NATIVE_NCCL=0)", a.caller, fast.transportName(), dtypeName(a.dtype), opName(a.op),
-                (const void*)comm);
+  RCN_ARG_CHECK(fast.runs(a.coll),
+                "%s: the %s path has no one-shot %s, and comm %p has no NCCL to fall back to "
+                "(ROCENANTE_NATIVE_NCCL=0)",
+                a.caller, fast.transportName(), collectiveName(a.coll), (const void*)comm);
+  RCN_ARG_CHECK(fast.supports(a.dtype, a.op),
+                "%s: the %s path does not take %s %s, and comm %p has no NCCL to fall "
+                "back to (ROCENANTE_NATIVE_NCCL=0)",
+                a.caller, fast.transportName(), dtypeName(a.dtype), opName(a.op), (const void*)comm);
   const bool share = a.coll != Collective::AllReduce;
   const size_t limit = share ? fast.maxShareBytes() : fast.maxBytes();
   const size_t have = share ? bytes / static_cast<size_t>(comm->nranks) : bytes;
-  RCN_ARG_CHECK(have <= limit, "%s: %zu bytes%s is past the %s path's %zu, and comm %p has no NCCL to fall back to "
-                "(ROCENANTE_NATIVE_NCCL=0)", a.caller, have, share ? " a rank" : "", fast.transportName(), limit,
-                (const void*)comm);
+  RCN_ARG_CHECK(have <= limit,
+                "%s: %zu bytes%s is past the %s path's %zu, and comm %p has no NCCL to fall back to "
+                "(ROCENANTE_NATIVE_NCCL=0)",
+                a.caller, have, share ? " a rank" : "", fast.transportName(), limit, (const void*)comm);
   return rcnSuccess;
 }
 
@@ -102,15 +106,19 @@ CollectiveCall::~CollectiveCall() {
 
 rcnResult_t CollectiveCall::enter(const char* caller) {
   if (!commUsable(comm_)) {
-    RCN_WARN(RCN_LOG_COLL, "%s: comm %p was aborted or is being destroyed (or, under the shim, its NCCL "
-             "communicator revoked)", caller, (void*)comm_);
+    RCN_WARN(RCN_LOG_COLL,
+             "%s: comm %p was aborted or is being destroyed (or, under the shim, its NCCL "
+             "communicator revoked)",
+             caller, (void*)comm_);
     return rcnInvalidUsage;
   }
   // The fast path's call numbers and slots are one sequence per communicator:
   // two threads at once would mix their data and still report success.
   if (comm_->inAllReduce.exchange(true, std::memory_order_acquire)) {
-    RCN_WARN(RCN_LOG_COLL, "%s: comm %p is in a collective on another thread: calls on one communicator "
-             "must not overlap (one thread at a time, as with NCCL)", caller, (void*)comm_);
+    RCN_WARN(RCN_LOG_COLL,
+             "%s: comm %p is in a collective on another thread: calls on one communicator "
+             "must not overlap (one thread at a time, as with NCCL)",
+             caller, (void*)comm_);
     return rcnInvalidUsage;
   }
   claimed_ = true;
@@ -131,14 +139,15 @@ bool commTakesFastPath(const rcnComm* comm, Collective coll, size_t bytes, rcnDa
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &capture) == cudaSuccess)
     call.graphCapture = capture == cudaStreamCaptureStatusActive;
-  const bool fast = policyRoute(call, comm->policy).route == Route::OneShot && fastPathHolds(comm, coll, bytes, dtype, op);
+  const bool fast =
+      policyRoute(call, comm->policy).route == Route::OneShot && fastPathHolds(comm, coll, bytes, dtype, op);
   // Under the shim, a suspend must keep the memory a captured graph points at.
   if (fast && call.graphCapture) comm->fastPathCaptured.store(true, std::memory_order_relaxed);
   return fast;
 }
 
-rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count, rcnDataType_t dtype,
-                          rcnRedOp_t op, cudaStream_t stream) {
+rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                          cudaStream_t stream) {
   const CollectiveArgs a{Collective::AllReduce, "rcnAllReduce", count, dtype, op, stream};
   return runCollective(
       comm, a, [&] { return comm->fast->allReduce(send, recv, count, dtype, op, stream); },

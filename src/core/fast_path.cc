@@ -28,8 +28,8 @@ rcnResult_t FastPath::allGather(const void* send, void* recv, size_t sendCount, 
   return enqueueAllGather(send, recv, sendCount, dtype, stream);
 }
 
-rcnResult_t FastPath::reduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
-                                    rcnRedOp_t op, cudaStream_t stream) {
+rcnResult_t FastPath::reduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype, rcnRedOp_t op,
+                                    cudaStream_t stream) {
   const rcnResult_t failed = refuseAfterFailure("reduce-scatter");
   if (failed != rcnSuccess) return failed;
   return enqueueReduceScatter(send, recv, recvCount, dtype, op, stream);

@@ -241,12 +241,23 @@ rcnResult_t paramValidate() {
 }
 
 std::string paramAgreementText() {
-  static const ParamId agreed[] = {ParamId::Disable, ParamId::Force, ParamId::MaxBytes,
-                                   ParamId::AllGatherMaxBytes, ParamId::ReduceScatterMaxBytes,
-                                   ParamId::Transport, ParamId::Wire, ParamId::Gdr, ParamId::Backend,
-                                   ParamId::MaxBlocks, ParamId::Threads, ParamId::SelfTest,
-                                   ParamId::Policy, ParamId::LlMaxBytes,
-                                   ParamId::ProxyLlMaxBytes, ParamId::ProxyThreads, ParamId::DeviceWindowBytes,
+  static const ParamId agreed[] = {ParamId::Disable,
+                                   ParamId::Force,
+                                   ParamId::MaxBytes,
+                                   ParamId::AllGatherMaxBytes,
+                                   ParamId::ReduceScatterMaxBytes,
+                                   ParamId::Transport,
+                                   ParamId::Wire,
+                                   ParamId::Gdr,
+                                   ParamId::Backend,
+                                   ParamId::MaxBlocks,
+                                   ParamId::Threads,
+                                   ParamId::SelfTest,
+                                   ParamId::Policy,
+                                   ParamId::LlMaxBytes,
+                                   ParamId::ProxyLlMaxBytes,
+                                   ParamId::ProxyThreads,
+                                   ParamId::DeviceWindowBytes,
                                    ParamId::ProxyFirstCall};
   std::ostringstream text;
   for (ParamId id : agreed) {  // as every reader sees it: trimmed, and a string set but empty is its default

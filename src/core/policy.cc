@@ -133,8 +133,7 @@ RouteDecision policyRoute(const CallDesc& call, const PolicyConfig& config) {
     d.algo = pref->algo;
     d.proto = pref->proto;
   }
-  bool eligible = !policySendsAllToNccl(config) && call.transport != rcnPathNccl && call.nranks >= 2 &&
-                  call.bytes > 0;
+  bool eligible = !policySendsAllToNccl(config) && call.transport != rcnPathNccl && call.nranks >= 2 && call.bytes > 0;
   if (!eligible) return d;
   if (config.force > 0) {
     d.route = Route::OneShot;  // the caller still checks the path's capacity
@@ -178,8 +177,8 @@ std::string policyAgreementText(const PolicyConfig& c) {
   std::ostringstream text;
   text << "disabled=" << c.disabled << ";force=" << c.force << ";oneShot=" << c.oneShotMaxBytes
        << ";oneShotGraph=" << c.oneShotMaxBytesGraph << ";twoShot=" << c.twoShotMaxBytes
-       << ";allGather=" << c.allGatherMaxBytes
-       << ";reduceScatter=" << c.reduceScatterMaxBytes << ";maxRanks=" << c.maxRanks << ";nccl=";
+       << ";allGather=" << c.allGatherMaxBytes << ";reduceScatter=" << c.reduceScatterMaxBytes
+       << ";maxRanks=" << c.maxRanks << ";nccl=";
   for (const NcclPreference& p : c.ncclPrefs)
     text << p.maxBytes << ':' << ncclAlgoName(p.algo) << '/' << ncclProtoName(p.proto) << ',';
   text << ';';

@@ -20,7 +20,6 @@ enum class Collective { AllReduce, AllGather, ReduceScatter };
 constexpr int kNumCollectives = 3;
 const char* collectiveName(Collective coll);  // "all-reduce", "all-gather", "reduce-scatter"
 
-
 enum class Route {
   Nccl,            // stock NCCL, with preferences below
   OneShot,         // rocenante one-shot

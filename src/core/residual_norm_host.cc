@@ -46,8 +46,8 @@ void normRows(const ResidualNormCall& c, const T* sum) {
     for (size_t e = 0; e < c.hidden; ++e) residual[base + e] = addResidual(sum[base + e], residual[base + e]);
     const float inv = inverseRms(rowSumSquares(residual + base, c.hidden), c.hidden, c.eps);
     for (size_t e = 0; e < c.hidden; ++e)
-      out[base + e] = normOutput<Out>(ElemTraits<T>::toAcc(residual[base + e]), inv, ElemTraits<T>::toAcc(weight[e]),
-                                      c.normScale);
+      out[base + e] =
+          normOutput<Out>(ElemTraits<T>::toAcc(residual[base + e]), inv, ElemTraits<T>::toAcc(weight[e]), c.normScale);
   }
 }
 

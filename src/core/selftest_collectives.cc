@@ -34,9 +34,9 @@ constexpr size_t kLargestShare = size_t(1) << 20;  // checked and timed at most,
 
 // One rank's word on one collective.
 struct CollectiveVote {
-  int32_t passed;   // every size right
-  int32_t broken;   // the fast path recorded an error: it is unusable for every collective
-  int32_t slower;   // summed over the small sizes, slower than NCCL
+  int32_t passed;  // every size right
+  int32_t broken;  // the fast path recorded an error: it is unusable for every collective
+  int32_t slower;  // summed over the small sizes, slower than NCCL
   int32_t pad;
   uint64_t capBytes;
 };
@@ -68,8 +68,7 @@ rcnResult_t ncclCall(rcnComm* comm, TestBuffers& buf, Collective coll, size_t co
   RCN_CHECK(ncclApi(&nccl));
   if (coll == Collective::AllGather)
     RCN_NCCL_CHECK(nccl, allGather(buf.send, buf.recv, count, ncclFloat32, comm->nccl, buf.stream));
-  else
-    RCN_NCCL_CHECK(nccl, reduceScatter(buf.send, buf.recv, count, ncclFloat32, ncclSum, comm->nccl, buf.stream));
+  else RCN_NCCL_CHECK(nccl, reduceScatter(buf.send, buf.recv, count, ncclFloat32, ncclSum, comm->nccl, buf.stream));
   return rcnSuccess;
 }
 
@@ -123,7 +122,8 @@ CollectiveVote timeCollective(rcnComm* comm, TestBuffers& buf, Collective coll, 
   for (std::vector<double>* round : {&discarded, &fast}) {  // the first round warms the clocks up
     for (size_t i = 0; i < sizes.size() && result == rcnSuccess; ++i) {
       const size_t count = sizes[i] / static_cast<size_t>(comm->nranks) / sizeof(float);
-      result = timeFastest(buf, [&] { return fastCall(comm, buf, coll, count); }, &(*round)[i]);
+      result = timeFastest(
+          buf, [&] { return fastCall(comm, buf, coll, count); }, &(*round)[i]);
     }
     std::string asyncWhy;
     if (result == rcnSuccess && comm->fast->asyncError(&asyncWhy) != rcnSuccess) result = rcnRemoteError;
@@ -134,7 +134,8 @@ CollectiveVote timeCollective(rcnComm* comm, TestBuffers& buf, Collective coll, 
     rcnResult_t ncclResult = rcnSuccess;
     for (size_t i = 0; i < sizes.size() && ncclResult == rcnSuccess; ++i) {
       const size_t count = sizes[i] / static_cast<size_t>(comm->nranks) / sizeof(float);
-      ncclResult = timeFastest(buf, [&] { return ncclCall(comm, buf, coll, count); }, &ref[i]);
+      ncclResult = timeFastest(
+          buf, [&] { return ncclCall(comm, buf, coll, count); }, &ref[i]);
     }
     result = agreeEveryRankOk(comm, ncclResult);
   }
@@ -147,8 +148,8 @@ CollectiveVote timeCollective(rcnComm* comm, TestBuffers& buf, Collective coll, 
   const SelfTestJudgement judged = judgeSelfTestTimes(sizes, fast, ref);
   vote.slower = judged.slower;
   vote.capBytes = judged.capBytes;
-  RCN_INFO(RCN_LOG_INIT, "rank %d: self-test %s: fast %.1f us, nccl %.1f us summed over sizes to %zu KB",
-           comm->rank, collectiveName(coll), judged.usFast, judged.usNccl, kSelfTestSmallBytes / 1024);
+  RCN_INFO(RCN_LOG_INIT, "rank %d: self-test %s: fast %.1f us, nccl %.1f us summed over sizes to %zu KB", comm->rank,
+           collectiveName(coll), judged.usFast, judged.usNccl, kSelfTestSmallBytes / 1024);
   return vote;
 }
 
@@ -177,8 +178,9 @@ rcnResult_t applyVotes(rcnComm* comm, Collective coll, const std::vector<Collect
   const int slower = firstRank(votes, [](const CollectiveVote& v) { return v.slower != 0; });
   const int culprit = failed >= 0 ? failed : slower;
   if (culprit >= 0) {
-    const std::string why = std::string(collectiveName(coll)) + (failed >= 0 ? " self-test failed" : " slower than NCCL") +
-                            " on rank " + std::to_string(culprit);
+    const std::string why = std::string(collectiveName(coll)) +
+                            (failed >= 0 ? " self-test failed" : " slower than NCCL") + " on rank " +
+                            std::to_string(culprit);
     if (!comm->nccl) {
       RCN_WARN(RCN_LOG_INIT, "rank %d/%d: %s, and there is no NCCL to fall back to", comm->rank, comm->nranks,
                why.c_str());
@@ -221,8 +223,9 @@ rcnResult_t selfTestCollectives(rcnComm* comm, std::string* reason) {
     CollectiveVote mine{0, 0, 0, 0, 0};
     if (buf.allocate(sizes.back()) == rcnSuccess) mine = checkCollective(comm, buf, coll, sizes, &why);
     else why = "cannot allocate the self-test's buffers";
-    if (!mine.passed) RCN_WARN(RCN_LOG_INIT, "rank %d: rocenante %s self-test failed: %s", comm->rank,
-                               collectiveName(coll), why.c_str());
+    if (!mine.passed)
+      RCN_WARN(RCN_LOG_INIT, "rank %d: rocenante %s self-test failed: %s", comm->rank, collectiveName(coll),
+               why.c_str());
     std::vector<CollectiveVote> votes;
     RCN_CHECK(gather(comm, mine, &votes));
     const bool allPassed = firstRank(votes, [](const CollectiveVote& v) { return !v.passed; }) < 0;

@@ -14,12 +14,14 @@ namespace rcn {
 rcnResult_t waitForBatch(TestBuffers& buf) {
   const int64_t limitMs = bootstrapTimeoutMs();
   // Any answer but "not ready" ends the wait: the batch finished, or an error to report.
-  const cudaError_t status = pollCudaQuery(deadlineAfterMs(limitMs), std::chrono::microseconds(50),
-                                           [&] { return cudaEventQuery(buf.stop); });
+  const cudaError_t status =
+      pollCudaQuery(deadlineAfterMs(limitMs), std::chrono::microseconds(50), [&] { return cudaEventQuery(buf.stop); });
   if (status == cudaErrorNotReady) {
     buf.stuck = true;
-    RCN_WARN(RCN_LOG_INIT, "self-test: a timed batch did not finish within %lld ms (ROCENANTE_BOOTSTRAP_TIMEOUT_MS); "
-             "a rank stopped taking part", (long long)limitMs);
+    RCN_WARN(RCN_LOG_INIT,
+             "self-test: a timed batch did not finish within %lld ms (ROCENANTE_BOOTSTRAP_TIMEOUT_MS); "
+             "a rank stopped taking part",
+             (long long)limitMs);
     return rcnRemoteError;
   }
   RCN_CUDA_CHECK(status);

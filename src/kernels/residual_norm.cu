@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kNormMaxThreads) fusedNormKernel(const OneShot
 using FusedKernelFn = void (*)(const OneShotArgs, const ResidualNormCall);
 
 const decltype(&residualNormKernel<__half, __half>) kNormHalf[2] = {residualNormKernel<__half, __half>,
-                                                                   residualNormKernel<__half, __nv_fp8_e4m3>};
+                                                                    residualNormKernel<__half, __nv_fp8_e4m3>};
 const decltype(&residualNormKernel<__nv_bfloat16, __nv_bfloat16>) kNormBf16[2] = {
     residualNormKernel<__nv_bfloat16, __nv_bfloat16>, residualNormKernel<__nv_bfloat16, __nv_fp8_e4m3>};
 const FusedKernelFn kFused[2][2] = RCN_NORM_KERNEL_TABLE(fusedNormKernel);

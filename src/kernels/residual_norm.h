@@ -16,10 +16,10 @@ namespace rcn {
 
 // One rcnAllReduceResidualRmsNorm call (arguments checked by the API).
 struct ResidualNormCall {
-  const void* send = nullptr;   // this rank's partial rows [tokens][hidden], dtype
-  void* residual = nullptr;     // [tokens][hidden], dtype: read, then the new residual written
-  const void* weight = nullptr; // [hidden], dtype
-  void* normOut = nullptr;      // [tokens][hidden], normType
+  const void* send = nullptr;    // this rank's partial rows [tokens][hidden], dtype
+  void* residual = nullptr;      // [tokens][hidden], dtype: read, then the new residual written
+  const void* weight = nullptr;  // [hidden], dtype
+  void* normOut = nullptr;       // [tokens][hidden], normType
   size_t tokens = 0;
   size_t hidden = 0;
   rcnDataType_t dtype = rcnBfloat16;     // rcnBfloat16 or rcnFloat16

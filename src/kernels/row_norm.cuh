@@ -85,5 +85,9 @@ __device__ inline void writeNormRow(const T* residualRow, const T* weight, Out* 
 
 // The (T, Out) instances of kernel template K as an initializer for
 // table[2][2]: rows fp16, bf16; columns Out = T, Out = e4m3.
-#define RCN_NORM_KERNEL_TABLE(K) \
-  { {K<__half, __half>, K<__half, __nv_fp8_e4m3>}, {K<__nv_bfloat16, __nv_bfloat16>, K<__nv_bfloat16, __nv_fp8_e4m3>} }
+#define RCN_NORM_KERNEL_TABLE(K)                                       \
+  {                                                                    \
+    {K<__half, __half>, K<__half, __nv_fp8_e4m3>}, {                   \
+      K<__nv_bfloat16, __nv_bfloat16>, K<__nv_bfloat16, __nv_fp8_e4m3> \
+    }                                                                  \
+  }

@@ -229,8 +229,8 @@ GpuInfo parseGpu(const YAML::Node& node, const std::string& file, const std::str
   Fields f(node, file, path, err);
   f.allow({"index", "pci", "name", "cc", "integrated", "gdr", "dmabuf", "nic", "nic_distance", "links"});
   f.get("index", &g.index, true);
-  f.check(isGpuIndex(g.index), "index", "expected a GPU index 0.." + std::to_string(kMaxTopoGpuIndex) + ", got " +
-                                            std::to_string(g.index));
+  f.check(isGpuIndex(g.index), "index",
+          "expected a GPU index 0.." + std::to_string(kMaxTopoGpuIndex) + ", got " + std::to_string(g.index));
   f.get("pci", &g.pciBusId);
   f.get("name", &g.name);
   std::string cc;

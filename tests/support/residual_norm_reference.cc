@@ -41,7 +41,10 @@ std::string describe(const NormCase& c) {
   char text[160];
   std::snprintf(text, sizeof text, "%zu x %zu %s -> %s eps %g scale %g", c.tokens, c.hidden,
                 c.dtype == rcnBfloat16 ? "bf16" : "fp16",
-                c.normType == rcnFloat8e4m3 ? "e4m3" : c.normType == rcnBfloat16 ? "bf16" : "fp16", c.eps, c.scale);
+                c.normType == rcnFloat8e4m3 ? "e4m3"
+                : c.normType == rcnBfloat16 ? "bf16"
+                                            : "fp16",
+                c.eps, c.scale);
   return text;
 }
 
@@ -86,8 +89,8 @@ std::string checkNormAgainstFp64(const NormCase& c, const NormInputs& in, const 
       const double residual = loadElement(in.residual.data(), i, c.dtype) + sum;
       const double mine = loadElement(got.residual.data(), i, c.dtype);
       // The sum rounded to the dtype (as the all-reduce's output), then the add.
-      const double bound = halfUlp(sum, c.dtype) + halfUlp(std::fabs(residual) + halfUlp(sum, c.dtype), c.dtype) +
-                           1e-6 * std::fabs(sum);
+      const double bound =
+          halfUlp(sum, c.dtype) + halfUlp(std::fabs(residual) + halfUlp(sum, c.dtype), c.dtype) + 1e-6 * std::fabs(sum);
       if (!(std::fabs(mine - residual) <= bound)) return bad("residual", i, mine, residual, bound);
       squares += mine * mine;
     }

@@ -55,7 +55,7 @@ const char* kUsage =
 // Every option the probe takes; applyOption sets them.
 const std::vector<rcn::CliOption> kProbeOptions = {
     {"-h", false},   {"--help", false}, {"--json", false},       {"--comm", false},
-    {"--gpu", true},  {"--root", true},  {"--rdma-check", false},
+    {"--gpu", true}, {"--root", true},  {"--rdma-check", false},
 };
 
 bool applyOption(const rcn::CliArg& arg, Options* opt) {

@@ -204,8 +204,9 @@ rcnResult_t runPairs(Bootstrap& boot, Wire& wire, const Layout& layout, const Rd
       r.to = b;
       r.protocol = protocol;
       r.ok = slots[a].ok && slots[b].ok;
-      r.why = !slots[a].ok ? "rank " + std::to_string(a) + ": " + slots[a].why
-                           : !slots[b].ok ? "rank " + std::to_string(b) + ": " + slots[b].why : "";
+      r.why = !slots[a].ok   ? "rank " + std::to_string(a) + ": " + slots[a].why
+              : !slots[b].ok ? "rank " + std::to_string(b) + ": " + slots[b].why
+                             : "";
       r.latencyUs = slots[a].latencyUs;
       r.bandwidthGBs = slots[a].bandwidthGBs;
       r.writes = slots[b].writes;
@@ -251,8 +252,9 @@ void decide(RdmaCheckReport* r) {
   }
   r->fastPath = true;
   r->protocol = "imm";
-  r->verdict = "the RDMA fast path will be used across hosts: verbs wire, flags by RDMA WRITE WITH IMMEDIATE "
-               "(ROCENANTE_IB_FLAGS=imm, the default)";
+  r->verdict =
+      "the RDMA fast path will be used across hosts: verbs wire, flags by RDMA WRITE WITH IMMEDIATE "
+      "(ROCENANTE_IB_FLAGS=imm, the default)";
   if (staleOrdered > 0)
     r->verdict += "; ordered flags read " + std::to_string(staleOrdered) + " stale payloads in " +
                   std::to_string(writesOrdered) + " writes: never set ROCENANTE_IB_FLAGS=ordered on this cluster";
@@ -300,12 +302,10 @@ std::string rdmaCheckText(const RdmaCheckReport& r) {
     if (r.rankHasPort[i])
       std::snprintf(line, sizeof line, "rank %d: %s port %d, GID %d %s, MTU %d, %s\n", i, p.device.c_str(), p.port,
                     p.gidIndex, p.gid.c_str(), p.mtuBytes, p.linkLayer.c_str());
-    else
-      std::snprintf(line, sizeof line, "rank %d: no usable RDMA port: %s\n", i, r.rankWhy[i].c_str());
+    else std::snprintf(line, sizeof line, "rank %d: no usable RDMA port: %s\n", i, r.rankWhy[i].c_str());
     text += line;
   }
-  if (!r.pairs.empty())
-    text += "pair   flags    latency us  bandwidth GB/s  ordering (stale / writes)\n";
+  if (!r.pairs.empty()) text += "pair   flags    latency us  bandwidth GB/s  ordering (stale / writes)\n";
   for (const RdmaPairResult& p : r.pairs) {
     if (p.ok)
       std::snprintf(line, sizeof line, "%d->%-3d %-8s %10.2f  %14.2f  %lld / %lld\n", p.from, p.to, p.protocol.c_str(),
@@ -340,8 +340,8 @@ std::string rdmaCheckJson(const RdmaCheckReport& r) {
          ", \"flags\": " + jsonQuote(p.protocol) + ", \"ok\": " + (p.ok ? "true" : "false") + ", " + nums +
          ", \"why\": " + jsonQuote(p.why) + "}";
   }
-  j += std::string("], \"fast_path\": ") + (r.fastPath ? "true" : "false") + ", \"protocol\": " + jsonQuote(r.protocol) +
-       ", \"verdict\": " + jsonQuote(r.verdict) + "}\n";
+  j += std::string("], \"fast_path\": ") + (r.fastPath ? "true" : "false") +
+       ", \"protocol\": " + jsonQuote(r.protocol) + ", \"verdict\": " + jsonQuote(r.verdict) + "}\n";
   return j;
 }
 

@@ -59,7 +59,6 @@ std::string describe(const CallHeader& h) {
   return text;
 }
 
-
 class HostPath final : public FastPath {
  public:
   HostPath(const FastPathContext& ctx, const ExchangeLayout& layout, std::unique_ptr<Wire> wire)
@@ -104,14 +103,16 @@ class HostPath final : public FastPath {
     return rcnSuccess;
   }
 
-  rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
-                                   rcnRedOp_t op, cudaStream_t) override {
+  rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype, rcnRedOp_t op,
+                                   cudaStream_t) override {
     // Each peer's segment (header, then its block's chunk) starts 16-byte aligned.
     const size_t elemSize = dtypeSize(dtype);
     const size_t segmentRoom = layout_.slotBytes() / size_t(nranks_) / 16 * 16;
     const size_t chunkElems = segmentRoom > sizeof(CallHeader) ? (segmentRoom - sizeof(CallHeader)) / elemSize : 0;
-    RCN_ARG_CHECK(chunkElems > 0, "host backend: %zu-byte slots cannot hold a reduce-scatter segment for each of %d "
-                  "ranks (raise ROCENANTE_MAX_BYTES)", layout_.slotBytes(), nranks_);
+    RCN_ARG_CHECK(chunkElems > 0,
+                  "host backend: %zu-byte slots cannot hold a reduce-scatter segment for each of %d "
+                  "ranks (raise ROCENANTE_MAX_BYTES)",
+                  layout_.slotBytes(), nranks_);
     const CallHeader call = headerOf(Collective::ReduceScatter, recvCount, dtype, op);
     for (size_t done = 0; done < recvCount; done += chunkElems)
       RCN_CHECK(oneScatter(call, static_cast<const uint8_t*>(send), static_cast<uint8_t*>(recv), done,
@@ -203,8 +204,8 @@ rcnResult_t HostPath::exchange(const CallHeader& call, uint32_t epoch, int phase
   // Start with the next rank so that not every rank writes to rank 0 first.
   for (int i = 1; i < nranks_; ++i) {
     int peer = (rank_ + i) % nranks_;
-    rcnResult_t res = wire_->putWithFlag(peer, own + size_t(peer) * peerStride, own, bytes,
-                                         layout_.flagIndex(phase, rank_), epoch);
+    rcnResult_t res =
+        wire_->putWithFlag(peer, own + size_t(peer) * peerStride, own, bytes, layout_.flagIndex(phase, rank_), epoch);
     if (res != rcnSuccess) {
       std::string why;
       if (wire_->error(&why) == rcnSuccess) why = "put to rank " + std::to_string(peer) + " failed";
@@ -280,9 +281,9 @@ rcnResult_t HostPath::checkPeersCall(const CallHeader& call, int phase) {
     CallHeader theirs;
     std::memcpy(&theirs, region + layout_.slotOffset(phase, r), sizeof theirs);
     if (theirs == call) continue;
-    return fail(rcnInvalidUsage, "host backend: rank " + std::to_string(rank_) + " called " +
-                                     describe(call) + ", rank " + std::to_string(r) + " with " + describe(theirs) +
-                                     ": every rank must make the same call",
+    return fail(rcnInvalidUsage,
+                "host backend: rank " + std::to_string(rank_) + " called " + describe(call) + ", rank " +
+                    std::to_string(r) + " with " + describe(theirs) + ": every rank must make the same call",
                 /*tellPeers=*/false);
   }
   return rcnSuccess;

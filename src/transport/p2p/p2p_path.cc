@@ -30,8 +30,8 @@ OneShotArgs P2pPath::callArgs(const void* send, void* recv, size_t count, uint32
   return args;
 }
 
-rcnResult_t P2pPath::enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype,
-                             rcnRedOp_t op, cudaStream_t stream) {
+rcnResult_t P2pPath::enqueue(const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
+                             cudaStream_t stream) {
   if (count == 0) return rcnSuccess;
   const size_t bytes = count * dtypeSize(dtype);
   RCN_CHECK(checkGpuCall("p2p all-reduce", bytes, maxBytes_, send, recv, dtype));

@@ -45,8 +45,8 @@ class P2pPath final : public FastPath {
                       cudaStream_t stream) override;
   rcnResult_t enqueueAllGather(const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
                                cudaStream_t stream) override;
-  rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
-                                   rcnRedOp_t op, cudaStream_t stream) override;
+  rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype, rcnRedOp_t op,
+                                   cudaStream_t stream) override;
   rcnResult_t enqueueResidualNorm(const ResidualNormCall& call, cudaStream_t stream) override;
 
  private:

@@ -102,7 +102,7 @@ struct ProxyKernelArgs : AllReduceCallArgs {
   // zeroes the lines that are safe to zero then, so no line keeps a tag long
   // enough for its call half (15 bits) to come round again.
   uint32_t scrubCalls;
-  uint32_t collective;  // ProxyCollective
+  uint32_t collective;          // ProxyCollective
   size_t blockBegin, blockEnd;  // reduce-scatter: this rank's block, in elements of the whole input
 };
 

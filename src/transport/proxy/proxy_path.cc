@@ -69,13 +69,13 @@ class ProxyPath final : public FastPath {
     return launch(callArgs(send, recv, sendCount, signature, kProxyAllGather), dtype, rcnSum, stream);
   }
 
-  rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
-                                   rcnRedOp_t op, cudaStream_t stream) override {
+  rcnResult_t enqueueReduceScatter(const void* send, void* recv, size_t recvCount, rcnDataType_t dtype, rcnRedOp_t op,
+                                   cudaStream_t stream) override {
     if (recvCount == 0) return rcnSuccess;
     RCN_CHECK(checkGpuCall("proxy reduce-scatter", recvCount * dtypeSize(dtype), maxShareBytes(), send, recv, dtype));
     const uint32_t signature = callSignature(recvCount, dtype, op, static_cast<int>(Collective::ReduceScatter));
-    ProxyKernelArgs args = callArgs(send, recv, recvCount * static_cast<size_t>(nranks_), signature,
-                                    kProxyReduceScatter);
+    ProxyKernelArgs args =
+        callArgs(send, recv, recvCount * static_cast<size_t>(nranks_), signature, kProxyReduceScatter);
     args.blockBegin = recvCount * static_cast<size_t>(rank_);
     args.blockEnd = args.blockBegin + recvCount;
     return launch(args, dtype, op, stream);

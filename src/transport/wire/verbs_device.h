@@ -16,7 +16,7 @@ struct VerbsPort {
   std::string device;
   int port = 0;
   ibv_port_attr attr{};
-  int maxQpWr = 0;  // the device's largest queue depth
+  int maxQpWr = 0;   // the device's largest queue depth
   int gidIndex = 0;  // RoCE: the GID chosen (verbs_select.h's rules); InfiniBand: 0
 };
 

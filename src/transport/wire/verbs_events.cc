@@ -69,17 +69,12 @@ void VerbsEventThread::handle(const ibv_async_event& event) {
     case IBV_EVENT_QP_ACCESS_ERR:
       onFatal_("verbs wire: " + nameQp_(event.element.qp) + " failed (" + type + ")");
       return;
-    case IBV_EVENT_CQ_ERR:
-      onFatal_(std::string("verbs wire: a completion queue failed (") + type + ")");
-      return;
+    case IBV_EVENT_CQ_ERR: onFatal_(std::string("verbs wire: a completion queue failed (") + type + ")"); return;
     case IBV_EVENT_PORT_ERR:
       onFatal_("verbs wire: port " + std::to_string(event.element.port_num) + " went down (" + type + ")");
       return;
-    case IBV_EVENT_DEVICE_FATAL:
-      onFatal_(std::string("verbs wire: the RDMA device failed (") + type + ")");
-      return;
-    default:
-      RCN_INFO(RCN_LOG_TRANSPORT, "verbs wire: device event '%s'", type);
+    case IBV_EVENT_DEVICE_FATAL: onFatal_(std::string("verbs wire: the RDMA device failed (") + type + ")"); return;
+    default: RCN_INFO(RCN_LOG_TRANSPORT, "verbs wire: device event '%s'", type);
   }
 }
 

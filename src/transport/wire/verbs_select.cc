@@ -71,8 +71,8 @@ bool ibSetting(ParamId id, const char* ncclName, int lo, int hi, int fallback, i
     return true;
   }
   if (own >= 0) {  // inside the row's range, which starts at -1, but below this setting's
-    *why = "ROCENANTE_" + std::string(paramTable()[size_t(id)].name) + "=" + std::to_string(own) +
-           " is below " + std::to_string(lo);
+    *why = "ROCENANTE_" + std::string(paramTable()[size_t(id)].name) + "=" + std::to_string(own) + " is below " +
+           std::to_string(lo);
     return false;
   }
   const char* nccl = std::getenv(ncclName);

@@ -121,7 +121,9 @@ struct QpBlob {
 };
 
 const char* linkLayerName(uint8_t layer) {
-  return layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet (RoCE)" : layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "unknown";
+  return layer == IBV_LINK_LAYER_ETHERNET     ? "Ethernet (RoCE)"
+         : layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand"
+                                              : "unknown";
 }
 
 // One anonymous shared mapping (shared, not private: a child's fork must not
@@ -214,7 +216,7 @@ class VerbsWire final : public Wire {
   FlagMode flagMode_ = FlagMode::Imm;
   IbQpParams qpParams_;
   uint32_t psn_ = 0;
-  std::vector<std::unique_ptr<VerbsRail>> rails_;
+  std::vector<std::unique_ptr<VerbsRail> > rails_;
   uint8_t* base_ = nullptr;
   HostMapping hostRegion_;  // the region when it is host memory
   HostMapping shadow_;      // uint32_t[flagCount]: imm mode's flag values
@@ -343,16 +345,15 @@ rcnResult_t VerbsWire::checkPeersMatch(const VerbsBlobHeader& theirs, const QpBl
     return rcnInvalidUsage;
   }
   if (theirs.flagMode != uint8_t(flagMode_)) {
-    *why = "verbs wire: ROCENANTE_IB_FLAGS differs between rank " + std::to_string(rank_) + " and " +
-           peerName(peer) + ": every rank must set it alike";
+    *why = "verbs wire: ROCENANTE_IB_FLAGS differs between rank " + std::to_string(rank_) + " and " + peerName(peer) +
+           ": every rank must set it alike";
     return rcnInvalidUsage;
   }
   return rcnSuccess;
 }
 
 // RESET -> INIT -> RTR (knowing the peer's QP number, PSN, GID/LID) -> RTS.
-rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, const QpBlob& remoteQp,
-                                 std::string* why) {
+rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, const QpBlob& remoteQp, std::string* why) {
   const VerbsApi& api = verbsApi();
   const VerbsRail& rail = railOf(peer);
   const RailBlob& theirs = remote.rail[remoteQp.rail];
@@ -415,7 +416,8 @@ rcnResult_t VerbsWire::startEvents(std::string* why) {
     return std::string("a queue pair");
   };
   for (auto& rail : rails_)
-    RCN_CHECK(rail->events.start(rail->port.context, nameQp, [this](const std::string& text) { fail(text); }, why));
+    RCN_CHECK(rail->events.start(
+        rail->port.context, nameQp, [this](const std::string& text) { fail(text); }, why));
   return rcnSuccess;
 }
 
@@ -510,8 +512,8 @@ rcnResult_t VerbsWire::waitForRoom(int peer, int count) {
     if (stopped()) return rcnRemoteError;  // abort() must not wait out the timeout here
     RCN_CHECK(progress());
     if (expired(deadline))
-      return fail("verbs wire: the send queue to " + peerName(peer) + " stayed full for " +
-                  std::to_string(timeoutMs_) + " ms");
+      return fail("verbs wire: the send queue to " + peerName(peer) + " stayed full for " + std::to_string(timeoutMs_) +
+                  " ms");
   }
   return rcnSuccess;
 }
@@ -534,8 +536,7 @@ rcnResult_t VerbsWire::postNow(int peer, ibv_send_wr* wrs, int count) {
   }
   ibv_send_wr* bad = nullptr;
   const int err = verbsApi().postSend(p.qp, wrs, &bad);
-  if (err != 0)
-    return fail("verbs wire: ibv_post_send to " + peerName(peer) + " failed: " + strerror(err));
+  if (err != 0) return fail("verbs wire: ibv_post_send to " + peerName(peer) + " failed: " + strerror(err));
   return rcnSuccess;
 }
 
@@ -555,8 +556,7 @@ void VerbsWire::payloadRequest(int peer, size_t localOffset, size_t remoteOffset
 // The flag's request: imm mode writes the value into the peer's shadow array
 // with the index as immediate; ordered mode writes the flag itself. Inline:
 // *value is copied at post time, so it may live on the stack.
-rcnResult_t VerbsWire::flagRequest(int peer, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr,
-                                   ibv_sge* sge) {
+rcnResult_t VerbsWire::flagRequest(int peer, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr, ibv_sge* sge) {
   RCN_CHECK(checkPutFlag(peer, flagIndex));
   if (deviceRegion_) {
     RCN_WARN(RCN_LOG_TRANSPORT, "verbs wire: no flags into a GPU-memory region (staged LL lines carry their tags)");
@@ -758,9 +758,12 @@ rcnResult_t buildVerbsWire(const FastPathContext& ctx, const WireLayout& layout,
     RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
     return res;
   }
-  RCN_INFO(RCN_LOG_TRANSPORT, "verbs wire: rank %d connected %d RC queue pairs over %zu rail(s) (region in %s, flags %s)",
-           ctx.rank, ctx.nranks - 1, wire->railCount(),
-           !device ? "host memory" : device->dmabufFd >= 0 ? "GPU memory, dma-buf" : "GPU memory, peermem",
+  RCN_INFO(RCN_LOG_TRANSPORT,
+           "verbs wire: rank %d connected %d RC queue pairs over %zu rail(s) (region in %s, flags %s)", ctx.rank,
+           ctx.nranks - 1, wire->railCount(),
+           !device                 ? "host memory"
+           : device->dmabufFd >= 0 ? "GPU memory, dma-buf"
+                                   : "GPU memory, peermem",
            wire->flagModeName());
   *out = std::move(wire);
   return rcnSuccess;

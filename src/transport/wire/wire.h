@@ -31,7 +31,6 @@ namespace rcn {
 
 class Bootstrap;
 
-
 // The exchange region of every rank has the same shape: regionBytes in all,
 // with flagCount 32-bit flags at flagOffset (4-byte aligned) somewhere inside.
 // Puts may target any byte of the region; flags go through putFlag only.
@@ -68,8 +67,8 @@ class Wire {
   virtual rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) = 0;
   // put() then putFlag() to one peer; a wire that can hands both to the NIC
   // at once (verbs: one chained post).
-  virtual rcnResult_t putWithFlag(int peer, size_t localOffset, size_t remoteOffset, size_t bytes,
-                                  size_t flagIndex, uint32_t value);
+  virtual rcnResult_t putWithFlag(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, size_t flagIndex,
+                                  uint32_t value);
   // Puts reach the peer in time without this, and before any later flag of
   // this thread; LL sends no flag, so it calls this once after a block's last
   // put to bound how long weakly ordered stores may linger.
