@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // allreduce_sweep: times all-reduce with rocenante and with NCCL in the same
 // run, on the same buffers, eagerly and inside CUDA graphs, and says where
 // rocenante stops winning. See docs/PERF.md for the method and the numbers.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // collectives_sweep: times rcnAllGather and rcnReduceScatter (rocenante
 // forced onto its fast path) against NCCL's own on the same ranks and
 // buffers, in one run, inside CUDA graphs and eagerly, and prints one table

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Plots an allreduce_sweep JSON file: latency against message size (log-log)
 and the speedup of rocenante's methods over NCCL, one row per mode (graph,
 eager). Usage: plot_sweep.py sweep.json [-o sweep.png] [--title TEXT]"""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """All-reduce from Python, in CUDA graphs: rocenante against torch.distributed (NCCL) and PyTorch's
 SymmetricMemory one-shot all-reduce (torch.ops.symm_mem.one_shot_all_reduce, NVLink multicast off).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // residual_norm_bench: what one GPU can say about rcnAllReduceResidualRmsNorm.
 // One rank alone (no peer, so the exchange costs no link time): the kernel
 // time of the fused call against the bare all-reduce, the all-reduce

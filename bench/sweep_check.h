@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The #wrong column. For each size, every rank builds every rank's pattern
 // input on its CPU and the float64 reference of their all-reduce with
 // tests/support/reference.h (the same reference the library's tests use);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // How a sweep process learns its place in the run: a launcher's variables
 // (core/launch_env.h), or the RCNBENCH_* variables a standalone sweep sets for
 // the local ranks it starts, which carry the bootstrap id.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The communicators the sweep times, behind one small interface: rocenante
 // forced onto its fast path, rocenante with its own policy, and NCCL with
 // each algorithm/protocol setting and with symmetric windows. Each is created

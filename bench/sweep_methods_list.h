@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The methods the sweep compares, in the order its tables show them. Names are
 // stable: they appear in --methods, the CSV/JSON files and the plot.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the sweep was asked to do: command-line options and the size list.
 // Pure (no CUDA, no NCCL), so tests/test_bench_*.cc check it on any machine.
 #pragma once

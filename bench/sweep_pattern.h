@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The input pattern every rank writes, computable anywhere: element i of rank
 // r's input for a given seed is a fixed value, so each rank can compute every
 // rank's input, and so the expected all-reduce, on its own CPU without any

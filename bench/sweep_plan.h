@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // How one point of the sweep is run: buffer slots, repeats, graphs. Every
 // number here depends only on rank-invariant inputs, so all ranks issue the
 // same sequence of collectives.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // --write-policy: the measured crossovers as a routing policy file in the
 // format of docs/POLICY.md (parsed by src/core/policy_file.cc), so a user can
 // point ROCENANTE_POLICY at what their own machine measured.

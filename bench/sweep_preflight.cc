@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "sweep_preflight.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the sweep checks before it starts any rank, so that a run that could
 // not finish is refused at once: the output files it will write, and, on the
 // host backend, the memory its local ranks will hold.

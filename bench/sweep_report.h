@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Turning results into what users read: nccl-tests-style tables, the CSV and
 // JSON files, speedups and the crossover where rocenante stops winning.
 #pragma once

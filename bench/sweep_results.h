@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What one sweep measured: one Point per (method, mode, size), plus why any
 // method could not run. Filled on rank 0 from every rank's timings.
 #pragma once

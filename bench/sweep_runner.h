@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Runs one point (method, mode, size) on this rank: fresh inputs, warm-up,
 // timed trials, then one checked run with poisoned outputs. Device methods are
 // timed with CUDA events on one stream, eagerly or as replays of captured

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Summaries of repeated timings: the median is what tables report, min/max and
 // the interquartile range say how much the trials spread.
 #pragma once

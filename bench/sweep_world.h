@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The ranks of one sweep and the bootstrap they talk over (for ids, the
 // agreement on each point and gathering timings to rank 0). A standalone run
 // starts its local ranks here by fork/exec of itself; a launcher's ranks join

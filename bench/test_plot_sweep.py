@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """ctest for bench/plot_sweep.py: plots a small synthetic sweep and checks a
 PNG comes out. Exits 77 (skipped) when matplotlib is not installed."""
 import importlib.util

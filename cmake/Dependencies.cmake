@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Required: CUDA toolkit and NCCL's header (NCCL itself is opened at run time,
 # so librocenante.so can stand in for libnccl.so.2 without linking to it).
 # Required: OpenSSL's libcrypto.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The smallest complete use of the rcn API: one process per GPU, one
 // all-reduce, check the result, clean up.
 //   ./minimal_allreduce            (uses every GPU of the host)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // config.json of a Hugging Face checkpoint: read, then checked against what
 // the engine runs, and its RoPE frequencies computed.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the fuzz targets share: the input as a file the readers can open
 // (they take paths), and a directory holding one named file.
 #pragma once

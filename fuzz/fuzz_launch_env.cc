@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The launcher's variables (torchrun, OpenMPI, PMI, Slurm, the sweep's own):
 // the input is NAME=VALUE lines. A launch that parses must be coherent.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A llama2.c checkpoint (--model FILE): a 7-int header, then fp32 weights.
 // Any file loads or is refused with EngineError naming it.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // llama2.c's tokenizer.bin (--tokenizer FILE), then a round trip of a text
 // through it. The first byte picks the vocabulary size the model claims.
 #include <cstdint>

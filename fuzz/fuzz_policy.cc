@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ROCENANTE_POLICY: the routing policy YAML. Any text either parses or is
 // refused with an error naming the file; nothing else may happen.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The pre-tokenizer's Split regex from tokenizer.json, run on a text: the
 // input's first line is the pattern, the rest the text. The pieces must
 // give the text back whole, in order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One .safetensors file: an 8-byte header length, a JSON header naming each
 // tensor's dtype, shape and byte range, then the data.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // model.safetensors.index.json: the weight map naming each tensor's shard.
 // The shards it names do not exist here, so past the index the load fails
 // by name; what matters is that the index itself is read safely.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tokenizer.json: vocabulary, merges, added tokens, normalizer, pre-tokenizer
 // and post-processor; a tokenizer that loads encodes and decodes a text.
 #include <cstdint>

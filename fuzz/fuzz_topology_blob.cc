@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The binary description each rank sends the others at communicator
 // creation (topoGather over the bootstrap): a peer's bytes. What decodes
 // must encode back to a blob that decodes the same.

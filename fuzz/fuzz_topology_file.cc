@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ROCENANTE_TOPO_FILE: the topology file (YAML or JSON). A file that parses
 // must survive a round trip through the dump writer unchanged.
 #include <cstdint>

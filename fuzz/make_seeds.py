@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes fuzz/corpus/<target>/seed-* : small valid inputs of every format the
 fuzz targets read, for libFuzzer to start from. Run from anywhere; files that
 exist are rewritten. Inputs that once failed (regress-*) are kept by hand, as

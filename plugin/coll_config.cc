@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The per-call config of nccl<Coll>Config (NCCL 2.31+): whether it asks
 // anything of the call. A config that asks nothing (null, or every attribute
 // at its default) is the plain call by NCCL's own definition, so the shim

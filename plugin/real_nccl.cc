@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Resolves every entry point of the real NCCL once, from the library that
 // core/nccl_lib.cc opened (never from the global namespace, which holds our
 // own forwarders when we are preloaded).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The NCCL calls rocenante intercepts. Everything else forwards untouched
 // (forwarders.cc). The user always holds the REAL ncclComm_t; rocenante's
 // state hangs off it in a map keyed by that pointer.

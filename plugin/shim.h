@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The NCCL shim's own exported entry point (the rest of the shim is the NCCL
 // API itself, see forwarders.cc and shim.cc).
 #pragma once

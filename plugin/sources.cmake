@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The NCCL shim and tuner plugin: only in the shared library, which must stand
 # in for libnccl.so.2 (tests reach internals through rocenante_internal).
 # forwarders.cc, real_nccl.h, real_nccl.def and nccl_types.cmake are generated

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // NCCL tuner plugin: NCCL_TUNER_PLUGIN=librocenante.so (set automatically by
 // the shim unless the user named another tuner). It applies the routing
 // policy's NCCL preferences (algorithm/protocol per size) to NCCL's cost

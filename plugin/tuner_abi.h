@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // NCCL's tuner plugin ABI, as NCCL's ext-tuner headers lay it out (our own
 // declarations of the same layout): NCCL looks the exported table up by name,
 // newest first, and calls through it.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs every libFuzzer target (fuzz/) for a bounded time each and prints a
 # table of executions, coverage and findings (docs/RELIABILITY.md).
 # usage: scripts/fuzz.sh [SECONDS_EACH] [TARGET...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes docs/PARAMS.md from src/core/params.def, the one parameter table, and
 src/core/params_test.def, its rows that only tests set.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what rocenante needs to build and test on a fresh Debian 12 machine.
 # Catch2 v3 lives in bookworm-backports; the backports entry is derived from the
 # machine's own Debian source, so no mirror host is named here.

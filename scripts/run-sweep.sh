@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The main job: sets up a fresh machine (Debian 12 with the CUDA toolkit),
 # builds the all-reduce sweep and runs it on whatever hardware is here: one
 # process per local GPU, or, with no GPU, 2 processes on the CPU host backend

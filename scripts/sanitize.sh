@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the CPU test suite with sanitizers and runs it (docs/RELIABILITY.md).
 #   asan: clang, AddressSanitizer + UndefinedBehaviorSanitizer (leaks too),
 #         with libFuzzer's coverage hooks, so the same build makes fuzz/'s

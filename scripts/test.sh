@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Sets up a fresh machine (Debian 12 with the CUDA toolkit) and runs every test.
 # GPU tests skip where there is no GPU and run fully where there is.
 # The checks of commit messages, formatting and license lines run first

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Extracts single files from a wheel on the package index pip is configured with.
 
 Wheels are zip files; the central directory sits at the end, so one file of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # CPU tests of allreduce_sweep's pure parts (bench/): sizes, statistics,
 # tables/CSV/JSON, the policy it writes, launch variables, the reference check.
 if(ROCENANTE_BUILD_BENCH)  # rcn_bench_core is defined in bench/, added after tests/

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The test programs' main: Catch2's own, except that a run in which every
 // case was skipped (e.g. every case needs a GPU and there is none) exits with
 // 77, which ctest reports as skipped rather than failed. The run's totals

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Inputs and checks of the all-gather and reduce-scatter tests (host
 // backend and GPU alike): rank r's send buffer is a pure function of
 // (seed, r), so every rank rebuilds every other rank's for the reference.

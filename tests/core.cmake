@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 rcn_add_test(test_params SOURCES test_params.cc LABELS cpu)
 rcn_add_test(test_log SOURCES test_log.cc LABELS cpu)
 rcn_add_test(test_user_file SOURCES test_user_file.cc LABELS cpu TIMEOUT 30)

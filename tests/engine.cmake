@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rcn_engine (examples/engine): the CPU reference runs in CI; the GPU tests'
 # cases skip without enough GPUs. The engine targets are defined later, in
 # examples/, which CMake resolves at generate time.

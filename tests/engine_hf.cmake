@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # rcn_engine_hf (examples/engine/hf): Hugging Face checkpoints and
 # tokenizer.json. The library is built only where nlohmann-json is found
 # (the same test as examples/engine/hf/CMakeLists.txt makes); without it a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A stand-in for libnccl.so.2 with no GPU behind it, for CPU tests of the
 // shim (test_shim_fake_nccl). It does what the real NCCL (2.30+) does with the
 // parts the shim touches: communicators that know their rank, size and device;

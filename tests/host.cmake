@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The host backend (no GPU): across processes over the shm and tcp wires,
 # fault injection, and tcp across network namespaces.
 rcn_add_test(test_host_reduce SOURCES test_host_reduce.cc LABELS cpu host TIMEOUT 60)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A libnccl.so.2 for GPU tests of the shim's suspend and resume where the
 // installed NCCL predates them (2.28): it forwards the calls the shim and
 // its tests make to the real NCCL (RCN_LAYER_REAL_NCCL, opened on first use)

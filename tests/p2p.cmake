@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The p2p transport and the one-shot kernel (GPU: skip without 2 GPUs).
 # test_p2p_local: every rank in one process; test_p2p_ipc: one process per
 # GPU (forked before any CUDA call) plus the timeout test; test_p2p_api: the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Building p2p paths straight through createP2pPath (no communicator, no
 // NCCL), for the p2p tests and the latency probe; the same for the proxy
 // path (createProxyPath) where a test runs its ranks in one process.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "p2p_harness.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the p2p GPU tests share: batches of all-reduce calls run on every rank
 // this process drives (all of them, or one per forked process), eagerly or
 // captured in a CUDA graph, each checked against the CPU reference, for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A quick latency probe of the p2p one-shot kernel (not a ctest test; the
 // full benchmark is bench/allreduce_sweep). One process per GPU, bf16 sum,
 // 1 KB..256 KB: microseconds per all-reduce in CUDA graphs (20 calls per

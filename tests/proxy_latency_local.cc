@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A latency probe of the proxy path with both ranks in this process on GPU 0
 // (not a ctest test): the proxy's own measurement (test_wire_proxy_gpu) needs
 // a GPU per process, this one runs where one GPU is lent, to compare two

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The Python package's pytest suite (tests/python/test_*.py), run with the
 # Python the extension was built for (install-deps.sh's venv), importing the
 # package from <build>/python. GPU cases skip without GPUs.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The NCCL shim, the routing policy and the tuner plugin (CPU only).
 rcn_add_test(test_policy SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/test_policy.cc LABELS shim TIMEOUT 60)
 target_compile_definitions(test_policy PRIVATE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Argument checking of the public API: bad input gets rcnInvalidArgument and a
 // logged reason, never a crash. Needs no GPU and no peer.
 #include <catch2/catch_test_macros.hpp>

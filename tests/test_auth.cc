@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The authenticated handshake (src/core/auth.h) on its own: a listener on
 // loopback and clients in threads. What it must refuse: a wrong key, a proof
 // for another protocol, a recorded proof replayed, a listener without the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // allreduce_sweep's #wrong check: the input pattern and the count of output
 // elements that miss the float64 reference (tests/support/reference.h).
 #include <catch2/catch_test_macros.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // allreduce_sweep's launch variables: which launcher started this process,
 // and the hex form of the id it hands to the ranks it starts.
 #include <catch2/catch_test_macros.hpp>

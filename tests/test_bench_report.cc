@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // allreduce_sweep's tables, CSV/JSON files, crossovers and the policy it writes.
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>

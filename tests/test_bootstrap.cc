@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The bootstrap under normal use and under every failure it promises to
 // survive: an id whose secret is wrong, strangers and silent connections at
 // the root and the ring, a rank that never arrives, a rank that exits halfway,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The device API (rocenante/device.cuh) over the p2p path, every GPU of this
 // process one rank (rcnCommInitAll): sums put by one kernel and gathered by
 // the next, against a CPU reference in rank order (bit-exact: the same fp32

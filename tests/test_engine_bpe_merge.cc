@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tokenizers' shared merge loop (bpe_merge.h) against the plain one it
 // replaced: the same tokens on random sequences and merge tables, ties
 // included, and a long prompt in a bounded time (ctest's timeout).

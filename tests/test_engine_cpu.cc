@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The engine's float32 CPU path on a real trained model (stories260K) and on
 // small random models: tokenizer, loader, forward pass against an independent
 // naive computation, greedy decoding, sampling, and TP = N against TP = 1.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The engine's GPU path against its CPU reference: stories260K (interleaved
 // RoPE, grouped-query attention) and a random Qwen3-style model (q/k norm,
 // rotate-half RoPE), batched prefill, CUDA-graph decode, bf16 decode of 1-2

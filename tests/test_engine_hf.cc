@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The Hugging Face checkpoint loader (examples/engine/hf): random small
 // models of every supported architecture written by test_engine_hf_writer
 // load back exactly (F32) or to BF16 rounding, tensor-parallel shard loads

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Stands in for the Hugging Face loader tests in builds without nlohmann-json,
 // where rcn_engine_hf is not built: ctest reports a skip, not a pass.
 #include <catch2/catch_test_macros.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // tokenizer.json byte-level BPE (examples/engine/hf/bpe_tokenizer.h) on tiny
 // handmade tokenizers whose results can be worked out by hand: merge order,
 // both merge spellings, the Llama-3 and GPT-2 split patterns, added and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "test_engine_hf_writer.h"
 
 #include <sys/stat.h>

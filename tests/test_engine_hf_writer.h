@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Writes small Hugging Face checkpoints (config.json + safetensors) from the
 // engine's ModelWeights, for the HF loader tests: every supported
 // architecture, BF16 or F32, one file or several shards with an index.

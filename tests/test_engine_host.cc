@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The engine's CPU path with one process per tensor-parallel rank, joined by
 // rcnAllReduce over rocenante's host backend (RcnHostAllReduce): on
 // stories260K, TP=2 greedy tokens equal TP=1 and the logits agree within 1e-4

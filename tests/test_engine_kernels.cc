@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The engine's matrix-vector kernels (gemv.h) against a double-precision CPU
 // product of the same bf16 values: plain (bf16 and fp32 output), with SwiGLU
 // fused, with the residual add + RMSNorm fused in front (1-2 tokens), with

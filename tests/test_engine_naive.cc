@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The engine's forward pass recomputed naively for the tests (see the header).
 #include "test_engine_naive.h"
 

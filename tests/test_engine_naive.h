@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared by the engine tests: an independent double-precision forward pass
 // of the engine's model (no KV cache, no code shared with CpuModel).
 #pragma once

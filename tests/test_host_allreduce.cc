@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The host backend across processes over the shm and tcp wires: every dtype
 // and op against a float64 reference, counts from 1 element to several times
 // the slot size (chunked), in-place calls, and bit-identical output on every

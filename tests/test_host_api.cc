@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The host backend through the public API, as on a machine without a GPU:
 // rcnCommInitRank with ROCENANTE_BACKEND=host, rcnAllReduce on host pointers
 // (any size: no NCCL behind it), rcnCommQuery, rcnCommGetDeviceComm (refused), rcnCommDestroy.

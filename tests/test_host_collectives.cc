@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rcnAllGather and rcnReduceScatter on the host backend, through the public
 // API over forked ranks: every type (and every op for reduce-scatter), sizes
 // past one exchange slot (chunked), in place as NCCL defines it, each block

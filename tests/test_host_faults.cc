@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fault injection on the host backend: a rank killed in the middle of its
 // calls, a rank that never joins, a rank that never calls, a corrupted tcp
 // frame, a sender stuck mid-frame. Every surviving rank must get an error,

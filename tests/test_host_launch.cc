@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The public API for processes started by a launcher (rcnGetLaunchInfo,
 // rcnCommInitFromLaunch) on the host backend: two forked ranks with
 // torchrun's variables join over MASTER_ADDR:MASTER_PORT and all-reduce host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The host backend over the tcp wire between ranks in separate network
 // namespaces, joined by veth pairs to a bridge in a third namespace (the
 // switch), so nothing goes over loopback. Skips where creating a namespace

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The host backend's reduction against CUDA's own host conversions: for random
 // bit patterns a and b of every 16- and 8-bit float type, hostReduce's a + b
 // and (a + b) / 2 (fp32 accumulation) must give exactly the bits CUDA's

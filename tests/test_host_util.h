@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared pieces of the host-backend and wire tests: forming a communicator's
 // bootstrap across forked ranks, building the host path, and checking an
 // all-reduce against a float64 reference on fresh random inputs.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs the build into a scratch prefix, then builds and runs a small user
 # project against it twice: through find_package(rocenante) and through
 # pkg-config. Usage: test_install.sh BUILD_DIR SOURCE_DIR

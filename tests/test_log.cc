@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Logging: what ROCENANTE_DEBUG, ROCENANTE_DEBUG_SUBSYS and
 // ROCENANTE_DEBUG_FILE select, and the warnings for values it cannot use.
 #include <catch2/catch_test_macros.hpp>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # librocenante.so opens libibverbs at run time: a DT_NEEDED entry on it, or an
 # undefined ibv_* symbol, would keep the library from loading on a machine
 # without rdma-core. Usage: test_no_ibverbs_needed.sh LIBRARY

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The p2p path through the public API, one process per GPU (rcnCommInitRank
 // in forked ranks; the parent only makes the unique ids and never touches
 // CUDA): every dtype x op over two interleaved communicators, graphs, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The p2p path through the public API with every GPU in this process
 // (rcnCommInitAll): two communicators sets interleaved, every dtype x op,
 // graphs, driven from one thread; and abort while other work keeps a GPU busy.

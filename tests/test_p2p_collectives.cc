@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rcnAllGather and rcnReduceScatter on GPUs, over the p2p path and the
 // proxy path (shm wire, and the cuda wire's regions in GPU memory), one
 // process per GPU (or, under ROCENANTE_TEST_SHARE_GPUS=1, two processes on

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Passing descriptors between processes over abstract Unix sockets
 // (src/transport/p2p/fd_passing.h), as the p2p transport shares cuMem
 // handles, with pipes standing in for GPU memory. CPU only.

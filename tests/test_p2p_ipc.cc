@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The p2p path with one process per GPU: regions shared through cuMem file
 // descriptors (and the legacy cudaIpc handles), ranks forked from a parent
 // that never touches CUDA, bootstrapped over TCP. Also the bounded wait: a

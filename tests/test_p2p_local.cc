@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The p2p path with every rank in this process (the rcnCommInitAll case):
 // raw pointers and peer access, one thread per rank to build, one thread to
 // drive. Three paths at once: default protocol split, all LL, all flags.

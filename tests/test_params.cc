@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The parameter table: parsing, defaults, validation and its documentation.
 #include <catch2/catch_test_macros.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The exit watch that shm and cuda wires use to notice a killed peer without
 // waiting for the timeout: a peer on another host is refused at setup; a live
 // peer, this process's own rank and a peer in another pid namespace (whose

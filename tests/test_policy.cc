@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The routing policy: built-in defaults, the YAML file, the environment on
 // top, the route function, clear errors for malformed files and values, and
 // what the self-test's timings decide (on or off, and where the one-shot stops).

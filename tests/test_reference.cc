@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CPU reference (tests/support/reference.h) against CUDA's own host-side
 // conversions, exhaustively for the 8- and 16-bit formats, plus the
 // reference's arithmetic and the one-shot grid and layout rules. CPU only.

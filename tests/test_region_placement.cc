@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Where the proxy path puts its exchange regions (region_placement.h), from
 // made-up topologies: GPU memory only when every rank's GPU can take
 // GPUDirect RDMA writes over the verbs wire, each rank registering through

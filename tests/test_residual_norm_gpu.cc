@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rcnAllReduceResidualRmsNorm on GPUs: two ranks of one process
 // (rcnCommInitAll; with ROCENANTE_TEST_SHARE_GPUS=1 both on one GPU, without
 // NCCL). The fused p2p kernel and the composed path (the all-reduce, then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rcnAllReduceResidualRmsNorm on the host backend (no GPU): every rank's
 // outputs are bit-identical, equal to rcnAllReduce's sum followed by the CPU
 // mirror of the norm kernel, and within the fp64 bounds of the unfused

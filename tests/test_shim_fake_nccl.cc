@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shim's interception and the tuner's life inside NCCL, on a CPU: the
 // shim forwards to tests/fake_nccl.cc (a libnccl.so.2 without a GPU, named by
 // ROCENANTE_NCCL_LIBRARY), which loads librocenante.so as its tuner plugin

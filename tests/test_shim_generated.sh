@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The committed forwarders are what plugin/gen_forwarders.py writes from the
 # pinned NCCL headers (scripts/env.sh names the versions, install-deps.sh
 # fetches them): regenerates them into a scratch folder and compares.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shim on GPUs (1 for the single-rank case, 2 for the rest):
 // librocenante.so opened by path the way an application opens libnccl.so.2,
 // driven through the plain NCCL API.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The startup self-test and vote (src/core/selftest.cc) on the host backend,
 // which needs no GPU: the correctness check runs, the vote gathers every
 // rank's verdict, the config hash must agree. Without NCCL to fall back to, a

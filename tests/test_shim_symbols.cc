@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // librocenante.so stands in for libnccl.so.2: it exports every nccl*/pnccl*
 // symbol the installed NCCL exports, forwards to the real library, and never
 // forwards to itself. No GPU needed: ncclGetVersion and ncclGetErrorString

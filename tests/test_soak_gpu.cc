@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Soak on the p2p path (the GPU host): two forked ranks, two communicators,
 // a long random run of batches, eager or captured in a CUDA graph and
 // replayed, each call's count, type, op, alignment and in-place drawn from a

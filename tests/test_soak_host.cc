@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Soak: a long randomized run of the public API on the host backend, across
 // forked ranks. Every call draws its communicator (one over shm, one over
 // tcp, and a third that is destroyed and made anew every kChurnCalls calls,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The communicator-wide class of real layouts, described by topology files in
 // tests/fixtures/topology, with the reason text each one gives.
 #include <catch2/catch_test_macros.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Topology files (ROCENANTE_TOPO_FILE / ROCENANTE_TOPO_DUMP_FILE), the binary
 // blob ranks exchange, and the gather over an in-process bootstrap.
 #include <catch2/catch_test_macros.hpp>

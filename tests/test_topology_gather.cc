@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The launcher-style bootstrap (MASTER_ADDR:MASTER_PORT, src/core/bootstrap_env.cc)
 // and the topology exchange across forked processes, as rocenante-probe runs it.
 #include <catch2/catch_test_macros.hpp>

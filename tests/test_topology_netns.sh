@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rocenante-probe --comm across network namespaces, one per rank, each with
 # its own host name (a UTS namespace), bootstrapped over TCP from
 # MASTER_ADDR:PORT. Every rank prints the probe's class and verdict, then

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shared helpers of the topology tests.
 #pragma once
 #include "support/scoped_env.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Discovery against fixture sysfs trees of real layouts (tests/fixtures/topology/sysfs).
 #include <catch2/catch_test_macros.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tuner plugin, loaded the way NCCL loads it (dlopen + dlsym of
 // ncclTunerPlugin_v6 / _v5 / _v4) and driven with synthetic cost tables.
 #include <catch2/catch_test_macros.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Files the user names (core/user_file.h): read whole only when regular and
 // small, written without blocking on a FIFO that no one reads, nor dying of
 // SIGPIPE when its reader leaves.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The run-time loader of libibverbs: a library that is absent or lacks a
 // symbol is a reason naming it, never a crash; the installed one fills the
 // table.

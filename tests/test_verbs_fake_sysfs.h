@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A fake /sys/class/infiniband tree in a temporary directory, for GID
 // selection tests: <root>/<dev>/ports/<port>/gids/<i> and gid_attrs/types/<i>.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rocenante-probe --rdma-check's logic (tools/rocenante-probe/probe_rdma_check.h)
 // on the software NIC of verbs_mock.h, ranks as threads: the report's ports,
 // every pair measured with both flag protocols, the ordering stress finding

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device/port filters with NCCL_IB_HCA's syntax and GID selection on fake
 // sysfs trees (no RDMA hardware needed, built with or without libibverbs).
 #include <catch2/catch_test_macros.hpp>

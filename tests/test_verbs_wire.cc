@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The verbs wire without hardware, against the software NIC of verbs_mock.h:
 // asynchronous, strict about the verbs contract, and (in its weak-ordering
 // mode) as loose about when a write's bytes become visible as verbs allows.

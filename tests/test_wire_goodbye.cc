@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A rank that leaves on purpose (its wire's close(), as destroying a
 // communicator does) and then exits fails none of its peers over shm or tcp:
 // they see it left, and the flag it raised before leaving stays readable. A

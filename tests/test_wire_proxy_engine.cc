@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The proxy engine without a GPU: each rank runs a CPU stand-in for the
 // proxy kernel against the real ProxyEngine over the shm and tcp wires, with
 // grids and protocols that change from call to call: flags (stage a slice,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The proxy path on GPUs (2 processes, one GPU each, shm wire by default):
 // every dtype and op against a float64 reference with poisoned outputs,
 // unaligned pointers, bit-identical results on every rank, CUDA graph

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Topology discovery, classification and files: CPU only, fixture trees and
 # topology files under tests/fixtures/topology (regenerate with make_fixtures.py).
 rcn_add_test(test_topology

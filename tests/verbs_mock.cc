@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The software NIC of verbs_mock.h. One lock guards everything; the NIC
 // thread takes it once per tick (about every 20 us) and runs what is due.
 #if ROCENANTE_HAVE_IBVERBS

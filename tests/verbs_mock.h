@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A software NIC behind the VerbsApi table (transport/wire/verbs_api.h),
 // strict enough that the verbs wire cannot pass by accident:
 //   - asynchronous: a NIC thread runs each QP's requests in order, each after

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MockScope: the software NIC of verbs_mock.h installed as the verbs table,
 // with a fake sysfs of two ConnectX devices, for the duration of a test.
 #pragma once

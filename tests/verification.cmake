@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The SPIN models of the exchange protocols (verification/): every healthy,
 # mismatched, dying and replayed configuration must verify, and every
 # mutation must fail. Needs spin and gcc (scripts/install-deps.sh installs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Checks the protocol models with SPIN: every configuration in the table
 # below is compiled into a verifier (pan, built with gcc) and searched
 # exhaustively. "pass" rows must end with no error; "fail" rows are the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The one point where tensor-parallel ranks talk: after each row-parallel
 // product (attention output, MLP down) every rank holds a partial sum of the
 // hidden vector and calls sum() to complete it. The CPU path runs its ranks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The argmax's key (gpu_kernels.cu, gpu_model.cc): a logit and its index as
 // one 64-bit key whose maximum names the argmax, the lowest index on ties, so
 // blocks (atomicMax) and ranks (one all-reduce of the vocab-parallel head)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Decode attention over the KV cache (launchAttention in gpu_kernels.h).
 // Block (split, head, token), 512 threads. The token's positions 0..p are
 // spread evenly over the s splits: split z takes [z * span, (z + 1) * span)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The work plan of decode attention (attention_plan.h).
 #include "attention_plan.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // How decode attention (attention.cu) divides its work: threads per block,
 // the threads that share a key row, the rows a thread loads at once, how
 // many blocks (splits) share one head's context, and whether a block keeps

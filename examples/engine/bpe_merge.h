@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The merge loop both tokenizers share (llama2.c's scores, Hugging Face's
 // ranks): merge the adjacent pair that ranks best, the leftmost of equals,
 // until no pair ranks at all. The plain loop rescans the sequence after each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "checkpoint.h"
 
 #include <sys/stat.h>

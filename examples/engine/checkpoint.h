@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // --model PATH: a llama2.c checkpoint file, or a Hugging Face checkpoint
 // directory when the engine was built with rcn_engine_hf (docs/ENGINE_HF.md).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The float32 CPU reference of the forward pass, one token at a time, for
 // one tensor-parallel rank (TP = 1 is the whole model). It reads top to
 // bottom like llama2.c's run.c: embedding, then per layer RMSNorm, Q/K/V,

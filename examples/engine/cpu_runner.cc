@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "cpu_runner.h"
 
 #include <stdlib.h>

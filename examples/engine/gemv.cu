@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Matrix-vector products for decode (gemv.h): the entry points, and the
 // CUDA-core kernel for 1-2 tokens (3-8 tokens run on tensor cores,
 // gemv_mma.cu). A block stages a normed input (the fused norm) in shared

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The decode path's matrix products: y[b] = W x[b] for up to 8 tokens with
 // bf16 weights. Bound by reading W once, so each kernel streams W with many
 // loads in flight. 1-2 tokens run on CUDA cores (gemv.cu), 3-8 on tensor

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the two GEMV kernels (gemv.h) share: their parameters, the weight
 // rows behind an output, the epilogues, and the host-side helpers that size
 // a launch. gemv.cu holds the CUDA-core kernel for 1-2 tokens (with the

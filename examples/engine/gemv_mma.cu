@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Matrix products for 3-8 tokens (gemv.h) on tensor cores: a warp multiplies
 // 16 weight rows by the tokens' inputs with mma.sync m16n8k16 (bf16 in, fp32
 // accumulation), the mma's 8 columns being the tokens (the columns past the

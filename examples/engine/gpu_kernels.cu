@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One kernel per step of the forward pass, each instantiated for fp32 and
 // bf16 storage only. Reductions use a fixed order (warp shuffles, then one
 // warp over the partials), so every GPU computes bit-identical results.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The engine's CUDA kernels, one launcher each. Activations and weights are
 // stored in DType (fp32 or bf16); every kernel computes in fp32. The residual
 // stream and the logits are always fp32.

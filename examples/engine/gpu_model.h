@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One tensor-parallel rank of the model on one GPU. A forward pass takes n
 // tokens, each placed in a sequence (KV-cache slot) at a position, so one
 // code path serves batched prefill (n = batch * prompt) and decode (n = batch).

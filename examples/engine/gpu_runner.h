@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The GPU side of rcn_engine: rank setup (device, rcn communicator), model
 // construction, streamed generation, and the --bench measurements.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CPU path's all-reduce across processes: rcnAllReduce on host float32
 // buffers. The communicator runs rocenante's host backend (the library picks
 // it without a GPU, or with ROCENANTE_BACKEND=host), which sums the partials

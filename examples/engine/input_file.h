@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Opening the engine's input files (checkpoints, tokenizers, JSON): only a
 // regular file will do. A FIFO would block the open or the first read for
 // ever, /dev/zero never ends, and a directory or a pipe from a shell's <(...)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What every engine kernel file shares: fp32/bf16 conversions, the wait on
 // the previous kernel (programmatic dependent launch), block reductions in a
 // fixed order, and the launch helper.

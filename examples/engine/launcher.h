@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // --tp N on the GPU path: one process per GPU. The launching process makes
 // the rcn unique id, starts N copies of this program with --rank r, hands
 // each the id through a pipe (--id-fd: argv is readable by every local user

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "llama2c_loader.h"
 
 #include <climits>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // llama2.c checkpoints ("legacy" format, fp32): a 7-int header, then the
 // weights in a fixed order (see ../shared/models/README.md).
 #pragma once

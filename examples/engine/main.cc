@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rcn_engine: a tensor-parallel decode engine that drives rocenante.
 //   rcn_engine --model stories260K.bin --tokenizer tok512.bin --prompt "Once upon a time"
 //   rcn_engine --device gpu --tp 2 --random-weights --shape llama3-8b --bench --batch 1,8

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The model as the engine sees it: a shape (ModelConfig) and float32 weights
 // in the y = W x convention, each matrix row-major [out_features][in_features].
 // Every loader (llama2.c, random) produces this; the CPU and GPU paths consume it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Command-line options of rcn_engine (see docs/ENGINE.md for the full list).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The GPU all-reduce of the engine through the rcn API: rocenante's one-shot
 // path for small messages, NCCL for the rest (or for all of them when
 // ROCENANTE_DISABLE=1 was set before the communicator was made).

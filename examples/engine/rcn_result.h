@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rcn API results as the engine's exceptions.
 #pragma once
 

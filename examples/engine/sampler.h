@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Picks the next token from logits: greedy at temperature 0, otherwise a
 // seeded draw from softmax(logits / temperature) restricted to the top-k
 // tokens and then to the smallest set whose probability reaches top-p.

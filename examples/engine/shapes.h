@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Named model shapes for benchmarks without a checkpoint, and seeded random
 // weights of any shape (small ones for tests; the GPU fills big ones itself).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tensor-parallel split of one model over `size` ranks (Megatron style):
 // column-parallel Q/K/V and gate/up (each rank owns whole heads and a slice
 // of the MLP), row-parallel O and down (each rank produces a partial sum of

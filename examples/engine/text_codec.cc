@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "text_codec.h"
 
 #include <sys/stat.h>

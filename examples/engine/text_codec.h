@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Text in and out of the CLI (--tokenizer): the prompt's token ids, the bytes
 // to print for each generated token, and the tokens that end generation.
 // llama2.c's tokenizer.bin, or a Hugging Face tokenizer.json (through

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // llama2.c's tokenizer (tokenizer.bin): a sentencepiece-trained BPE vocabulary
 // with a score per token. Encoding starts from single UTF-8 characters (bytes
 // that have no token fall back to the <0xXX> tokens, ids 3..258) and repeatedly

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """A tensor-parallel transformer block (attention + MLP) in PyTorch, its all-reduces through rocenante.
 
     torchrun --nproc-per-node 2 examples/python/tp_block.py            # one GPU a rank

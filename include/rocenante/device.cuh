@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device functions over rcnDeviceComm (rocenante.h): a one-shot all-reduce
 // (sum) of float values done inside the caller's kernels (two on one stream,
 // or one: below), so that it costs no kernel of its own. rcnCommGetDeviceComm gives the rcnDeviceComm;

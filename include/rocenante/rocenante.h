@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 /*
  * rocenante: one-shot all-reduce for small, latency-bound messages.
  *

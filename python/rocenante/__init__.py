@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """rocenante for PyTorch: one-shot all-reduce (and the collectives beside it) on torch tensors.
 
     import rocenante

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Python exceptions for rocenante's result codes.
 
 Every failed library call raises a subclass of RocenanteError whose message

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The collectives as torch.library custom ops (namespace ``rocenante``).
 
 As custom ops they run inside CUDA graphs (on the capturing stream) and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """torch dtypes and reduction names as the C API's numbers (rocenante.h)."""
 import torch
 

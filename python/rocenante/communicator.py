@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Communicator: a rocenante communicator over torch tensors."""
 import itertools
 import os

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rcnResult_t -> Python exception: a failed rcn* call throws RcnError, which
 // the module's translator raises as the rocenante.RocenanteError subclass for
 // its code (rocenante/_errors.py), with the library's reason.

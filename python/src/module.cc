@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rocenante._rocenante: the C API on integers. Buffers and streams come in as
 // addresses (tensor.data_ptr(), stream.cuda_stream) and a communicator as its
 // handle, so the extension needs no PyTorch headers and any PyTorch works;

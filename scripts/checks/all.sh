@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The checks that need no build, run first by scripts/test.sh: commit
 # messages, formatting of the changed lines, license lines. Each runs to the
 # end so that one run reports every failure.

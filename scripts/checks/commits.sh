@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every commit after the base (merges aside) has a subject "area: imperative
 # subject" of at most 72 characters, a blank line, then a body (docs/CONTRIBUTING.md).
 set -euo pipefail

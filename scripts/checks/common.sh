@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Sourced by the checks: the commit they compare against. RCN_CHECK_BASE
 # names one (a branch's fork point, for a check of that branch alone); else
 # .ci/check-base, the last commit before the commit and format rules.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The C++ and CUDA lines changed since the base follow .clang-format (lines
 # nobody touched are left as they are). --fix formats them in the working tree.
 set -euo pipefail
@@ -11,7 +12,7 @@ if ! command -v git-clang-format >/dev/null; then
   exit 1
 fi
 # Copies of other projects' headers keep their own style.
-paths=(':(exclude)plugin/nccl/**' ':(exclude)tests/fixtures/**' ':(exclude)fuzz/corpus/**')
+paths=(':(exclude)plugin/nccl/**' ':(exclude)plugin/forwarders.cc' ':(exclude)plugin/real_nccl.h' ':(exclude)plugin/real_nccl.def' ':(exclude)tests/fixtures/**' ':(exclude)fuzz/corpus/**')
 # Only C++ and CUDA: git-clang-format would also take JSON and other files.
 ext=(--extensions c,cc,cpp,cxx,h,hh,hpp,cu,cuh)
 if [ "${1:-}" = "--fix" ]; then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs several areas' GPU scripts on the GPU host over one shared build, so
 # the library is compiled once. Usage: scripts/gpu/all.sh [area...]
 # (default: p2p topology shim proxy bench engine). The build lives in

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The sweep on the GPU host: builds allreduce_sweep from source, checks its CPU
 # tests, then times bf16 sum all-reduce from 1 KB to 64 MB (factor 2), eagerly
 # and in CUDA graphs, rocenante against every NCCL setting, on all local GPUs.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # All-gather and reduce-scatter on the GPU host: builds from source and runs
 # test_p2p_collectives (p2p and proxy over shm and cuda wires: every type and
 # op, in place, graphs, different calls), and the all-reduce's tests whose

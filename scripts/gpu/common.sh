@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The preamble every per-area GPU script shares. Source it first:
 #   . "$(dirname "$0")/common.sh" <area> <build dir> [<default OUT>]
 # It sets SRC (the repo), OUT (default /tmp/<area>-out), BUILD, and

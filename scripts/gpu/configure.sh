@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The one CMake configure line of the GPU scripts (common.sh's gpu_build and
 # all.sh's shared build). Source it with SRC set to the repo:
 #   gpu_configure <build dir> [more cmake options...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds rcn_engine from source, runs its GPU tests, then benchmarks decode
 # with rocenante against NCCL: llama3-1b and llama3-8b shapes (random bf16
 # weights), batch 1 and 8, TP=1 and TP=2 (with and without --fused-allreduce,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The GPU suite on whatever GPUs the machine has (one H200 is the usual case):
 # every ctest program labelled gpu, once as it is (cases needing more GPUs
 # skip, naming what they need) and once with ROCENANTE_TEST_SHARE_GPUS=1

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The p2p transport and the one-shot kernel on 2 GPUs: builds from source,
 # prints the GPU link matrix, runs the latency probe (tests/p2p_latency.cc:
 # both protocols, graph and eager, 1 KB..256 KB bf16 sum), then the p2p tests

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The proxy path on the 2x H200 host: builds from source into /tmp, runs the
 # proxy-path GPU test (2 processes, shm and tcp wires, every dtype and op,
 # graph replay, latency of bf16 sum in a CUDA graph) and the host-backend and

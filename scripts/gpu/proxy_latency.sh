@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The proxy path's latency over shm with both ranks on one GPU
 # (tests/proxy_latency_local: bf16 sum, graphs of 20 calls, median of 100
 # replays, 8 KB to 256 KB), ROUNDS rounds (default 5), to compare two builds

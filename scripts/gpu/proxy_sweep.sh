@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The proxy path's latency under different settings, on the 2-GPU host: the
 # shm case of test_wire_proxy_gpu (every dtype and op checked first, then bf16
 # sum in CUDA graphs from 8 KB to 256 KB) once per setting, then the

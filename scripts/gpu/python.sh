@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Python package on the GPU host: builds librocenante.so and the extension
 # with the host's Python (PyTorch, nanobind; PYTHON to choose), then runs the
 # pytest suite (tests/python): its CPU cases, and its CUDA cases on two ranks,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A lean GPU pass over an existing build when device time is short: the p2p
 # tests and latency probe, the sweep (bf16, graph + eager), the shim's GPU
 # test and the probe. Reuses whichever build dir a warm machine still has.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # rcnAllReduceResidualRmsNorm on the GPU host: builds from source, runs its
 # GPU tests (with one GPU, both ranks on it: ROCENANTE_TEST_SHARE_GPUS=1) and
 # the engine's TP=2 test, then what one GPU can measure: the one-rank kernel

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # compute-sanitizer's four tools (memcheck, racecheck, synccheck, initcheck)
 # over every GPU test program one GPU can run, with two-rank cases sharing it
 # (ROCENANTE_TEST_SHARE_GPUS=1) and every wait scaled (the tests' own through

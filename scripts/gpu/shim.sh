@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The NCCL shim on 2 GPUs: builds librocenante.so and the shim tests from
 # source, then
 #   1. ctest: policy, tuner, exported symbols (CPU) and test_shim_gpu (eager,

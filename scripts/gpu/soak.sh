@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The p2p soak (tests/test_soak_gpu.cc): 10^5 random all-reduces (eager and
 # graph batches, two communicators, every type and op, unaligned and in
 # place) between two ranks, each result checked against the CPU reference

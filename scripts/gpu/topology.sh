@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the topology tests and rocenante-probe from source, runs them, then
 # runs the probe alone (table and --json) and as 2 ranks (one per GPU) over
 # MASTER_ADDR=127.0.0.1. Expected on 2x H200 with NVLink: the GPU pair shows

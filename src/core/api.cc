@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The public rcn* entry points: argument checks, then the communicator code.
 #include <nccl.h>
 

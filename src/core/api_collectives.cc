@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The public all-gather and reduce-scatter: argument checks, then the
 // communicator's routing (comm_collectives.cc).
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The public entry points for processes started by an external launcher
 // (torchrun, mpirun, srun): what the launcher's variables say, and a
 // communicator built over the MASTER_ADDR:MASTER_PORT rendezvous.

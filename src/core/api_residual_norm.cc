@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The public entry point of the all-reduce fused with the residual add and
 // RMSNorm: argument checks, then the communicator (core/residual_norm.cc).
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The handshake (auth.h), three messages on a fresh connection:
 //   listener -> client  Challenge {protocol, listener nonce}
 //   client -> listener  Response  {client nonce, MAC("client")} + request

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Authenticated connections for the bootstrap and the wires: before a
 // listener gives a connection anything, the other end proves that it holds
 // the communicator's key with an HMAC-SHA256 over a fresh challenge, and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What every kind of bootstrap shares: a barrier is an all-gather of one byte.
 #include "core/bootstrap.h"
 

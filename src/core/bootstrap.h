@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The bootstrap: how ranks of one communicator find each other and exchange the
 // small blobs each transport needs (addresses, IPC handles, remote keys).
 // Three kinds exist behind one interface: TCP from a unique id (native API),

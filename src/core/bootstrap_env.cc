@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Rendezvous at MASTER_ADDR:MASTER_PORT. Rank 0 accepts nranks-1 connections;
 // each joiner proves the launch's key (ROCENANTE_BOOTSTRAP_KEY, core/auth.h;
 // without one the proof is of the empty key, which anyone can make), sends

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A bootstrap for processes started by a launcher (torchrun, mpirun, srun)
 // that only agree on a rendezvous address (MASTER_ADDR:MASTER_PORT): rank 0
 // makes a unique id and hands it to every rank that connects there, then all

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "core/bootstrap_key.h"
 
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shared key of a MASTER_ADDR:MASTER_PORT rendezvous, where nobody can
 // hand the ranks a unique id: ROCENANTE_BOOTSTRAP_KEY or the contents of
 // ROCENANTE_BOOTSTRAP_KEY_FILE, the same on every rank.

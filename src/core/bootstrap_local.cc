@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The in-process bootstrap of rcnCommInitAll: one thread per rank, exchanging
 // through one shared buffer. An all-gather is a round: every rank deposits
 // its block, the last one to arrive completes the round, every rank copies

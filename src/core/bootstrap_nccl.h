@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A Bootstrap over an existing NCCL communicator: the shim builds rocenante's
 // state over the user's communicator without opening a port of its own.
 // Every exchange is an ncclAllGather on a small device buffer and a private

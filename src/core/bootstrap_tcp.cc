@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The TCP bootstrap of the native API (rcnGetUniqueId / rcnCommInitRank).
 //
 // rcnGetUniqueId opens the root's listening socket and starts a root thread.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A readable stamp in librocenante.so (`strings librocenante.so | grep rocenante-build`)
 // so a user can tell which build and which optional features a deployed copy has.
 #include "rocenante/rocenante.h"

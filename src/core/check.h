@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One way to propagate failures: every internal call returns rcnResult_t and
 // callers wrap it in RCN_CHECK, which logs file:line on the way up, as NCCL does.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The command-line reader of allreduce_sweep, rcn_engine and rocenante-probe:
 // "--name value", "--name=value" and switches, checked against a table of the
 // options a program takes. Header-only, so that the engine, which links only

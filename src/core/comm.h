@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The communicator: the one owner of per-communicator state. Created by the
 // native API (rcnCommInitRank / rcnCommInitAll) and by the NCCL shim alike.
 #pragma once

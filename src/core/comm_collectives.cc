@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Routing and dispatch of the collectives (all-reduce, all-gather,
 // reduce-scatter): one function decides, for every caller (native API, NCCL
 // shim), whether a call takes the fast path or NCCL; one runs it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Bounded waits for CUDA work: polling a stream or event query instead of a
 // synchronize call, which would wait without bound for work that may never
 // finish (an NCCL kernel whose peer stopped taking part, a GPU kept busy).

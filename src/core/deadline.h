@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Deadlines for waits. Every wait for a peer or a device is bounded: a peer
 // that died or a kernel that never finishes must turn into an error the caller
 // can report, never into a hang. These helpers keep that bound in one place.

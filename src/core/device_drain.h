@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Waiting for a device to finish its work, without waiting forever.
 //
 // Abort (and a creation that failed) may free a communicator's exchange

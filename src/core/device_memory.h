@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device memory work at communicator creation that waits for nothing but
 // itself.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Makes a CUDA device current for a scope and puts the caller's device back
 // afterwards, so library calls never leave the user's thread on another GPU.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Facts about data types and ops, shared by host and device code.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The seam between the communicator and a transport: a built, connected fast
 // path that runs one-shot all-reduces. p2p (src/transport/p2p), proxy
 // (src/transport/proxy) and the host backend implement it.

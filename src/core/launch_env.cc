@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "core/launch_env.h"
 
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // How this process learns its place in the run: started by torchrun (RANK,
 // WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), by mpirun
 // (OMPI_COMM_WORLD_* or PMI_*) or by srun (SLURM_* of a step), or by nobody

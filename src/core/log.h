@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Logging with NCCL's conventions: ROCENANTE_DEBUG=WARN|INFO|TRACE picks the
 // level, ROCENANTE_DEBUG_SUBSYS=INIT,COLL,... (or ^INIT to exclude) the
 // subsystems, ROCENANTE_DEBUG_FILE a file instead of stderr (%h host, %p pid).

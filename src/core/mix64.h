@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // splitmix64's finalizer: every input bit moves about half the output bits.
 // For hashes that must agree wherever they are computed (a call's signature
 // on every rank, the sweep's input pattern on every rank).

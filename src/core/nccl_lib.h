@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The real NCCL, opened at run time. librocenante.so never links libnccl: it may
 // itself be installed as libnccl.so.2 or preloaded in front of it, so the real
 // library is found through ROCENANTE_NCCL_LIBRARY, else the first libnccl.so.2

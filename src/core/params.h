@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every tunable is read through this table (params.def), so each one has one
 // name, one default and one line of documentation.
 #pragma once

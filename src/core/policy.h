@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The routing policy: a pure function from the rank-invariant description of a
 // call to a route. The native API, the shim, the tuner plugin and the sweep's
 // --write-policy all use this one function. It never looks at pointers or time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The YAML routing policy file (ROCENANTE_POLICY). Parsing only: what the
 // file says, every field optional. policyLoad (policy.cc) layers it over the
 // built-in defaults and under the environment. docs/POLICY.md describes the

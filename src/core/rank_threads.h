@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Runs the ranks of one process together, a thread each, for setups whose
 // bootstrap exchanges need every rank at once (rcnCommInitAll, the NCCL
 // shim's ncclCommInitAll and group creations).

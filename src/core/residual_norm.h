@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rcnAllReduceResidualRmsNorm inside the communicator: the fused kernel
 // where the fast path has one for the call, else the all-reduce as
 // rcnAllReduce routes it (fast path or NCCL) and then the separate norm

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "core/residual_norm_host.h"
 
 #include <cuda_bf16.h>

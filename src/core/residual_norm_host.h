@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The residual add + RMSNorm on the CPU, after the host backend's all-reduce:
 // the bits of the GPU kernels (kernels/norm_math.h defines the order), so a
 // test can also check a GPU's output against it bit for bit.

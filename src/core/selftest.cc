@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The startup self-test and vote (see selftest.h). Order of work on every rank:
 //   1. hash the routing config and gather the hashes: any difference turns
 //      the fast path off everywhere (ranks would otherwise route differently);

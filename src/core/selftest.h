@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The startup self-test and vote: run after the fast path is built, on every
 // rank. Leaves comm->fast null on every rank if any rank fails or the fast
 // path is slower than NCCL on small messages; lowers the one-shot threshold

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The startup self-test of the all-gather and the reduce-scatter (see
 // selftest.h, selfTestCollectives). For each one the fast path runs and the
 // policy routes calls to, on every rank and in the same order:

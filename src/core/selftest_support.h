@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the startup self-test's parts share (selftest.cc: the all-reduce;
 // selftest_collectives.cc: all-gather and reduce-scatter): scratch buffers on
 // the communicator's device, bounded batch timing and the every-rank

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Small TCP helpers for the bootstrap. Every call that waits takes a deadline
 // and polls non-blocking sockets, so no wait outlives it; sends use
 // MSG_NOSIGNAL, so a dead peer gives an error, never SIGPIPE.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // String helpers shared by the library, the benchmark, the probe and the
 // engine. Header-only, so that the engine, which links only the public
 // library, uses the same copy.

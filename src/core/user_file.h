@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The files a user points rocenante and its tools at (ROCENANTE_POLICY,
 // ROCENANTE_TOPO_FILE to read; ROCENANTE_DEBUG_FILE, ROCENANTE_TOPO_DUMP_FILE,
 // the sweep's results to write), opened so that none can hang or fill memory.

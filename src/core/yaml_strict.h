@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What YAML takes without a word, for the readers that refuse it (policy and
 // topology files): a key given twice in one mapping, of which yaml-cpp keeps
 // one, and a document after the first, which a single-document load drops;

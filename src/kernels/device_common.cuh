@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device helpers shared by the all-reduce kernels (kernels/one_shot.cu and
 // transport/proxy/proxy_kernel.cu): system-scope flag access, the PDL
 // prologue, call numbering, bounded waits and the 16- or 8-byte chunk moves

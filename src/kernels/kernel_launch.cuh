@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Host side shared by the all-reduce kernels (kernels/one_shot.cu and
 // transport/proxy/proxy_kernel.cu): the (dtype, op) instance table, its
 // preload, and the launch with or without programmatic dependent launch (PDL).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The arithmetic of the residual add + RMSNorm that follows a sum all-reduce
 // (rcnAllReduceResidualRmsNorm), written once for the GPU kernels
 // (residual_norm.cu, fused_norm.cu) and the CPU (residual_norm_host.cc), so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The one-shot all-reduce kernel (see one_shot.h for the two protocols).
 // One template instance per (dtype, op): 12 x 5 = 60; the protocol is a
 // runtime argument so it adds no instances.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The push-model one-shot all-reduce kernel, as the host sees it: the device
 // view of a communicator's exchange regions, the grid choice, and one launch
 // entry per (dtype, op). Transports fill OneShotArgs; nothing here allocates.

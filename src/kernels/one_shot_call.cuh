@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The start, end and waits of a call of the p2p one-shot kernels
 // (kernels/one_shot.cu: all-reduce; kernels/one_shot_collectives.cu:
 // all-gather and reduce-scatter; kernels/residual_norm.cu: the all-reduce

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The one-shot all-gather and reduce-scatter kernels (one_shot_collectives.h).
 // Both are the all-reduce's LL protocol with other sources and targets: unit
 // u (8 bytes) of a share travels as one 16-byte line {lo, tag, hi, tag} into

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The p2p path's one-shot all-gather and reduce-scatter kernels, as the host
 // sees them. Both use the all-reduce's exchange region, call counter and LL
 // protocol (kernels/one_shot.h): a rank's share of the call (the all-gather's

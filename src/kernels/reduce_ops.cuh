@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Element types and reduction ops for the device kernels. Each storage type
 // has an accumulation type: 16- and 8-bit floats accumulate in fp32, integers
 // in a type at least as wide as themselves with wrap-around (never undefined

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The residual add + RMSNorm after a sum all-reduce (residual_norm.h): the
 // separate kernel, run after rcnAllReduce or NCCL, and the p2p kernel that
 // does the all-reduce too, in one launch. Both normalize a row per block

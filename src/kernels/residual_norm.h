@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The residual add + RMSNorm after a sum all-reduce, as the host sees it:
 // one call's arguments, the separate norm kernel (run after an all-reduce by
 // rcnAllReduce or NCCL) and the p2p kernel that does both in one launch.

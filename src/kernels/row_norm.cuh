@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device code shared by the separate norm kernel (residual_norm.cu) and the
 // fused p2p kernel (fused_norm.cu): one block normalizes one row at a time,
 // in the order kernels/norm_math.h defines, so both give the same bits.

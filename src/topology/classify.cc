@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The communicator-wide class. Ranks on one machine (same host name and boot
 // id) form a node. One node: the p2p path is eligible when every pair of the
 // ranks' GPUs has peer access. Several nodes: two nodes are linked when they

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GPUs through cudart calls that only query (no context, no allocation), each
 // failing gracefully on a machine without a driver or GPU. NVML is not used,
 // so NVLink is inferred: see docs/TOPOLOGY.md ("NVLink without NVML").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Host identity (name + boot id, so two containers on one machine count as one
 // host and a rebooted machine as a new one), the peer-memory kernel module,
 // and the plain IPv4 interfaces the tcp wire would use.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RDMA devices: sysfs gives devices, ports, GIDs with their RoCE version and
 // netdev (the same files NCCL and rdma-core read); on the real machine,
 // libibverbs (where built in and loadable) confirms each port's state, link

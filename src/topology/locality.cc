@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GPU-to-NIC locality from the PCIe tree in sysfs: a device's resolved path
 // (/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/...) lists the host bridge
 // and every bridge above it, so the shared prefix of two paths says how close

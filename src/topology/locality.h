@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GPU-to-NIC locality, shared by the two readers of the PCIe tree: sysfs paths
 // (locality.cc) and hwloc (locality_hwloc.cc). Both turn each device into the
 // same chain of names and leave the choosing to assignNearestNics.

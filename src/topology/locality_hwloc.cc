@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GPU-to-NIC locality from hwloc's PCIe tree (hwloc 2.x). hwloc builds the tree
 // from the same sysfs paths locality.cc reads, but also from other sources
 // (ACPI, libpciaccess, XML exports), so on the real machine it is asked first.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The readable table rocenante-probe prints for one machine.
 #include <cstdio>
 #include <sstream>

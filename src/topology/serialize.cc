@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The binary form of a RankTopo that ranks exchange over the bootstrap:
 // a magic and version, then every field in declaration order; strings and
 // lists are length-prefixed. Decoding checks every length against the blob,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/sysfs.cc
   ${CMAKE_CURRENT_LIST_DIR}/topo_types.cc

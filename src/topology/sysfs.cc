@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "topology/sysfs.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Small readers for sysfs/procfs-style files under a configurable root, so the
 // same code reads the real /sys and a test's fixture tree.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The topology file: written as JSON by a small hand-written writer (JSON is
 // also YAML), read with yaml-cpp, so one reader takes both the dumps and
 // hand-written YAML. Reading is strict: an unknown key, a wrong type or a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Names and small value helpers of the topology types.
 #include <arpa/inet.h>
 

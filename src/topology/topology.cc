@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Putting discovery together: probe (or load ROCENANTE_TOPO_FILE), exchange
 // over the bootstrap, classify, and dump when asked.
 #include "topology/topology.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Topology: what each rank sees on its machine (host, GPUs, RDMA NICs and their
 // subnets, GPU-to-NIC locality, GPUDirect RDMA support), gathered over the
 // bootstrap into one communicator-wide picture with a class the policy uses.

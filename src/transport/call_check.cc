@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The argument checks every GPU fast path makes on a call before launching,
 // and the text both give when ranks made different calls.
 #include <cstdint>

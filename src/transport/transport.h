@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Building a communicator's fast path: which transports exist and how one is
 // chosen. Each transport lives in its own folder and exposes one factory.
 #pragma once

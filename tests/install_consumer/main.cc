@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Prints the installed library's version through the public API.
 #include <rocenante/rocenante.h>
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """pytest (its own ctest, test_python_wheel): `pip wheel .` builds a wheel that works on its own.
 
 The wheel is built from the source tree with the environment's scikit-build-core and nanobind (no

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """One rank of a pytest scenario (ranks.py starts them): python rank_scenarios.py NAME OUTDIR.
 
 RCN_PYTEST_DEVICE=cuda runs on GPUs (one each, or all on GPU 0 with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Starts the ranks of a scenario (rank_scenarios.py) as processes and collects what each saved.
 
 Each rank runs ``python rank_scenarios.py NAME OUTDIR`` with the launcher variables torchrun would

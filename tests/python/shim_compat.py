@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """librocenante.so against what users run today, on a CPU:
 
 1. vLLM's NCCL wrapper module, taken from the newest vLLM wheel, opens the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """An NCCL client the way vLLM's pynccl is one: it opens a library by path
 with ctypes (VLLM_NCCL_SO_PATH=/path/librocenante.so) and calls the NCCL C API
 on torch-allocated buffers and streams. No LD_PRELOAD.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """torch.distributed (NCCL backend) all-reduces, eager and inside a CUDA graph.
 
 Run once per rank (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT in the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """vLLM's own NCCL wrapper module (pynccl_wrapper.py from the vLLM wheel)
 driving librocenante.so the way vLLM's PyNcclCommunicator does: it opens the
 library by path (VLLM_NCCL_SO_PATH), rank 0's unique id goes to the others

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """pytest: the rocenante Python package, several ranks as processes (rank_scenarios.py).
 
 On the CPU (host backend) always; on CUDA where the GPUs are there (one per

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Loads vLLM's NCCL wrapper module (vllm/distributed/device_communicators/
 pynccl_wrapper.py, the one file, taken from the vLLM wheel) without vLLM
 installed: the few vLLM modules it imports are stood in for (its logger, its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ncclCollConfig_t as NCCL 2.32's nccl.h lays it out, for tests that pass a
 // per-call config through the shim while the build's nccl.h may predate it.
 // Initialized as NCCL_COLLCONFIG_INITIALIZER does (every attribute unset).

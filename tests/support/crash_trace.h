@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Makes a crashing test process print where it crashed (signal, address,
 // thread, backtrace) before it dies. runRanks installs it in every forked
 // rank, so a multi-process GPU test that dies of SIGSEGV leaves a trace;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Running the rcn_engine binary from a test (its path: RCN_ENGINE_BIN, which
 // tests/engine.cmake and engine_hf.cmake define): its exit status, and its
 // stdout and stderr kept apart.

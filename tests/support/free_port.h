@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A TCP port on the loopback interface that was free a moment ago, for tests
 // that need an agreed rendezvous port (MASTER_PORT). It is drawn at random
 // below the kernel's ephemeral range: a port the kernel handed out (bind to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GPU presence for tests. A Catch2 test case that needs n GPUs starts with
 // requireGpus(n) (support/gpu_case.h); a program that is not a Catch2 test
 // calls exitUnlessGpus(n).

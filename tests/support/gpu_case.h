@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // requireGpus(n) for Catch2 test cases: on a machine with fewer than n GPUs it
 // skips this case only (Catch2's SKIP, which names what is missing), so the
 // cases that fit the machine still run: a 1-GPU host runs every 1-GPU case

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "support/multiproc.h"
 
 #include "support/crash_trace.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Runs a function as N forked ranks and reports how each ended. Fork happens
 // before any CUDA call in the child, so each rank may pick its own GPU.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What this process holds, for tests that check it stays flat over a long
 // run (the soaks): open descriptors and resident memory, from /proc.
 #pragma once

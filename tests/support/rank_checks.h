@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Catch2 checks over forked ranks (support/multiproc.h): every rank must exit
 // 0, and how each one ended goes into the failure message. Header-only: the
 // support library itself does not link Catch2.

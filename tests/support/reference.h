@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CPU reference every all-reduce test (and the benchmark's check) uses:
 // host conversions for every rocenante data type (written here from the bit
 // layouts, independent of CUDA's), random inputs that cannot overflow for a

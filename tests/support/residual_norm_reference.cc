@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "support/residual_norm_reference.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Inputs and checks for rcnAllReduceResidualRmsNorm tests: every rank's
 // partial rows, the residual and weight as pure functions of a seed; the
 // fp64 reference of the unfused sequence (all-reduce, residual add, RMSNorm)

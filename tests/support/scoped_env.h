@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Sets (or, with nullptr, clears) one environment variable for a scope and
 // puts back what was there. Forked ranks inherit the value.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The small trained model the engine tests read from ../shared/models
 // (stories260K and its tokenizer). It is never copied into the repository;
 // where it is absent, the cases that need it skip and the others still run.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A stream kept busy by a host function until release(), or until a bound
 // passes (so a failing test cannot hold the GPU for good): work that is not
 // rocenante's and does not finish, as in life an NCCL collective whose peer

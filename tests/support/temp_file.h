@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A file under /tmp holding the given text for a scope (a policy file, say),
 // removed when the scope ends, even when a REQUIRE throws out of it.
 #pragma once

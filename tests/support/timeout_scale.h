@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ROCENANTE_TEST_TIMEOUT_SCALE (1 to 1000, default 1): runs under
 // compute-sanitizer or a debugger are 10-100x slower, so every fixed wait a
 // test sets (a peer wait, a bound on how long something may take, a forked

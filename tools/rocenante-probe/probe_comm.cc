@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "probe_comm.h"
 
 #include <cuda_runtime_api.h>

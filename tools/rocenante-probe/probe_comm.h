@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rocenante-probe --comm: after the topology verdict, build a real
 // communicator through the public API on every rank, run one checked
 // all-reduce and report what creation decided (rcnCommQuery), so the

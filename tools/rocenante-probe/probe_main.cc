@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rocenante-probe: prints what rocenante sees. Alone, it describes this
 // machine (GPUs, links, RDMA NICs, GIDs, locality, GPUDirect support).
 // Started by a launcher on several ranks (torchrun / mpirun / srun variables,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // rocenante-probe --rdma-check: whether the verbs wire works on this cluster
 // and how fast, checked through the wire itself. For every rank pair, with
 // each flag protocol (imm, the default, and the ordered opt-in), it measures

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Whether rocenante would take a communicator's small all-reduces, and why:
 // the topology class run through the same policy the library uses. The
 // startup self-test and vote still have the last word at run time.

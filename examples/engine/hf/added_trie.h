@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The added tokens of a tokenizer.json as a byte trie, so that finding the
 // longest one that starts at a position of the text costs at most the
 // longest token's length, however many there are (Llama 3 has 256, 250 of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Hugging Face tokenizer.json, byte-level BPE (GPT-2, Llama 3, Qwen2/3):
 //   1. added/special tokens are cut out of the text first, verbatim;
 //   2. the pre-tokenizer regex splits the rest into pieces;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GPT-2's byte-level alphabet: each of the 256 byte values is written as one
 // printable Unicode character, so BPE vocabularies of byte sequences are
 // plain strings. Printable Latin-1 bytes stand for themselves; the others

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // config.json of a Hugging Face causal LM -> the engine's ModelConfig.
 // Supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM (q/k/v
 // biases), Qwen3ForCausalLM (q/k norm). All use HF's rotate-half RoPE.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "hf_loader.h"
 
 #include "safetensors.h"

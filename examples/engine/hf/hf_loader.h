@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A Hugging Face checkpoint directory (config.json + safetensors) -> the
 // engine's float32 ModelWeights, whole or one tensor-parallel rank's shard.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "json_util.h"
 
 #include <unistd.h>

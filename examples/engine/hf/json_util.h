@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reading JSON files with errors that name the file and the field. Internal
 // to rcn_engine_hf: the public headers do not expose nlohmann-json.
 #pragma once

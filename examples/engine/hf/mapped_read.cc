@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "mapped_read.h"
 
 #include <setjmp.h>

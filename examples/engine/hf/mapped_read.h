@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reading a file mapping that another process may shrink meanwhile (a copy
 // still being written, a sync tool rewriting a checkpoint). The kernel then
 // raises SIGBUS at the first access past the new end, which would end the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The pre-tokenizer step of tokenizer.json: text is cut into pieces by a
 // Unicode regex before BPE runs on each piece. The pattern comes from the
 // file (Llama 3 and Qwen2 use \p{L}, \p{N}, (?i:'s|'t|...) and lookahead), so

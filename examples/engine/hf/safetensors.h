@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reader for safetensors checkpoints: one file, or the shards listed by
 // model.safetensors.index.json. Each file is mmapped read-only and its header
 // checked against the file size up front, so a truncated or corrupt file

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Unicode normalization form C for the tokenizer's NFC normalizer (Qwen2,
 // Qwen3, GPT-NeoX name it), through ICU when it is built in.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The host backend: the one-shot protocol with buffers in host memory and the
 // reduction on the CPU, over the shm or tcp wire (no GPU needed). The calling
 // thread does everything synchronously: stage the chunk into its own slot,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The host backend's reduction. The ops and the integer, fp32 and fp64
 // traits are the kernels' own (kernels/reduce_ops.cuh). Conversions of the
 // 16- and 8-bit floats give the device's bits faster than CUDA's host

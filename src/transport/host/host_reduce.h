@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The host backend's reduction: inputs summed (or multiplied, ...) in rank
 // order with the same accumulation types and conversions as the device
 // kernels (fp32 for 16- and 8-bit floats, wrapping integers), so every rank

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transport/p2p/cumem_api.h"
 
 #include <cuda_runtime_api.h>

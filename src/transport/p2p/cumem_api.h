@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The CUDA driver's virtual memory (cuMem*) entry points, fetched at run time
 // through the runtime (cudaGetDriverEntryPointByVersion), so that the library
 // never links libcuda and still runs where the driver lacks them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transport/p2p/fd_passing.h"
 
 #include <poll.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Passing file descriptors (cuMem export handles) between the processes of
 // one host: each rank listens on an abstract-namespace Unix socket named after
 // its pid and a random token, and sends its descriptor with SCM_RIGHTS.

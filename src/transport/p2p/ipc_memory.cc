@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transport/p2p/ipc_memory.h"
 
 #include <cstdint>

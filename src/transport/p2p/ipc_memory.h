@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device memory that other processes (or other GPUs of this process) map:
 // the exchange region of one rank, and a peer's region mapped here.
 // Three ways, chosen once per communicator:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Building the p2p fast path. Collective: every rank runs the same three
 // all-gathers whatever happens locally, so one rank's failure becomes a
 // "no p2p path" verdict on every rank instead of a hang.

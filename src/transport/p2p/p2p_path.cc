@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transport/p2p/p2p_path.h"
 
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The p2p fast path: ranks on one host whose GPUs reach each other's memory
 // (NVLink or PCIe peer access). Each rank's kernel stores straight into its
 // peers' exchange regions (src/kernels/one_shot.h). Built by createP2pPath

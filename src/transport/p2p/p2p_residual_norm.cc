@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The p2p path's all-reduce fused with the residual add and RMSNorm: the
 // LL lines of the one-shot all-reduce carry the partial rows, and one kernel
 // per call sums, adds and normalizes them (kernels/residual_norm.h).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transport/proxy/proxy_engine.h"
 
 #include <time.h>

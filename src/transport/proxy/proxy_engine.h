@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The proxy of one communicator: threads that poll the kernel's doorbells
 // and, for each block that rang, have the wire put the block's slice into
 // every peer's slot and then raise that peer's flag (carrying the call's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The proxy path's kernel (see proxy_kernel.h for its protocols). Element
 // types and ops (kernels/reduce_ops.cuh), the device helpers
 // (kernels/device_common.cuh) and the launch (kernels/kernel_launch.cuh) are

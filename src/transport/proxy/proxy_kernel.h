@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The one-shot kernel of the proxy path, as the host sees it. Each block
 // stages its slice of the input into this rank's own slot (pinned host
 // memory mapped into the GPU), rings its doorbell with the call number, waits

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The proxy path: a GPU kernel and a host proxy thread per communicator,
 // moving bytes over a wire (shm on one host, verbs across RoCE, tcp
 // anywhere). The exchange region is either the wire's registered host

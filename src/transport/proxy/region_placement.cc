@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transport/proxy/region_placement.h"
 
 #include "core/check.h"

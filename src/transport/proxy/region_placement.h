@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Where the proxy path keeps its exchange regions: pinned host memory mapped
 // into the GPU (integrated GPUs such as DGX Spark's GB10, whose memory is
 // host memory anyway; discrete GPUs without GPUDirect RDMA; the shm and tcp

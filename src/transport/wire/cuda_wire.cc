@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The cuda wire: the stand-in for GPUDirect RDMA on one host, so the proxy
 // path's device-memory protocol runs for real where there is no NIC. Each
 // rank's region is device memory (a DeviceRegion) that every peer maps with

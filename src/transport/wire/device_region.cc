@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transport/wire/device_region.h"
 
 #include <cuda.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device memory for an exchange region that a wire writes without the CPU:
 // registered with the NIC (GPUDirect RDMA on the verbs wire) or written by
 // the copy engine (the cuda wire). One cudaMalloc of whole 2 MiB pages, so

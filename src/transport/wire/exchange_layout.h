@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Where the one-shot protocol keeps things inside a rank's exchange region.
 // The layout is the device kernels' own (kernels/one_shot.h regionLayout:
 // flag[2][nranks][blocks], slot[2][nranks][slotBytes], then the LL lines

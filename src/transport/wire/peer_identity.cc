@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transport/wire/peer_identity.h"
 
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Who a rank is, as far as wires care: which host (boot id + hostname, so two
 // containers on one kernel count as one host), which pid namespace, which pid.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shm wire: ranks on one host. Each rank's exchange region is a POSIX
 // shared-memory segment that every peer maps; a put is a memcpy into the
 // peer's mapping and a flag is a release store after it, which is the same

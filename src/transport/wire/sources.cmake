@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 target_sources(rocenante_internal PRIVATE
   ${CMAKE_CURRENT_LIST_DIR}/wire.cc
   ${CMAKE_CURRENT_LIST_DIR}/peer_identity.cc

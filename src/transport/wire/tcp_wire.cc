@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tcp wire: any hosts, one connection per peer. A put is a framed write
 // (header with the remote offset and length, then the payload); a flag is a
 // small frame after it on the same connection, so TCP's in-order delivery

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Testing aids of the tcp wire (process-wide; tests run ranks as processes).
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libibverbs is opened with dlopen on first use, as NCCL does, never linked:
 // a DT_NEEDED entry would keep librocenante.so from loading at all on a
 // machine without rdma-core. There the verbs path is simply unavailable.

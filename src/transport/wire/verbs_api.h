@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every libibverbs call the verbs wire makes goes through this table, so
 // tests can replace it: assert what is posted (opcode, flags, inline length,
 // remote address and key, payload-before-flag order, signaling cadence) and

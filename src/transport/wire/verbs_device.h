@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Opening the RDMA device and port the verbs wire uses (NCCL_IB_HCA rules,
 // verbs_select.h) and the process-wide steps every registration needs first.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #if ROCENANTE_HAVE_IBVERBS
 
 #include "transport/wire/verbs_events.h"

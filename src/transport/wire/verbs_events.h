@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A device context's asynchronous events, watched on a thread of its own so
 // that the wire's hot path never asks a QP for its state (ibv_query_qp is a
 // system call). A QP, CQ, port or device that goes bad is reported once,

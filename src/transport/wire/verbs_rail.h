@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // One RDMA port the verbs wire uses, a "rail": its protection domain, the
 // exchange region and the flags' shadow array registered there, a send and
 // a receive CQ, and the thread watching its device's events. With an HCA

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Choosing the RDMA device, port and GID the verbs wire uses. Pure logic over
 // names and sysfs files, so it is tested without hardware (and built without
 // libibverbs).

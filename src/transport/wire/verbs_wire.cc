@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The verbs wire: RoCE v2 (or InfiniBand) RC queue pairs to every peer. A put
 // is an RDMA WRITE of the payload (inline when it fits the QP's inline room).
 // A flag must not be seen before its payload, and verbs orders the execution

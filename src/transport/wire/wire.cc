@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Choosing a wire. The choice uses only what every rank gathered, so every
 // rank makes the same one.
 #include "transport/wire/wire.h"

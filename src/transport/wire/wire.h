@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The wire: how bytes reach a peer's exchange region. The one-shot protocol
 // above it needs four things, shaped after RDMA so the verbs wire is the
 // natural case and shm/tcp emulate it:
