@@ -3,12 +3,7 @@
 # in for libnccl.so.2 (tests reach internals through rocenante_internal).
 # forwarders.cc, real_nccl.h, real_nccl.def and nccl_types.cmake are generated
 # by plugin/gen_forwarders.py from the pinned newest nccl.h and committed.
-target_sources(rocenante PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/coll_config.cc
-  ${CMAKE_CURRENT_LIST_DIR}/forwarders.cc
-  ${CMAKE_CURRENT_LIST_DIR}/real_nccl.cc
-  ${CMAKE_CURRENT_LIST_DIR}/shim.cc
-  ${CMAKE_CURRENT_LIST_DIR}/tuner.cc)
+rcn_sources(rocenante coll_config.cc forwarders.cc real_nccl.cc shim.cc tuner.cc)
 target_include_directories(rocenante PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}
   ${CMAKE_CURRENT_SOURCE_DIR}/src ${NCCL_INCLUDE_DIR})
 target_link_libraries(rocenante PRIVATE CUDA::cudart_static)

@@ -21,6 +21,8 @@
 #include <mutex>
 #include <string>
 
+#include "support/fake_nccl_stats.h"
+
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
@@ -42,19 +44,7 @@ struct TunerV6 {
 
 }  // namespace
 
-// What the shim did to this NCCL; read by the test through dlsym.
-struct FakeNcclStats {
-  int commsCreated, commsDestroyed, commsAborted;
-  int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
-  int allReduces, allGathers, revokes;
-  char tunerPath[512];
-  // NCCL 2.29+ entry points (absent from the build that plays an older NCCL).
-  int reduceScatters, allReduceConfigs, allGatherConfigs, reduceScatterConfigs;
-  int suspends, resumes, lastSuspendFlags, grows;
-  int tunerVersion;        // 6 or 5: the table NCCL found
-  int tunerLogLines;       // lines the tuner wrote through NCCL's log function
-  char tunerLogLine[256];  // the last of them
-};
+// What the shim did to this NCCL (support/fake_nccl_stats.h).
 
 namespace {
 

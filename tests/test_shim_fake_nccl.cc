@@ -21,22 +21,11 @@
 
 #include "rocenante/rocenante.h"
 #include "support/coll_config.h"
+#include "support/fake_nccl_stats.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
 
 namespace {
-
-struct FakeNcclStats {  // tests/fake_nccl.cc
-  int commsCreated, commsDestroyed, commsAborted;
-  int tunerLoads, tunerUnloads, tunerInits, tunerFinalizes, getCollInfoCalls;
-  int allReduces, allGathers, revokes;
-  char tunerPath[512];
-  int reduceScatters, allReduceConfigs, allGatherConfigs, reduceScatterConfigs;
-  int suspends, resumes, lastSuspendFlags, grows;
-  int tunerVersion;
-  int tunerLogLines;
-  char tunerLogLine[256];
-};
 
 using rcn::test::CollConfig;
 

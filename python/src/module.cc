@@ -20,18 +20,9 @@ using rcnpy::check;
 // Collectives whose implementation may be missing from the librocenante this
 // module runs against: bound weakly, so the module still loads, and a call
 // reports that the library lacks it (available() says which it has).
-extern "C" {
 #pragma weak rcnAllGather
 #pragma weak rcnReduceScatter
 #pragma weak rcnAllReduceResidualRmsNorm
-rcnResult_t rcnAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, rcnDataType_t datatype, rcnComm_t comm,
-                         rcnStream_t stream);
-rcnResult_t rcnReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, rcnDataType_t datatype,
-                             rcnRedOp_t op, rcnComm_t comm, rcnStream_t stream);
-rcnResult_t rcnAllReduceResidualRmsNorm(const void* sendbuff, void* residual, const void* weight, void* normOut,
-                                        size_t tokens, size_t hidden, rcnDataType_t datatype, rcnDataType_t normType,
-                                        const float* normScale, float eps, rcnComm_t comm, rcnStream_t stream);
-}
 
 namespace {
 

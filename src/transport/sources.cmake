@@ -1,6 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-target_sources(rocenante_internal PRIVATE ${CMAKE_CURRENT_LIST_DIR}/select.cc
-                                          ${CMAKE_CURRENT_LIST_DIR}/call_check.cc)
+rcn_sources(rocenante_internal select.cc call_check.cc)
 include(${CMAKE_CURRENT_LIST_DIR}/p2p/sources.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/proxy/sources.cmake OPTIONAL)
 include(${CMAKE_CURRENT_LIST_DIR}/wire/sources.cmake OPTIONAL)

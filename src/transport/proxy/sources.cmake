@@ -1,6 +1,2 @@
 # SPDX-License-Identifier: BSD-3-Clause
-target_sources(rocenante_internal PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/proxy_path.cc
-  ${CMAKE_CURRENT_LIST_DIR}/proxy_engine.cc
-  ${CMAKE_CURRENT_LIST_DIR}/region_placement.cc
-  ${CMAKE_CURRENT_LIST_DIR}/proxy_kernel.cu)
+rcn_sources(rocenante_internal proxy_path.cc proxy_engine.cc region_placement.cc proxy_kernel.cu)

@@ -1,14 +1,4 @@
 # SPDX-License-Identifier: BSD-3-Clause
-target_sources(rocenante_internal PRIVATE
-  ${CMAKE_CURRENT_LIST_DIR}/wire.cc
-  ${CMAKE_CURRENT_LIST_DIR}/peer_identity.cc
-  ${CMAKE_CURRENT_LIST_DIR}/shm_wire.cc
-  ${CMAKE_CURRENT_LIST_DIR}/tcp_wire.cc
-  ${CMAKE_CURRENT_LIST_DIR}/verbs_api.cc
-  ${CMAKE_CURRENT_LIST_DIR}/verbs_device.cc
-  ${CMAKE_CURRENT_LIST_DIR}/verbs_events.cc
-  ${CMAKE_CURRENT_LIST_DIR}/verbs_rail.cc
-  ${CMAKE_CURRENT_LIST_DIR}/verbs_wire.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cuda_wire.cc
-  ${CMAKE_CURRENT_LIST_DIR}/device_region.cc)
-target_sources(rocenante_internal PRIVATE ${CMAKE_CURRENT_LIST_DIR}/verbs_select.cc)
+rcn_sources(rocenante_internal wire.cc peer_identity.cc shm_wire.cc tcp_wire.cc verbs_api.cc
+  verbs_device.cc verbs_events.cc verbs_rail.cc verbs_wire.cc cuda_wire.cc device_region.cc
+  verbs_select.cc)
