@@ -277,6 +277,7 @@ rcnResult_t commCreate(CommInitArgs args, rcnComm** out) {
   // The bound on the waits of destroy and abort, for calls and the GPU. Its
   // range keeps nanosecond deadlines within 64 bits.
   comm->teardownMs = paramInt(ParamId::TimeoutMs);
+  comm->pdl = paramBool(ParamId::Pdl);
   comm->bootstrap = std::move(args.bootstrap);
   rcnResult_t result = buildComm(comm, args);
   if (result != rcnSuccess) {

@@ -29,6 +29,8 @@ struct rcnComm {
   // creation as every other parameter is: a later change of the environment
   // does not reach a communicator already made.
   int64_t teardownMs = 0;
+  // ROCENANTE_PDL, read at creation likewise: the composed residual norm's launch.
+  bool pdl = true;
 
   std::unique_ptr<rcn::Bootstrap> bootstrap;
   ncclComm_t nccl = nullptr;  // the fallback; null on the host backend and with ROCENANTE_NATIVE_NCCL=0

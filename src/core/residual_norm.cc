@@ -7,7 +7,6 @@
 #include "core/device_memory.h"
 #include "core/device_scope.h"
 #include "core/dtype.h"
-#include "core/params.h"
 #include "core/residual_norm_host.h"
 
 namespace rcn {
@@ -26,7 +25,7 @@ rcnResult_t composeOnGpu(rcnComm* comm, const ResidualNormCall& call, cudaStream
   void* sum = call.normOut;
   if (needsScratch(call)) RCN_CHECK(allocScratch(&sum, sumBytes(call), stream));
   rcnResult_t result = commRouteAllReduce(comm, call.send, sum, call.count(), call.dtype, rcnSum, stream);
-  if (result == rcnSuccess) result = launchResidualNorm(call, sum, paramBool(ParamId::Pdl), stream);
+  if (result == rcnSuccess) result = launchResidualNorm(call, sum, comm->pdl, stream);
   if (needsScratch(call)) freeScratch(sum, stream);
   return result;
 }
