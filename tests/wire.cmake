@@ -2,6 +2,7 @@
 # The wires without hardware: verbs device/GID selection on fake sysfs trees,
 # and the verbs wire driven through a mocked (software RDMA) ibverbs table.
 rcn_add_test(test_verbs_select SOURCES test_verbs_select.cc LABELS cpu wire TIMEOUT 60)
+rcn_add_test(test_verbs_fabric SOURCES test_verbs_fabric.cc verbs_mock.cc LABELS cpu wire TIMEOUT 60)
 rcn_add_test(test_verbs_wire SOURCES test_verbs_wire.cc verbs_mock.cc LABELS cpu wire TIMEOUT 120)
 rcn_add_test(test_wire_proxy_engine SOURCES test_wire_proxy_engine.cc verbs_mock.cc LABELS cpu wire TIMEOUT 120)
 # GPU: the proxy path (kernel + proxy thread) over shm and tcp; skips without 2 GPUs.

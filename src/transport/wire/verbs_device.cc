@@ -47,17 +47,58 @@ std::string gSysfsRoot = "/sys/class/infiniband";
 
 // The GID index a port would use, or -1 with why.
 int choosePortGid(const std::string& device, int port, const ibv_port_attr& attr, const GidPolicy& policy,
-                  std::string* why) {
+                  const GidReach* reach, std::string* why) {
   if (attr.link_layer != IBV_LINK_LAYER_ETHERNET) return 0;  // InfiniBand routes by LID
   const int fixed = gidIndexFromEnv();
-  return fixed >= 0 ? fixed : findGid(gSysfsRoot, device, port, policy, why);
+  return fixed >= 0 ? fixed : findGid(gSysfsRoot, device, port, policy, why, reach);
+}
+
+// A rank's GIDs that can carry RoCE traffic, as the topology lists them.
+std::vector<GidBytes> usableGids(const RankTopo& rank) {
+  std::vector<GidBytes> out;
+  for (const NicInfo& nic : rank.nics)
+    for (const PortInfo& port : nic.ports) {
+      if (!port.active() || port.linkLayer != "Ethernet") continue;
+      for (const GidInfo& info : port.gids) {
+        GidBytes gid{};
+        if (info.isRoceV2() && parseGidText(info.gid, gid.data()) && !gidIsLinkLocalOrZero(gid.data()))
+          out.push_back(gid);
+      }
+    }
+  return out;
+}
+
+bool sameHost(const CommTopo& topo, int a, int b) {
+  if (topo.nodeOfRank.size() == topo.ranks.size()) return topo.nodeOfRank[a] == topo.nodeOfRank[b];
+  return topo.ranks[a].host == topo.ranks[b].host && topo.ranks[a].bootId == topo.ranks[b].bootId;
 }
 
 }  // namespace
 
 void setVerbsSysfsRootForTest(const char* root) { gSysfsRoot = root ? root : "/sys/class/infiniband"; }
 
-bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::string& preferred, size_t most) {
+GidReach gidReachFromTopo(const CommTopo& topo, int rank) {
+  GidReach reach;
+  if (rank < 0 || rank >= int(topo.ranks.size())) return reach;
+  for (const NicInfo& nic : topo.ranks[rank].nics)
+    for (const PortInfo& port : nic.ports)
+      for (const GidInfo& info : port.gids) {
+        GidBytes gid{};
+        if (!parseGidText(info.gid, gid.data())) continue;
+        const bool ipv4 = info.ipv4.valid();
+        if (!ipv4 && (gid[10] == 0xff && gid[11] == 0xff)) continue;  // IPv4 without a known prefix
+        reach.own.push_back({nic.name, port.port, info.index, ipv4 ? 96 + info.ipv4.prefix : 64});
+      }
+  for (int r = 0; r < int(topo.ranks.size()); ++r) {
+    if (r == rank || sameHost(topo, r, rank)) continue;
+    std::vector<GidBytes> addresses = usableGids(topo.ranks[r]);
+    if (!addresses.empty()) reach.peers.push_back({r, std::move(addresses)});  // else nothing to judge by
+  }
+  return reach;
+}
+
+bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::string& preferred, size_t most,
+                    const GidReach* reach) {
   out->clear();
   if (!verbsApiUsable(why)) {
     *why = "verbs wire: " + *why;
@@ -98,7 +139,7 @@ bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::st
           attr.state != IBV_PORT_ACTIVE)
         continue;
       std::string gidWhy;
-      const int gid = choosePortGid(name, p, attr, policy, &gidWhy);
+      const int gid = choosePortGid(name, p, attr, policy, reach, &gidWhy);
       if (gid < 0) {
         passedOver += "; " + gidWhy;
         continue;

@@ -10,7 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "transport/wire/verbs_select.h"
+
 namespace rcn {
+
+struct CommTopo;
 
 struct VerbsPort {
   ibv_context* context = nullptr;
@@ -29,8 +33,17 @@ struct VerbsPort {
 // GPU's nearest NIC on PCIe), ignored where NCCL_IB_HCA/ROCENANTE_IB_HCA is set.
 bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferred = "");
 // The same, up to `most` ports, each on its own device (rails), in the same
-// order; false with why when there is none.
-bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::string& preferred, size_t most);
+// order; false with why when there is none. reach (when given): a GID whose
+// subnet misses a peer on another host is passed over (an explicit
+// ROCENANTE_IB_GID_INDEX/NCCL_IB_GID_INDEX is taken as given).
+bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::string& preferred, size_t most,
+                    const GidReach* reach = nullptr);
+
+// What rank's GIDs must reach, from the agreed topology: the subnet of each
+// of its own GIDs (an IPv4 GID's netdev prefix; an IPv6 GID counts as a
+// /64, the topology not carrying IPv6 prefixes) and the usable GIDs of
+// every rank on another host.
+GidReach gidReachFromTopo(const CommTopo& topo, int rank);
 
 // ibv_fork_init, once per process, before this process registers memory (as
 // NCCL does): without it a fork() after registration can leave the parent's

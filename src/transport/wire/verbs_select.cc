@@ -127,19 +127,22 @@ bool isIpv4Mapped(const uint8_t gid[16]) {
   return gid[10] == 0xff && gid[11] == 0xff;
 }
 
-bool isLinkLocalOrZero(const uint8_t gid[16]) {
-  if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80) return true;
-  for (int i = 0; i < 16; ++i)
-    if (gid[i]) return false;
+// The first prefixBits bits of a and b are equal.
+bool samePrefix(const uint8_t a[16], const uint8_t b[16], int prefixBits) {
+  for (int bit = 0; bit < prefixBits; ++bit) {
+    const uint8_t mask = uint8_t(0x80 >> (bit % 8));
+    if ((a[bit / 8] & mask) != (b[bit / 8] & mask)) return false;
+  }
   return true;
 }
 
-bool inRange(const uint8_t gid[16], const GidPolicy& policy) {
-  for (int bit = 0; bit < policy.prefixBits; ++bit) {
-    const uint8_t mask = uint8_t(0x80 >> (bit % 8));
-    if ((gid[bit / 8] & mask) != (policy.range[bit / 8] & mask)) return false;
-  }
-  return true;
+bool inRange(const uint8_t gid[16], const GidPolicy& policy) { return samePrefix(gid, policy.range, policy.prefixBits); }
+
+std::string addressText(const uint8_t gid[16]) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  if (isIpv4Mapped(gid)) inet_ntop(AF_INET, gid + 12, text, sizeof text);
+  else inet_ntop(AF_INET6, gid, text, sizeof text);
+  return text;
 }
 
 // ROCENANTE_<row> when set, else ncclName, else "".
@@ -155,6 +158,30 @@ bool typeMatches(const std::string& type, int version) {
 }
 
 }  // namespace
+
+bool gidIsLinkLocalOrZero(const uint8_t gid[16]) {
+  if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80) return true;
+  for (int i = 0; i < 16; ++i)
+    if (gid[i]) return false;
+  return true;
+}
+
+std::string gidMissesPeer(const GidReach& reach, const std::string& device, int port, int index,
+                          const uint8_t gid[16]) {
+  int prefixBits = -1;
+  for (const GidReach::Own& own : reach.own)
+    if (own.device == device && own.port == port && own.index == index) prefixBits = own.prefixBits;
+  if (prefixBits < 0) return "";  // the topology does not know this GID's subnet
+  for (const GidReach::Peer& peer : reach.peers) {
+    bool reached = false;
+    for (const GidBytes& address : peer.addresses) reached = reached || samePrefix(gid, address.data(), prefixBits);
+    if (!reached)
+      return "GID " + std::to_string(index) + " (" + addressText(gid) + "/" +
+             std::to_string(isIpv4Mapped(gid) ? prefixBits - 96 : prefixBits) + ") of " + device + ":" +
+             std::to_string(port) + " does not reach rank " + std::to_string(peer.rank) + "'s subnets";
+  }
+  return "";
+}
 
 bool parseAddrRange(const std::string& text, GidPolicy* out, std::string* why) {
   const size_t slash = text.find('/');
@@ -200,9 +227,10 @@ bool gidPolicyFromEnv(GidPolicy* out, std::string* why) {
 }
 
 int findGid(const std::string& sysfsRoot, const std::string& device, int port, const GidPolicy& policy,
-            std::string* why) {
+            std::string* why, const GidReach* reach) {
   std::string portDir = sysfsRoot + "/" + device + "/ports/" + std::to_string(port);
   int seen = 0;
+  std::string unreachable;  // GIDs the policy accepted whose subnet misses a peer
   // Devices expose a few to a few hundred GIDs; unpopulated entries read as
   // zeros (and their type file fails to read), so scan a fixed range.
   for (int i = 0; i < 1024; ++i) {
@@ -210,17 +238,20 @@ int findGid(const std::string& sysfsRoot, const std::string& device, int port, c
     if (!readLine(portDir + "/gids/" + std::to_string(i), &gidText)) break;
     ++seen;
     uint8_t gid[16];
-    if (!parseGidText(gidText, gid) || isLinkLocalOrZero(gid) || isIpv4Mapped(gid) == policy.ipv6 ||
+    if (!parseGidText(gidText, gid) || gidIsLinkLocalOrZero(gid) || isIpv4Mapped(gid) == policy.ipv6 ||
         !inRange(gid, policy))
       continue;
-    if (readLine(portDir + "/gid_attrs/types/" + std::to_string(i), &type) && typeMatches(type, policy.roceVersion))
-      return i;
+    if (!readLine(portDir + "/gid_attrs/types/" + std::to_string(i), &type) || !typeMatches(type, policy.roceVersion))
+      continue;
+    const std::string misses = reach ? gidMissesPeer(*reach, device, port, i, gid) : "";
+    if (misses.empty()) return i;
+    unreachable += "; " + misses;
   }
   if (why)
     *why = "no RoCE v" + std::to_string(policy.roceVersion) + (policy.ipv6 ? " IPv6" : " IPv4") +
            (policy.prefixBits ? " in the address range" : "") + " GID (link-local ones never count) among " +
            std::to_string(seen) + " GIDs of " + device + ":" + std::to_string(port) + " (" + portDir +
-           "); set ROCENANTE_IB_GID_INDEX";
+           ")" + unreachable + "; set ROCENANTE_IB_GID_INDEX";
   return -1;
 }
 

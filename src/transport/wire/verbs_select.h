@@ -4,6 +4,7 @@
 // libibverbs).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,11 +60,41 @@ bool gidPolicyFromEnv(GidPolicy* out, std::string* why);
 // "10.0.0.0/16" or "2001:db8::/32" into out's range (which must match out's family).
 bool parseAddrRange(const std::string& text, GidPolicy* out, std::string* why);
 
+using GidBytes = std::array<uint8_t, 16>;
+
+// Whether a GID's netdev can reach the peers: a GID reaches a peer when one
+// of the peer's RDMA addresses lies in the GID's own subnet (its netdev's
+// address and prefix). Built from the agreed topology (gidReachFromTopo in
+// verbs_device.cc); a GID or peer the topology says nothing about is not judged.
+struct GidReach {
+  struct Own {
+    std::string device;
+    int port = 0;
+    int index = 0;
+    int prefixBits = 0;  // in GID bits: an IPv4 /24 is 96 + 24
+  };
+  struct Peer {
+    int rank = 0;
+    std::vector<GidBytes> addresses;  // its usable GIDs (IPv4 as ::ffff:a.b.c.d)
+  };
+  std::vector<Own> own;
+  std::vector<Peer> peers;  // only peers on other hosts
+};
+
+// "" when gid (of device:port, index) reaches every peer of reach, else why
+// not, naming the first peer it misses.
+std::string gidMissesPeer(const GidReach& reach, const std::string& device, int port, int index,
+                          const uint8_t gid[16]);
+
 // The first GID index of device:port that the policy accepts, read from
-// <sysfsRoot>/<device>/ports/<port>/gids/<i> and .../gid_attrs/types/<i>.
-// Returns -1 with *why set when there is none.
+// <sysfsRoot>/<device>/ports/<port>/gids/<i> and .../gid_attrs/types/<i>,
+// and that reaches every peer of reach (when given). Returns -1 with *why
+// set when there is none.
 int findGid(const std::string& sysfsRoot, const std::string& device, int port, const GidPolicy& policy,
-            std::string* why);
+            std::string* why, const GidReach* reach = nullptr);
+
+// Whether a GID is link-local (fe80::/10) or all zeros: it never routes between hosts.
+bool gidIsLinkLocalOrZero(const uint8_t gid[16]);
 
 // Parses sysfs's "fe80:0000:...:0001" text into 16 bytes.
 bool parseGidText(const std::string& text, uint8_t gid[16]);

@@ -214,6 +214,7 @@ class VerbsWire final : public Wire {
 
   uint64_t timeoutMs_ = 10000;
   std::string preferredNic_;  // the GPU's nearest NIC, tried first
+  GidReach reach_;  // what this rank's GIDs must reach (empty without a topology)
   FlagMode flagMode_ = FlagMode::Imm;
   IbQpParams qpParams_;
   uint32_t psn_ = 0;
@@ -275,7 +276,7 @@ rcnResult_t VerbsWire::createResources(const std::string& flags, std::string* wh
 rcnResult_t VerbsWire::openRails(std::string* why) {
   std::vector<VerbsPort> ports;
   const size_t most = hcaSpecFromEnv().empty() ? 1 : kMaxRails;
-  if (!openVerbsPorts(&ports, why, preferredNic_, most)) return rcnInvalidUsage;
+  if (!openVerbsPorts(&ports, why, preferredNic_, most, &reach_)) return rcnInvalidUsage;
   verbsForkInit();  // before the first registration; a failure is logged and registration goes on
   VerbsRegions regions;
   if (!base_) {
@@ -434,6 +435,7 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   layout_ = layout;
   timeoutMs_ = ctx.timeoutMs ? ctx.timeoutMs : 10000;
   preferredNic_ = verbsPreferredNic(ctx);
+  if (ctx.topo) reach_ = gidReachFromTopo(*ctx.topo, rank_);
   peers_ = std::vector<Peer>(size_t(nranks_));
   psn_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count()) & 0xffffff;
 
