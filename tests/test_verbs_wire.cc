@@ -546,12 +546,48 @@ int runHostBackend(int ranks) {
 TEST_CASE("verbs wire: an HCA list of two devices opens a rail on each and spreads the peers", "[verbs][host]") {
   MockScope scope(weaklyOrdered());
   ScopedEnv hca("NCCL_IB_HCA", "mlx5_0,mlx5_1");
+  ScopedEnv noStripes("ROCENANTE_IB_STRIPE_BYTES", "0");
   CHECK(runHostBackend(3) == 0);
   std::vector<std::string> devices = mock::qpDevices();
   REQUIRE(devices.size() == 6);  // 3 ranks x 2 peers
   CHECK(std::count(devices.begin(), devices.end(), "mlx5_0") == 3);
   CHECK(std::count(devices.begin(), devices.end(), "mlx5_1") == 3);
   CHECK(mock::badTransitions() == 0);
+}
+
+TEST_CASE("verbs wire: with two devices each pair stripes over a QP on each, end to end", "[verbs][host]") {
+  MockScope scope(weaklyOrdered());
+  ScopedEnv hca("NCCL_IB_HCA", "mlx5_0,mlx5_1");
+  ScopedEnv stripe("ROCENANTE_IB_STRIPE_BYTES", "1024");  // the 3000-float calls' 2 KB slots are split
+  CHECK(runHostBackend(3) == 0);
+  std::vector<std::string> devices = mock::qpDevices();
+  REQUIRE(devices.size() == 12);  // 3 ranks x 2 peers x 2 lanes
+  CHECK(std::count(devices.begin(), devices.end(), "mlx5_0") == 6);
+  CHECK(std::count(devices.begin(), devices.end(), "mlx5_1") == 6);
+  CHECK(mock::badTransitions() == 0);
+  CHECK(mock::queryQpCalls() == 0);
+}
+
+TEST_CASE("verbs wire: a striped payload's flag waits for every lane, weakly ordered", "[verbs][mock]") {
+  MockScope scope(weaklyOrdered());
+  ScopedEnv hca("NCCL_IB_HCA", "mlx5_0,mlx5_1");
+  ScopedEnv stripe("ROCENANTE_IB_STRIPE_BYTES", "1024");
+  Built b;
+  buildWires(&b);
+  REQUIRE(b.wires[1]);
+  mock::clearPosted();
+  CHECK(staleReads(b, 200) == 0);
+  // Rank 0's writes: each round's payload is two halves on two QPs, each followed by its own flag.
+  std::map<uint32_t, int> payloadBytesByQp, flagsByQp;
+  for (const MockPosted& p : mock::posted()) {
+    if (p.opcode == IBV_WR_RDMA_WRITE) payloadBytesByQp[p.qpn] += int(p.length);
+    if (p.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) ++flagsByQp[p.qpn];
+  }
+  REQUIRE(payloadBytesByQp.size() == 2);
+  for (const auto& [qpn, bytes] : payloadBytesByQp) CHECK(bytes == 200 * 2048);
+  REQUIRE(flagsByQp.size() == 2);
+  for (const auto& [qpn, flags] : flagsByQp) CHECK(flags == 200);
+  CHECK(mock::queryQpCalls() == 0);
 }
 
 TEST_CASE("host backend runs end to end over the mocked verbs wire, weakly ordered, 3 ranks", "[verbs][host]") {

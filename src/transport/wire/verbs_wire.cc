@@ -22,8 +22,14 @@
 // device's asynchronous events (verbs_events.h), never by asking the QP.
 //
 // With an HCA list of several devices (a Spark's port is two PCIe
-// functions) the wire opens a rail on each (verbs_rail.h) and spreads its
-// peers over them, one QP per peer; a pair's bytes take one rail.
+// functions) the wire opens a rail on each (verbs_rail.h) and connects each
+// peer by one QP per rail, its "lanes" (lane 0 on a rail the peers are
+// spread over). A put of ROCENANTE_IB_STRIPE_BYTES or more is split over
+// the lanes. A flag then goes down every lane, each part's write with
+// immediate behind that lane's payload part, and the receiver raises it only
+// when every lane's immediate has come: each completion vouches only for
+// its own QP's writes. The ordered protocol cannot vouch across QPs, so it
+// keeps one lane per peer.
 //
 // The region is host memory mapped shared here, registered after
 // ibv_fork_init, or a DeviceRegion (GPUDirect RDMA): GPU memory registered
@@ -111,11 +117,13 @@ struct VerbsBlobHeader {
   uint32_t psn;
   uint8_t flagMode;
   uint8_t rails;
-  uint8_t pad[2];
+  uint8_t lanes;  // QPs this rank made per peer; a pair uses the smaller count
+  uint8_t pad;
   int32_t ok;  // 0: this rank failed to set up; its why is local
   RailBlob rail[kMaxRails];
 };
 
+// A rank's QP of lane k to rank r is QpBlob[r * kMaxRails + k].
 struct QpBlob {
   uint32_t qpn;
   uint32_t rail;  // which of this rank's rails the QP is on
@@ -172,16 +180,21 @@ class VerbsWire final : public Wire {
   }
 
  private:
-  struct Peer {
+  // One QP to a peer.
+  struct Lane {
     ibv_qp* qp = nullptr;
-    int rail = 0;  // of this rank's rails, the one its QP is on
-    uint64_t remoteBase = 0;
-    uint64_t shadowBase = 0;
-    uint32_t rkey = 0;  // the peer's registrations on the rail its QP is on
+    int rail = 0;  // of this rank's rails, the one the QP is on
+    uint32_t rkey = 0;  // the peer's registrations on the rail its end is on
     uint32_t shadowRkey = 0;
     std::atomic<uint64_t> posted{0};     // requests posted on this QP (changed under postMutex_)
     std::atomic<uint64_t> completed{0};  // requests known complete (through a signaled one)
-    std::atomic<bool> left{false};       // its goodbye arrived
+  };
+  struct Peer {
+    Lane lane[kMaxRails];
+    int lanes = 0;  // QPs created; after setup, those connected
+    uint64_t remoteBase = 0;
+    uint64_t shadowBase = 0;
+    std::atomic<bool> left{false};  // its goodbye arrived
   };
 
   rcnResult_t readFlagMode(const std::string& flags, std::string* why);
@@ -189,28 +202,31 @@ class VerbsWire final : public Wire {
   rcnResult_t openRails(std::string* why);
   rcnResult_t createQueuePairs(std::string* why);
   rcnResult_t checkPeersMatch(const VerbsBlobHeader& theirs, const QpBlob& theirQp, int peer, std::string* why) const;
-  rcnResult_t connectQp(int peer, const VerbsBlobHeader& remote, const QpBlob& remoteQp, std::string* why);
+  rcnResult_t connectPeer(int peer, const VerbsBlobHeader& remote, const QpBlob* remoteQps, std::string* why);
+  rcnResult_t connectQp(int peer, int lane, const VerbsBlobHeader& remote, const QpBlob& remoteQp, std::string* why);
   rcnResult_t startEvents(std::string* why);
-  rcnResult_t postReceives(int peer, int count);
-  void payloadRequest(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, ibv_send_wr* wr,
+  rcnResult_t postReceives(int peer, int lane, int count);
+  void payloadRequest(int peer, int lane, size_t localOffset, size_t remoteOffset, size_t bytes, ibv_send_wr* wr,
                       ibv_sge* sge) const;
-  rcnResult_t flagRequest(int peer, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr, ibv_sge* sge);
-  rcnResult_t post(int peer, ibv_send_wr* wrs, int count);
-  rcnResult_t postNow(int peer, ibv_send_wr* wrs, int count);
-  bool hasRoom(int peer, int count) const;
-  rcnResult_t waitForRoom(int peer, int count);
-  std::vector<bool> tellPeers(uint32_t imm, bool signaled);
+  rcnResult_t flagRequest(int peer, int lane, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr,
+                          ibv_sge* sge);
+  size_t stripePart(int peer, size_t bytes) const;
+  rcnResult_t post(int peer, int lane, ibv_send_wr* wrs, int count);
+  rcnResult_t postNow(int peer, int lane, ibv_send_wr* wrs, int count);
+  bool hasRoom(int peer, int lane, int count) const;
+  rcnResult_t waitForRoom(int peer, int lane, int count);
+  std::vector<uint8_t> tellPeers(uint32_t imm, bool signaled);
   rcnResult_t reapSends(bool closing);
   rcnResult_t takeSendCompletions(const ibv_wc* wc, int n, bool closing);
   rcnResult_t reapReceives();
   rcnResult_t takeReceiveCompletions(const ibv_wc* wc, int n);
   rcnResult_t handleImmediate(int peer, uint32_t imm);
-  bool closeFinished(const std::vector<bool>& told);
+  bool closeFinished(const std::vector<uint8_t>& told);
   rcnResult_t fail(const std::string& text);
   bool stopped() const override { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
-  size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(QpBlob) * nranks_; }
+  size_t blobBytes() const { return sizeof(VerbsBlobHeader) + sizeof(QpBlob) * kMaxRails * nranks_; }
   std::string peerName(int peer) const { return "rank " + std::to_string(peer); }
-  VerbsRail& railOf(int peer) const { return *rails_[peers_[peer].rail]; }
+  VerbsRail& railOf(int peer, int lane) const { return *rails_[peers_[peer].lane[lane].rail]; }
 
   uint64_t timeoutMs_ = 10000;
   std::string preferredNic_;  // the GPU's nearest NIC, tried first
@@ -226,7 +242,12 @@ class VerbsWire final : public Wire {
   int dmabufFd_ = -1;  // of a DeviceRegion; not ours to close
   int recvDepth_ = 0;
   uint32_t maxInline_ = UINT32_MAX;
+  size_t stripeBytes_ = 0;  // the smallest put split over the lanes; 0: never
+  int lanesWanted_ = 1;     // QPs per peer this rank makes
   std::vector<Peer> peers_;
+  // Per flag: the lanes whose immediate for it has come (a striped flag is
+  // raised by the last one).
+  std::unique_ptr<std::atomic<uint8_t>[]> arrivals_;
   std::mutex postMutex_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> toldPeers_{false};
@@ -237,7 +258,8 @@ class VerbsWire final : public Wire {
 VerbsWire::~VerbsWire() {
   for (auto& rail : rails_) rail->events.stop();
   for (Peer& p : peers_)
-    if (p.qp) verbsApi().destroyQp(p.qp);
+    for (Lane& lane : p.lane)
+      if (lane.qp) verbsApi().destroyQp(lane.qp);
   rails_.clear();
 }
 
@@ -268,6 +290,9 @@ rcnResult_t VerbsWire::createResources(const std::string& flags, std::string* wh
     return rcnInvalidArgument;
   }
   RCN_CHECK(openRails(why));
+  stripeBytes_ = size_t(paramInt(ParamId::IbStripeBytes));
+  lanesWanted_ = stripeBytes_ > 0 && flagMode_ == FlagMode::Imm ? int(rails_.size()) : 1;
+  arrivals_ = std::make_unique<std::atomic<uint8_t>[]>(std::max<size_t>(layout_.flagCount, 1));
   return createQueuePairs(why);
 }
 
@@ -307,30 +332,36 @@ rcnResult_t VerbsWire::openRails(std::string* why) {
 }
 
 // A peer has at most its flags of two calls and a control message in flight;
-// a receive short of that only delays it (RNR retries forever). Peers are
-// spread over the rails.
+// a receive short of that only delays it (RNR retries forever). Lane 0 of
+// the peers is spread over the rails, lane k sits k rails further on.
 rcnResult_t VerbsWire::createQueuePairs(std::string* why) {
   const VerbsApi& api = verbsApi();
+  const int rails = int(rails_.size());
   for (int r = 0; r < nranks_; ++r) {
     if (r == rank_) continue;
-    peers_[r].rail = ((r - rank_ - 1 + nranks_) % nranks_) % int(rails_.size());  // the next rank on rail 0
-    VerbsRail& rail = railOf(r);
-    ibv_qp_init_attr init{};
-    init.send_cq = rail.sendCq;
-    init.recv_cq = rail.recvCq;
-    init.qp_type = IBV_QPT_RC;
-    init.sq_sig_all = 0;
-    init.cap.max_send_wr = kSendDepth;
-    init.cap.max_recv_wr = uint32_t(recvDepth_);
-    init.cap.max_send_sge = 1;
-    init.cap.max_recv_sge = 1;
-    init.cap.max_inline_data = kMaxInline;
-    peers_[r].qp = api.createQp(rail.pd, &init);
-    if (!peers_[r].qp) {
-      *why = errnoText("ibv_create_qp", errno) + " (QP to " + peerName(r) + ")";
-      return rcnSystemError;
+    const int home = ((r - rank_ - 1 + nranks_) % nranks_) % rails;  // the next rank on rail 0
+    peers_[r].lanes = lanesWanted_;
+    for (int k = 0; k < lanesWanted_; ++k) {
+      Lane& lane = peers_[r].lane[k];
+      lane.rail = (home + k) % rails;
+      VerbsRail& rail = *rails_[lane.rail];
+      ibv_qp_init_attr init{};
+      init.send_cq = rail.sendCq;
+      init.recv_cq = rail.recvCq;
+      init.qp_type = IBV_QPT_RC;
+      init.sq_sig_all = 0;
+      init.cap.max_send_wr = kSendDepth;
+      init.cap.max_recv_wr = uint32_t(recvDepth_);
+      init.cap.max_send_sge = 1;
+      init.cap.max_recv_sge = 1;
+      init.cap.max_inline_data = kMaxInline;
+      lane.qp = api.createQp(rail.pd, &init);
+      if (!lane.qp) {
+        *why = errnoText("ibv_create_qp", errno) + " (QP to " + peerName(r) + ")";
+        return rcnSystemError;
+      }
+      maxInline_ = std::min(maxInline_, init.cap.max_inline_data);  // what the provider granted
     }
-    maxInline_ = std::min(maxInline_, init.cap.max_inline_data);  // what the provider granted
   }
   return rcnSuccess;
 }
@@ -338,7 +369,7 @@ rcnResult_t VerbsWire::createQueuePairs(std::string* why) {
 // Every rank must speak the same flag protocol over the same link layer.
 rcnResult_t VerbsWire::checkPeersMatch(const VerbsBlobHeader& theirs, const QpBlob& theirQp, int peer,
                                        std::string* why) const {
-  const VerbsRail& mine = railOf(peer);
+  const VerbsRail& mine = railOf(peer, 0);
   const uint8_t theirLayer = theirs.rail[theirQp.rail].linkLayer;
   if (theirLayer != mine.port.attr.link_layer) {
     *why = "verbs wire: " + peerName(peer) + "'s RDMA port is " + linkLayerName(theirLayer) + ", rank " +
@@ -354,12 +385,41 @@ rcnResult_t VerbsWire::checkPeersMatch(const VerbsBlobHeader& theirs, const QpBl
   return rcnSuccess;
 }
 
+// The pair's lanes (the smaller of the two ranks' counts) connected, lane k
+// to the peer's lane k; a QP beyond them is destroyed unused.
+rcnResult_t VerbsWire::connectPeer(int peer, const VerbsBlobHeader& remote, const QpBlob* remoteQps, std::string* why) {
+  Peer& p = peers_[peer];
+  const int lanes = std::min<int>(p.lanes, remote.lanes);
+  if (lanes < 1 || lanes > kMaxRails) {
+    *why = "verbs wire: " + peerName(peer) + " offered " + std::to_string(remote.lanes) + " queue pairs";
+    return rcnInvalidUsage;
+  }
+  for (int k = lanes; k < p.lanes; ++k) {
+    verbsApi().destroyQp(p.lane[k].qp);
+    p.lane[k].qp = nullptr;
+  }
+  p.lanes = lanes;
+  p.remoteBase = remote.regionAddr;
+  p.shadowBase = remote.shadowAddr;
+  for (int k = 0; k < lanes; ++k) {
+    RCN_CHECK(connectQp(peer, k, remote, remoteQps[k], why));
+    RCN_CHECK(postReceives(peer, k, recvDepth_));
+  }
+  return rcnSuccess;
+}
+
 // RESET -> INIT -> RTR (knowing the peer's QP number, PSN, GID/LID) -> RTS.
-rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, const QpBlob& remoteQp, std::string* why) {
+rcnResult_t VerbsWire::connectQp(int peer, int lane, const VerbsBlobHeader& remote, const QpBlob& remoteQp,
+                                 std::string* why) {
   const VerbsApi& api = verbsApi();
-  const VerbsRail& rail = railOf(peer);
+  const VerbsRail& rail = railOf(peer, lane);
+  if (remoteQp.rail >= remote.rails) {
+    *why = "verbs wire: " + peerName(peer) + " sent a QP on rail " + std::to_string(remoteQp.rail) + " of " +
+           std::to_string(remote.rails);
+    return rcnInvalidUsage;
+  }
   const RailBlob& theirs = remote.rail[remoteQp.rail];
-  ibv_qp* qp = peers_[peer].qp;
+  ibv_qp* qp = peers_[peer].lane[lane].qp;
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
@@ -404,17 +464,16 @@ rcnResult_t VerbsWire::connectQp(int peer, const VerbsBlobHeader& remote, const 
     *why = errnoText("ibv_modify_qp(RTS)", errno) + " (QP to " + peerName(peer) + ")";
     return rcnSystemError;
   }
-  peers_[peer].remoteBase = remote.regionAddr;
-  peers_[peer].rkey = theirs.rkey;
-  peers_[peer].shadowBase = remote.shadowAddr;
-  peers_[peer].shadowRkey = theirs.shadowRkey;
+  peers_[peer].lane[lane].rkey = theirs.rkey;
+  peers_[peer].lane[lane].shadowRkey = theirs.shadowRkey;
   return rcnSuccess;
 }
 
 rcnResult_t VerbsWire::startEvents(std::string* why) {
   auto nameQp = [this](const ibv_qp* qp) {
     for (int r = 0; r < nranks_; ++r)
-      if (peers_[r].qp == qp) return "the queue pair to " + peerName(r);
+      for (const Lane& lane : peers_[r].lane)
+        if (lane.qp == qp) return "the queue pair to " + peerName(r);
     return std::string("a queue pair");
   };
   for (auto& rail : rails_)
@@ -443,6 +502,7 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   rcnResult_t local = createResources(flags, &localWhy);
   std::vector<uint8_t> blobs(blobBytes() * nranks_, 0);
   auto header = [&](int r) { return reinterpret_cast<VerbsBlobHeader*>(&blobs[blobBytes() * r]); };
+  // qps(r) + peer * kMaxRails: rank r's lanes to peer.
   auto qps = [&](int r) { return reinterpret_cast<QpBlob*>(&blobs[blobBytes() * r] + sizeof(VerbsBlobHeader)); };
   VerbsBlobHeader* mine = header(rank_);
   mine->ok = local == rcnSuccess;
@@ -452,6 +512,7 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
     mine->psn = psn_;
     mine->flagMode = uint8_t(flagMode_);
     mine->rails = uint8_t(rails_.size());
+    mine->lanes = uint8_t(lanesWanted_);
     for (size_t i = 0; i < rails_.size(); ++i) {
       const VerbsRail& rail = *rails_[i];
       RailBlob& b = mine->rail[i];
@@ -463,7 +524,8 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
       b.mtu = uint8_t(rail.port.attr.active_mtu);
     }
     for (int r = 0; r < nranks_; ++r)
-      if (peers_[r].qp) qps(rank_)[r] = QpBlob{peers_[r].qp->qp_num, uint32_t(peers_[r].rail)};
+      for (int k = 0; k < peers_[r].lanes; ++k)
+        qps(rank_)[r * kMaxRails + k] = QpBlob{peers_[r].lane[k].qp->qp_num, uint32_t(peers_[r].lane[k].rail)};
   }
   RCN_CHECK(ctx.bootstrap->allGather(blobs.data(), blobBytes()));
   for (int r = 0; r < nranks_; ++r) {
@@ -473,45 +535,43 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   }
   // Every rank sees every blob, so a mismatch fails every rank alike.
   for (int r = 0; r < nranks_; ++r)
-    if (r != rank_) RCN_CHECK(checkPeersMatch(*header(r), qps(r)[rank_], r, why));
+    if (r != rank_) RCN_CHECK(checkPeersMatch(*header(r), qps(r)[rank_ * kMaxRails], r, why));
   bool ok = true;
   for (int r = 0; r < nranks_ && ok; ++r) {
     if (r == rank_) continue;
-    ok = connectQp(r, *header(r), qps(r)[rank_], &localWhy) == rcnSuccess;
-    if (ok && postReceives(r, recvDepth_) != rcnSuccess) {
-      ok = false;
-      failure_.get(&localWhy);
-    }
+    ok = connectPeer(r, *header(r), qps(r) + rank_ * kMaxRails, &localWhy) == rcnSuccess;
+    if (!ok && failure_.failed()) failure_.get(&localWhy);
   }
   if (ok) ok = startEvents(&localWhy) == rcnSuccess;
   // Nobody posts before every QP is ready to receive.
   return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "connect its queue pairs", why);
 }
 
-// Empty receives: a write with immediate consumes one and carries no bytes into it.
-rcnResult_t VerbsWire::postReceives(int peer, int count) {
+// Empty receives: a write with immediate consumes one and carries no bytes
+// into it. wr_id: the peer, and the lane above bit 32.
+rcnResult_t VerbsWire::postReceives(int peer, int lane, int count) {
   std::vector<ibv_recv_wr> wrs(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
     wrs[i] = ibv_recv_wr{};
-    wrs[i].wr_id = uint64_t(peer);
+    wrs[i].wr_id = uint64_t(peer) | (uint64_t(lane) << 32);
     wrs[i].next = i + 1 < count ? &wrs[i + 1] : nullptr;
   }
   ibv_recv_wr* bad = nullptr;
-  const int err = verbsApi().postRecv(peers_[peer].qp, wrs.data(), &bad);
+  const int err = verbsApi().postRecv(peers_[peer].lane[lane].qp, wrs.data(), &bad);
   if (err != 0) return fail("verbs wire: ibv_post_recv for " + peerName(peer) + " failed: " + strerror(err));
   return rcnSuccess;
 }
 
-bool VerbsWire::hasRoom(int peer, int count) const {
-  const Peer& p = peers_[peer];
-  return p.posted + uint64_t(count) - p.completed.load(std::memory_order_acquire) < uint64_t(kSendDepth);
+bool VerbsWire::hasRoom(int peer, int lane, int count) const {
+  const Lane& l = peers_[peer].lane[lane];
+  return l.posted + uint64_t(count) - l.completed.load(std::memory_order_acquire) < uint64_t(kSendDepth);
 }
 
 // Back-pressure: never more than kSendDepth - 1 requests outstanding on a QP.
-rcnResult_t VerbsWire::waitForRoom(int peer, int count) {
-  if (hasRoom(peer, count)) return rcnSuccess;
+rcnResult_t VerbsWire::waitForRoom(int peer, int lane, int count) {
+  if (hasRoom(peer, lane, count)) return rcnSuccess;
   const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
-  while (!hasRoom(peer, count)) {
+  while (!hasRoom(peer, lane, count)) {
     if (stopped()) return rcnRemoteError;  // abort() must not wait out the timeout here
     RCN_CHECK(progress());
     if (expired(deadline))
@@ -521,31 +581,37 @@ rcnResult_t VerbsWire::waitForRoom(int peer, int count) {
   return rcnSuccess;
 }
 
-rcnResult_t VerbsWire::post(int peer, ibv_send_wr* wrs, int count) {
-  RCN_CHECK(waitForRoom(peer, count));
-  return postNow(peer, wrs, count);
+rcnResult_t VerbsWire::post(int peer, int lane, ibv_send_wr* wrs, int count) {
+  RCN_CHECK(waitForRoom(peer, lane, count));
+  return postNow(peer, lane, wrs, count);
 }
+
+// wr_id of a send: the peer above bit 48, the lane in bits 44..47, then the
+// request's index on its QP.
+constexpr int kLaneShift = 44;
+constexpr uint64_t kIndexMask = (1ull << kLaneShift) - 1;
 
 // Posts a chain of `count` requests (wrs[0..count) linked here) on a send
 // queue known to have room; one request in kSignalEvery is signaled.
-rcnResult_t VerbsWire::postNow(int peer, ibv_send_wr* wrs, int count) {
-  Peer& p = peers_[peer];
+rcnResult_t VerbsWire::postNow(int peer, int lane, ibv_send_wr* wrs, int count) {
+  Lane& l = peers_[peer].lane[lane];
   std::lock_guard<std::mutex> lock(postMutex_);
   for (int i = 0; i < count; ++i) {
-    const uint64_t index = ++p.posted;
+    const uint64_t index = ++l.posted;
     if (index % kSignalEvery == 0) wrs[i].send_flags |= IBV_SEND_SIGNALED;
-    wrs[i].wr_id = (uint64_t(peer) << 48) | index;
+    wrs[i].wr_id = (uint64_t(peer) << 48) | (uint64_t(lane) << kLaneShift) | index;
     wrs[i].next = i + 1 < count ? &wrs[i + 1] : nullptr;
   }
   ibv_send_wr* bad = nullptr;
-  const int err = verbsApi().postSend(p.qp, wrs, &bad);
-  if (err != 0) return fail("verbs wire: ibv_post_send to " + peerName(peer) + " failed: " + strerror(err));
+  const int err = verbsApi().postSend(l.qp, wrs, &bad);
+  if (err != 0)
+    return fail("verbs wire: ibv_post_send to " + peerName(peer) + " failed: " + strerror(err));
   return rcnSuccess;
 }
 
-void VerbsWire::payloadRequest(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, ibv_send_wr* wr,
-                               ibv_sge* sge) const {
-  *sge = ibv_sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), railOf(peer).mr->lkey};
+void VerbsWire::payloadRequest(int peer, int lane, size_t localOffset, size_t remoteOffset, size_t bytes,
+                               ibv_send_wr* wr, ibv_sge* sge) const {
+  *sge = ibv_sge{reinterpret_cast<uint64_t>(base_ + localOffset), uint32_t(bytes), railOf(peer, lane).mr->lkey};
   *wr = ibv_send_wr{};
   wr->opcode = IBV_WR_RDMA_WRITE;
   // Inline: the bytes go with the request (read at post time), one DMA read fewer.
@@ -553,13 +619,14 @@ void VerbsWire::payloadRequest(int peer, size_t localOffset, size_t remoteOffset
   wr->sg_list = sge;
   wr->num_sge = 1;
   wr->wr.rdma.remote_addr = peers_[peer].remoteBase + remoteOffset;
-  wr->wr.rdma.rkey = peers_[peer].rkey;
+  wr->wr.rdma.rkey = peers_[peer].lane[lane].rkey;
 }
 
 // The flag's request: imm mode writes the value into the peer's shadow array
 // with the index as immediate; ordered mode writes the flag itself. Inline:
 // *value is copied at post time, so it may live on the stack.
-rcnResult_t VerbsWire::flagRequest(int peer, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr, ibv_sge* sge) {
+rcnResult_t VerbsWire::flagRequest(int peer, int lane, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr,
+                                   ibv_sge* sge) {
   RCN_CHECK(checkPutFlag(peer, flagIndex));
   if (deviceRegion_) {
     RCN_WARN(RCN_LOG_TRANSPORT, "verbs wire: no flags into a GPU-memory region (staged LL lines carry their tags)");
@@ -575,58 +642,78 @@ rcnResult_t VerbsWire::flagRequest(int peer, size_t flagIndex, const uint32_t* v
     wr->opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr->imm_data = htonl(uint32_t(flagIndex));
     wr->wr.rdma.remote_addr = p.shadowBase + flagIndex * sizeof(uint32_t);
-    wr->wr.rdma.rkey = p.shadowRkey;
+    wr->wr.rdma.rkey = p.lane[lane].shadowRkey;
   } else {
     wr->opcode = IBV_WR_RDMA_WRITE;
     wr->wr.rdma.remote_addr = p.remoteBase + layout_.flagOffset + flagIndex * sizeof(uint32_t);
-    wr->wr.rdma.rkey = p.rkey;
+    wr->wr.rdma.rkey = p.lane[lane].rkey;
   }
   return rcnSuccess;
 }
 
+// The bytes of each lane's part of a put: all of it (on lane 0) below the
+// stripe size or with one lane, else an equal share rounded up to 64 bytes
+// (whole LL lines), so the last lanes' parts may be short or empty.
+size_t VerbsWire::stripePart(int peer, size_t bytes) const {
+  const int lanes = peers_[peer].lanes;
+  if (lanes <= 1 || stripeBytes_ == 0 || bytes < stripeBytes_) return bytes;
+  return ((bytes + size_t(lanes) - 1) / size_t(lanes) + 63) & ~size_t(63);
+}
+
 rcnResult_t VerbsWire::put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) {
   RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
-  if (bytes == 0) return rcnSuccess;
-  ibv_sge sge;
-  ibv_send_wr wr;
-  payloadRequest(peer, localOffset, remoteOffset, bytes, &wr, &sge);
-  return post(peer, &wr, 1);
+  const size_t part = stripePart(peer, bytes);
+  for (size_t done = 0, lane = 0; done < bytes; done += part, ++lane) {
+    ibv_sge sge;
+    ibv_send_wr wr;
+    payloadRequest(peer, int(lane), localOffset + done, remoteOffset + done, std::min(part, bytes - done), &wr, &sge);
+    RCN_CHECK(post(peer, int(lane), &wr, 1));
+  }
+  return rcnSuccess;
 }
 
 rcnResult_t VerbsWire::putFlag(int peer, size_t flagIndex, uint32_t value) {
-  ibv_sge sge;
-  ibv_send_wr wr;
-  RCN_CHECK(flagRequest(peer, flagIndex, &value, &wr, &sge));
-  return post(peer, &wr, 1);
+  return putWithFlag(peer, 0, 0, 0, flagIndex, value);
 }
 
+// Each lane gets its part of the payload (maybe none) chained with the flag:
+// the receiver raises the flag once every lane's immediate has come.
 rcnResult_t VerbsWire::putWithFlag(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, size_t flagIndex,
                                    uint32_t value) {
   RCN_CHECK(checkPut(peer, localOffset, remoteOffset, bytes));
-  ibv_sge sges[2];
-  ibv_send_wr wrs[2];
-  int count = 0;
-  if (bytes) payloadRequest(peer, localOffset, remoteOffset, bytes, &wrs[count], &sges[count]), ++count;
-  RCN_CHECK(flagRequest(peer, flagIndex, &value, &wrs[count], &sges[count]));
-  return post(peer, wrs, count + 1);
+  const size_t part = stripePart(peer, bytes);
+  for (int lane = 0; lane < peers_[peer].lanes; ++lane) {
+    ibv_sge sges[2];
+    ibv_send_wr wrs[2];
+    int count = 0;
+    const size_t done = std::min(bytes, size_t(lane) * part);
+    const size_t mine = std::min(part, bytes - done);
+    if (mine)
+      payloadRequest(peer, lane, localOffset + done, remoteOffset + done, mine, &wrs[count], &sges[count]), ++count;
+    RCN_CHECK(flagRequest(peer, lane, flagIndex, &value, &wrs[count], &sges[count]));
+    RCN_CHECK(post(peer, lane, wrs, count + 1));
+  }
+  return rcnSuccess;
 }
 
 // A zero-length write with immediate `imm` to every peer still there, where
 // its send queue has room (never waits: abort() must return at once); which
 // peers it went to. signaled: its completion confirms every earlier write to
 // that peer.
-std::vector<bool> VerbsWire::tellPeers(uint32_t imm, bool signaled) {
-  std::vector<bool> told(size_t(nranks_), false);
+std::vector<uint8_t> VerbsWire::tellPeers(uint32_t imm, bool signaled) {
+  std::vector<uint8_t> told(size_t(nranks_), 0);  // per peer, a bit per lane
   for (int r = 0; r < nranks_; ++r) {
-    if (!peers_[r].qp || peers_[r].left.load() || !hasRoom(r, 1)) continue;
-    ibv_send_wr wr{};
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
-    wr.imm_data = htonl(imm);
-    wr.num_sge = 0;
-    wr.wr.rdma.remote_addr = peers_[r].shadowBase;
-    wr.wr.rdma.rkey = peers_[r].shadowRkey;
-    told[r] = postNow(r, &wr, 1) == rcnSuccess;  // a broken QP: the other peers are still told
+    for (int k = 0; k < peers_[r].lanes; ++k) {
+      if (!peers_[r].lane[k].qp || peers_[r].left.load() || !hasRoom(r, k, 1)) continue;
+      ibv_send_wr wr{};
+      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+      wr.imm_data = htonl(imm);
+      wr.num_sge = 0;
+      wr.wr.rdma.remote_addr = peers_[r].shadowBase;
+      wr.wr.rdma.rkey = peers_[r].lane[k].shadowRkey;
+      if (postNow(r, k, &wr, 1) == rcnSuccess) told[r] |= uint8_t(1u << k);  // a broken QP: the others still go
+    }
   }
   return told;
 }
@@ -640,10 +727,12 @@ void VerbsWire::abortWith(const std::string&) {
 
 // Every peer told goodbye has confirmed it, or left itself. A peer whose
 // send queue was full got no goodbye: its last writes go unconfirmed.
-bool VerbsWire::closeFinished(const std::vector<bool>& told) {
+bool VerbsWire::closeFinished(const std::vector<uint8_t>& told) {
   for (int r = 0; r < nranks_; ++r) {
     const Peer& p = peers_[r];
-    if (told[r] && !p.left.load() && p.completed.load() != p.posted) return false;
+    if (p.left.load()) continue;
+    for (int k = 0; k < p.lanes; ++k)
+      if ((told[r] >> k & 1) && p.lane[k].completed.load() != p.lane[k].posted) return false;
   }
   return true;
 }
@@ -657,7 +746,7 @@ bool VerbsWire::closeFinished(const std::vector<bool>& told) {
 // it would cost a retry timeout).
 void VerbsWire::close() {
   if (stopped() || toldPeers_.exchange(true)) return;
-  const std::vector<bool> told = tellPeers(kImmGoodbye, /*signaled=*/true);
+  const std::vector<uint8_t> told = tellPeers(kImmGoodbye, /*signaled=*/true);
   (void)pollUntil(closeDeadline(timeoutMs_), std::chrono::microseconds(20), [&] {
     if (reapSends(/*closing=*/true) != rcnSuccess || reapReceives() != rcnSuccess) return true;
     return closeFinished(told);
@@ -685,11 +774,13 @@ rcnResult_t VerbsWire::reapSends(bool closing) {
 
 rcnResult_t VerbsWire::takeSendCompletions(const ibv_wc* wc, int n, bool closing) {
   for (int i = 0; i < n; ++i) {
-    int peer = int(wc[i].wr_id >> 48);
-    const bool known = peer >= 0 && peer < nranks_ && peers_[peer].qp;
+    const int peer = int(wc[i].wr_id >> 48);
+    const int lane = int((wc[i].wr_id >> kLaneShift) & 0xf);
+    const bool known = peer >= 0 && peer < nranks_ && lane < peers_[peer].lanes && peers_[peer].lane[lane].qp;
+    Lane* l = known ? &peers_[peer].lane[lane] : nullptr;
     if (wc[i].status != IBV_WC_SUCCESS) {
       if (closing) {
-        if (known) peers_[peer].completed.store(peers_[peer].posted);  // nothing more completes on that QP
+        if (l) l->completed.store(l->posted);  // nothing more completes on that QP
         continue;
       }
       char text[200];
@@ -699,8 +790,8 @@ rcnResult_t VerbsWire::takeSendCompletions(const ibv_wc* wc, int n, bool closing
       return fail(text);
     }
     // RC completes in order: this signaled request finished every earlier one.
-    const uint64_t index = wc[i].wr_id & ((1ull << 48) - 1);
-    if (known && index > peers_[peer].completed.load()) peers_[peer].completed.store(index);
+    const uint64_t index = wc[i].wr_id & kIndexMask;
+    if (l && index > l->completed.load()) l->completed.store(index);
   }
   return rcnSuccess;
 }
@@ -719,15 +810,17 @@ rcnResult_t VerbsWire::reapReceives() {
 
 rcnResult_t VerbsWire::takeReceiveCompletions(const ibv_wc* wc, int n) {
   for (int i = 0; i < n; ++i) {
-    const int peer = int(wc[i].wr_id);
-    if (peer < 0 || peer >= nranks_ || !peers_[peer].qp) return fail("verbs wire: a receive completion of no peer");
+    const int peer = int(wc[i].wr_id & 0xffffffffu);
+    const int lane = int(wc[i].wr_id >> 32);
+    if (peer < 0 || peer >= nranks_ || lane >= peers_[peer].lanes || !peers_[peer].lane[lane].qp)
+      return fail("verbs wire: a receive completion of no peer");
     if (wc[i].status != IBV_WC_SUCCESS)
       return fail("verbs wire: the queue pair to " + peerName(peer) + " failed: a receive completed with error '" +
                   verbsApi().wcStatusStr(wc[i].status) + "'");
     if (!(wc[i].wc_flags & IBV_WC_WITH_IMM))
       return fail("verbs wire: " + peerName(peer) + " sent a message without an immediate");
     RCN_CHECK(handleImmediate(peer, ntohl(wc[i].imm_data)));
-    if (!peers_[peer].left.load()) RCN_CHECK(postReceives(peer, 1));
+    if (!peers_[peer].left.load()) RCN_CHECK(postReceives(peer, lane, 1));
   }
   return rcnSuccess;
 }
@@ -742,7 +835,14 @@ rcnResult_t VerbsWire::handleImmediate(int peer, uint32_t imm) {
   if (imm >= layout_.flagCount || flagMode_ != FlagMode::Imm || deviceRegion_)
     return fail("verbs wire: " + peerName(peer) + " sent an unexpected immediate " + std::to_string(imm));
   // The completion says the shadow word (and every earlier write on the QP)
-  // is in memory: only now may the consumers see the flag.
+  // is in memory; with several lanes, only for this lane's part. Once every
+  // lane's has come, the consumers may see the flag. The count restarts
+  // before the flag shows: its next use follows the consumers' reply.
+  const int lanes = peers_[peer].lanes;
+  if (lanes > 1) {
+    if (arrivals_[imm].fetch_add(1, std::memory_order_acq_rel) + 1 < lanes) return rcnSuccess;
+    arrivals_[imm].store(0, std::memory_order_relaxed);
+  }
   const uint32_t* shadow = reinterpret_cast<const uint32_t*>(shadow_.base);
   __atomic_store_n(&flags()[imm], __atomic_load_n(&shadow[imm], __ATOMIC_ACQUIRE), __ATOMIC_RELEASE);
   return rcnSuccess;
