@@ -150,9 +150,11 @@ struct NodeScope {
   }
 };
 
-std::vector<VerbsPort> openOnNode(int n, const GidReach* reach, size_t most, std::string* why) {
+std::vector<VerbsPort> openOnNode(const GidReach* reach, std::string* why) {
   std::vector<VerbsPort> ports;
-  openVerbsPorts(&ports, why, "", most, reach);
+  VerbsPortQuery query;
+  query.reach = reach;
+  openVerbsPorts(&ports, why, query);
   for (VerbsPort& port : ports) verbsApi().closeDevice(port.context);
   return ports;
 }
@@ -209,7 +211,7 @@ TEST_CASE("spark fabric: a two-function HCA list opens both, each on a GID that 
     ScopedEnv hca("NCCL_IB_HCA", "rocep1s0f0,rocep1s0f1");
     const GidReach reach = gidReachFromTopo(topo, n - 1);
     std::string why;
-    const std::vector<VerbsPort> ports = openOnNode(n, &reach, 4, &why);
+    const std::vector<VerbsPort> ports = openOnNode(&reach, &why);
     INFO(why);
     REQUIRE(ports.size() == 2);
     CHECK(ports[0].device == "rocep1s0f0");
@@ -226,7 +228,7 @@ TEST_CASE("spark fabric: without the topology the first policy GID is taken, eve
   NodeScope node(1);
   ScopedEnv hca("NCCL_IB_HCA", "rocep1s0f0");
   std::string why;
-  const std::vector<VerbsPort> ports = openOnNode(1, nullptr, 1, &why);
+  const std::vector<VerbsPort> ports = openOnNode(nullptr, &why);
   REQUIRE(ports.size() == 1);
   CHECK(ports[0].gidIndex == 3);  // the macvlan's: why the reach check exists
   CHECK_FALSE(nodeHasAddressIn(2, chosenGid(1, ports[0])));
@@ -241,7 +243,7 @@ TEST_CASE("spark fabric: IPv6 GIDs are judged by their /64", "[verbs]") {
     ScopedEnv hca("NCCL_IB_HCA", "rocep1s0f0");
     const GidReach reach = gidReachFromTopo(topo, n - 1);
     std::string why;
-    const std::vector<VerbsPort> ports = openOnNode(n, &reach, 1, &why);
+    const std::vector<VerbsPort> ports = openOnNode(&reach, &why);
     INFO(why);
     REQUIRE(ports.size() == 1);
     CHECK(ports[0].gidIndex == 7);  // fd00:100::/64, past the node-local 2001:db8:n::/64
@@ -257,7 +259,7 @@ TEST_CASE("spark fabric: the link-local port is passed over and a GID reaching n
   std::string why;
   {
     ScopedEnv hca("NCCL_IB_HCA", "roceP2p1s0f0");
-    CHECK(openOnNode(2, &reach, 1, &why).empty());
+    CHECK(openOnNode(&reach, &why).empty());
     CHECK(why.find("link-local ones never count") != std::string::npos);
     CHECK(why.find("roceP2p1s0f0:1") != std::string::npos);
   }
@@ -265,7 +267,7 @@ TEST_CASE("spark fabric: the link-local port is passed over and a GID reaching n
     // Only the macvlan's range is allowed: its GID misses every peer, and the error says so.
     ScopedEnv hca("NCCL_IB_HCA", "rocep1s0f0");
     ScopedEnv range("NCCL_IB_ADDR_RANGE", "172.16.0.0/16");
-    CHECK(openOnNode(2, &reach, 1, &why).empty());
+    CHECK(openOnNode(&reach, &why).empty());
     INFO(why);
     CHECK(why.find("GID 3 (172.16.2.1/24) of rocep1s0f0:1 does not reach rank 0's subnets") != std::string::npos);
   }
@@ -273,7 +275,7 @@ TEST_CASE("spark fabric: the link-local port is passed over and a GID reaching n
     // An explicit GID index is taken as given.
     ScopedEnv hca("NCCL_IB_HCA", "rocep1s0f0");
     ScopedEnv index("NCCL_IB_GID_INDEX", "3");
-    const std::vector<VerbsPort> ports = openOnNode(2, &reach, 1, &why);
+    const std::vector<VerbsPort> ports = openOnNode(&reach, &why);
     REQUIRE(ports.size() == 1);
     CHECK(ports[0].gidIndex == 3);
   }
@@ -287,7 +289,7 @@ TEST_CASE("spark fabric: the InfiniBand port routes by LID, and peers on the sam
   {
     ScopedEnv hca("NCCL_IB_HCA", "ibp1s0");
     const GidReach reach = gidReachFromTopo(topo, 2);
-    const std::vector<VerbsPort> ports = openOnNode(3, &reach, 1, &why);
+    const std::vector<VerbsPort> ports = openOnNode(&reach, &why);
     REQUIRE(ports.size() == 1);
     CHECK(ports[0].attr.link_layer == IBV_LINK_LAYER_INFINIBAND);
     CHECK(ports[0].gidIndex == 0);
@@ -297,7 +299,7 @@ TEST_CASE("spark fabric: the InfiniBand port routes by LID, and peers on the sam
   const GidReach reach = gidReachFromTopo(topo, 2);
   CHECK(reach.peers.empty());
   ScopedEnv hca("NCCL_IB_HCA", "rocep1s0f0");
-  const std::vector<VerbsPort> ports = openOnNode(3, &reach, 1, &why);
+  const std::vector<VerbsPort> ports = openOnNode(&reach, &why);
   REQUIRE(ports.size() == 1);
   CHECK(ports[0].gidIndex == 3);
 }

@@ -13,6 +13,7 @@ TEST_CASE("rdma check mocked tests", "[verbs]") { SKIP("built without libibverbs
 #include <thread>
 
 #include "core/bootstrap.h"
+#include "support/scoped_env.h"
 #include "probe_rdma_check.h"
 #include "verbs_mock_scope.h"
 
@@ -102,6 +103,36 @@ TEST_CASE("rdma check: alone it reports this host's port and asks for more hosts
   CHECK(r.rankHasPort[0]);
   CHECK(r.pairs.empty());
   CHECK(r.verdict.find("two or more hosts") != std::string::npos);
+}
+
+TEST_CASE("rdma check: with two devices listed it reports both rails and measures them together and alone",
+          "[verbs][probe]") {
+  MockScope scope(weaklyOrdered());
+  ScopedEnv hca("NCCL_IB_HCA", "mlx5_0,mlx5_1");
+  ScopedEnv stripe("ROCENANTE_IB_STRIPE_BYTES", "16K");  // the 64 KB bandwidth writes are striped
+  probe::RdmaCheckReport r = runCheck(2, small());
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(r.rails[i].size() == 2);
+    CHECK(r.rails[i][0].device == "mlx5_0");
+    CHECK(r.rails[i][1].device == "mlx5_1");
+  }
+  REQUIRE(r.pairs.size() == 4);  // one pair: imm and ordered over both rails, then imm on each alone
+  CHECK(r.pairs[0].rail == -1);
+  CHECK(r.pairs[1].rail == -1);
+  CHECK(r.pairs[2].rail == 0);
+  CHECK(r.pairs[3].rail == 1);
+  for (const probe::RdmaPairResult& p : r.pairs) {
+    INFO(p.why);
+    CHECK(p.ok);
+    CHECK(p.bandwidthGBs > 0);
+    if (p.protocol == "imm") CHECK(p.stale == 0);
+  }
+  CHECK(r.railWhy == std::vector<std::string>{"", ""});
+  CHECK(r.fastPath);
+  const std::string text = probe::rdmaCheckText(r);
+  CHECK(text.find("rank 1 rail 1: mlx5_1 port 1") != std::string::npos);
+  CHECK(text.find("imm      1 ") != std::string::npos);
+  CHECK(probe::rdmaCheckJson(r).find("\"rail\": 1") != std::string::npos);
 }
 
 TEST_CASE("rdma check: ports that are all down leave no fast path, saying why", "[verbs][probe]") {

@@ -137,13 +137,17 @@ class PairRun {
   std::string why_;
 };
 
-// What each rank says about its port.
-struct PortSlot {
-  int32_t ok;
+// What each rank says about its rails.
+struct RailSlot {
   int32_t port, gidIndex, mtuBytes;
   char device[64];
   char gid[48];
   char linkLayer[24];
+};
+struct PortSlot {
+  int32_t ok;
+  int32_t rails;
+  RailSlot rail[kMaxVerbsRails];
   char why[400];
 };
 
@@ -165,20 +169,29 @@ rcnResult_t gatherPorts(Bootstrap& boot, RdmaCheckReport* out) {
   std::vector<PortSlot> slots(n);
   PortSlot& mine = slots[boot.rank()];
   mine = PortSlot{};
-  VerbsPortSummary summary;
+  std::vector<VerbsPortSummary> rails;
   std::string why;
-  mine.ok = verbsPortSummary(&summary, &why) ? 1 : 0;
-  copyText(mine.device, summary.device);
-  copyText(mine.gid, summary.gid);
-  copyText(mine.linkLayer, summary.linkLayer);
+  mine.ok = verbsRailSummaries(&rails, &why) ? 1 : 0;
+  mine.rails = int32_t(std::min(rails.size(), kMaxVerbsRails));
+  for (int32_t i = 0; i < mine.rails; ++i) {
+    RailSlot& slot = mine.rail[i];
+    copyText(slot.device, rails[i].device);
+    copyText(slot.gid, rails[i].gid);
+    copyText(slot.linkLayer, rails[i].linkLayer);
+    slot.port = rails[i].port;
+    slot.gidIndex = rails[i].gidIndex;
+    slot.mtuBytes = rails[i].mtuBytes;
+  }
   copyText(mine.why, why);
-  mine.port = summary.port;
-  mine.gidIndex = summary.gidIndex;
-  mine.mtuBytes = summary.mtuBytes;
   RCN_CHECK(boot.allGather(slots.data(), sizeof(PortSlot)));
   for (const PortSlot& s : slots) {
-    out->rankHasPort.push_back(s.ok != 0);
-    out->ports.push_back({s.device, s.port, s.gidIndex, s.gid, s.mtuBytes, s.linkLayer});
+    std::vector<VerbsPortSummary> theirs;
+    for (int32_t i = 0; i < s.rails && i < int32_t(kMaxVerbsRails); ++i)
+      theirs.push_back({s.rail[i].device, s.rail[i].port, s.rail[i].gidIndex, s.rail[i].gid, s.rail[i].mtuBytes,
+                        s.rail[i].linkLayer});
+    out->rankHasPort.push_back(s.ok != 0 && !theirs.empty());
+    out->ports.push_back(theirs.empty() ? VerbsPortSummary{} : theirs[0]);
+    out->rails.push_back(theirs);
     out->rankWhy.push_back(s.ok ? "" : s.why);
   }
   return rcnSuccess;
@@ -186,7 +199,7 @@ rcnResult_t gatherPorts(Bootstrap& boot, RdmaCheckReport* out) {
 
 // Every pair a -> b in turn over one wire; the others wait at the gather.
 rcnResult_t runPairs(Bootstrap& boot, Wire& wire, const Layout& layout, const RdmaCheckOptions& options,
-                     const std::string& protocol, uint32_t* base, RdmaCheckReport* out) {
+                     const std::string& protocol, int rail, uint32_t* base, RdmaCheckReport* out) {
   const int n = boot.nranks(), me = boot.rank();
   const uint32_t stride = uint32_t(options.latencyRounds + options.orderingWrites + 8);
   for (int a = 0; a < n; ++a) {
@@ -204,6 +217,7 @@ rcnResult_t runPairs(Bootstrap& boot, Wire& wire, const Layout& layout, const Rd
       r.from = a;
       r.to = b;
       r.protocol = protocol;
+      r.rail = rail;
       r.ok = slots[a].ok && slots[b].ok;
       r.why = !slots[a].ok   ? "rank " + std::to_string(a) + ": " + slots[a].why
               : !slots[b].ok ? "rank " + std::to_string(b) + ": " + slots[b].why
@@ -216,6 +230,24 @@ rcnResult_t runPairs(Bootstrap& boot, Wire& wire, const Layout& layout, const Rd
     }
   }
   return rcnSuccess;
+}
+
+// Every pair over one verbs wire with this protocol and HCA list ("": the
+// environment's); *why says why the wire did not connect ("" when it did).
+rcnResult_t measureWire(Bootstrap& boot, const Layout& layout, const RdmaCheckOptions& options, const char* protocol,
+                        const std::string& hca, int rail, uint32_t* base, RdmaCheckReport* out, std::string* why) {
+  FastPathContext ctx;
+  ctx.rank = boot.rank();
+  ctx.nranks = boot.nranks();
+  ctx.timeoutMs = options.timeoutMs;
+  ctx.bootstrap = &boot;
+  std::unique_ptr<Wire> wire;
+  why->clear();
+  if (createVerbsWireWithFlags(ctx, layout.wire, protocol, &wire, why, hca) != rcnSuccess) return rcnSuccess;
+  RCN_CHECK(runPairs(boot, *wire, layout, options, protocol, rail, base, out));
+  wire->close();
+  wire.reset();
+  return boot.barrier();
 }
 
 void decide(RdmaCheckReport* r) {
@@ -240,6 +272,8 @@ void decide(RdmaCheckReport* r) {
       writesOrdered += p.writes;
     }
   }
+  for (size_t k = 0; k < r->railWhy.size(); ++k)
+    if (!r->railWhy[k].empty()) failure = "rail " + std::to_string(k) + " alone: " + r->railWhy[k];
   if (!r->wireWhy[0].empty()) failure = r->wireWhy[0];
   if (!failure.empty()) {
     r->verdict = "the RDMA fast path will not be used: the verbs wire failed (" + failure + ")";
@@ -275,20 +309,19 @@ rcnResult_t rdmaCheck(Bootstrap& boot, const RdmaCheckOptions& options, RdmaChec
     const Layout layout(options.bandwidthBytes);
     uint32_t base = 1;
     for (const char* protocol : {"imm", "ordered"}) {
-      FastPathContext ctx;
-      ctx.rank = boot.rank();
-      ctx.nranks = boot.nranks();
-      ctx.timeoutMs = options.timeoutMs;
-      ctx.bootstrap = &boot;
-      std::unique_ptr<Wire> wire;
       std::string why;
-      rcnResult_t built = createVerbsWireWithFlags(ctx, layout.wire, protocol, &wire, &why);
-      out->wireWhy.push_back(built == rcnSuccess ? "" : why);
-      if (built != rcnSuccess) continue;
-      RCN_CHECK(runPairs(boot, *wire, layout, options, protocol, &base, out));
-      wire->close();
-      wire.reset();
-      RCN_CHECK(boot.barrier());
+      RCN_CHECK(measureWire(boot, layout, options, protocol, "", -1, &base, out, &why));
+      out->wireWhy.push_back(why);
+    }
+    // Each rail alone, where there are several: every rank's k-th rail.
+    size_t rails = kMaxVerbsRails;
+    for (const auto& rankRails : out->rails) rails = std::min(rails, rankRails.size());
+    for (size_t k = 0; rails > 1 && k < rails; ++k) {
+      const VerbsPortSummary& mine = out->rails[size_t(boot.rank())][k];
+      std::string why;
+      RCN_CHECK(measureWire(boot, layout, options, "imm", "=" + mine.device + ":" + std::to_string(mine.port), int(k),
+                            &base, out, &why));
+      out->railWhy.push_back(why);
     }
   }
   decide(out);
@@ -299,25 +332,38 @@ std::string rdmaCheckText(const RdmaCheckReport& r) {
   std::string text = "RDMA check, " + std::to_string(r.nranks) + " rank" + (r.nranks == 1 ? "" : "s") + "\n";
   char line[512];
   for (int i = 0; i < r.nranks; ++i) {
-    const VerbsPortSummary& p = r.ports[i];
-    if (r.rankHasPort[i])
-      std::snprintf(line, sizeof line, "rank %d: %s port %d, GID %d %s, MTU %d, %s\n", i, p.device.c_str(), p.port,
-                    p.gidIndex, p.gid.c_str(), p.mtuBytes, p.linkLayer.c_str());
-    else std::snprintf(line, sizeof line, "rank %d: no usable RDMA port: %s\n", i, r.rankWhy[i].c_str());
-    text += line;
+    if (!r.rankHasPort[i]) {
+      std::snprintf(line, sizeof line, "rank %d: no usable RDMA port: %s\n", i, r.rankWhy[i].c_str());
+      text += line;
+      continue;
+    }
+    const std::vector<VerbsPortSummary>& rails = r.rails[i];
+    for (size_t k = 0; k < rails.size(); ++k) {
+      const VerbsPortSummary& p = rails[k];
+      const std::string railName = rails.size() > 1 ? " rail " + std::to_string(k) : "";
+      std::snprintf(line, sizeof line, "rank %d%s: %s port %d, GID %d %s, MTU %d, %s\n", i, railName.c_str(),
+                    p.device.c_str(), p.port, p.gidIndex, p.gid.c_str(), p.mtuBytes, p.linkLayer.c_str());
+      text += line;
+    }
   }
-  if (!r.pairs.empty()) text += "pair   flags    latency us  bandwidth GB/s  ordering (stale / writes)\n";
+  if (!r.pairs.empty())
+    text += "pair   flags    rail  latency us  bandwidth GB/s  ordering (stale / writes)\n";
   for (const RdmaPairResult& p : r.pairs) {
+    const std::string rail = p.rail < 0 ? "all" : std::to_string(p.rail);
     if (p.ok)
-      std::snprintf(line, sizeof line, "%d->%-3d %-8s %10.2f  %14.2f  %lld / %lld\n", p.from, p.to, p.protocol.c_str(),
-                    p.latencyUs, p.bandwidthGBs, (long long)p.stale, (long long)p.writes);
+      std::snprintf(line, sizeof line, "%d->%-3d %-8s %-4s %10.2f  %14.2f  %lld / %lld\n", p.from, p.to,
+                    p.protocol.c_str(), rail.c_str(), p.latencyUs, p.bandwidthGBs, (long long)p.stale,
+                    (long long)p.writes);
     else
-      std::snprintf(line, sizeof line, "%d->%-3d %-8s failed: %s\n", p.from, p.to, p.protocol.c_str(), p.why.c_str());
+      std::snprintf(line, sizeof line, "%d->%-3d %-8s %-4s failed: %s\n", p.from, p.to, p.protocol.c_str(),
+                    rail.c_str(), p.why.c_str());
     text += line;
   }
   const char* names[] = {"imm", "ordered"};
   for (size_t i = 0; i < r.wireWhy.size() && i < 2; ++i)
     if (!r.wireWhy[i].empty()) text += std::string("wire (") + names[i] + ") failed: " + r.wireWhy[i] + "\n";
+  for (size_t k = 0; k < r.railWhy.size(); ++k)
+    if (!r.railWhy[k].empty()) text += "wire (rail " + std::to_string(k) + " alone) failed: " + r.railWhy[k] + "\n";
   return text + "verdict: " + r.verdict + "\n";
 }
 
@@ -329,7 +375,15 @@ std::string rdmaCheckJson(const RdmaCheckReport& r) {
          ", \"usable\": " + (r.rankHasPort[i] ? "true" : "false") + ", \"device\": " + jsonQuote(p.device) +
          ", \"port\": " + std::to_string(p.port) + ", \"gid_index\": " + std::to_string(p.gidIndex) +
          ", \"gid\": " + jsonQuote(p.gid) + ", \"mtu\": " + std::to_string(p.mtuBytes) +
-         ", \"link_layer\": " + jsonQuote(p.linkLayer) + ", \"why\": " + jsonQuote(r.rankWhy[i]) + "}";
+         ", \"link_layer\": " + jsonQuote(p.linkLayer) + ", \"rails\": [";
+    for (size_t k = 0; k < r.rails[i].size(); ++k) {
+      const VerbsPortSummary& rail = r.rails[i][k];
+      j += std::string(k ? ", " : "") + "{\"device\": " + jsonQuote(rail.device) +
+           ", \"port\": " + std::to_string(rail.port) + ", \"gid_index\": " + std::to_string(rail.gidIndex) +
+           ", \"gid\": " + jsonQuote(rail.gid) + ", \"mtu\": " + std::to_string(rail.mtuBytes) +
+           ", \"link_layer\": " + jsonQuote(rail.linkLayer) + "}";
+    }
+    j += "], \"why\": " + jsonQuote(r.rankWhy[i]) + "}";
   }
   j += "], \"pairs\": [";
   for (size_t i = 0; i < r.pairs.size(); ++i) {
@@ -338,7 +392,7 @@ std::string rdmaCheckJson(const RdmaCheckReport& r) {
     std::snprintf(nums, sizeof nums, "\"latency_us\": %.3f, \"bandwidth_gbs\": %.3f, \"writes\": %lld, \"stale\": %lld",
                   p.latencyUs, p.bandwidthGBs, (long long)p.writes, (long long)p.stale);
     j += std::string(i ? ", " : "") + "{\"from\": " + std::to_string(p.from) + ", \"to\": " + std::to_string(p.to) +
-         ", \"flags\": " + jsonQuote(p.protocol) + ", \"ok\": " + (p.ok ? "true" : "false") + ", " + nums +
+         ", \"flags\": " + jsonQuote(p.protocol) + ", \"rail\": " + std::to_string(p.rail) + ", \"ok\": " + (p.ok ? "true" : "false") + ", " + nums +
          ", \"why\": " + jsonQuote(p.why) + "}";
   }
   j += std::string("], \"fast_path\": ") + (r.fastPath ? "true" : "false") +

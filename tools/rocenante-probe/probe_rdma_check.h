@@ -5,9 +5,11 @@
 // the one-way latency of a flag (ping-pong, halved, as ib_write_lat does),
 // the bandwidth of 1 MB writes (as ib_write_bw does) and runs an ordering
 // stress: tagged 64-byte payloads each followed by its flag, the receiver
-// counting every payload it finds stale once it saw the flag. The verdict
-// says whether the RDMA fast path will be used and with which protocol, or
-// why not.
+// counting every payload it finds stale once it saw the flag. With several
+// rails (an HCA list of several devices), the default protocol is measured
+// over every rail at once (striped, as the wire runs) and then over each
+// rail alone. The verdict says whether the RDMA fast path will be used and
+// with which protocol, or why not.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,7 @@ struct RdmaCheckOptions {
 struct RdmaPairResult {
   int from = 0, to = 0;
   std::string protocol;  // "imm" or "ordered"
+  int rail = -1;         // -1: every rail at once; else that rail alone
   bool ok = false;
   std::string why;  // when !ok
   double latencyUs = 0;
@@ -42,9 +45,11 @@ struct RdmaPairResult {
 struct RdmaCheckReport {
   int nranks = 0;
   std::vector<bool> rankHasPort;
-  std::vector<VerbsPortSummary> ports;  // per rank
+  std::vector<VerbsPortSummary> ports;  // per rank: its first rail
+  std::vector<std::vector<VerbsPortSummary>> rails;  // per rank: every rail
   std::vector<std::string> rankWhy;     // per rank, when it has no port
   std::vector<std::string> wireWhy;     // per protocol that could not connect ("" when it did)
+  std::vector<std::string> railWhy;     // per rail measured alone: "" when it connected
   std::vector<RdmaPairResult> pairs;
   bool fastPath = false;
   std::string protocol;

@@ -20,6 +20,11 @@ bool verbsPortSummary(VerbsPortSummary*, std::string* why, const std::string&) {
   *why = "rocenante was built without libibverbs";
   return false;
 }
+bool verbsRailSummaries(std::vector<VerbsPortSummary>* out, std::string* why) {
+  out->clear();
+  *why = "rocenante was built without libibverbs";
+  return false;
+}
 }  // namespace rcn
 
 #else
@@ -97,8 +102,7 @@ GidReach gidReachFromTopo(const CommTopo& topo, int rank) {
   return reach;
 }
 
-bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::string& preferred, size_t most,
-                    const GidReach* reach) {
+bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const VerbsPortQuery& query) {
   out->clear();
   if (!verbsApiUsable(why)) {
     *why = "verbs wire: " + *why;
@@ -110,7 +114,9 @@ bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::st
     return false;
   }
   const VerbsApi& api = verbsApi();
-  std::string spec = hcaSpecFromEnv();
+  const std::string spec = query.hca.empty() ? hcaSpecFromEnv() : query.hca;
+  const std::string& preferred = query.preferred;
+  const size_t most = spec.empty() ? 1 : kMaxVerbsRails;
   HcaFilter filter = parseHcaFilter(spec);
   int count = 0;
   ibv_device** list = api.getDeviceList(&count);
@@ -139,7 +145,7 @@ bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::st
           attr.state != IBV_PORT_ACTIVE)
         continue;
       std::string gidWhy;
-      const int gid = choosePortGid(name, p, attr, policy, reach, &gidWhy);
+      const int gid = choosePortGid(name, p, attr, policy, query.reach, &gidWhy);
       if (gid < 0) {
         passedOver += "; " + gidWhy;
         continue;
@@ -165,8 +171,11 @@ bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::st
 
 bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferred) {
   std::vector<VerbsPort> ports;
-  if (!openVerbsPorts(&ports, why, preferred, 1)) return false;
+  VerbsPortQuery query;
+  query.preferred = preferred;
+  if (!openVerbsPorts(&ports, why, query)) return false;
   *out = ports[0];
+  for (size_t i = 1; i < ports.size(); ++i) verbsApi().closeDevice(ports[i].context);
   return true;
 }
 
@@ -184,9 +193,10 @@ bool verbsForkInit() {
   return ok;
 }
 
-bool verbsPortSummary(VerbsPortSummary* out, std::string* why, const std::string& preferred) {
-  VerbsPort port;
-  if (!openVerbsPort(&port, why, preferred)) return false;
+namespace {
+
+// An opened port in words; closes it.
+bool summarizePort(const VerbsPort& port, VerbsPortSummary* out, std::string* why) {
   ibv_gid gid{};
   const bool gidOk = verbsApi().queryGid(port.context, uint8_t(port.port), port.gidIndex, &gid) == 0;
   verbsApi().closeDevice(port.context);
@@ -203,6 +213,27 @@ bool verbsPortSummary(VerbsPortSummary* out, std::string* why, const std::string
   out->mtuBytes = 128 << int(port.attr.active_mtu);  // IBV_MTU_256 is 1
   out->linkLayer = port.attr.link_layer == IBV_LINK_LAYER_INFINIBAND ? "InfiniBand" : "Ethernet (RoCE)";
   return true;
+}
+
+}  // namespace
+
+bool verbsPortSummary(VerbsPortSummary* out, std::string* why, const std::string& preferred) {
+  VerbsPort port;
+  return openVerbsPort(&port, why, preferred) && summarizePort(port, out, why);
+}
+
+bool verbsRailSummaries(std::vector<VerbsPortSummary>* out, std::string* why) {
+  out->clear();
+  std::vector<VerbsPort> ports;
+  if (!openVerbsPorts(&ports, why, VerbsPortQuery{})) return false;
+  bool ok = true;
+  for (const VerbsPort& port : ports) {
+    VerbsPortSummary summary;
+    if (ok && summarizePort(port, &summary, why)) out->push_back(summary);
+    else if (ok) ok = false;
+    else verbsApi().closeDevice(port.context);
+  }
+  return ok;
 }
 
 }  // namespace rcn

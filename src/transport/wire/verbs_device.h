@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "transport/wire/verbs_select.h"
+#include "transport/wire/wire.h"
 
 namespace rcn {
 
@@ -32,12 +33,17 @@ struct VerbsPort {
 // and why) otherwise. preferred: a device to try before the others (the
 // GPU's nearest NIC on PCIe), ignored where NCCL_IB_HCA/ROCENANTE_IB_HCA is set.
 bool openVerbsPort(VerbsPort* out, std::string* why, const std::string& preferred = "");
-// The same, up to `most` ports, each on its own device (rails), in the same
-// order; false with why when there is none. reach (when given): a GID whose
-// subnet misses a peer on another host is passed over (an explicit
-// ROCENANTE_IB_GID_INDEX/NCCL_IB_GID_INDEX is taken as given).
-bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const std::string& preferred, size_t most,
-                    const GidReach* reach = nullptr);
+
+struct VerbsPortQuery {
+  std::string preferred;            // as openVerbsPort's
+  std::string hca;                  // an HCA list; empty: ROCENANTE_IB_HCA, else NCCL_IB_HCA
+  const GidReach* reach = nullptr;  // when given, a GID whose subnet misses a peer on another host is
+                                    // passed over (an explicit GID index is taken as given)
+};
+// The same rules, one port per device: with an HCA list, every usable
+// device it names (up to kMaxVerbsRails, the rails), else one. False with
+// why when there is none.
+bool openVerbsPorts(std::vector<VerbsPort>* out, std::string* why, const VerbsPortQuery& query);
 
 // What rank's GIDs must reach, from the agreed topology: the subnet of each
 // of its own GIDs (an IPv4 GID's netdev prefix; an IPv6 GID counts as a

@@ -56,7 +56,7 @@ rcnResult_t createVerbsWire(const FastPathContext&, const WireLayout&, const Dev
 }
 
 rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayout& layout, const std::string&,
-                                     std::unique_ptr<Wire>* out, std::string* why) {
+                                     std::unique_ptr<Wire>* out, std::string* why, const std::string&) {
   return createVerbsWire(ctx, layout, nullptr, out, why);
 }
 
@@ -98,7 +98,7 @@ constexpr uint32_t kImmAbort = 0xfffffffeu;
 
 enum class FlagMode : uint8_t { Imm = 1, Ordered = 2 };
 
-constexpr int kMaxRails = 4;
+constexpr int kMaxRails = int(kMaxVerbsRails);
 
 // A rail as its peers need it (verbs_rail.h).
 struct RailBlob {
@@ -163,9 +163,10 @@ class VerbsWire final : public Wire {
   size_t railCount() const { return rails_.size(); }
   uint8_t* region() const override { return base_; }
 
-  // flags: "imm" or "ordered", or "" for ROCENANTE_IB_FLAGS.
+  // flags: "imm" or "ordered", or "" for ROCENANTE_IB_FLAGS; hca: an HCA
+  // list, or "" for ROCENANTE_IB_HCA/NCCL_IB_HCA.
   rcnResult_t setup(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
-                    const std::string& flags, std::string* why);
+                    const std::string& flags, const std::string& hca, std::string* why);
   rcnResult_t put(int peer, size_t localOffset, size_t remoteOffset, size_t bytes) override;
   rcnResult_t putFlag(int peer, size_t flagIndex, uint32_t value) override;
   rcnResult_t putWithFlag(int peer, size_t localOffset, size_t remoteOffset, size_t bytes, size_t flagIndex,
@@ -230,6 +231,7 @@ class VerbsWire final : public Wire {
 
   uint64_t timeoutMs_ = 10000;
   std::string preferredNic_;  // the GPU's nearest NIC, tried first
+  std::string hca_;           // the HCA list given to setup ("": the environment's)
   GidReach reach_;  // what this rank's GIDs must reach (empty without a topology)
   FlagMode flagMode_ = FlagMode::Imm;
   IbQpParams qpParams_;
@@ -300,8 +302,11 @@ rcnResult_t VerbsWire::createResources(const std::string& flags, std::string* wh
 // device the rules pick; the regions mapped once and registered on each.
 rcnResult_t VerbsWire::openRails(std::string* why) {
   std::vector<VerbsPort> ports;
-  const size_t most = hcaSpecFromEnv().empty() ? 1 : kMaxRails;
-  if (!openVerbsPorts(&ports, why, preferredNic_, most, &reach_)) return rcnInvalidUsage;
+  VerbsPortQuery query;
+  query.preferred = preferredNic_;
+  query.hca = hca_;
+  query.reach = &reach_;
+  if (!openVerbsPorts(&ports, why, query)) return rcnInvalidUsage;
   verbsForkInit();  // before the first registration; a failure is logged and registration goes on
   VerbsRegions regions;
   if (!base_) {
@@ -483,7 +488,8 @@ rcnResult_t VerbsWire::startEvents(std::string* why) {
 }
 
 rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
-                             const std::string& flags, std::string* why) {
+                             const std::string& flags, const std::string& hca, std::string* why) {
+  hca_ = hca;
   if (device) {
     base_ = device->ptr;
     dmabufFd_ = device->dmabufFd;
@@ -853,10 +859,11 @@ rcnResult_t VerbsWire::handleImmediate(int peer, uint32_t imm) {
 namespace {
 
 rcnResult_t buildVerbsWire(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
-                           const std::string& flags, std::unique_ptr<Wire>* out, std::string* why) {
+                           const std::string& flags, const std::string& hca, std::unique_ptr<Wire>* out,
+                           std::string* why) {
   out->reset();
   auto wire = std::make_unique<VerbsWire>();
-  rcnResult_t res = wire->setup(ctx, layout, device, flags, why);
+  rcnResult_t res = wire->setup(ctx, layout, device, flags, hca, why);
   if (res != rcnSuccess) {
     RCN_WARN(RCN_LOG_TRANSPORT, "%s", why->c_str());
     return res;
@@ -876,12 +883,12 @@ rcnResult_t buildVerbsWire(const FastPathContext& ctx, const WireLayout& layout,
 
 rcnResult_t createVerbsWire(const FastPathContext& ctx, const WireLayout& layout, const DeviceRegion* device,
                             std::unique_ptr<Wire>* out, std::string* why) {
-  return buildVerbsWire(ctx, layout, device, "", out, why);
+  return buildVerbsWire(ctx, layout, device, "", "", out, why);
 }
 
 rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayout& layout, const std::string& flags,
-                                     std::unique_ptr<Wire>* out, std::string* why) {
-  return buildVerbsWire(ctx, layout, nullptr, flags, out, why);
+                                     std::unique_ptr<Wire>* out, std::string* why, const std::string& hca) {
+  return buildVerbsWire(ctx, layout, nullptr, flags, hca, out, why);
 }
 
 }  // namespace rcn

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/deadline.h"
 #include "core/fast_path.h"
@@ -186,9 +187,13 @@ rcnResult_t createCudaWire(const FastPathContext& ctx, const WireLayout& layout,
                            std::string* why);
 // createVerbsWire with the flag protocol named ("imm" or "ordered", as
 // ROCENANTE_IB_FLAGS) instead of read from the environment, for host-memory
-// regions (rocenante-probe --rdma-check measures both).
+// regions (rocenante-probe --rdma-check measures both); hca, when not
+// empty, is the HCA list used instead of ROCENANTE_IB_HCA/NCCL_IB_HCA (the
+// check measures each rail alone).
 rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayout& layout, const std::string& flags,
-                                     std::unique_ptr<Wire>* out, std::string* why);
+                                     std::unique_ptr<Wire>* out, std::string* why, const std::string& hca = "");
+// The most devices an HCA list opens at once (rails).
+constexpr size_t kMaxVerbsRails = 4;
 // True when this process can open at least one usable RDMA device/port.
 bool verbsDeviceAvailable();
 // The device, port and GID the verbs wire would use here, in words.
@@ -203,6 +208,9 @@ struct VerbsPortSummary {
 // False with why when there is none (no libibverbs, no device, no usable port).
 // preferred: as the wire's (verbsPreferredNic).
 bool verbsPortSummary(VerbsPortSummary* out, std::string* why, const std::string& preferred = "");
+// Every rail the verbs wire would open here (one per device of an HCA list,
+// else the one port verbsPortSummary names); false with why when there is none.
+bool verbsRailSummaries(std::vector<VerbsPortSummary>* out, std::string* why);
 // The device the verbs wire tries first for this rank: its GPU's nearest RDMA
 // NIC on PCIe in ctx.topo ("" without a topology or a GPU), as NCCL picks.
 std::string verbsPreferredNic(const FastPathContext& ctx);
