@@ -19,6 +19,7 @@ TEST_CASE("verbs wire mocked tests", "[verbs]") { SKIP("built without libibverbs
 #include "support/scoped_env.h"
 #include "test_host_util.h"
 #include "topology/topology.h"
+#include "transport/wire/peer_link_watch.h"
 #include "transport/wire/verbs_api.h"
 #include "transport/wire/verbs_select.h"
 #include "transport/wire/wire.h"
@@ -291,24 +292,74 @@ TEST_CASE("verbs wire: a port going down fails the wire, naming the port", "[ver
   CHECK(why.find("port 1 went down") != std::string::npos);
 }
 
-// A peer whose process died: its QP is gone, and a write to it fails with
-// RETRY_EXC once the QP's timeout and retries have run out (virtual time:
-// NCCL's 4.096 us x 2^20 x 8 = 34 s passes in 34 ms).
-TEST_CASE("verbs wire: a write to a dead peer fails with retry-exceeded after the timeout, naming it",
+// A peer whose QP broke while its process lives on (so its exit watch stays
+// open): a write to it fails with RETRY_EXC once the QP's timeout and
+// retries have run out (virtual time: NCCL's 4.096 us x 2^20 x 8 = 34 s
+// passes in 34 ms).
+TEST_CASE("verbs wire: a write to a peer whose QP broke fails with retry-exceeded after the timeout, naming it",
           "[verbs][faults]") {
   MockScope scope;
   Built b;
   buildWires(&b);
   REQUIRE(b.wires[1]);
-  b.wires[1].reset();  // no goodbye: as a crash
+  mock::clearPosted();
+  REQUIRE(b.wires[0]->putFlag(1, 0, 1) == rcnSuccess);
+  REQUIRE(progressUntil(b, [&] { return flagOf(*b.wires[1], 0) == 1; }));
+  const uint32_t rank0Qp = mock::posted().at(0).qpn;
+  uint32_t rank1Qp = 0;
+  for (const MockTransition& t : mock::transitions())
+    if (t.qpn == rank0Qp && t.destQpn) rank1Qp = t.destQpn;
+  REQUIRE(rank1Qp != 0);
+  mock::raiseQpFatal(rank1Qp);
   const auto start = Clock::now();
-  REQUIRE(b.wires[0]->putWithFlag(1, 0, 0, 64, 0, 1) == rcnSuccess);
+  REQUIRE(b.wires[0]->putWithFlag(1, 0, 0, 64, 0, 2) == rcnSuccess);
   REQUIRE(progressUntil(b, [&] { return b.wires[0]->error(nullptr) != rcnSuccess; }));
   CHECK(Clock::now() - start >= std::chrono::milliseconds(30));
   std::string why;
   b.wires[0]->error(&why);
   CHECK(why.find("rank 1") != std::string::npos);
   CHECK(why.find("retry counter exceeded") != std::string::npos);
+}
+
+// A rank whose process ends without destroy or abort (killed, _exit): its
+// exit watch's connections close with it, and every survivor fails within
+// 100 ms naming it, long before a write to it would run out of retries.
+TEST_CASE("verbs wire: a rank that ends without goodbye fails every survivor at once, naming it",
+          "[verbs][faults]") {
+  MockOptions slow;
+  slow.virtualSpeedup = 1;  // a write to the gone rank would take NCCL's 34 s
+  MockScope scope(slow);
+  Built b;
+  buildWires(&b, nullptr, 3);
+  REQUIRE(b.wires[2]);
+  b.wires[1].reset();  // no close(): as a crash, its QPs and connections gone
+  const auto start = Clock::now();
+  REQUIRE(b.wires[0]->putWithFlag(1, 0, 0, 64, 0, 1) == rcnSuccess);
+  REQUIRE(progressUntil(b, [&] { return b.wires[0]->error(nullptr) != rcnSuccess && b.wires[2]->error(nullptr) != rcnSuccess; }));
+  CHECK(Clock::now() - start < std::chrono::milliseconds(100));
+  for (int r : {0, 2}) {
+    std::string why;
+    b.wires[r]->error(&why);
+    INFO(why);
+    CHECK(why.find("rank 1 exited without destroying or aborting its communicator") != std::string::npos);
+  }
+}
+
+TEST_CASE("verbs wire: a rank that closes and then ends fails no survivor", "[verbs][faults]") {
+  MockScope scope(weaklyOrdered());
+  ScopedEnv hca("NCCL_IB_HCA", "mlx5_0,mlx5_1");  // a goodbye on each of two lanes
+  Built b;
+  buildWires(&b, nullptr, 3);
+  REQUIRE(b.wires[2]);
+  REQUIRE(b.wires[1]->putWithFlag(0, 0, 0, 64, 0, 1) == rcnSuccess);
+  b.wires[1]->close();
+  b.wires[1].reset();
+  REQUIRE(progressUntil(b, [&] { return b.wires[0]->peerLeft(1) && b.wires[2]->peerLeft(1); }));
+  CHECK(flagOf(*b.wires[0], 0) == 1);
+  // Well past the watch's grace for a goodbye.
+  progressUntil(b, [] { return false; }, 3 * int(PeerLinkWatch::kGoodbyeGraceMs));
+  CHECK(b.wires[0]->error(nullptr) == rcnSuccess);
+  CHECK(b.wires[2]->error(nullptr) == rcnSuccess);
 }
 
 TEST_CASE("verbs wire: abort tells every peer at once; each fails naming the aborting rank", "[verbs][faults]") {

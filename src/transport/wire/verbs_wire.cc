@@ -19,7 +19,10 @@
 // complete. Control messages travel the same way: an immediate of kImmGoodbye
 // (a clean close) or kImmAbort (this rank failed or was aborted), so a peer
 // learns at once. A broken QP is learnt from error completions and from the
-// device's asynchronous events (verbs_events.h), never by asking the QP.
+// device's asynchronous events (verbs_events.h), never by asking the QP. A
+// peer process that ends without either message (killed, crashed) is learnt
+// from the idle TCP connection the kernel closes for it (peer_link_watch.h),
+// not at the retry timeout of a write to it.
 //
 // With an HCA list of several devices (a Spark's port is two PCIe
 // functions) the wire opens a rail on each (verbs_rail.h) and connects each
@@ -77,6 +80,7 @@ rcnResult_t createVerbsWireWithFlags(const FastPathContext& ctx, const WireLayou
 #include "core/check.h"
 #include "core/deadline.h"
 #include "core/params.h"
+#include "transport/wire/peer_link_watch.h"
 #include "transport/wire/verbs_api.h"
 #include "transport/wire/verbs_device.h"
 #include "transport/wire/verbs_events.h"
@@ -189,13 +193,14 @@ class VerbsWire final : public Wire {
     uint32_t shadowRkey = 0;
     std::atomic<uint64_t> posted{0};     // requests posted on this QP (changed under postMutex_)
     std::atomic<uint64_t> completed{0};  // requests known complete (through a signaled one)
+    std::atomic<bool> goodbye{false};    // the peer's goodbye came on this QP, after all its writes here
   };
   struct Peer {
     Lane lane[kMaxRails];
     int lanes = 0;  // QPs created; after setup, those connected
     uint64_t remoteBase = 0;
     uint64_t shadowBase = 0;
-    std::atomic<bool> left{false};  // its goodbye arrived
+    std::atomic<bool> left{false};  // its goodbye arrived on every lane
   };
 
   rcnResult_t readFlagMode(const std::string& flags, std::string* why);
@@ -221,7 +226,7 @@ class VerbsWire final : public Wire {
   rcnResult_t takeSendCompletions(const ibv_wc* wc, int n, bool closing);
   rcnResult_t reapReceives();
   rcnResult_t takeReceiveCompletions(const ibv_wc* wc, int n);
-  rcnResult_t handleImmediate(int peer, uint32_t imm);
+  rcnResult_t handleImmediate(int peer, int lane, uint32_t imm);
   bool closeFinished(const std::vector<uint8_t>& told);
   rcnResult_t fail(const std::string& text);
   bool stopped() const override { return aborted_.load(std::memory_order_acquire) || failure_.failed(); }
@@ -250,6 +255,8 @@ class VerbsWire final : public Wire {
   // Per flag: the lanes whose immediate for it has come (a striped flag is
   // raised by the last one).
   std::unique_ptr<std::atomic<uint8_t>[]> arrivals_;
+  PeerLinkWatch links_;    // a peer process's end, seen at once
+  std::mutex linksMutex_;  // progress() may run on several threads; the watch is one
   std::mutex postMutex_;
   std::atomic<bool> aborted_{false};
   std::atomic<bool> toldPeers_{false};
@@ -550,7 +557,9 @@ rcnResult_t VerbsWire::setup(const FastPathContext& ctx, const WireLayout& layou
   }
   if (ok) ok = startEvents(&localWhy) == rcnSuccess;
   // Nobody posts before every QP is ready to receive.
-  return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "connect its queue pairs", why);
+  RCN_CHECK(agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "connect its queue pairs", why));
+  ok = links_.connect(*ctx.bootstrap, timeoutMs_, name(), &localWhy) == rcnSuccess;
+  return agreeOnStep(ctx.bootstrap, rank_, nranks_, ok, localWhy, name(), "open its exit watch", why);
 }
 
 // Empty receives: a write with immediate consumes one and carries no bytes
@@ -759,10 +768,15 @@ void VerbsWire::close() {
   });
 }
 
+// A peer's exit is judged after its goodbye had its chance to be reaped.
 rcnResult_t VerbsWire::progress() {
   if (failure_.failed()) return rcnRemoteError;
   RCN_CHECK(reapSends(/*closing=*/false));
-  return reapReceives();
+  RCN_CHECK(reapReceives());
+  std::unique_lock<std::mutex> lock(linksMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return rcnSuccess;  // another thread is looking
+  const std::string exited = links_.check([this](int peer) { return peerLeft(peer); });
+  return exited.empty() ? rcnSuccess : fail(exited);
 }
 
 // Reaps finished sends on every rail. An error completion is the wire's
@@ -820,20 +834,28 @@ rcnResult_t VerbsWire::takeReceiveCompletions(const ibv_wc* wc, int n) {
     const int lane = int(wc[i].wr_id >> 32);
     if (peer < 0 || peer >= nranks_ || lane >= peers_[peer].lanes || !peers_[peer].lane[lane].qp)
       return fail("verbs wire: a receive completion of no peer");
+    Lane& l = peers_[peer].lane[lane];
+    if (wc[i].status != IBV_WC_SUCCESS && l.goodbye.load()) continue;  // the peer is gone from this lane
     if (wc[i].status != IBV_WC_SUCCESS)
       return fail("verbs wire: the queue pair to " + peerName(peer) + " failed: a receive completed with error '" +
                   verbsApi().wcStatusStr(wc[i].status) + "'");
     if (!(wc[i].wc_flags & IBV_WC_WITH_IMM))
       return fail("verbs wire: " + peerName(peer) + " sent a message without an immediate");
-    RCN_CHECK(handleImmediate(peer, ntohl(wc[i].imm_data)));
-    if (!peers_[peer].left.load()) RCN_CHECK(postReceives(peer, lane, 1));
+    RCN_CHECK(handleImmediate(peer, lane, ntohl(wc[i].imm_data)));
+    if (!l.goodbye.load()) RCN_CHECK(postReceives(peer, lane, 1));
   }
   return rcnSuccess;
 }
 
-rcnResult_t VerbsWire::handleImmediate(int peer, uint32_t imm) {
+// A goodbye vouches only for its own lane's writes: the peer has left once
+// every lane's has come.
+rcnResult_t VerbsWire::handleImmediate(int peer, int lane, uint32_t imm) {
+  Peer& p = peers_[peer];
   if (imm == kImmGoodbye) {
-    peers_[peer].left.store(true, std::memory_order_release);
+    p.lane[lane].goodbye.store(true);
+    bool all = true;
+    for (int k = 0; k < p.lanes; ++k) all = all && p.lane[k].goodbye.load();
+    if (all) p.left.store(true, std::memory_order_release);
     return rcnSuccess;
   }
   if (imm == kImmAbort)

@@ -1,0 +1,144 @@
+#include "transport/wire/peer_link_watch.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "core/check.h"
+#include "core/log.h"
+#include "core/socket.h"
+#include "transport/wire/peer_identity.h"
+
+namespace rcn {
+
+namespace {
+
+constexpr uint64_t kLinkMagic = 0x72636e6c696e6b31ull;  // "rcnlink1"
+
+// What every rank publishes: where it listens, and rank 0's tag for this
+// communicator's connections.
+struct LinkBlob {
+  SocketAddress addr;
+  uint64_t tag;
+  int32_t ok;
+};
+
+struct LinkHello {
+  uint64_t magic;
+  uint64_t tag;
+  int32_t rank;
+};
+
+}  // namespace
+
+rcnResult_t PeerLinkWatch::connect(Bootstrap& boot, uint64_t timeoutMs, const char* wire, std::string* why) {
+  rank_ = boot.rank();
+  wire_ = wire;
+  const int nranks = boot.nranks();
+  fds_.assign(size_t(nranks), -1);
+  closedAt_.assign(size_t(nranks), {});
+  std::vector<LinkBlob> blobs(static_cast<size_t>(nranks));
+  LinkBlob& mine = blobs[size_t(rank_)];
+  mine = LinkBlob{};
+  mine.tag = randomId64();
+  int listenFd = -1;
+  SocketAddress pick;
+  mine.ok = socketPickListenAddress(&pick) == rcnSuccess && socketListen(pick, &listenFd, &mine.addr) == rcnSuccess;
+  RCN_CHECK(boot.allGather(blobs.data(), sizeof(LinkBlob)));
+  const uint64_t tag = blobs[0].tag;
+  rcnResult_t res = rcnSuccess;
+  for (int r = 0; r < nranks && res == rcnSuccess; ++r)
+    if (!blobs[size_t(r)].ok) {
+      *why = std::string(wire_) + " wire: rank " + std::to_string(r) + " could not listen for its exit watch";
+      res = rcnSystemError;
+    }
+  // Connect to every higher rank (their listening sockets exist already, so
+  // this completes through the backlog), then accept every lower one.
+  for (int r = rank_ + 1; r < nranks && res == rcnSuccess; ++r) {
+    const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs));
+    const LinkHello hello{kLinkMagic, tag, rank_};
+    std::string reason;
+    if (socketConnect(blobs[size_t(r)].addr, deadline, &fds_[size_t(r)], &reason) != rcnSuccess ||
+        socketSendAll(fds_[size_t(r)], &hello, sizeof hello, deadline, &reason) != rcnSuccess) {
+      *why = std::string(wire_) + " wire: rank " + std::to_string(rank_) + " could not open its exit watch to rank " +
+             std::to_string(r) + " at " + blobs[size_t(r)].addr.text() + ": " + reason;
+      res = rcnRemoteError;
+    }
+  }
+  if (res == rcnSuccess) res = acceptFromLower(listenFd, tag, timeoutMs, why);
+  socketClose(&listenFd);
+  if (res != rcnSuccess) closeAll();
+  return res;
+}
+
+rcnResult_t PeerLinkWatch::acceptFromLower(int listenFd, uint64_t tag, uint64_t timeoutMs, std::string* why) {
+  const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs));
+  for (int missing = rank_; missing > 0;) {
+    int fd = -1;
+    std::string reason;
+    if (socketAccept(listenFd, deadline, &fd, &reason) != rcnSuccess) {
+      *why = std::string(wire_) + " wire: rank " + std::to_string(rank_) + " waited for " + std::to_string(missing) +
+             " lower rank(s) to open their exit watch: " + reason;
+      return rcnRemoteError;
+    }
+    LinkHello hello{};
+    const bool said = socketRecvHello(fd, &hello, sizeof hello, deadline, &reason) == rcnSuccess;
+    if (!said || hello.magic != kLinkMagic || hello.tag != tag || hello.rank < 0 || hello.rank >= rank_ ||
+        fds_[size_t(hello.rank)] >= 0) {
+      RCN_INFO(RCN_LOG_TRANSPORT, "%s wire: rank %d dropped a connection to its exit watch that is no peer's", wire_,
+               rank_);
+      socketClose(&fd);
+      continue;
+    }
+    fds_[size_t(hello.rank)] = fd;
+    --missing;
+  }
+  return rcnSuccess;
+}
+
+// Notes the connections that closed since the last look (nothing is ever
+// sent on them: readable means closed).
+void PeerLinkWatch::noteClosed(std::chrono::steady_clock::time_point now) {
+  std::vector<pollfd> polls;
+  for (int fd : fds_)
+    if (fd >= 0) polls.push_back(pollfd{fd, POLLIN, 0});
+  if (polls.empty() || poll(polls.data(), nfds_t(polls.size()), 0) <= 0) return;
+  for (const pollfd& p : polls) {
+    if (!p.revents) continue;
+    char byte;
+    const ssize_t got = recv(p.fd, &byte, 1, MSG_DONTWAIT);
+    if (got > 0 || (got < 0 && (errno == EAGAIN || errno == EINTR))) continue;
+    size_t peer = 0;
+    while (fds_[peer] != p.fd) ++peer;
+    socketClose(&fds_[peer]);
+    closedAt_[peer] = now;
+  }
+}
+
+std::string PeerLinkWatch::check(const std::function<bool(int)>& leftOnPurpose) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_ < std::chrono::milliseconds(1)) return "";
+  last_ = now;
+  noteClosed(now);
+  for (size_t peer = 0; peer < closedAt_.size(); ++peer) {
+    if (closedAt_[peer] == std::chrono::steady_clock::time_point{}) continue;
+    if (leftOnPurpose && leftOnPurpose(int(peer))) {
+      closedAt_[peer] = {};  // no longer watched
+      continue;
+    }
+    if (now - closedAt_[peer] < std::chrono::milliseconds(kGoodbyeGraceMs)) continue;
+    closedAt_[peer] = {};
+    return std::string(wire_) + " wire: rank " + std::to_string(peer) +
+           " exited without destroying or aborting its communicator (its process ended: the connection of its exit "
+           "watch to rank " + std::to_string(rank_) + " closed)";
+  }
+  return "";
+}
+
+void PeerLinkWatch::closeAll() {
+  for (int& fd : fds_) socketClose(&fd);
+}
+
+}  // namespace rcn
