@@ -6,28 +6,26 @@
 
 #include <cerrno>
 
+#include "core/auth.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "core/socket.h"
-#include "transport/wire/peer_identity.h"
 
 namespace rcn {
 
 namespace {
 
-constexpr uint64_t kLinkMagic = 0x72636e6c696e6b31ull;  // "rcnlink1"
+constexpr const char* kLinkContext = "exit-watch";
 
-// What every rank publishes: where it listens, and rank 0's tag for this
-// communicator's connections.
+// What every rank publishes: where it listens, and (rank 0's is used) the
+// key every connection of this communicator's watch proves.
 struct LinkBlob {
   SocketAddress addr;
-  uint64_t tag;
+  uint8_t key[kIdSecretBytes];
   int32_t ok;
 };
 
 struct LinkHello {
-  uint64_t magic;
-  uint64_t tag;
   int32_t rank;
 };
 
@@ -42,12 +40,12 @@ rcnResult_t PeerLinkWatch::connect(Bootstrap& boot, uint64_t timeoutMs, const ch
   std::vector<LinkBlob> blobs(static_cast<size_t>(nranks));
   LinkBlob& mine = blobs[size_t(rank_)];
   mine = LinkBlob{};
-  mine.tag = randomId64();
+  RCN_CHECK(randomBytes(mine.key, sizeof mine.key));
   int listenFd = -1;
   SocketAddress pick;
   mine.ok = socketPickListenAddress(&pick) == rcnSuccess && socketListen(pick, &listenFd, &mine.addr) == rcnSuccess;
   RCN_CHECK(boot.allGather(blobs.data(), sizeof(LinkBlob)));
-  const uint64_t tag = blobs[0].tag;
+  const AuthKey key{std::string(reinterpret_cast<const char*>(blobs[0].key), sizeof blobs[0].key)};
   rcnResult_t res = rcnSuccess;
   for (int r = 0; r < nranks && res == rcnSuccess; ++r)
     if (!blobs[size_t(r)].ok) {
@@ -58,37 +56,37 @@ rcnResult_t PeerLinkWatch::connect(Bootstrap& boot, uint64_t timeoutMs, const ch
   // this completes through the backlog), then accept every lower one.
   for (int r = rank_ + 1; r < nranks && res == rcnSuccess; ++r) {
     const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs));
-    const LinkHello hello{kLinkMagic, tag, rank_};
+    const LinkHello hello{rank_};
     std::string reason;
     if (socketConnect(blobs[size_t(r)].addr, deadline, &fds_[size_t(r)], &reason) != rcnSuccess ||
-        socketSendAll(fds_[size_t(r)], &hello, sizeof hello, deadline, &reason) != rcnSuccess) {
+        authConnect(fds_[size_t(r)], key, kLinkContext, &hello, sizeof hello, deadline, &reason) != rcnSuccess) {
       *why = std::string(wire_) + " wire: rank " + std::to_string(rank_) + " could not open its exit watch to rank " +
              std::to_string(r) + " at " + blobs[size_t(r)].addr.text() + ": " + reason;
       res = rcnRemoteError;
     }
   }
-  if (res == rcnSuccess) res = acceptFromLower(listenFd, tag, timeoutMs, why);
+  if (res == rcnSuccess) res = acceptFromLower(listenFd, key, timeoutMs, why);
   socketClose(&listenFd);
   if (res != rcnSuccess) closeAll();
   return res;
 }
 
-rcnResult_t PeerLinkWatch::acceptFromLower(int listenFd, uint64_t tag, uint64_t timeoutMs, std::string* why) {
+rcnResult_t PeerLinkWatch::acceptFromLower(int listenFd, const AuthKey& key, uint64_t timeoutMs, std::string* why) {
   const Deadline deadline = deadlineAfterMs(int64_t(timeoutMs));
+  AuthListener listener({listenFd}, key, kLinkContext, sizeof(LinkHello),
+                        std::string(wire_) + " wire rank " + std::to_string(rank_) + "'s exit watch");
   for (int missing = rank_; missing > 0;) {
     int fd = -1;
     std::string reason;
-    if (socketAccept(listenFd, deadline, &fd, &reason) != rcnSuccess) {
+    LinkHello hello{};
+    if (listener.next(deadline, &fd, &hello, &reason) != rcnSuccess) {
       *why = std::string(wire_) + " wire: rank " + std::to_string(rank_) + " waited for " + std::to_string(missing) +
              " lower rank(s) to open their exit watch: " + reason;
       return rcnRemoteError;
     }
-    LinkHello hello{};
-    const bool said = socketRecvHello(fd, &hello, sizeof hello, deadline, &reason) == rcnSuccess;
-    if (!said || hello.magic != kLinkMagic || hello.tag != tag || hello.rank < 0 || hello.rank >= rank_ ||
-        fds_[size_t(hello.rank)] >= 0) {
-      RCN_INFO(RCN_LOG_TRANSPORT, "%s wire: rank %d dropped a connection to its exit watch that is no peer's", wire_,
-               rank_);
+    if (hello.rank < 0 || hello.rank >= rank_ || fds_[size_t(hello.rank)] >= 0) {
+      RCN_WARN(RCN_LOG_TRANSPORT, "%s wire: rank %d dropped an exit watch connection from rank %d, out of place",
+               wire_, rank_, hello.rank);
       socketClose(&fd);
       continue;
     }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/bootstrap.h"
 #include "rocenante/rocenante.h"
 
@@ -26,8 +27,9 @@ class PeerLinkWatch {
   ~PeerLinkWatch() { closeAll(); }
 
   // Collective over boot: every rank listens on the bootstrap's interface
-  // (ROCENANTE_SOCKET_IFNAME/NCCL_SOCKET_IFNAME), the addresses are
-  // exchanged, and each rank connects to every higher one. `wire` (static
+  // (ROCENANTE_SOCKET_IFNAME/NCCL_SOCKET_IFNAME), the addresses and a fresh
+  // key are exchanged, and each rank connects to every higher one,
+  // proving the key (core/auth.h) as the tcp wire's connections do. `wire` (static
   // storage) names the wire in messages. Bounded by timeoutMs; why names
   // the peer that could not be reached. Every rank must call it.
   rcnResult_t connect(Bootstrap& boot, uint64_t timeoutMs, const char* wire, std::string* why);
@@ -43,7 +45,7 @@ class PeerLinkWatch {
   void closeAll();
 
  private:
-  rcnResult_t acceptFromLower(int listenFd, uint64_t tag, uint64_t timeoutMs, std::string* why);
+  rcnResult_t acceptFromLower(int listenFd, const AuthKey& key, uint64_t timeoutMs, std::string* why);
   void noteClosed(std::chrono::steady_clock::time_point now);
 
   int rank_ = 0;
