@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Device and GID selection on a fake 4-node DGX Spark fabric: each node's
 // ConnectX-7 port is two PCIe functions (rocep1s0f0/1), a second port has
 // only link-local GIDs, and an InfiniBand port sits beside them. The IPv4
@@ -222,8 +223,7 @@ TEST_CASE("spark fabric: a two-function HCA list opens both, each on a GID that 
   }
 }
 
-TEST_CASE("spark fabric: without the topology the first policy GID is taken, even one that reaches nobody",
-          "[verbs]") {
+TEST_CASE("spark fabric: without the topology the first policy GID is taken, even one that reaches nobody", "[verbs]") {
   clearGidEnv();
   NodeScope node(1);
   ScopedEnv hca("NCCL_IB_HCA", "rocep1s0f0");

@@ -13,8 +13,8 @@ TEST_CASE("rdma check mocked tests", "[verbs]") { SKIP("built without libibverbs
 #include <thread>
 
 #include "core/bootstrap.h"
-#include "support/scoped_env.h"
 #include "probe_rdma_check.h"
+#include "support/scoped_env.h"
 #include "verbs_mock_scope.h"
 
 using namespace rcn;

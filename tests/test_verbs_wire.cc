@@ -324,8 +324,7 @@ TEST_CASE("verbs wire: a write to a peer whose QP broke fails with retry-exceede
 // A rank whose process ends without destroy or abort (killed, _exit): its
 // exit watch's connections close with it, and every survivor fails within
 // 100 ms naming it, long before a write to it would run out of retries.
-TEST_CASE("verbs wire: a rank that ends without goodbye fails every survivor at once, naming it",
-          "[verbs][faults]") {
+TEST_CASE("verbs wire: a rank that ends without goodbye fails every survivor at once, naming it", "[verbs][faults]") {
   MockOptions slow;
   slow.virtualSpeedup = 1;  // a write to the gone rank would take NCCL's 34 s
   MockScope scope(slow);
@@ -335,7 +334,8 @@ TEST_CASE("verbs wire: a rank that ends without goodbye fails every survivor at 
   b.wires[1].reset();  // no close(): as a crash, its QPs and connections gone
   const auto start = Clock::now();
   REQUIRE(b.wires[0]->putWithFlag(1, 0, 0, 64, 0, 1) == rcnSuccess);
-  REQUIRE(progressUntil(b, [&] { return b.wires[0]->error(nullptr) != rcnSuccess && b.wires[2]->error(nullptr) != rcnSuccess; }));
+  REQUIRE(progressUntil(
+      b, [&] { return b.wires[0]->error(nullptr) != rcnSuccess && b.wires[2]->error(nullptr) != rcnSuccess; }));
   CHECK(Clock::now() - start < std::chrono::milliseconds(100));
   for (int r : {0, 2}) {
     std::string why;
@@ -357,7 +357,8 @@ TEST_CASE("verbs wire: a rank that closes and then ends fails no survivor", "[ve
   REQUIRE(progressUntil(b, [&] { return b.wires[0]->peerLeft(1) && b.wires[2]->peerLeft(1); }));
   CHECK(flagOf(*b.wires[0], 0) == 1);
   // Well past the watch's grace for a goodbye.
-  progressUntil(b, [] { return false; }, 3 * int(PeerLinkWatch::kGoodbyeGraceMs));
+  progressUntil(
+      b, [] { return false; }, 3 * int(PeerLinkWatch::kGoodbyeGraceMs));
   CHECK(b.wires[0]->error(nullptr) == rcnSuccess);
   CHECK(b.wires[2]->error(nullptr) == rcnSuccess);
 }

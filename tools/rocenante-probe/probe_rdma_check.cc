@@ -346,8 +346,7 @@ std::string rdmaCheckText(const RdmaCheckReport& r) {
       text += line;
     }
   }
-  if (!r.pairs.empty())
-    text += "pair   flags    rail  latency us  bandwidth GB/s  ordering (stale / writes)\n";
+  if (!r.pairs.empty()) text += "pair   flags    rail  latency us  bandwidth GB/s  ordering (stale / writes)\n";
   for (const RdmaPairResult& p : r.pairs) {
     const std::string rail = p.rail < 0 ? "all" : std::to_string(p.rail);
     if (p.ok)
@@ -392,8 +391,8 @@ std::string rdmaCheckJson(const RdmaCheckReport& r) {
     std::snprintf(nums, sizeof nums, "\"latency_us\": %.3f, \"bandwidth_gbs\": %.3f, \"writes\": %lld, \"stale\": %lld",
                   p.latencyUs, p.bandwidthGBs, (long long)p.writes, (long long)p.stale);
     j += std::string(i ? ", " : "") + "{\"from\": " + std::to_string(p.from) + ", \"to\": " + std::to_string(p.to) +
-         ", \"flags\": " + jsonQuote(p.protocol) + ", \"rail\": " + std::to_string(p.rail) + ", \"ok\": " + (p.ok ? "true" : "false") + ", " + nums +
-         ", \"why\": " + jsonQuote(p.why) + "}";
+         ", \"flags\": " + jsonQuote(p.protocol) + ", \"rail\": " + std::to_string(p.rail) +
+         ", \"ok\": " + (p.ok ? "true" : "false") + ", " + nums + ", \"why\": " + jsonQuote(p.why) + "}";
   }
   j += std::string("], \"fast_path\": ") + (r.fastPath ? "true" : "false") +
        ", \"protocol\": " + jsonQuote(r.protocol) + ", \"verdict\": " + jsonQuote(r.verdict) + "}\n";

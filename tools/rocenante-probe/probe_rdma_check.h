@@ -45,7 +45,7 @@ struct RdmaPairResult {
 struct RdmaCheckReport {
   int nranks = 0;
   std::vector<bool> rankHasPort;
-  std::vector<VerbsPortSummary> ports;  // per rank: its first rail
+  std::vector<VerbsPortSummary> ports;               // per rank: its first rail
   std::vector<std::vector<VerbsPortSummary>> rails;  // per rank: every rail
   std::vector<std::string> rankWhy;     // per rank, when it has no port
   std::vector<std::string> wireWhy;     // per protocol that could not connect ("" when it did)

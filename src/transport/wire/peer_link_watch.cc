@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transport/wire/peer_link_watch.h"
 
 #include <poll.h>
@@ -85,8 +86,8 @@ rcnResult_t PeerLinkWatch::acceptFromLower(int listenFd, const AuthKey& key, uin
       return rcnRemoteError;
     }
     if (hello.rank < 0 || hello.rank >= rank_ || fds_[size_t(hello.rank)] >= 0) {
-      RCN_WARN(RCN_LOG_TRANSPORT, "%s wire: rank %d dropped an exit watch connection from rank %d, out of place",
-               wire_, rank_, hello.rank);
+      RCN_WARN(RCN_LOG_TRANSPORT, "%s wire: rank %d dropped an exit watch connection from rank %d, out of place", wire_,
+               rank_, hello.rank);
       socketClose(&fd);
       continue;
     }
@@ -130,7 +131,8 @@ std::string PeerLinkWatch::check(const std::function<bool(int)>& leftOnPurpose) 
     closedAt_[peer] = {};
     return std::string(wire_) + " wire: rank " + std::to_string(peer) +
            " exited without destroying or aborting its communicator (its process ended: the connection of its exit "
-           "watch to rank " + std::to_string(rank_) + " closed)";
+           "watch to rank " +
+           std::to_string(rank_) + " closed)";
   }
   return "";
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Notices at once that a peer process on another host ended without saying
 // goodbye (killed, crashed, _exit): one idle TCP connection per pair of
 // ranks, which carries nothing and which the kernel closes when its process

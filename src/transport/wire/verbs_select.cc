@@ -136,7 +136,9 @@ bool samePrefix(const uint8_t a[16], const uint8_t b[16], int prefixBits) {
   return true;
 }
 
-bool inRange(const uint8_t gid[16], const GidPolicy& policy) { return samePrefix(gid, policy.range, policy.prefixBits); }
+bool inRange(const uint8_t gid[16], const GidPolicy& policy) {
+  return samePrefix(gid, policy.range, policy.prefixBits);
+}
 
 std::string addressText(const uint8_t gid[16]) {
   char text[INET6_ADDRSTRLEN] = "?";
@@ -250,8 +252,8 @@ int findGid(const std::string& sysfsRoot, const std::string& device, int port, c
   if (why)
     *why = "no RoCE v" + std::to_string(policy.roceVersion) + (policy.ipv6 ? " IPv6" : " IPv4") +
            (policy.prefixBits ? " in the address range" : "") + " GID (link-local ones never count) among " +
-           std::to_string(seen) + " GIDs of " + device + ":" + std::to_string(port) + " (" + portDir +
-           ")" + unreachable + "; set ROCENANTE_IB_GID_INDEX";
+           std::to_string(seen) + " GIDs of " + device + ":" + std::to_string(port) + " (" + portDir + ")" +
+           unreachable + "; set ROCENANTE_IB_GID_INDEX";
   return -1;
 }
 

@@ -83,8 +83,7 @@ struct GidReach {
 
 // "" when gid (of device:port, index) reaches every peer of reach, else why
 // not, naming the first peer it misses.
-std::string gidMissesPeer(const GidReach& reach, const std::string& device, int port, int index,
-                          const uint8_t gid[16]);
+std::string gidMissesPeer(const GidReach& reach, const std::string& device, int port, int index, const uint8_t gid[16]);
 
 // The first GID index of device:port that the policy accepts, read from
 // <sysfsRoot>/<device>/ports/<port>/gids/<i> and .../gid_attrs/types/<i>,

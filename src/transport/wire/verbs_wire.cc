@@ -188,7 +188,7 @@ class VerbsWire final : public Wire {
   // One QP to a peer.
   struct Lane {
     ibv_qp* qp = nullptr;
-    int rail = 0;  // of this rank's rails, the one the QP is on
+    int rail = 0;       // of this rank's rails, the one the QP is on
     uint32_t rkey = 0;  // the peer's registrations on the rail its end is on
     uint32_t shadowRkey = 0;
     std::atomic<uint64_t> posted{0};     // requests posted on this QP (changed under postMutex_)
@@ -214,8 +214,7 @@ class VerbsWire final : public Wire {
   rcnResult_t postReceives(int peer, int lane, int count);
   void payloadRequest(int peer, int lane, size_t localOffset, size_t remoteOffset, size_t bytes, ibv_send_wr* wr,
                       ibv_sge* sge) const;
-  rcnResult_t flagRequest(int peer, int lane, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr,
-                          ibv_sge* sge);
+  rcnResult_t flagRequest(int peer, int lane, size_t flagIndex, const uint32_t* value, ibv_send_wr* wr, ibv_sge* sge);
   size_t stripePart(int peer, size_t bytes) const;
   rcnResult_t post(int peer, int lane, ibv_send_wr* wrs, int count);
   rcnResult_t postNow(int peer, int lane, ibv_send_wr* wrs, int count);
@@ -237,7 +236,7 @@ class VerbsWire final : public Wire {
   uint64_t timeoutMs_ = 10000;
   std::string preferredNic_;  // the GPU's nearest NIC, tried first
   std::string hca_;           // the HCA list given to setup ("": the environment's)
-  GidReach reach_;  // what this rank's GIDs must reach (empty without a topology)
+  GidReach reach_;            // what this rank's GIDs must reach (empty without a topology)
   FlagMode flagMode_ = FlagMode::Imm;
   IbQpParams qpParams_;
   uint32_t psn_ = 0;
