@@ -47,9 +47,9 @@ struct RdmaCheckReport {
   std::vector<bool> rankHasPort;
   std::vector<VerbsPortSummary> ports;               // per rank: its first rail
   std::vector<std::vector<VerbsPortSummary>> rails;  // per rank: every rail
-  std::vector<std::string> rankWhy;     // per rank, when it has no port
-  std::vector<std::string> wireWhy;     // per protocol that could not connect ("" when it did)
-  std::vector<std::string> railWhy;     // per rail measured alone: "" when it connected
+  std::vector<std::string> rankWhy;                  // per rank, when it has no port
+  std::vector<std::string> wireWhy;                  // per protocol that could not connect ("" when it did)
+  std::vector<std::string> railWhy;                  // per rail measured alone: "" when it connected
   std::vector<RdmaPairResult> pairs;
   bool fastPath = false;
   std::string protocol;

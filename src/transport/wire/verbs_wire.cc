@@ -618,8 +618,7 @@ rcnResult_t VerbsWire::postNow(int peer, int lane, ibv_send_wr* wrs, int count) 
   }
   ibv_send_wr* bad = nullptr;
   const int err = verbsApi().postSend(l.qp, wrs, &bad);
-  if (err != 0)
-    return fail("verbs wire: ibv_post_send to " + peerName(peer) + " failed: " + strerror(err));
+  if (err != 0) return fail("verbs wire: ibv_post_send to " + peerName(peer) + " failed: " + strerror(err));
   return rcnSuccess;
 }
 
