@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The launcher's variables (torchrun, OpenMPI, PMI, Slurm, the sweep's own):
+// The launcher's variables (torchrun, OpenMPI, PMI, Slurm):
 // the input is NAME=VALUE lines. A launch that parses must be coherent.
 #include <cstdint>
 #include <cstdlib>
@@ -22,17 +22,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (eq != std::string::npos) vars[line.substr(0, eq)] = line.substr(eq + 1);
     begin = end + 1;
   }
-  const rcn::bench::EnvLookup env = [&vars](const char* name) -> const char* {
+  const rcn::EnvLookup env = [&vars](const char* name) -> const char* {
     auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();
   };
-  rcn::bench::LaunchInfo launch;
+  rcn::LauncherInfo launch;
   std::string why;
-  if (!rcn::bench::parseLaunchEnv(env, &launch, &why)) {
+  if (!rcn::parseLauncherEnv(env, &launch, &why)) {
     if (why.empty()) abort();  // a refusal says why
     return 0;
   }
   if (launch.nranks < 1 || launch.rank < 0 || launch.rank >= launch.nranks) abort();
-  (void)rcn::bench::partialLauncherVars(env);
+  (void)rcn::partialLauncherVars(env);
   return 0;
 }
