@@ -518,14 +518,15 @@ int staleReads(Built& b, int rounds) {
     if (w0.putWithFlag(1, phase * kBytes, phase * kBytes, kBytes, phase, uint32_t(round)) != rcnSuccess) return -1;
     if (!progressUntil(b, [&] { return flagOf(w1, phase) == uint32_t(round); })) return -1;
     const uint8_t* dst = w1.region() + phase * kBytes;
-    for (size_t i = 0; i < kBytes; ++i) {
-      if (__atomic_load_n(dst + i, __ATOMIC_RELAXED) != uint8_t(round & 0xff)) {
-        ++stale;
-        break;
-      }
-    }
+    // The mock NIC may still be writing: read with atomic loads, as a poller of DMA'd memory must.
+    auto landed = [&] {
+      for (size_t i = 0; i < kBytes; ++i)
+        if (__atomic_load_n(dst + i, __ATOMIC_RELAXED) != uint8_t(round & 0xff)) return false;
+      return true;
+    };
+    if (!landed()) ++stale;
     // Let the rest land before the buffer is reused.
-    progressUntil(b, [&] { return std::memcmp(dst, src, kBytes) == 0; });
+    progressUntil(b, landed);
   }
   return stale;
 }

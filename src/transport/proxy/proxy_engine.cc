@@ -42,6 +42,20 @@ bool readDoorbell(const ProxyDoorbell* bell, uint32_t call, ProxyDoorbell* out) 
   return true;
 }
 
+// ThreadSanitizer cannot see that an aligned 16-byte load reads each 8-byte
+// half whole, and the writer it sees in tests is a thread standing in for the
+// GPU or the NIC: under it, the portable path's atomic loads are used.
+#if defined(__SANITIZE_THREAD__)
+#define RCN_THREAD_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RCN_THREAD_SANITIZER 1
+#endif
+#endif
+#ifndef RCN_THREAD_SANITIZER
+#define RCN_THREAD_SANITIZER 0
+#endif
+
 // How many leading bytes of `lines` (a multiple of 16, at most `bytes`)
 // already carry this call in both tags of every line ({data, tag, data,
 // tag}). Only the tags' call half (proxyLineCall) is checked: the lines are
@@ -52,7 +66,7 @@ size_t completeLineBytes(const uint8_t* lines, size_t bytes, uint32_t call) {
   std::atomic_signal_fence(std::memory_order_seq_cst);  // re-read memory on every scan
   const uint32_t want = proxyLineCall(call);
   size_t done = 0;
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !RCN_THREAD_SANITIZER
   // An aligned 16-byte load reads each 8-byte half whole, which is all the
   // tags need: a half whose tag matches carries its data word.
   const __m128i wanted = _mm_set1_epi32(int(want));
