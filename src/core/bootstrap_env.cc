@@ -26,6 +26,7 @@
 #include "core/check.h"
 #include "core/deadline.h"
 #include "core/params.h"
+#include "core/rendezvous_wire.h"
 #include "core/socket.h"
 
 namespace rcn {
@@ -34,27 +35,6 @@ namespace {
 
 // What the joiners' proofs are for (core/auth.h).
 constexpr const char* kRendezvousContext = "rendezvous";
-
-struct Join {
-  int32_t rank;
-  int32_t nranks;
-};
-
-// Why rank 0 refused a join (Reply::refusal).
-enum Refusal : int32_t { kAccepted = 0, kOtherSize = 1, kRankOutOfRange = 2, kRankTaken = 3 };
-
-struct Reply {
-  int32_t refusal;  // kAccepted: id is valid
-  int32_t nranks;   // the size rank 0 runs with
-  rcnUniqueId id;
-};
-
-// Rank 0's answer to a join; `taken` has a 1 for every rank given the id.
-Refusal judge(const Join& join, int nranks, const std::vector<char>& taken) {
-  if (join.nranks != nranks) return kOtherSize;
-  if (join.rank < 1 || join.rank >= nranks) return kRankOutOfRange;
-  return taken[join.rank] ? kRankTaken : kAccepted;
-}
 
 // One lookup of host in `family`; 0 or getaddrinfo's error.
 int lookUp(const char* host, int port, int family, SocketAddress* out) {
@@ -131,31 +111,21 @@ rcnResult_t rendezvousAddresses(const char* masterAddr, std::vector<SocketAddres
   return rcnSuccess;
 }
 
-// What rank 0's refusal means, for both sides' messages.
-const char* refusalText(Refusal refusal) {
-  switch (refusal) {
-    case kOtherSize: return "the ranks disagree on the world size";
-    case kRankOutOfRange: return "no such rank in this world";
-    case kRankTaken: return "another process joined as that rank first (two launches on one port?)";
-    default: return "accepted";
-  }
-}
-
 // Answers one join. True when the joiner took the id: the reply reached it
 // and it was accepted (a joiner that died before the answer arrived does not
 // keep its rank from a restart).
-bool answerJoin(int fd, const Join& join, const rcnUniqueId& id, int nranks, int port, Deadline deadline,
+bool answerJoin(int fd, const RendezvousJoin& join, const rcnUniqueId& id, int nranks, int port, Deadline deadline,
                 std::vector<char>* taken) {
-  Reply reply{};
-  reply.refusal = judge(join, nranks, *taken);
+  RendezvousReply reply{};
+  reply.refusal = judgeJoin(join, nranks, *taken);
   reply.nranks = nranks;
   if (reply.refusal == kAccepted) reply.id = id;
   std::string why;
   const bool sent = socketSendAll(fd, &reply, sizeof reply, deadline, &why) == rcnSuccess;
   if (reply.refusal != kAccepted) {
     // Refused joins do not count: the right one may still arrive.
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d refused a join as rank %d of %d (world of %d): %s",
-             port, join.rank, join.nranks, nranks, refusalText(Refusal(reply.refusal)));
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 on port %d refused a join as rank %d of %d (world of %d): %s", port,
+             join.rank, join.nranks, nranks, refusalText(RendezvousRefusal(reply.refusal)));
     return false;
   }
   if (!sent) {
@@ -189,7 +159,7 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, const char* masterAddr, i
   }
   RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 serves the id on %s (port %d)%s", places.c_str(), port,
            key.bytes.empty() ? "; no ROCENANTE_BOOTSTRAP_KEY: any process that reaches the port can join" : "");
-  AuthListener listener(sockets.fds, key, kRendezvousContext, sizeof(Join),
+  AuthListener listener(sockets.fds, key, kRendezvousContext, sizeof(RendezvousJoin),
                         "bootstrap rank 0 on port " + std::to_string(port));
   rcnResult_t res = rcnSuccess;
   std::vector<char> taken(static_cast<size_t>(nranks), 0);
@@ -197,7 +167,7 @@ rcnResult_t serveId(const rcnUniqueId& id, int nranks, const char* masterAddr, i
   for (int joined = 1; joined < nranks;) {
     int fd = -1;
     std::string why;
-    Join join{};
+    RendezvousJoin join{};
     res = listener.next(deadline, &fd, &join, &why);
     if (res != rcnSuccess) {
       RCN_WARN(
@@ -217,8 +187,8 @@ rcnResult_t fetchId(int rank, int nranks, const SocketAddress& root, const AuthK
   int fd = -1;
   std::string why;
   rcnResult_t res = socketConnect(root, deadline, &fd, &why);
-  Join join{rank, nranks};
-  Reply reply{};
+  RendezvousJoin join{rank, nranks};
+  RendezvousReply reply{};
   if (res == rcnSuccess) res = authConnect(fd, key, kRendezvousContext, &join, sizeof join, deadline, &why);
   if (res == rcnInvalidArgument) {
     socketClose(&fd);
@@ -235,13 +205,9 @@ rcnResult_t fetchId(int rank, int nranks, const SocketAddress& root, const AuthK
              "running, and the same rocenante version?)", rank, root.text().c_str(), why.c_str());
     return res;
   }
-  if (reply.refusal != kAccepted) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 at %s (a world of %d) refused rank %d of %d: %s",
-             root.text().c_str(), reply.nranks, rank, nranks, refusalText(Refusal(reply.refusal)));
-    return reply.refusal == kOtherSize ? rcnInvalidArgument : rcnInvalidUsage;
-  }
-  *id = reply.id;
-  return rcnSuccess;
+  res = readRendezvousReply(reply, rank, nranks, id, &why);
+  if (res != rcnSuccess) RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank 0 at %s: %s", root.text().c_str(), why.c_str());
+  return res;
 }
 
 }  // namespace

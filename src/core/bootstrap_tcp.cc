@@ -27,6 +27,7 @@
 
 #include "core/auth.h"
 #include "core/bootstrap.h"
+#include "core/bootstrap_wire.h"
 #include "core/check.h"
 #include "core/params.h"
 #include "core/socket.h"
@@ -34,42 +35,6 @@
 namespace rcn {
 
 namespace {
-
-// ---- Messages ------------------------------------------------------------------
-
-struct WireAddress {
-  uint32_t len;
-  uint8_t bytes[64];
-};
-
-struct JoinRequest {
-  int32_t rank;
-  int32_t nranks;
-  WireAddress listen;  // where this rank accepts its ring neighbour
-};
-
-enum Verdict : int32_t {
-  kVerdictOk = 0,       // followed by nranks WireAddress
-  kVerdictTimeout = 2,  // followed by nranks bytes: 1 where that rank joined
-  kVerdictSizeMismatch = 3,
-  kVerdictDuplicateRank = 4,
-};
-
-struct RootReply {
-  int32_t verdict;
-  int32_t nranks;       // the size the root holds (set by the first joiner)
-  int32_t joined;       // how many ranks had joined
-  int32_t culprit;      // kVerdictSizeMismatch / kVerdictDuplicateRank: the rank at fault
-  int32_t culpritSize;  // kVerdictSizeMismatch: the size that rank gave
-  int32_t pad;
-  int64_t timeoutMs;    // the root's bound, for messages
-};
-
-// The first message on a ring connection (after the proof), so a rank knows who connected.
-struct Hello {
-  int32_t rank;
-  int32_t pad;
-};
 
 // Which protocol a proof is for (core/auth.h): one for the root, one for the ring.
 constexpr const char* kRootContext = "bootstrap-root";
@@ -79,97 +44,59 @@ AuthKey keyOf(const BootstrapHandle& handle) {
   return AuthKey{std::string(reinterpret_cast<const char*>(handle.secret), sizeof handle.secret)};
 }
 
-// Sent before each all-gather so ranks that call it out of step, or with
-// different sizes, fail with a clear message instead of mixing up bytes.
-struct CallHeader {
-  uint64_t call;
-  uint64_t bytes;
-};
-
-WireAddress toWire(const SocketAddress& addr) {
-  WireAddress wire{};
-  wire.len = addr.len;
-  std::memcpy(wire.bytes, &addr.storage, std::min<size_t>(addr.len, sizeof wire.bytes));
-  return wire;
-}
-
-// False when the bytes cannot be a socket address (a corrupt id or message).
-bool fromWire(const uint8_t* bytes, uint32_t len, SocketAddress* addr) {
-  if (len != sizeof(sockaddr_in) && len != sizeof(sockaddr_in6)) return false;
-  std::memset(&addr->storage, 0, sizeof addr->storage);
-  std::memcpy(&addr->storage, bytes, len);
-  addr->len = len;
-  int family = addr->storage.ss_family;
-  return (family == AF_INET && len == sizeof(sockaddr_in)) || (family == AF_INET6 && len == sizeof(sockaddr_in6));
-}
-
-// "0,3,7" (the first 32, then "...").
-std::string rankList(const std::vector<int>& ranks) {
-  std::string text;
-  for (size_t i = 0; i < ranks.size() && i < 32; ++i) text += (i ? "," : "") + std::to_string(ranks[i]);
-  if (ranks.size() > 32) text += ",...";
-  return text;
-}
-
 // ---- The root -------------------------------------------------------------------
-
-struct Joiner {
-  int fd;
-  JoinRequest request;
-};
 
 class Root {
  public:
   Root(int listenFd, const AuthKey& key, int64_t timeoutMs)
       : listenFd_(listenFd),
         listener_({listenFd}, key, kRootContext, sizeof(JoinRequest), "bootstrap root"),
-        timeoutMs_(timeoutMs) {}
+        timeoutMs_(timeoutMs),
+        table_(timeoutMs) {}
 
   // Serves one group, then closes every socket.
   void run();
 
  private:
   bool gather();
-  void admit(int fd, const JoinRequest& request);
   void sendTable();
   void sendVerdictToAll();
   void rejectLatecomers(Deadline deadline);
   void reply(int fd, const void* extra, size_t extraBytes, Deadline deadline);
+  void closeJoiners();
 
   int listenFd_;
   AuthListener listener_;  // hands out only connections that proved the id's secret
   int64_t timeoutMs_;
-  int nranks_ = -1;  // set by the first joiner
-  std::vector<Joiner> joiners_;
-  std::vector<char> joined_;  // per rank: 1 once it joined
-  RootReply verdict_{};       // kVerdictOk until something fails
+  JoinTable table_;  // what the joiners asked for, and the verdict
+  std::vector<int> joinerFds_;
 };
 
 void Root::run() {
-  bool complete = gather();
-  if (complete) {
+  if (gather()) {
     sendTable();
   } else {
-    if (verdict_.verdict == kVerdictOk && nranks_ > 0) {
-      verdict_.verdict = kVerdictTimeout;
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: only %zu of %d ranks joined within %lld ms", joiners_.size(),
-               nranks_, static_cast<long long>(timeoutMs_));
-    }
+    table_.expire();
     sendVerdictToAll();
   }
-  for (Joiner& j : joiners_) socketClose(&j.fd);
+  closeJoiners();
   socketClose(&listenFd_);
 }
 
-// Accepts joiners until all nranks are in (true), the deadline passes or the
-// group turns out inconsistent (false, with verdict_ set when inconsistent).
+void Root::closeJoiners() {
+  for (int& fd : joinerFds_) socketClose(&fd);
+  joinerFds_.clear();
+}
+
+// Accepts joiners until all ranks are in (true), the deadline passes or the
+// group turns out inconsistent (false, with the table's verdict saying why).
 bool Root::gather() {
   // An unused id costs one idle thread; it gives up after a long bound. Once
   // the first rank arrives (one that proved the id's secret: a port probe
   // or another run's rank is no start), the others have timeoutMs_ to follow.
   Deadline deadline = deadlineAfterMs(10 * timeoutMs_);
   bool started = false;
-  while (nranks_ < 0 || static_cast<int>(joiners_.size()) < nranks_) {
+  while (!table_.complete()) {
     int fd = -1;
     std::string why;
     JoinRequest request{};
@@ -181,8 +108,9 @@ bool Root::gather() {
       deadline = deadlineAfterMs(timeoutMs_);
       started = true;
     }
-    admit(fd, request);
-    if (verdict_.verdict != kVerdictOk) {
+    joinerFds_.push_back(fd);
+    table_.admit(request);
+    if (table_.failed()) {
       rejectLatecomers(deadline);
       return false;
     }
@@ -190,69 +118,31 @@ bool Root::gather() {
   return true;
 }
 
-// Checks one request (from a connection that proved the id's secret); keeps
-// the joiner, or records why the whole group cannot form.
-void Root::admit(int fd, const JoinRequest& request) {
-  // A size past kMaxCommRanks (a stray or broken message) allocates nothing.
-  const bool sizeOk = request.nranks >= 1 && request.nranks <= kMaxCommRanks;
-  if (nranks_ < 0 && sizeOk) {
-    nranks_ = request.nranks;
-    joined_.assign(static_cast<size_t>(nranks_), 0);
-  }
-  joiners_.push_back(Joiner{fd, request});
-  verdict_.nranks = nranks_;
-  verdict_.timeoutMs = timeoutMs_;
-  if (!sizeOk) {
-    verdict_.verdict = kVerdictSizeMismatch;
-    verdict_.culprit = request.rank;
-    verdict_.culpritSize = request.nranks;
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: rank %d says the communicator has %d ranks; it may have 1 to %d",
-             request.rank, request.nranks, kMaxCommRanks);
-  } else if (request.nranks != nranks_ || request.rank < 0 || request.rank >= nranks_) {
-    verdict_.verdict = kVerdictSizeMismatch;
-    verdict_.culprit = request.rank;
-    verdict_.culpritSize = request.nranks;
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: a joiner says it is rank %d of %d; earlier ranks said %d ranks",
-             request.rank, request.nranks, nranks_);
-  } else if (joined_[request.rank]) {
-    verdict_.verdict = kVerdictDuplicateRank;
-    verdict_.culprit = request.rank;
-    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap root: two processes joined as rank %d", request.rank);
-  } else {
-    joined_[request.rank] = 1;
-  }
-  verdict_.joined = static_cast<int32_t>(joiners_.size());
-}
-
 void Root::reply(int fd, const void* extra, size_t extraBytes, Deadline deadline) {
   std::string why;
-  rcnResult_t res = socketSendAll(fd, &verdict_, sizeof verdict_, deadline, &why);
+  rcnResult_t res = socketSendAll(fd, &table_.reply(), sizeof(RootReply), deadline, &why);
   if (res == rcnSuccess && extraBytes > 0) res = socketSendAll(fd, extra, extraBytes, deadline, &why);
   if (res != rcnSuccess) RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: could not answer a rank: %s", why.c_str());
 }
 
 void Root::sendTable() {
-  std::vector<WireAddress> table(static_cast<size_t>(nranks_));
-  for (const Joiner& j : joiners_) table[j.request.rank] = j.request.listen;
-  verdict_.verdict = kVerdictOk;
-  verdict_.joined = nranks_;
+  const std::vector<WireAddress> table = table_.addressTable();
   Deadline deadline = deadlineAfterMs(timeoutMs_);
-  for (Joiner& j : joiners_) reply(j.fd, table.data(), table.size() * sizeof(WireAddress), deadline);
-  RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: all %d ranks joined", nranks_);
+  for (int fd : joinerFds_) reply(fd, table.data(), table.size() * sizeof(WireAddress), deadline);
+  RCN_INFO(RCN_LOG_BOOTSTRAP, "bootstrap root: all %d ranks joined", table_.nranks());
 }
 
 void Root::sendVerdictToAll() {
   Deadline deadline = deadlineAfterMs(std::min<int64_t>(timeoutMs_, 5000));
-  bool withJoined = verdict_.verdict == kVerdictTimeout && nranks_ > 0;
-  for (Joiner& j : joiners_) reply(j.fd, joined_.data(), withJoined ? joined_.size() : 0, deadline);
+  const std::vector<char> joined = table_.joinedTrailer();
+  for (int fd : joinerFds_) reply(fd, joined.data(), joined.size(), deadline);
 }
 
 // After an inconsistency, ranks still arriving get the same verdict until the
 // deadline, rather than a refused connection they would retry.
 void Root::rejectLatecomers(Deadline deadline) {
   sendVerdictToAll();
-  for (Joiner& j : joiners_) socketClose(&j.fd);
-  joiners_.clear();
+  closeJoiners();
   for (;;) {
     int fd = -1;
     std::string why;
@@ -265,40 +155,14 @@ void Root::rejectLatecomers(Deadline deadline) {
 
 // ---- A rank joining through the root ---------------------------------------------
 
-// Turns a root's failure verdict into the message this rank logs.
-rcnResult_t reportVerdict(const RootReply& r, int rank, int nranks, int fd, Deadline deadline,
-                          const SocketAddress& root) {
-  switch (r.verdict) {
-    case kVerdictSizeMismatch:
-      RCN_WARN(RCN_LOG_BOOTSTRAP,
-               "bootstrap: ranks disagree on the communicator: a joiner said it is rank %d of %d, the first ranks "
-               "said %d ranks (rank %d gives up)",
-               r.culprit, r.culpritSize, r.nranks, rank);
-      return rcnInvalidUsage;
-    case kVerdictDuplicateRank:
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: two processes joined as rank %d (rank %d gives up)", r.culprit, rank);
-      return rcnInvalidUsage;
-    case kVerdictTimeout: {
-      // The root only times out a group whose size matches ours.
-      std::vector<char> joined(r.nranks == nranks ? static_cast<size_t>(nranks) : 0, 0);
-      std::string why;
-      std::string missingText = "unknown";
-      if (!joined.empty() && socketRecvAll(fd, joined.data(), joined.size(), deadline, &why) == rcnSuccess) {
-        std::vector<int> missing;
-        for (int i = 0; i < r.nranks; ++i)
-          if (!joined[i]) missing.push_back(i);
-        missingText = rankList(missing);
-      }
-      RCN_WARN(RCN_LOG_BOOTSTRAP,
-               "bootstrap: only %d of %d ranks joined within %lld ms; missing ranks: %s (rank %d gives up)",
-               r.joined, r.nranks, static_cast<long long>(r.timeoutMs), missingText.c_str(), rank);
-      return rcnRemoteError;
-    }
-    default:
-      RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: the root at %s sent an unknown verdict %d", root.text().c_str(),
-               r.verdict);
-      return rcnRemoteError;
-  }
+// Reads what follows a root's failure verdict and logs why this rank gives up.
+rcnResult_t reportVerdict(const RootReply& r, int rank, int nranks, int fd, Deadline deadline) {
+  std::vector<char> joined(rootReplyTrailerBytes(r, nranks), 0);
+  std::string why;
+  const bool heard = !joined.empty() && socketRecvAll(fd, joined.data(), joined.size(), deadline, &why) == rcnSuccess;
+  const rcnResult_t res = rootVerdictProblem(r, rank, nranks, heard ? &joined : nullptr, &why);
+  RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: %s", why.c_str());
+  return res;
 }
 
 // Proves the id's secret to the root, sends our request and receives the
@@ -343,7 +207,7 @@ rcnResult_t joinRoot(const SocketAddress& root, const AuthKey& key, int rank, in
     return res;
   }
   if (reply.verdict != kVerdictOk) {
-    res = reportVerdict(reply, rank, nranks, fd, answerDeadline, root);
+    res = reportVerdict(reply, rank, nranks, fd, answerDeadline);
     socketClose(&fd);
     return res;
   }
@@ -409,11 +273,11 @@ rcnResult_t TcpBootstrap::openListen(SocketAddress* where) {
 }
 
 rcnResult_t TcpBootstrap::acceptPrev(Deadline deadline) {
-  AuthListener listener({listenFd_}, key_, kRingContext, sizeof(Hello), "bootstrap rank " + std::to_string(rank_));
+  AuthListener listener({listenFd_}, key_, kRingContext, sizeof(RingHello), "bootstrap rank " + std::to_string(rank_));
   for (;;) {
     int fd = -1;
     std::string why;
-    Hello hello{};
+    RingHello hello{};
     rcnResult_t res = listener.next(deadline, &fd, &hello, &why);
     if (res != rcnSuccess) {
       RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d: rank %d did not connect within %lld ms: %s", rank_, prev(),
@@ -444,7 +308,7 @@ rcnResult_t TcpBootstrap::connectNext(const std::vector<WireAddress>& table, Dea
              next(), nextAddr.text().c_str(), static_cast<long long>(timeoutMs_), why.c_str());
     return res;
   }
-  Hello hello{rank_, 0};
+  RingHello hello{rank_, 0};
   res = authConnect(nextFd_, key_, kRingContext, &hello, sizeof hello, deadline, &why);
   if (res != rcnSuccess)
     RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: rank %d could not greet rank %d at %s: %s", rank_, next(),
@@ -510,11 +374,9 @@ rcnResult_t TcpBootstrap::allGather(void* data, size_t bytes) {
   CallHeader mine{++calls_, bytes};
   CallHeader theirs{};
   RCN_CHECK(exchange(&mine, &theirs, sizeof mine, deadline, "the all-gather header exchange"));
-  if (theirs.call != mine.call || theirs.bytes != mine.bytes) {
-    RCN_WARN(RCN_LOG_BOOTSTRAP,
-             "bootstrap: rank %d is in all-gather #%llu of %zu bytes, but rank %d is in all-gather #%llu of %llu bytes",
-             rank_, static_cast<unsigned long long>(mine.call), bytes, prev(),
-             static_cast<unsigned long long>(theirs.call), static_cast<unsigned long long>(theirs.bytes));
+  std::string why;
+  if (!sameCall(mine, theirs, rank_, prev(), &why)) {
+    RCN_WARN(RCN_LOG_BOOTSTRAP, "bootstrap: %s", why.c_str());
     fail();
     return rcnInvalidUsage;
   }
