@@ -26,6 +26,7 @@
 #include "core/bootstrap.h"
 #include "core/check.h"
 #include "transport/wire/peer_identity.h"
+#include "transport/wire/shm_segment.h"
 #include "transport/wire/wire.h"
 
 namespace rcn {
@@ -37,9 +38,6 @@ struct ShmBlob {
   PeerIdentity identity;
   int32_t ok;       // used by the later agreement rounds
 };
-
-// The segment's tail past the region: the goodbye word, on a line of its own.
-constexpr size_t kGoodbyeBytes = 64;
 
 void segmentName(uint64_t commId, int rank, char* name, size_t size) {
   std::snprintf(name, size, "/rcn-%016llx-%d", static_cast<unsigned long long>(commId), rank);
@@ -137,8 +135,8 @@ class ShmWire final : public Wire {
 
  private:
   bool stopped() const override { return aborted_.load(std::memory_order_acquire); }
-  size_t segmentBytes() const { return layout_.regionBytes + kGoodbyeBytes; }
-  uint32_t* goodbyeWord(int r) const { return reinterpret_cast<uint32_t*>(mapped_[r] + layout_.regionBytes); }
+  size_t segmentBytes() const { return shmSegmentBytes(layout_); }
+  uint32_t* goodbyeWord(int r) const { return shmGoodbyeWord(mapped_[r], layout_); }
   rcnResult_t createOwnSegment(std::string* why);
   rcnResult_t mapPeerSegment(int r, std::string* why);
 
@@ -192,15 +190,9 @@ rcnResult_t ShmWire::mapPeerSegment(int r, std::string* why) {
            " failed: " + strerror(err);
     return rcnSystemError;
   }
-  void* base = mmap(nullptr, segmentBytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  int err = errno;
+  const rcnResult_t res = mapShmSegment(fd, layout_, r, &mapped_[r], why);
   ::close(fd);
-  if (base == MAP_FAILED) {
-    *why = std::string("mmap of rank ") + std::to_string(r) + "'s segment failed: " + strerror(err);
-    return rcnSystemError;
-  }
-  mapped_[r] = static_cast<uint8_t*>(base);
-  return rcnSuccess;
+  return res;
 }
 
 rcnResult_t ShmWire::setup(const FastPathContext& ctx, const WireLayout& layout, std::string* why) {

@@ -37,6 +37,7 @@
 #include "core/deadline.h"
 #include "core/socket.h"
 #include "transport/wire/peer_identity.h"
+#include "transport/wire/tcp_frame.h"
 #include "transport/wire/wire.h"
 
 namespace rcn {
@@ -46,26 +47,9 @@ std::atomic<int> gTcpWireStallFrames{0};
 
 namespace {
 
-constexpr uint32_t kFrameMagic = 0x52434e46;  // "RCNF"
-enum FrameType : uint32_t { kFrameData = 1, kFrameFlag = 2, kFrameBye = 3, kFrameAbort = 4 };
-// The most text an ABORT frame carries (its sender's failure, cut short),
-// and how long a failing rank waits for another thread's frame to finish
+// How long a failing rank waits for another thread's frame to finish
 // before it gives up telling that peer why.
-constexpr size_t kAbortTextBytes = 512;
 constexpr int kAbortLockMs = 100;
-
-struct FrameHeader {
-  uint32_t magic;
-  uint32_t type;
-  uint64_t offset;  // DATA: byte offset in the region; FLAG: flag index
-  uint64_t length;  // DATA: payload bytes; FLAG: the value; ABORT: text bytes
-};
-
-// The first message on a connection, after the proof of the key.
-struct Hello {
-  int32_t rank;
-  uint32_t pad;
-};
 
 // What each connection proves (core/auth.h): rank 0's random key, which
 // only the communicator's ranks learn (through the bootstrap).
@@ -308,7 +292,7 @@ rcnResult_t TcpWire::listenLocal(std::string* why) {
 rcnResult_t TcpWire::connectTo(int peer, const TcpBlob& blob, const AuthKey& key, std::string* why) {
   Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
   std::string reason;
-  Hello hello{rank_, 0};
+  TcpHello hello{rank_, 0};
   int fd = -1;
   if (socketConnect(blob.addr, deadline, &fd, &reason) != rcnSuccess ||
       authConnect(fd, key, kWireContext, &hello, sizeof hello, deadline, &reason) != rcnSuccess) {
@@ -324,20 +308,19 @@ rcnResult_t TcpWire::connectTo(int peer, const TcpBlob& blob, const AuthKey& key
 
 rcnResult_t TcpWire::acceptFrom(const AuthKey& key, int count, std::string* why) {
   Deadline deadline = deadlineAfterMs(int64_t(timeoutMs_));
-  AuthListener listener({listenFd_}, key, kWireContext, sizeof(Hello), "tcp wire rank " + std::to_string(rank_));
+  AuthListener listener({listenFd_}, key, kWireContext, sizeof(TcpHello), "tcp wire rank " + std::to_string(rank_));
   while (count > 0) {
     std::string reason;
     int fd = -1;
-    Hello hello{};
+    TcpHello hello{};
     if (listener.next(deadline, &fd, &hello, &reason) != rcnSuccess) {
       *why = "tcp wire: rank " + std::to_string(rank_) + " waited for " + std::to_string(count) +
              " lower rank(s) to connect: " + reason;
       return rcnRemoteError;
     }
-    if (hello.rank < 0 || hello.rank >= rank_ || fds_[hello.rank] >= 0) {
+    if (!helloAcceptable(hello, rank_, fds_, &reason)) {
       // A rank of this communicator out of place: a bug, not a stranger.
-      RCN_WARN(RCN_LOG_TRANSPORT, "tcp wire: rank %d dropped a connection with a bad hello (rank %d)", rank_,
-               hello.rank);
+      RCN_WARN(RCN_LOG_TRANSPORT, "%s", reason.c_str());
       socketClose(&fd);
       continue;
     }
@@ -360,39 +343,27 @@ bool TcpWire::applyFrame(int peer) {
   }
   std::string bad;
   bool stalled = false;
-  if (h.magic != kFrameMagic) {
-    bad = "bad magic";
-  } else if (h.type == kFrameData) {
-    size_t limit = layout_.regionBytes;
-    if (h.offset > limit || h.length > limit - h.offset) bad = "data outside the region";
-    else if (h.length && !readFully(fds_[peer], base_ + h.offset, h.length, &stalled))
-      bad = stalled ? "payload stalled for " + std::to_string(timeoutMs_) + " ms: the sender stopped mid-frame"
-                    : "truncated payload";
-  } else if (h.type == kFrameFlag) {
-    if (h.offset >= layout_.flagCount || h.length > UINT32_MAX) bad = "flag index out of range";
-    else __atomic_store_n(&flags()[h.offset], uint32_t(h.length), __ATOMIC_RELEASE);
-  } else if (h.type == kFrameBye) {
-    byeFrom_[peer].store(true);
-    return false;
-  } else if (h.type == kFrameAbort && h.length > kAbortTextBytes) {
-    bad = "abort text too long";
-  } else if (h.type == kFrameAbort) {
-    std::string text(size_t(h.length), '\0');
-    if (!readFully(fds_[peer], text.data(), text.size())) text = "(its reason was cut off)";
-    // A rank that is leaving (its BYE sent) no longer needs anyone: a peer's
-    // failure then is not this rank's error.
-    if (!closing_.load()) fail("tcp wire: rank " + std::to_string(peer) + " failed: " + text);
-    return false;
-  } else {
-    bad = "unknown frame type";
+  const FrameJudgement judged = judgeFrame(h, layout_);
+  switch (judged.action) {
+    case FrameAction::kPayload:
+      if (h.length && !readFully(fds_[peer], base_ + h.offset, h.length, &stalled))
+        bad = stalled ? "payload stalled for " + std::to_string(timeoutMs_) + " ms: the sender stopped mid-frame"
+                      : "truncated payload";
+      break;
+    case FrameAction::kFlag: __atomic_store_n(&flags()[h.offset], uint32_t(h.length), __ATOMIC_RELEASE); break;
+    case FrameAction::kBye: byeFrom_[peer].store(true); return false;
+    case FrameAction::kAbortText: {
+      std::string text(size_t(h.length), '\0');
+      if (!readFully(fds_[peer], text.data(), text.size())) text = "(its reason was cut off)";
+      // A rank that is leaving (its BYE sent) no longer needs anyone: a peer's
+      // failure then is not this rank's error.
+      if (!closing_.load()) fail("tcp wire: rank " + std::to_string(peer) + " failed: " + text);
+      return false;
+    }
+    case FrameAction::kRefuse: bad = judged.bad; break;
   }
   if (bad.empty()) return true;
-  char text[256];
-  std::snprintf(text, sizeof text,
-                "tcp wire: rank %d refused a frame from rank %d (%s: type %u offset %llu length %llu)",
-                rank_, peer, bad.c_str(), h.type, static_cast<unsigned long long>(h.offset),
-                static_cast<unsigned long long>(h.length));
-  fail(text);
+  fail(refusedFrameText(rank_, peer, bad.c_str(), h));
   return false;
 }
 
@@ -454,6 +425,11 @@ rcnResult_t TcpWire::setup(const FastPathContext& ctx, const WireLayout& layout,
     if (!blobs[r].listening) {
       if (listening) *why = "tcp wire: rank " + std::to_string(r) + " could not open a listening socket";
       return rcnSystemError;
+    }
+    // Every rank sees the same blobs, so every rank fails alike.
+    if (!peerAddressUsable(blobs[r].addr)) {
+      *why = "tcp wire: rank " + std::to_string(r) + " sent a listen address that is no socket address";
+      return rcnRemoteError;
     }
   }
   const AuthKey key{std::string(reinterpret_cast<const char*>(blobs[0].key), sizeof blobs[0].key)};
