@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // What the fuzz targets share: the input as a file the readers can open
-// (they take paths), and a directory holding one named file.
+// (they take paths), a directory holding one named file, and the input read
+// as a run of fixed-size messages (the network frames' targets).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -39,6 +41,35 @@ class ScratchDir {
  private:
   std::string path_;
   std::set<std::string> names_;
+};
+
+// Reads the input front to back: take() copies the next sizeof(T) bytes
+// into a message (false, and nothing copied, when fewer are left).
+class ByteReader {
+ public:
+  ByteReader(const uint8_t* data, size_t size) : data_(data), left_(size) {}
+  template <typename T>
+  bool take(T* out) {
+    return takeBytes(out, sizeof(T));
+  }
+  bool takeBytes(void* out, size_t bytes) {
+    if (bytes > left_) return false;
+    if (bytes) std::memcpy(out, data_, bytes);
+    data_ += bytes;
+    left_ -= bytes;
+    return true;
+  }
+  // One byte, or 0 once the input is spent.
+  uint8_t byte() {
+    uint8_t b = 0;
+    takeBytes(&b, 1);
+    return b;
+  }
+  size_t left() const { return left_; }
+
+ private:
+  const uint8_t* data_;
+  size_t left_;
 };
 
 }  // namespace rcn::fuzz

@@ -124,6 +124,84 @@ def pretokenizer():
     put("fuzz_pretokenizer", "lookahead", "(?=\\p{Lu})\nabCdEf")
 
 
+# The network frames' targets read the structs of the C++ code, little-endian
+# as on every host rocenante runs on; these helpers write them.
+def sockaddr_in(port, ip=(127, 0, 0, 1)):
+    return struct.pack("<H", 2) + struct.pack(">H", port) + bytes(ip) + bytes(8)
+
+
+def wire_address(addr):
+    return struct.pack("<I", len(addr)) + addr.ljust(64, b"\0")
+
+
+def unique_id(addr):
+    handle = bytes(range(32)) + addr.ljust(64, b"\0") + struct.pack("<I", len(addr))
+    return handle.ljust(128, b"\0")
+
+
+def bootstrap_frames():
+    def join(rank, nranks, port):
+        return struct.pack("<ii", rank, nranks) + wire_address(sockaddr_in(port) if port else b"")
+
+    def reply(verdict, nranks, joined, culprit=0, size=0):
+        return struct.pack("<6iq", verdict, nranks, joined, culprit, size, 0, 5000)
+
+    headers = struct.pack("<QQ", 1, 64) * 2
+    table = b"".join(wire_address(sockaddr_in(40000 + r)) for r in range(4))
+    put("fuzz_bootstrap_frames", "complete-4", bytes([4]) + b"".join(join(r, 4, 40000 + r) for r in (2, 0, 3, 1)) +
+        bytes([1, 4]) + reply(0, 4, 4) + table + headers)
+    put("fuzz_bootstrap_frames", "one-rank", bytes([1]) + join(0, 1, 0) + bytes([0, 1]) + reply(0, 1, 1) +
+        wire_address(b"") + headers)
+    put("fuzz_bootstrap_frames", "duplicate", bytes([2]) + join(1, 4, 40001) + join(1, 4, 40002) + bytes([0, 4]) +
+        reply(4, 4, 2, 1) + headers)
+    put("fuzz_bootstrap_frames", "size-mismatch", bytes([2]) + join(0, 2, 40000) + join(1, 3, 40001) + bytes([0, 2]) +
+        reply(3, 2, 2, 1, 3) + struct.pack("<QQQQ", 1, 64, 2, 64))
+    put("fuzz_bootstrap_frames", "timeout", bytes([1]) + join(0, 3, 40000) + bytes([0, 3]) + reply(2, 3, 1) +
+        bytes([1, 0, 0]) + headers)
+
+
+def rendezvous_frames():
+    def join(rank, nranks):
+        return struct.pack("<ii", rank, nranks)
+
+    def reply(refusal, nranks, addr):
+        return struct.pack("<ii", refusal, nranks) + (unique_id(addr) if refusal == 0 else bytes(128))
+
+    # nranks is 2 + byte % 63: byte 2 is a world of 4.
+    put("fuzz_rendezvous_frames", "accepted", bytes([2, 3]) + join(1, 4) + join(3, 4) + join(2, 4) + bytes([0]) +
+        reply(0, 4, sockaddr_in(29500)))
+    put("fuzz_rendezvous_frames", "refused", bytes([2, 4]) + join(1, 4) + join(1, 4) + join(4, 4) + join(1, 8) +
+        bytes([1]) + reply(3, 4, b""))
+    put("fuzz_rendezvous_frames", "other-size", bytes([0, 1]) + join(1, 3) + bytes([0]) + reply(1, 2, b""))
+
+
+def tcp_wire_frames():
+    def frame(kind, offset, length, payload=b""):
+        return struct.pack("<IIQQ", 0x52434E46, kind, offset, length) + payload
+
+    hellos = bytes([3]) + struct.pack("<iI", 0, 0) + struct.pack("<iI", 2, 0) + struct.pack("<iI", 0, 0) + \
+        struct.pack("<iI", 3, 0)
+    address = sockaddr_in(41000).ljust(128, b"\0") + struct.pack("<I", 16) + bytes(4)
+    layout = struct.pack("<H", 256) + bytes([8])
+    put("fuzz_tcp_wire_frames", "data-flag-bye", layout + frame(1, 0, 16, bytes(range(16))) + frame(2, 3, 7) +
+        frame(1, 240, 16, bytes(16)) + frame(1, 0, 0) + frame(3, 0, 0) + hellos + address)
+    put("fuzz_tcp_wire_frames", "abort", layout + frame(2, 0, 1) + frame(4, 0, 11, b"rank 2 died") + hellos + address)
+    put("fuzz_tcp_wire_frames", "refused", layout + frame(1, 250, 16, bytes(16)) + hellos + address)
+
+
+def shm_wire_segment():
+    def identity(host, ns, pid):
+        return struct.pack("<QQii", host, ns, pid, 0)
+
+    peers = identity(7, 9, 1) + identity(7, 9, 2)
+    region = 512
+    put("fuzz_shm_wire_segment", "fits", struct.pack("<Hh", region, 0) + bytes([1, 0]) + peers +
+        bytes(region) + struct.pack("<I", 1))
+    put("fuzz_shm_wire_segment", "short", struct.pack("<Hh", region, -64) + bytes([1, 1]) + peers + bytes(region))
+    put("fuzz_shm_wire_segment", "other-host", struct.pack("<Hh", 64, 0) + bytes([1, 0]) + identity(7, 9, 1) +
+        identity(8, 9, 2) + bytes(128))
+
+
 if __name__ == "__main__":
     for target in ["fuzz_policy", "fuzz_topology_file"]:
         os.makedirs(os.path.join(CORPUS, target), exist_ok=True)
@@ -135,3 +213,7 @@ if __name__ == "__main__":
     hf_config()
     tokenizer_json()
     pretokenizer()
+    bootstrap_frames()
+    rendezvous_frames()
+    tcp_wire_frames()
+    shm_wire_segment()
