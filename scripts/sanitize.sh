@@ -22,7 +22,7 @@ CPU_TARGETS=(rocenante rocenante-probe allreduce_sweep rcn_engine rcn_fake_nccl 
   test_host_reduce test_host_allreduce test_host_faults test_host_netns test_host_api test_host_launch
   test_reference test_p2p_fd test_policy test_tuner test_shim_symbols test_shim_selftest test_shim_fake_nccl
   test_topology test_verbs_select test_verbs_wire test_wire_proxy_engine test_region_placement
-  test_peer_exit_watch test_wire_goodbye test_verbs_api)
+  test_peer_exit_watch test_wire_goodbye test_verbs_api test_network_frames)
 CPU_TESTS_EXCLUDED='^(test_install|test_no_ibverbs_needed|test_bench_plot)$'
 CPU_TESTS_REGEX="^($(IFS='|'; echo "${CPU_TARGETS[*]}")|test_bench_graph_on_host|test_bench_one_rank|test_topology_netns)$"
 
