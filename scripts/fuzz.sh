@@ -3,7 +3,7 @@
 # Runs every libFuzzer target (fuzz/) for a bounded time each and prints a
 # table of executions, coverage and findings (docs/RELIABILITY.md).
 # usage: scripts/fuzz.sh [SECONDS_EACH] [TARGET...]
-#   SECONDS_EACH: 40 by default (what scripts/test.sh runs: ~8 minutes for
+#   SECONDS_EACH: 40 by default (what scripts/test.sh runs: ~10 minutes for
 #   all); give 3600 for a long run. TARGET: fuzz_policy, ... (all by default).
 # Needs scripts/sanitize.sh asan's build (build-asan; built here if absent).
 # New inputs go to build-asan/fuzz-corpus/TARGET, the seeds in
