@@ -2,16 +2,26 @@
 // What the TCP bootstrap reads from its sockets (core/bootstrap_wire.h):
 // the root's join requests, one after another into one table; then a rank's
 // reading of the root's reply and what follows it; then the all-gather
-// header from the previous rank. The input is those messages back to back:
+// header from the previous rank; last, what a listener sends a rank that
+// connects to it during the handshake every connection starts with
+// (core/auth.h), fed to the real client over a socketpair. The input is
+// those messages back to back:
 //   u8 requests, JoinRequest x requests, u8 rank, u8 nranks, RootReply,
-//   trailer bytes, CallHeader x 2
-// A table that completes must name every rank once, with usable addresses.
+//   trailer bytes, CallHeader x 2, the listener's bytes (at most 64)
+// A table that completes must name every rank once, with usable addresses;
+// a listener that does not hold the key never completes a handshake.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/bootstrap_wire.h"
+#include "core/deadline.h"
 #include "fuzz_input.h"
 
 namespace {
@@ -70,6 +80,25 @@ void callHeaders(ByteReader* in) {
   if (same != (mine.call == theirs.call && mine.bytes == theirs.bytes) || (!same && why.empty())) abort();
 }
 
+// The listener's Challenge and Verdict (64 bytes when whole) as the
+// client reads them; the socket ends after them, so no read waits.
+void handshake(ByteReader* in) {
+  uint8_t heard[64];
+  const size_t bytes = std::min(in->left(), sizeof heard);
+  (void)in->takeBytes(heard, bytes);
+  int ends[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, ends) != 0) abort();
+  if (write(ends[1], heard, bytes) != ssize_t(bytes)) abort();
+  shutdown(ends[1], SHUT_WR);
+  const rcn::RingHello hello{1, 0};
+  std::string why;
+  const rcnResult_t res = rcn::authConnect(ends[0], rcn::AuthKey{"fuzz"}, "bootstrap-ring", &hello, sizeof hello,
+                                           rcn::deadlineAfterMs(1000), &why);
+  if (res == rcnSuccess || why.empty()) abort();
+  close(ends[0]);
+  close(ends[1]);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -79,5 +108,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   joinTable(&in);
   rootReply(&in);
   callHeaders(&in);
+  handshake(&in);
   return 0;
 }

@@ -156,6 +156,13 @@ def bootstrap_frames():
         reply(4, 4, 2, 1) + headers)
     put("fuzz_bootstrap_frames", "size-mismatch", bytes([2]) + join(0, 2, 40000) + join(1, 3, 40001) + bytes([0, 2]) +
         reply(3, 2, 2, 1, 3) + struct.pack("<QQQQ", 1, 64, 2, 64))
+    # The listener's side of the handshake: a challenge, then a verdict
+    # whose proof cannot hold (the harness's key is not this one).
+    challenge = b"RCNAUTH1" + bytes(range(16))
+    put("fuzz_bootstrap_frames", "handshake-accepted", bytes([0, 0, 1]) + reply(0, 1, 1) + wire_address(b"") +
+        headers + challenge + struct.pack("<II", 1, 0) + bytes(32))
+    put("fuzz_bootstrap_frames", "handshake-refused", bytes([0, 0, 1]) + reply(0, 1, 1) + wire_address(b"") +
+        headers + challenge + struct.pack("<II", 0, 0) + bytes(32))
     put("fuzz_bootstrap_frames", "timeout", bytes([1]) + join(0, 3, 40000) + bytes([0, 3]) + reply(2, 3, 1) +
         bytes([1, 0, 0]) + headers)
 
