@@ -186,8 +186,8 @@ TEST_CASE("soak: randomized all-reduces on the host backend stay exact, identica
   ids.steady[0] = newId();
   ids.steady[1] = newId();
   ids.churn = newId();
-  // Generous: 10^5 calls take one to two minutes on two idle cores, and
-  // several times that on busy ones.
+  // Generous: 10^5 calls take 20 s on two idle cores, and several times
+  // that on busy ones.
   const int limitSeconds = int(60 + calls / 100);
   checkRanks(runRanks(
       kRanks, [&](int rank) { return soakRank(ids, rank, calls); }, limitSeconds));

@@ -164,11 +164,10 @@ void AuthListener::turnAway(Pending* p, const char* why) {
 // False when the listening socket itself failed (shut down, closed).
 bool AuthListener::acceptAll(int listenFd) {
   for (;;) {
-    int fd = accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    // EAGAIN: none left; the others are a connection that went wrong on its own (accept(2)).
-    if (fd < 0)
-      return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED || errno == EPROTO ||
-             errno == ENETDOWN || errno == EHOSTUNREACH || errno == ENETUNREACH;
+    bool retry = false;
+    const int fd = acceptWaiting(listenFd, &retry);
+    // EAGAIN: none left; the others are a connection that went wrong on its own.
+    if (fd < 0) return retry;
     auto p = std::make_unique<Pending>();
     p->fd = fd;
     p->heard.resize(sizeof(Response) + requestBytes_);

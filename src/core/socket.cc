@@ -336,6 +336,16 @@ rcnResult_t socketConnect(const SocketAddress& addr, Deadline deadline, int* fd,
   }
 }
 
+int acceptWaiting(int listenFd, bool* retry) {
+  const int fd = accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd >= 0) {
+    setNoDelay(fd);
+    return fd;
+  }
+  *retry = acceptRetryable(errno);
+  return -1;
+}
+
 rcnResult_t socketAccept(int listenFd, Deadline deadline, int* fd, std::string* why) {
   for (;;) {
     short revents = 0;
@@ -348,14 +358,12 @@ rcnResult_t socketAccept(int listenFd, Deadline deadline, int* fd, std::string* 
       *why = ready < 0 ? errnoText("poll", errno) : "listening socket closed";
       return rcnSystemError;
     }
-    *fd = accept4(listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (*fd >= 0) {
-      setNoDelay(*fd);
-      return rcnSuccess;
-    }
+    bool retry = false;
+    *fd = acceptWaiting(listenFd, &retry);
+    if (*fd >= 0) return rcnSuccess;
     // The connection may have gone away between poll and accept, or carried
     // a network error of its own (accept(2) asks to retry those): try again.
-    if (acceptRetryable(errno)) continue;
+    if (retry) continue;
     *why = errnoText("accept", errno);
     return rcnSystemError;
   }

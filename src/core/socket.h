@@ -60,6 +60,12 @@ rcnResult_t socketConnect(const SocketAddress& addr, Deadline deadline, int* fd,
 // bootstrap and wires accept through AuthListener, core/auth.h, instead.)
 rcnResult_t socketAccept(int listenFd, Deadline deadline, int* fd, std::string* why);
 
+// One accept4 without waiting: a non-blocking connection with Nagle off, as
+// every connection socketConnect makes; or -1 with errno, where *retry says
+// whether listening may go on (none waiting, or a connection that failed on
+// its own, accept(2)).
+int acceptWaiting(int listenFd, bool* retry);
+
 rcnResult_t socketSendAll(int fd, const void* data, size_t bytes, Deadline deadline, std::string* why);
 rcnResult_t socketRecvAll(int fd, void* data, size_t bytes, Deadline deadline, std::string* why);
 
