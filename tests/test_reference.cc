@@ -12,7 +12,9 @@
 #include <cstring>
 #include <random>
 
+#include "kernels/norm_math.h"
 #include "kernels/one_shot.h"
+#include "kernels/residual_norm.h"
 #include "support/reference.h"
 
 using namespace rcn;
@@ -117,4 +119,45 @@ TEST_CASE("one-shot grid depends on bytes only and respects the limits", "[refer
   REQUIRE(L.slotBytes == 262144);
   REQUIRE(regionLayout(2, 262144, 32, 262144).slotBytes == 0);  // LL takes every size: no flag slots
   REQUIRE(L.llOffset % 16 == 0);
+}
+
+// The LL kernels that share the all-reduce's lines (all-gather and
+// reduce-scatter: one 16-byte line per 8-byte unit of a share of at most
+// llMaxBytes; the fused norm: one per 4 elements of a 16-bit row) must
+// never write past a peer's slot, and every block of their grid must own a
+// unit (block b's first is b * threads): odd limits, 1 byte, the largest share.
+TEST_CASE("LL collectives stay inside the peer's lines and leave no block idle", "[reference][kernels]") {
+  for (int nranks : {2, 8})
+    for (size_t llMax : {size_t(1), size_t(13), size_t(4096), size_t(65535), size_t(65536)}) {
+      const RegionLayout L = regionLayout(nranks, 262144, 32, llMax, false, 16);
+      REQUIRE(L.llSlotOffset(1, nranks - 1, nranks) + L.llSlotBytes <= L.windowOffset);
+      for (size_t share : {size_t(1), size_t(7), size_t(8), size_t(9), llMax / 2 + 1, llMax - 1, llMax}) {
+        if (share == 0 || share > llMax) continue;
+        const size_t units = (share + 7) / 8;
+        REQUIRE(16 * units <= L.llSlotBytes);
+        const OneShotGrid g = oneShotGrid(share, llMax, 32, 512);
+        REQUIRE(g.protocol == OneShotProtocol::LL);
+        REQUIRE(static_cast<size_t>(g.blocks - 1) * g.threads < units);
+      }
+      for (size_t hidden : {size_t(4), size_t(12), size_t(4096), size_t(8192)}) {
+        ResidualNormCall call;
+        call.hidden = hidden;
+        call.tokens = llMax / (2 * hidden);  // the most rows that fit
+        if (call.tokens == 0) {
+          call.tokens = 1;
+          REQUIRE_FALSE(fusedNormFits(call, llMax));
+          continue;
+        }
+        REQUIRE(fusedNormFits(call, llMax));
+        REQUIRE(16 * (call.count() / kNormUnitElems) <= L.llSlotBytes);
+        ++call.tokens;
+        REQUIRE_FALSE(fusedNormFits(call, llMax));
+      }
+    }
+  for (size_t hidden : {size_t(1), size_t(5), size_t(4096), size_t(5120), size_t(16384), size_t(65536)}) {
+    const int threads = normThreads(hidden);
+    REQUIRE(threads % kNormWarp == 0);
+    REQUIRE(threads <= kNormMaxThreads);
+    REQUIRE((static_cast<size_t>(threads) * kNormUnitElems >= hidden || threads == kNormMaxThreads));
+  }
 }
