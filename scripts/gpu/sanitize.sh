@@ -17,7 +17,7 @@
 . "$(dirname "$0")/common.sh" sanitize "${SANITIZE_BUILD_DIR:-$(dirname "$0")/../../build-gpu}"
 start=$(date +%s)  # the budget counts the build too: one call of the device tool is 600 s
 TOOLS=(${TOOLS:-memcheck racecheck synccheck initcheck})
-TESTS=(${TESTS:-test_p2p_local test_p2p_api_local test_p2p_ipc test_p2p_api test_device_api test_wire_proxy_gpu
+TESTS=(${TESTS:-test_p2p_collectives test_residual_norm_gpu test_p2p_local test_p2p_api_local test_p2p_ipc test_p2p_api test_device_api test_wire_proxy_gpu
   test_shim_gpu test_engine_kernels test_engine_gpu})
 SCALE=${SCALE:-20}
 BUDGET_S=${BUDGET_S:-540}
