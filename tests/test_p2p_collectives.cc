@@ -3,7 +3,8 @@
 // proxy path (shm wire, and the cuda wire's regions in GPU memory), one
 // process per GPU (or, under ROCENANTE_TEST_SHARE_GPUS=1, two processes on
 // one GPU without NCCL): every type (every op for reduce-scatter), out of place and in place,
-// unaligned buffers, eager and replayed from a CUDA graph; each result exact
+// unaligned buffers, eager and replayed from a CUDA graph, p2p's largest
+// share (its LL limit, set to a size that is not whole units); each result exact
 // against the CPU reference over poisoned outputs, each reduce-scatter block
 // bit-identical to rcnAllReduce's, every all-gather the same bytes on every
 // rank; and ranks that make different collectives both fail.
@@ -33,6 +34,10 @@ constexpr size_t kBufferBytes = 1 << 20;  // each device buffer: every case fits
 constexpr rcnDataType_t kAllTypes[] = {rcnInt8,    rcnUint8,   rcnInt32,   rcnUint32,   rcnInt64,      rcnUint64,
                                        rcnFloat16, rcnFloat32, rcnFloat64, rcnBfloat16, rcnFloat8e4m3, rcnFloat8e5m2};
 constexpr rcnRedOp_t kAllOps[] = {rcnSum, rcnProd, rcnMax, rcnMin, rcnAvg};
+// The p2p path's LL limit here, so its largest share (this many bytes) is
+// known: not a multiple of 8, so the share's last line, at the end of what
+// the peer's slot holds, carries half a unit.
+constexpr size_t kP2pLlMaxBytes = 65540;
 
 // One rank's device buffers and stream.
 struct Device {
@@ -124,6 +129,7 @@ rcnComm_t forcedComm(const rcnUniqueId& id, int rank, const Transport& where) {
   setenv("ROCENANTE_FORCE", "rocenante", 1);  // every eligible call on the fast path
   setenv("ROCENANTE_TRANSPORT", where.name, 1);
   setenv("ROCENANTE_WIRE", where.wire, 1);
+  if (where.path == rcnPathP2p) setenv("ROCENANTE_LL_MAX_BYTES", std::to_string(kP2pLlMaxBytes).c_str(), 1);
   if (cudaSetDevice(rankDevice(rank)) != cudaSuccess) return nullptr;
   rcnComm_t comm = nullptr;
   if (rcnCommInitRank(&comm, kRanks, id, rank) != rcnSuccess) return nullptr;
@@ -150,6 +156,14 @@ int collectivesRank(const rcnUniqueId& id, int rank, const Transport& where) {
         if (allGatherCase(comm, d, rank, count, t, inPlace, shift, mode, ++seed)) return 1;
         for (rcnRedOp_t op : kAllOps)
           if (reduceScatterCase(comm, d, rank, count, t, op, inPlace, shift, mode, ++seed)) return 1;
+      }
+  // The largest share p2p takes, in bytes and in floats, unaligned out of place.
+  if (where.path == rcnPathP2p)
+    for (rcnDataType_t t : {rcnUint8, rcnFloat32})
+      for (bool inPlace : {false, true}) {
+        const size_t count = kP2pLlMaxBytes / dtypeSize(t), shift = inPlace ? 0 : 1;
+        if (allGatherCase(comm, d, rank, count, t, inPlace, shift, Mode::Eager, ++seed)) return 1;
+        if (reduceScatterCase(comm, d, rank, count, t, rcnSum, inPlace, shift, Mode::Eager, ++seed)) return 1;
       }
   rcnResult_t async = rcnInternalError;
   CHILD_CHECK(rcnCommGetAsyncError(comm, &async) == rcnSuccess && async == rcnSuccess, "async error %d", int(async));
