@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/socket.h"
+#include "transport/wire/tcp_frame.h"
 
 namespace rcn {
 
@@ -85,7 +86,7 @@ rcnResult_t PeerLinkWatch::acceptFromLower(int listenFd, const AuthKey& key, uin
              " lower rank(s) to open their exit watch: " + reason;
       return rcnRemoteError;
     }
-    if (hello.rank < 0 || hello.rank >= rank_ || fds_[size_t(hello.rank)] >= 0) {
+    if (!awaitedLowerRank(hello.rank, rank_, fds_)) {
       RCN_WARN(RCN_LOG_TRANSPORT, "%s wire: rank %d dropped an exit watch connection from rank %d, out of place", wire_,
                rank_, hello.rank);
       socketClose(&fd);

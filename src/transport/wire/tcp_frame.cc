@@ -34,10 +34,13 @@ std::string refusedFrameText(int rank, int peer, const char* bad, const FrameHea
   return text;
 }
 
+bool awaitedLowerRank(int rank, int self, const std::vector<int>& connected) {
+  return rank >= 0 && rank < self && static_cast<size_t>(rank) < connected.size() &&
+         connected[static_cast<size_t>(rank)] < 0;
+}
+
 bool helloAcceptable(const TcpHello& hello, int self, const std::vector<int>& connected, std::string* why) {
-  if (hello.rank >= 0 && hello.rank < self && static_cast<size_t>(hello.rank) < connected.size() &&
-      connected[static_cast<size_t>(hello.rank)] < 0)
-    return true;
+  if (awaitedLowerRank(hello.rank, self, connected)) return true;
   const bool lower = hello.rank >= 0 && hello.rank < self;
   *why = "tcp wire: rank " + std::to_string(self) + " dropped a connection with a bad hello (rank " +
          std::to_string(hello.rank) + (lower ? ", already connected)" : ", not a lower rank)");

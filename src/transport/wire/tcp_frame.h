@@ -55,9 +55,13 @@ FrameJudgement judgeFrame(const FrameHeader& header, const WireLayout& layout);
 // The failure recorded for a refused frame.
 std::string refusedFrameText(int rank, int peer, const char* bad, const FrameHeader& header);
 
-// Whether a connection whose hello names `hello.rank` is a lower rank of
-// this communicator (rank `self`) not yet connected (connected[r] >= 0 where
-// one is); else *why.
+// Whether `rank`, named by a connection's hello, is a lower rank than
+// `self` not yet connected (connected[r] >= 0 where one is): the one test of
+// every mesh whose ranks connect up and accept from below (this wire, the
+// verbs wire's exit watch).
+bool awaitedLowerRank(int rank, int self, const std::vector<int>& connected);
+
+// awaitedLowerRank for the tcp wire's hello; else *why.
 bool helloAcceptable(const TcpHello& hello, int self, const std::vector<int>& connected, std::string* why);
 
 // A peer's listen address as its setup blob carried it, checked: a family
