@@ -91,9 +91,9 @@ std::vector<char> JoinTable::joinedTrailer() const {
 }
 
 std::vector<WireAddress> JoinTable::addressTable() const {
-  std::vector<WireAddress> table(complete() ? static_cast<size_t>(nranks_) : 0);
-  for (const JoinRequest& r : requests_)
-    if (complete()) table[static_cast<size_t>(r.rank)] = r.listen;
+  if (!complete()) return {};
+  std::vector<WireAddress> table(static_cast<size_t>(nranks_));
+  for (const JoinRequest& r : requests_) table[static_cast<size_t>(r.rank)] = r.listen;
   return table;
 }
 
