@@ -21,6 +21,7 @@
 #include "rocenante/device.cuh"
 #include "rocenante/rocenante.h"
 #include "support/gpu_case.h"
+#include "support/reference.h"
 #include "support/timeout_scale.h"
 
 using namespace rcn::test;
@@ -228,8 +229,8 @@ std::vector<float> freshInputs(std::vector<Rank>& ranks, std::mt19937& rng) {
     for (size_t i = 0; i < kValues; ++i) values[i] = normal(rng);
     for (size_t i = 0; i < kValues; ++i) want[i] = r == 0 ? values[i] : want[i] + values[i];
     REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
-    REQUIRE(cudaMemcpy(ranks[r].in, values.data(), kValues * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemcpy(ranks[r].out, poison.data(), kValues * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(copyToDevice(ranks[r].in, values.data(), kValues * sizeof(float)) == cudaSuccess);
+    REQUIRE(copyToDevice(ranks[r].out, poison.data(), kValues * sizeof(float)) == cudaSuccess);
   }
   return want;
 }
@@ -355,9 +356,8 @@ TEST_CASE("Device puts and per-rank gathers make an all-gather, exact on every r
         for (size_t i = 0; i < kValues; ++i) want[r * kValues + i] = normal(rng);
         Rank& k = ranks[r];
         REQUIRE(cudaSetDevice(rankDevice(r)) == cudaSuccess);
-        REQUIRE(cudaMemcpy(k.in, want.data() + r * kValues, kValues * sizeof(float), cudaMemcpyHostToDevice) ==
-                cudaSuccess);
-        REQUIRE(cudaMemcpy(k.out, poison.data(), poison.size() * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(copyToDevice(k.in, want.data() + r * kValues, kValues * sizeof(float)) == cudaSuccess);
+        REQUIRE(copyToDevice(k.out, poison.data(), poison.size() * sizeof(float)) == cudaSuccess);
       }
       for (int r = 0; r < kRanks; ++r) {
         Rank& k = ranks[r];

@@ -25,6 +25,7 @@
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
+#include "support/reference.h"
 #include "support/stream_hold.h"
 #include "support/timeout_scale.h"
 
@@ -135,7 +136,7 @@ int busyDeviceRank(const rcnUniqueId ids[2], int rank) {
   CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), kCount * sizeof(float)) == cudaSuccess, "cudaMalloc");
   CHILD_CHECK(cudaMalloc(&scratch, 4096) == cudaSuccess, "cudaMalloc");
   std::vector<float> host(kCount, float(rank + 1));
-  CHILD_CHECK(cudaMemcpy(data, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+  CHILD_CHECK(copyToDevice(data, host.data(), kCount * sizeof(float)) == cudaSuccess, "upload");
   rcnComm_t first = nullptr;
   CHILD_CHECK(rcnCommInitRank(&first, kRanks, ids[0], rank) == rcnSuccess, "first init: %s", rcnGetLastError(nullptr));
 
@@ -230,7 +231,7 @@ int noNcclRank(const rcnUniqueId ids[2], int rank) {
   float* data = nullptr;
   CHILD_CHECK(cudaMalloc(reinterpret_cast<void**>(&data), past * sizeof(float)) == cudaSuccess, "cudaMalloc");
   std::vector<float> host(within, float(rank + 1));
-  CHILD_CHECK(cudaMemcpy(data, host.data(), within * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+  CHILD_CHECK(copyToDevice(data, host.data(), within * sizeof(float)) == cudaSuccess, "upload");
   const rcnResult_t tooLarge = rcnAllReduce(data, data, past, rcnFloat32, rcnSum, comm, nullptr);
   const std::string why = rcnGetLastError(comm);
   CHILD_CHECK(tooLarge == rcnInvalidArgument, "a call past maxBytes returned %d: %s", static_cast<int>(tooLarge),

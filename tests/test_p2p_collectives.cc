@@ -23,6 +23,7 @@
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
+#include "support/reference.h"
 
 using namespace rcn;
 using namespace rcn::test;
@@ -78,7 +79,7 @@ int allGatherCase(rcnComm_t comm, Device& d, int rank, size_t count, rcnDataType
   uint8_t* recv = d.recv + shift * dtypeSize(t);
   uint8_t* send = inPlace ? recv + size_t(rank) * share : d.send + shift * dtypeSize(t);
   CHILD_CHECK(poisonDevice(d.recv, kBufferBytes), "poison");
-  CHILD_CHECK(cudaMemcpy(send, mine.data(), share, cudaMemcpyHostToDevice) == cudaSuccess, "copy in");
+  CHILD_CHECK(copyToDevice(send, mine.data(), share) == cudaSuccess, "copy in");
   CHILD_CHECK(runOnce(d, mode, [&] { return rcnAllGather(send, recv, count, t, comm, d.stream); }),
               "all-gather %s %zu: %s", dtypeName(t), count, rcnGetLastError(comm));
   std::vector<uint8_t> got(share * kRanks + 64);
@@ -97,7 +98,7 @@ int reduceScatterCase(rcnComm_t comm, Device& d, int rank, size_t count, rcnData
   uint8_t* send = d.send + shift * dtypeSize(t);
   uint8_t* recv = inPlace ? send + size_t(rank) * share : d.recv + shift * dtypeSize(t);
   CHILD_CHECK(poisonDevice(d.recv, kBufferBytes) && poisonDevice(d.reduced, kBufferBytes), "poison");
-  CHILD_CHECK(cudaMemcpy(send, input.data(), input.size(), cudaMemcpyHostToDevice) == cudaSuccess, "copy in");
+  CHILD_CHECK(copyToDevice(send, input.data(), input.size()) == cudaSuccess, "copy in");
   // The all-reduce of the same buffers first (in place overwrites send).
   CHILD_CHECK(rcnAllReduce(send, d.reduced, count * kRanks, t, op, comm, d.stream) == rcnSuccess, "all-reduce: %s",
               rcnGetLastError(comm));

@@ -51,10 +51,10 @@ struct RankBuffers {
   void upload(const NormCase& c, const std::vector<uint8_t>& partial, const std::vector<uint8_t>& residualIn,
               const NormInputs& in) {
     REQUIRE(cudaSetDevice(device) == cudaSuccess);
-    REQUIRE(cudaMemcpy(send, partial.data(), partial.size(), cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemcpy(residual, residualIn.data(), residualIn.size(), cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemcpy(weight, in.weight.data(), in.weight.size(), cudaMemcpyHostToDevice) == cudaSuccess);
-    REQUIRE(cudaMemcpy(scale, &c.scale, sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(copyToDevice(send, partial.data(), partial.size()) == cudaSuccess);
+    REQUIRE(copyToDevice(residual, residualIn.data(), residualIn.size()) == cudaSuccess);
+    REQUIRE(copyToDevice(weight, in.weight.data(), in.weight.size()) == cudaSuccess);
+    REQUIRE(copyToDevice(scale, &c.scale, sizeof(float)) == cudaSuccess);
     REQUIRE(poisonDevice(normOut, outBytes(c)));
   }
   NormOutputs download(const NormCase& c) {

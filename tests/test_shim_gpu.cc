@@ -31,6 +31,7 @@
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
+#include "support/reference.h"
 
 namespace {
 
@@ -125,7 +126,7 @@ struct Buffers {
     std::vector<float> in = inputOf(rank, n, seed);
     // The all-reduces run on non-blocking streams, which do not wait for
     // these legacy-stream copies: wait for them here.
-    return cudaMemcpy(send, in.data(), n * 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+    return rcn::test::copyToDevice(send, in.data(), n * 4) == cudaSuccess &&
            cudaMemset(recv, 0xff, n * 4) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
   }
   std::vector<float> result() {

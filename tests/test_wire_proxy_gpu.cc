@@ -24,6 +24,7 @@
 #include "support/gpu_case.h"
 #include "support/multiproc.h"
 #include "support/rank_checks.h"
+#include "support/reference.h"
 #include "support/scoped_env.h"
 #include "test_host_util.h"
 
@@ -49,7 +50,7 @@ struct Rank {
 int checkedCall(Rank& R, uint64_t seed, size_t count, rcnDataType_t t, rcnRedOp_t op, size_t misalign) {
   auto in = rankInput(seed, R.rank, R.nranks, count, t, op);
   std::vector<uint8_t> out(in.size());
-  CUDA_OK(cudaMemcpy(R.dsend + misalign, in.data(), in.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(copyToDevice(R.dsend + misalign, in.data(), in.size()));
   if (!poisonDevice(R.drecv, kMaxBytes + 64)) return 90;
   if (R.path->allReduce(R.dsend + misalign, R.drecv + misalign, count, t, op, R.stream) != rcnSuccess) return 91;
   CUDA_OK(cudaStreamSynchronize(R.stream));
@@ -97,7 +98,7 @@ int graphReplay(Rank& R) {
     uint64_t seed = 5000 + i;
     auto in = rankInput(seed, R.rank, R.nranks, count, rcnBfloat16, rcnSum);
     std::vector<uint8_t> out(in.size());
-    CUDA_OK(cudaMemcpy(R.dsend, in.data(), in.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(copyToDevice(R.dsend, in.data(), in.size()));
     if (!poisonDevice(R.drecv, in.size())) return 90;
     CUDA_OK(cudaGraphLaunch(exec, R.stream));
     CUDA_OK(cudaStreamSynchronize(R.stream));
@@ -225,7 +226,7 @@ int runApiRank(const rcnUniqueId& id, int rank, int nranks) {
   for (uint64_t seed = 9000; seed < 9004; ++seed) {
     auto in = rankInput(seed, rank, nranks, count, rcnFloat32, rcnSum);
     std::vector<uint8_t> out(in.size());
-    CUDA_OK(cudaMemcpy(dsend, in.data(), in.size(), cudaMemcpyHostToDevice));
+    CUDA_OK(copyToDevice(dsend, in.data(), in.size()));
     if (!poisonDevice(drecv, in.size())) return 90;
     if (rcnAllReduce(dsend, drecv, count, rcnFloat32, rcnSum, comm, nullptr) != rcnSuccess) return 63;
     CUDA_OK(cudaDeviceSynchronize());

@@ -246,4 +246,9 @@ bool poisonDevice(void* dptr, size_t bytes) {
   return cudaMemset(dptr, kPoisonByte, bytes) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
 }
 
+cudaError_t copyToDevice(void* dst, const void* src, size_t bytes) {
+  const cudaError_t copied = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+  return copied != cudaSuccess ? copied : cudaStreamSynchronize(cudaStreamLegacy);
+}
+
 }  // namespace rcn::test

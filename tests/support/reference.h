@@ -6,6 +6,8 @@
 // per-element tolerance, and poison helpers.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -66,5 +68,10 @@ void poisonHost(void* buf, size_t bytes);
 // stream's cudaMemset or cudaMemcpy) finds the poison and every input copied
 // before; false on a CUDA error.
 bool poisonDevice(void* dptr, size_t bytes);
+// cudaMemcpy from host memory, then a wait for the legacy stream alone: from
+// pageable memory that copy may return before its last bytes land, and a
+// kernel on a non-blocking stream does not wait for them. A peer's kernel
+// running on the same GPU does not hold the wait up.
+cudaError_t copyToDevice(void* dst, const void* src, size_t bytes);
 
 }  // namespace rcn::test
