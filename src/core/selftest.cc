@@ -166,7 +166,7 @@ rcnResult_t timePaths(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>
 // exchanging with it times out (bounded by ROCENANTE_TIMEOUT_MS) and fails too.
 bool checkCorrectness(rcnComm* comm, TestBuffers& buf, const std::vector<size_t>& sizes,
                       std::string* why) {
-  rcnResult_t res = sizes.empty() ? rcnSuccess : buf.allocate(sizes.back());
+  rcnResult_t res = sizes.empty() ? rcnSuccess : allocateOnEveryRank(comm, buf, sizes.back());
   for (size_t i = 0; res == rcnSuccess && i < sizes.size(); ++i) res = checkOnce(comm, buf, sizes[i], why);
   if (res != rcnSuccess) {
     if (why->empty()) *why = std::string("error ") + rcnGetErrorString(res) + " during the check";

@@ -229,8 +229,9 @@ rcnResult_t selfTestCollectives(rcnComm* comm, std::string* reason) {
     TestBuffers buf(comm->cudaDev >= 0);
     std::string why;
     CollectiveVote mine{0, 0, 0, 0, 0};
-    if (buf.allocate(sizes.back()) == rcnSuccess) mine = checkCollective(comm, buf, coll, sizes, &why);
-    else why = "cannot allocate the self-test's buffers";
+    if (allocateOnEveryRank(comm, buf, sizes.back()) == rcnSuccess)
+      mine = checkCollective(comm, buf, coll, sizes, &why);
+    else why = "the self-test's buffers could not be allocated on every rank";
     if (!mine.passed)
       RCN_WARN(RCN_LOG_INIT, "rank %d: rocenante %s self-test failed: %s", comm->rank, collectiveName(coll),
                why.c_str());

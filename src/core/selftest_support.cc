@@ -37,6 +37,10 @@ rcnResult_t agreeEveryRankOk(rcnComm* comm, rcnResult_t result) {
   return rcnSuccess;
 }
 
+rcnResult_t allocateOnEveryRank(rcnComm* comm, TestBuffers& buf, size_t bytes) {
+  return agreeEveryRankOk(comm, buf.allocate(bytes));
+}
+
 bool selfTestFailsHere(const rcnComm* comm, Collective coll) {
   if (static_cast<int>(paramInt(ParamId::SelfTestFail)) != comm->rank) return false;
   std::string which;

@@ -121,6 +121,15 @@ inline rcnResult_t timeFastest(TestBuffers& buf, Call call, double* us) {
 // error.
 rcnResult_t agreeEveryRankOk(rcnComm* comm, rcnResult_t result);
 
+// Allocates `buf` for `bytes`, then agrees with every rank that all did
+// (agreeEveryRankOk), so no rank launches a kernel while a peer is still
+// preparing. Some CUDA calls wait for every kernel on the device (cudaFree,
+// and a kernel's first launch when CUDA loads it lazily, both measured on an
+// H200): a rank inside one while a peer sharing its GPU waits for it in a
+// kernel would stall both until the kernels' timeout. And a rank that could
+// not allocate is known to all before anyone waits for it.
+rcnResult_t allocateOnEveryRank(rcnComm* comm, TestBuffers& buf, size_t bytes);
+
 // Whether this rank must report `coll`'s self-test failed
 // (ROCENANTE_SELFTEST_FAIL_RANK and ROCENANTE_SELFTEST_FAIL_COLLECTIVE).
 bool selfTestFailsHere(const rcnComm* comm, Collective coll);
