@@ -219,7 +219,7 @@ TEST_CASE("a rank whose call is a plain all-reduce fails both ranks", "[gpu][p2p
   for (rcnComm_t comm : comms) CHECK(rcnCommAbort(comm) == rcnSuccess);
 }
 
-TEST_CASE("one rank alone: the fused kernel normalizes its own rows", "[gpu][p2p][api][norm]") {
+TEST_CASE("one rank alone: the fused kernel normalizes its own rows, a copy past its size", "[gpu][p2p][api][norm]") {
   requireGpus(1);
   // Without NCCL beside it the fast path takes a lone rank's calls too.
   ScopedEnv noNccl("ROCENANTE_NATIVE_NCCL", "0"), transport("ROCENANTE_TRANSPORT", "p2p");
@@ -234,6 +234,20 @@ TEST_CASE("one rank alone: the fused kernel normalizes its own rows", "[gpu][p2p
         rcn::residualNormCall(nullptr, nullptr, nullptr, nullptr, c.tokens, c.hidden, c.dtype, c.normType, nullptr, 0);
     CHECK(rcn::commFusesResidualNorm(comm, call, nullptr) == (c.hidden % 4 == 0));
     checkCase(c, &comm, ranks, ++seed, 2, false);
+  }
+  // Past the fast path's size (a prefill's rows): a lone rank's all-reduce
+  // is a copy, then our norm kernel, with no NCCL to fall back to.
+  for (rcnDataType_t normType : {rcnBfloat16, rcnFloat8e4m3}) {
+    NormCase big;
+    big.tokens = 128;
+    big.normType = normType;
+    big.scale = 0.008f;
+    INFO(describe(big));
+    const rcn::ResidualNormCall call = rcn::residualNormCall(nullptr, nullptr, nullptr, nullptr, big.tokens, big.hidden,
+                                                             big.dtype, big.normType, nullptr, 0);
+    CHECK_FALSE(rcn::commFusesResidualNorm(comm, call, nullptr));
+    checkCase(big, &comm, ranks, ++seed, 2, false);
+    checkCase(big, &comm, ranks, ++seed, 2, true);
   }
   expectHealthy(comm);
   CHECK(rcnCommDestroy(comm) == rcnSuccess);

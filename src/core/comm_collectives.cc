@@ -4,6 +4,7 @@
 // shim), whether a call takes the fast path or NCCL; one runs it.
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <functional>
 
 #include "core/check.h"
@@ -24,6 +25,8 @@ struct CollectiveArgs {
   rcnDataType_t dtype;
   rcnRedOp_t op;
   cudaStream_t stream;
+  const void* send;
+  void* recv;
 };
 
 // The bytes the policy judges the call by (policy.h): the all-reduce's
@@ -64,12 +67,27 @@ rcnResult_t requireFastPath(const rcnComm* comm, const CollectiveArgs& a, size_t
   return rcnSuccess;
 }
 
+// A communicator of one rank without NCCL: every collective of a single
+// input is that input (any op), so a call the fast path cannot hold is a
+// copy, as NCCL makes it for a communicator of one rank.
+rcnResult_t copyAlone(const rcnComm* comm, const CollectiveArgs& a, size_t bytes) {
+  RCN_TRACE_LOG(RCN_LOG_COLL, "%s %zu bytes, one rank -> copy", collectiveName(a.coll), bytes);
+  if (a.send == a.recv) return rcnSuccess;
+  if (comm->cudaDev < 0) {
+    std::memmove(a.recv, a.send, bytes);
+    return rcnSuccess;
+  }
+  RCN_CUDA_CHECK(cudaMemcpyAsync(a.recv, a.send, bytes, cudaMemcpyDeviceToDevice, a.stream));
+  return rcnSuccess;
+}
+
 // The one dispatch: fast path or NCCL, each given as a call, for a call
 // already admitted (CollectiveCall).
 rcnResult_t routeCollective(rcnComm* comm, const CollectiveArgs& a, const std::function<rcnResult_t()>& onFastPath,
                             const std::function<rcnResult_t(const NcclApi*)>& onNccl) {
   const size_t bytes = routedBytes(comm, a.coll, a.count, a.dtype);
   if (!comm->nccl) {
+    if (comm->nranks == 1 && !fastPathHolds(comm, a.coll, bytes, a.dtype, a.op)) return copyAlone(comm, a, bytes);
     RCN_CHECK(requireFastPath(comm, a, bytes));
     return onFastPath();
   }
@@ -149,7 +167,7 @@ bool commTakesFastPath(const rcnComm* comm, Collective coll, size_t bytes, rcnDa
 
 rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t count, rcnDataType_t dtype, rcnRedOp_t op,
                           cudaStream_t stream) {
-  const CollectiveArgs a{Collective::AllReduce, "rcnAllReduce", count, dtype, op, stream};
+  const CollectiveArgs a{Collective::AllReduce, "rcnAllReduce", count, dtype, op, stream, send, recv};
   return runCollective(
       comm, a, [&] { return comm->fast->allReduce(send, recv, count, dtype, op, stream); },
       [&](const NcclApi* nccl) { return ncclAllReduceOn(comm, nccl, send, recv, count, dtype, op, stream); });
@@ -157,7 +175,7 @@ rcnResult_t commAllReduce(rcnComm* comm, const void* send, void* recv, size_t co
 
 rcnResult_t commRouteAllReduce(rcnComm* comm, const void* send, void* recv, size_t count, rcnDataType_t dtype,
                                rcnRedOp_t op, cudaStream_t stream) {
-  const CollectiveArgs a{Collective::AllReduce, "rcnAllReduce", count, dtype, op, stream};
+  const CollectiveArgs a{Collective::AllReduce, "rcnAllReduce", count, dtype, op, stream, send, recv};
   return routeCollective(
       comm, a, [&] { return comm->fast->allReduce(send, recv, count, dtype, op, stream); },
       [&](const NcclApi* nccl) { return ncclAllReduceOn(comm, nccl, send, recv, count, dtype, op, stream); });
@@ -165,7 +183,7 @@ rcnResult_t commRouteAllReduce(rcnComm* comm, const void* send, void* recv, size
 
 rcnResult_t commAllGather(rcnComm* comm, const void* send, void* recv, size_t sendCount, rcnDataType_t dtype,
                           cudaStream_t stream) {
-  const CollectiveArgs a{Collective::AllGather, "rcnAllGather", sendCount, dtype, rcnSum, stream};
+  const CollectiveArgs a{Collective::AllGather, "rcnAllGather", sendCount, dtype, rcnSum, stream, send, recv};
   return runCollective(
       comm, a, [&] { return comm->fast->allGather(send, recv, sendCount, dtype, stream); },
       [&](const NcclApi* nccl) {
@@ -176,7 +194,7 @@ rcnResult_t commAllGather(rcnComm* comm, const void* send, void* recv, size_t se
 
 rcnResult_t commReduceScatter(rcnComm* comm, const void* send, void* recv, size_t recvCount, rcnDataType_t dtype,
                               rcnRedOp_t op, cudaStream_t stream) {
-  const CollectiveArgs a{Collective::ReduceScatter, "rcnReduceScatter", recvCount, dtype, op, stream};
+  const CollectiveArgs a{Collective::ReduceScatter, "rcnReduceScatter", recvCount, dtype, op, stream, send, recv};
   return runCollective(
       comm, a, [&] { return comm->fast->reduceScatter(send, recv, recvCount, dtype, op, stream); },
       [&](const NcclApi* nccl) {
