@@ -78,6 +78,11 @@ def check_vllm(args):
         got, real_version.value)
     unique_id = lib.ncclGetUniqueId()
     assert any(bytes(unique_id.internal)), "ncclGetUniqueId through the shim gave an all-zero id"
+    # Its dtype map asks vLLM's platform (fp8_dtype since 0.34), as every
+    # all-reduce of PyNcclCommunicator does: the stand-ins must answer.
+    torch = sys.modules["torch"]
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        wrapper.ncclDataTypeEnum.from_torch(dtype)
     print("vLLM %s: its wrapper binds all %d functions from librocenante.so; ncclGetVersion %d "
           "(the real NCCL's), ncclGetUniqueId answered" % (version, len(bound), got))
 

@@ -63,6 +63,11 @@ def _stand_in_for_vllm(default_library):
         def is_cuda():
             return True
 
+        @staticmethod
+        def fp8_dtype():  # vLLM's on CUDA (ROCm's is the fnuz variant)
+            import torch
+            return torch.float8_e4m3fn
+
     vllm = _module("vllm")
     vllm.__path__ = []
     vllm.envs = _module("vllm.envs", VLLM_USE_NCCL_SYMM_MEM=False, VLLM_NCCL_SO_PATH=default_library)
