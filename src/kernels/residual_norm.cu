@@ -20,23 +20,49 @@ namespace {
 // Rows the separate kernel's grid covers at once; more loop.
 constexpr size_t kNormMaxBlocks = 1024;
 
+// The output scale, read once (normOutput reads it only for e4m3).
+__device__ inline float loadScale(const ResidualNormCall& c) { return c.normScale ? *c.normScale : 1.0f; }
+
 template <typename T, typename Out>
 __global__ void __launch_bounds__(kNormMaxThreads) residualNormKernel(const ResidualNormCall c, const T* sum) {
   __shared__ float warpSums[kNormMaxWarps + 1];
   waitForPreviousKernels();
+  const float scale = loadScale(c);
+  const T* weight = static_cast<const T*>(c.weight);
   T* residual = static_cast<T*>(c.residual);
   for (size_t row = blockIdx.x; row < c.tokens; row += gridDim.x) {
     const T* sumRow = sum + row * c.hidden;
     T* residualRow = residual + row * c.hidden;
+    Out* outRow = static_cast<Out*>(c.normOut) + row * c.hidden;
     const bool sumAligned = alignedTo(sumRow, 8), residualAligned = alignedTo(residualRow, 8);
     float squares = 0.0f;
+    if (rowFitsRegisters(c.hidden)) {
+      RowUnits units;
+      uint2 sums[kNormRowUnits];
+      loadRowUnits(units, residualRow, weight, c.hidden);
+#pragma unroll
+      for (int k = 0; k < kNormRowUnits; ++k) {
+        const size_t first = rowUnitFirst(k);
+        if (first >= c.hidden) break;
+        sums[k] = loadChunk<T, uint2>(sumRow, first, c.hidden, sumAligned);
+      }
+#pragma unroll
+      for (int k = 0; k < kNormRowUnits; ++k) {
+        const size_t first = rowUnitFirst(k);
+        if (first >= c.hidden) break;
+        addResidualQuad<T>(sums[k], units.residual[k], first, c.hidden, squares);
+        storeChunk<T, uint2>(residualRow, first, c.hidden, residualAligned, units.residual[k]);
+      }
+      const float inv = inverseRms(blockSumSquares(squares, warpSums), c.hidden, c.eps);
+      writeNormUnits<T, Out>(units, outRow, c.hidden, inv, &scale);
+      continue;
+    }
     for (size_t first = threadIdx.x * size_t(kNormUnitElems); first < c.hidden;
          first += size_t(blockDim.x) * kNormUnitElems)
       residualUnit(loadChunk<T, uint2>(sumRow, first, c.hidden, sumAligned), residualRow, first, c.hidden,
                    residualAligned, squares);
     const float inv = inverseRms(blockSumSquares(squares, warpSums), c.hidden, c.eps);
-    writeNormRow<T, Out>(residualRow, static_cast<const T*>(c.weight), static_cast<Out*>(c.normOut) + row * c.hidden,
-                         c.hidden, inv, c.normScale);
+    writeNormRow<T, Out>(residualRow, weight, outRow, c.hidden, inv, &scale);
   }
 }
 
@@ -66,16 +92,25 @@ __global__ void __launch_bounds__(kNormMaxThreads) fusedNormKernel(const OneShot
     }
 
   // 2. Row by row: every rank's units summed in rank order, then the norm.
+  //    A row that fits registers has its residual and weight loaded first,
+  //    while the peers' lines are still arriving.
+  const float scale = loadScale(c);
+  const T* weight = static_cast<const T*>(c.weight);
   T* residual = static_cast<T*>(c.residual);
+  const bool inRegisters = rowFitsRegisters(c.hidden);
   for (size_t row = blockIdx.x; row < c.tokens; row += gridDim.x) {
     T* residualRow = residual + row * c.hidden;
+    Out* outRow = static_cast<Out*>(c.normOut) + row * c.hidden;
     const bool residualAligned = alignedTo(residualRow, 8);
+    RowUnits units;
+    if (inRegisters) loadRowUnits(units, residualRow, weight, c.hidden);
     float squares = 0.0f;
     int failed = 0;
-    for (size_t u = threadIdx.x; u < unitsPerRow; u += blockDim.x) {
+    // Unit k of this thread (k counts only in registers).
+    const auto sumUnit = [&](size_t u, uint2* sumOut) {
       const size_t unit = row * unitsPerRow + u;
       float acc[kNormUnitElems];
-      for (int r = 0; r < n && !failed; ++r) {
+      for (int r = 0; r < n; ++r) {
         uint2 d;
         if (r == me) {
           d = loadChunk<T, uint2>(send, unit * kNormUnitElems, count, sendAligned);
@@ -85,21 +120,42 @@ __global__ void __launch_bounds__(kNormMaxThreads) fusedNormKernel(const OneShot
               src, tag, &d, [&](WaitBudget& b) { return waitCheckPeer(b, a, phase, r, /*waitingInLL=*/true); });
           if (why != kOneShotOk) {
             recordError(a, why, r, call);
-            failed = 1;
-            break;
+            return false;
           }
           storeLine(const_cast<uint4*>(src), make_uint4(0, 0, 0, 0));  // a line holds 0 or the current call
         }
         accumulate<T, OpSum>(acc, d, r == 0);
       }
-      if (failed) break;
-      residualUnit(finishChunk<T, OpSum, uint2>(acc, n), residualRow, u * kNormUnitElems, c.hidden, residualAligned,
-                   squares);
+      *sumOut = finishChunk<T, OpSum, uint2>(acc, n);
+      return true;
+    };
+    if (inRegisters) {
+#pragma unroll
+      for (int k = 0; k < kNormRowUnits; ++k) {
+        const size_t u = threadIdx.x + size_t(k) * blockDim.x;
+        if (u >= unitsPerRow || failed) break;
+        uint2 sum;
+        if (!sumUnit(u, &sum)) {
+          failed = 1;
+          break;
+        }
+        addResidualQuad<T>(sum, units.residual[k], u * kNormUnitElems, c.hidden, squares);
+        storeChunk<T, uint2>(residualRow, u * kNormUnitElems, c.hidden, residualAligned, units.residual[k]);
+      }
+    } else {
+      for (size_t u = threadIdx.x; u < unitsPerRow && !failed; u += blockDim.x) {
+        uint2 sum;
+        if (!sumUnit(u, &sum)) {
+          failed = 1;
+          break;
+        }
+        residualUnit(sum, residualRow, u * kNormUnitElems, c.hidden, residualAligned, squares);
+      }
     }
     if (__syncthreads_or(failed)) return;
     const float inv = inverseRms(blockSumSquares(squares, warpSums), c.hidden, c.eps);
-    writeNormRow<T, Out>(residualRow, static_cast<const T*>(c.weight), static_cast<Out*>(c.normOut) + row * c.hidden,
-                         c.hidden, inv, c.normScale);
+    if (inRegisters) writeNormUnits<T, Out>(units, outRow, c.hidden, inv, &scale);
+    else writeNormRow<T, Out>(residualRow, weight, outRow, c.hidden, inv, &scale);
   }
   finishCall(a, call);
 }

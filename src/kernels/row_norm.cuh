@@ -21,13 +21,12 @@ using OutQuad = typename std::conditional<sizeof(Out) == 2, uint2, uint32_t>::ty
 
 __device__ inline bool alignedTo(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// The new residual of the unit of 4 elements at `first` of a row, from their
-// summed partials: written back, and the squares added to `squares` in
-// element order. Elements past `hidden` are left alone.
+// The new residual of the unit of 4 elements at `first` of a row, in
+// registers: `quad` (the old residual) gets the summed partials `sum` added,
+// and the squares go into `squares` in element order. Elements past
+// `hidden` are left alone.
 template <typename T>
-__device__ inline void residualUnit(const uint2& sum, T* residualRow, size_t first, size_t hidden, bool aligned,
-                                    float& squares) {
-  uint2 quad = loadChunk<T, uint2>(residualRow, first, hidden, aligned);
+__device__ inline void addResidualQuad(const uint2& sum, uint2& quad, size_t first, size_t hidden, float& squares) {
   const T* s = reinterpret_cast<const T*>(&sum);
   T* r = reinterpret_cast<T*>(&quad);
 #pragma unroll
@@ -36,6 +35,14 @@ __device__ inline void residualUnit(const uint2& sum, T* residualRow, size_t fir
     r[j] = addResidual(s[j], r[j]);
     squares = addSquare(squares, ElemTraits<T>::toAcc(r[j]));
   }
+}
+
+// addResidualQuad on the residual in memory: read, added, written back.
+template <typename T>
+__device__ inline void residualUnit(const uint2& sum, T* residualRow, size_t first, size_t hidden, bool aligned,
+                                    float& squares) {
+  uint2 quad = loadChunk<T, uint2>(residualRow, first, hidden, aligned);
+  addResidualQuad<T>(sum, quad, first, hidden, squares);
   storeChunk<T, uint2>(residualRow, first, hidden, aligned, quad);
 }
 
@@ -58,6 +65,19 @@ __device__ inline float blockSumSquares(float mine, float* shared) {
   return shared[kNormMaxWarps];
 }
 
+// Four normalized outputs from four residual and weight elements.
+template <typename T, typename Out>
+__device__ inline OutQuad<Out> normQuad(const uint2& x, const uint2& w, float inv, const float* scale) {
+  const T* xe = reinterpret_cast<const T*>(&x);
+  const T* we = reinterpret_cast<const T*>(&w);
+  OutQuad<Out> quad{};
+  Out* o = reinterpret_cast<Out*>(&quad);
+#pragma unroll
+  for (int j = 0; j < kNormUnitElems; ++j)
+    o[j] = normOutput<Out>(ElemTraits<T>::toAcc(xe[j]), inv, ElemTraits<T>::toAcc(we[j]), scale);
+  return quad;
+}
+
 // normOut of one row from the residual this block has just written (each
 // thread reads back its own units).
 template <typename T, typename Out>
@@ -69,14 +89,54 @@ __device__ inline void writeNormRow(const T* residualRow, const T* weight, Out* 
        first += size_t(blockDim.x) * kNormUnitElems) {
     const uint2 x = loadChunk<T, uint2>(residualRow, first, hidden, residualAligned);
     const uint2 w = loadChunk<T, uint2>(weight, first, hidden, weightAligned);
-    const T* xe = reinterpret_cast<const T*>(&x);
-    const T* we = reinterpret_cast<const T*>(&w);
-    OutQuad<Out> quad{};
-    Out* o = reinterpret_cast<Out*>(&quad);
+    storeChunk<Out, OutQuad<Out>>(outRow, first, hidden, outAligned, normQuad<T, Out>(x, w, inv, scale));
+  }
+}
+
+// ---- a row held in registers ----------------------------------------------
+// Rows of at most kNormRowUnits units a thread (hidden up to 8192 at 1024
+// threads) keep each thread's units of the residual and the weight in
+// registers from before the sum to the output: the old residual and the
+// weight are read once, all of a thread's loads are in flight together, and
+// the new residual is not read back. The units and their order are those of
+// the loops above (unit k of a thread: threadIdx.x + k * blockDim.x), so the
+// bits are the same. Wider rows take the loops.
+constexpr int kNormRowUnits = 2;
+
+__device__ inline bool rowFitsRegisters(size_t hidden) {
+  return (hidden + kNormUnitElems - 1) / kNormUnitElems <= size_t(blockDim.x) * kNormRowUnits;
+}
+
+// The first element of this thread's unit k of a row.
+__device__ inline size_t rowUnitFirst(int k) { return (threadIdx.x + size_t(k) * blockDim.x) * kNormUnitElems; }
+
+struct RowUnits {
+  uint2 residual[kNormRowUnits];
+  uint2 weight[kNormRowUnits];
+};
+
+template <typename T>
+__device__ inline void loadRowUnits(RowUnits& row, const T* residualRow, const T* weight, size_t hidden) {
+  const bool residualAligned = alignedTo(residualRow, 8), weightAligned = alignedTo(weight, 8);
 #pragma unroll
-    for (int j = 0; j < kNormUnitElems; ++j)
-      o[j] = normOutput<Out>(ElemTraits<T>::toAcc(xe[j]), inv, ElemTraits<T>::toAcc(we[j]), scale);
-    storeChunk<Out, OutQuad<Out>>(outRow, first, hidden, outAligned, quad);
+  for (int k = 0; k < kNormRowUnits; ++k) {
+    const size_t first = rowUnitFirst(k);
+    if (first >= hidden) break;
+    row.residual[k] = loadChunk<T, uint2>(residualRow, first, hidden, residualAligned);
+    row.weight[k] = loadChunk<T, uint2>(weight, first, hidden, weightAligned);
+  }
+}
+
+// writeNormRow from the registers.
+template <typename T, typename Out>
+__device__ inline void writeNormUnits(const RowUnits& row, Out* outRow, size_t hidden, float inv, const float* scale) {
+  const bool outAligned = alignedTo(outRow, sizeof(OutQuad<Out>));
+#pragma unroll
+  for (int k = 0; k < kNormRowUnits; ++k) {
+    const size_t first = rowUnitFirst(k);
+    if (first >= hidden) break;
+    storeChunk<Out, OutQuad<Out>>(outRow, first, hidden, outAligned,
+                                  normQuad<T, Out>(row.residual[k], row.weight[k], inv, scale));
   }
 }
 
