@@ -87,7 +87,8 @@ typedef struct {
   char transport[32];      /* "p2p-ipc", "p2p-local", "proxy-shm", "host-tcp", "nccl", ... */
   size_t maxBytes;         /* largest message the fast path takes; larger ones go to NCCL
                               (SIZE_MAX on the host backend, which has no NCCL and takes all;
-                              with ROCENANTE_NATIVE_NCCL=0 larger ones fail) */
+                              with ROCENANTE_NATIVE_NCCL=0 larger ones fail, or, with
+                              one rank, are copies) */
   int selfTestPassed;      /* 1 if the startup self-test passed on every rank */
   double selfTestUsFast;   /* self-test: the fast path's us per call, fastest batch, summed over sizes to 256 KB (0 if not run) */
   double selfTestUsNccl;   /* same for NCCL on the same communicator (0 if not run) */
