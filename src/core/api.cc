@@ -17,10 +17,12 @@
 #include "core/rank_threads.h"
 #include "rocenante/rocenante.h"
 
-// Users mix our enums with NCCL's; they must mean the same numbers.
+// Users mix our enums with NCCL's; they must mean the same numbers. NCCL
+// 2.30 added ncclTimeout after our last code, so a newer nccl.h may hold more
+// results than we do (rocenante never returns one it does not define).
 static_assert(rcnSuccess == (int)ncclSuccess && rcnInvalidArgument == (int)ncclInvalidArgument &&
                   rcnInvalidUsage == (int)ncclInvalidUsage && rcnRemoteError == (int)ncclRemoteError &&
-                  rcnInProgress == (int)ncclInProgress && rcnNumResults == (int)ncclNumResults &&
+                  rcnInProgress == (int)ncclInProgress && rcnNumResults <= (int)ncclNumResults &&
                   rcnSystemError == (int)ncclSystemError && rcnInternalError == (int)ncclInternalError &&
                   rcnUnhandledCudaError == (int)ncclUnhandledCudaError,
               "result codes must match nccl.h");
