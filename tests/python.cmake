@@ -11,10 +11,16 @@ endif()
 
 # `pip wheel .` builds the library a second time (the wheel's own CMake
 # build, only the library and the extension, for this build's GPU
-# architectures): about 5 minutes on 2 cores.
-if(TARGET _rocenante)
-  add_test(NAME test_python_wheel
-    COMMAND ${ROCENANTE_PYTHON_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_SOURCE_DIR}/python/check_wheel.py)
-  set_tests_properties(test_python_wheel PROPERTIES TIMEOUT 1800 LABELS python
+# architectures): about 5 minutes on 2 cores each. The second builds as a
+# machine without the CUDA toolkit would, with NVIDIA's compiler from PyPI.
+function(rcn_wheel_test name pytest_case)
+  add_test(NAME ${name}
+    COMMAND ${ROCENANTE_PYTHON_EXECUTABLE} -m pytest -q -rs -p no:cacheprovider
+            ${CMAKE_CURRENT_SOURCE_DIR}/python/check_wheel.py::${pytest_case})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 1800 LABELS python
     ENVIRONMENT "RCN_PYTEST_WHEEL_CMAKE_CUDA_ARCHITECTURES=${CMAKE_CUDA_ARCHITECTURES};RCN_PYTEST_WHEEL_NCCL_INCLUDE_DIR=${NCCL_INCLUDE_DIR};NCCL_NVLS_ENABLE=0;TORCH_SYMM_MEM_DISABLE_MULTICAST=1;NVSHMEM_DISABLE_NVLS=1")
+endfunction()
+if(TARGET _rocenante)
+  rcn_wheel_test(test_python_wheel test_pip_wheel)
+  rcn_wheel_test(test_python_wheel_no_toolkit test_pip_wheel_without_toolkit)
 endif()
