@@ -34,10 +34,7 @@ def _mode():
 
 def _defined(config_settings, name):
     """The value of a `-C cmake.define.NAME=...` setting, or None."""
-    for key, value in (config_settings or {}).items():
-        if key in ("cmake.define." + name, "cmake.define." + name.lower()):
-            return value
-    return None
+    return (config_settings or {}).get("cmake.define." + name)
 
 
 def _system_nvcc(config_settings):
