@@ -92,14 +92,15 @@ __host__ __device__ inline float stressValue(int rank, int call, size_t i) {
   return float((rank + 1) * 3 + call % 29 + int(i % 7));
 }
 
-__device__ inline void waitForPreviousKernel() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-}
+__device__ inline void waitForPreviousKernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// As device.cuh asks: the next kernel is let in once this block waits no more.
+__device__ inline void letNextKernelIn() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // Puts this rank's values of call `iter`, after delayNs (a slow rank).
 __global__ void stressPut(rcnDeviceComm dev, int iter, size_t count, unsigned delayNs) {
   waitForPreviousKernel();
+  letNextKernelIn();  // a put never waits
   if (delayNs) {
     const long long until = clock64() + delayNs * 2ll;  // ~2 cycles a ns
     while (clock64() < until) {
@@ -135,6 +136,7 @@ __global__ void stressGather(rcnDeviceComm dev, int iter, size_t count, unsigned
   }
   __syncthreads();
   rcn_device::rcnDeviceEndCall(dev, call);
+  letNextKernelIn();
 }
 
 template <typename... Args>

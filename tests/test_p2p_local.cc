@@ -32,9 +32,23 @@ namespace {
 constexpr int kRanks = 2;
 constexpr size_t kMaxBytes = 256 * 1024;
 
+using PathSet = std::vector<std::unique_ptr<FastPath>>;  // [rank]
+
 struct ThreePaths {
-  std::vector<std::unique_ptr<FastPath>> split, ll, flags;  // [rank]
+  PathSet split, ll, flags;
 };
+
+// What a failed batch leaves in the paths: each error a kernel recorded, so
+// that a wrong output is told apart from a wait that gave up.
+std::string recordedErrors(std::initializer_list<const PathSet*> sets) {
+  std::string text;
+  for (const PathSet* set : sets)
+    for (const auto& path : *set) {
+      std::string err;
+      if (path->asyncError(&err) != rcnSuccess) text += "\n  recorded: " + err;
+    }
+  return text;
+}
 
 void buildThree(ThreePaths* p) {
   std::string why;
@@ -77,7 +91,8 @@ TEST_CASE("p2p in one process: every dtype x op, unaligned, in place, three prot
   std::string why;
   if (!runner.setUp(&why)) FAIL(why);
   const std::vector<Call> calls = everyTypeAndOp(11, kMaxBytes, 3);
-  if (!runInBatches(runner, calls, 100, false, &why)) FAIL(why);
+  if (!runInBatches(runner, calls, 100, false, &why))
+    FAIL(why << recordedErrors({&paths.split, &paths.ll, &paths.flags}));
   for (int r = 0; r < kRanks; ++r) {
     std::string err;
     REQUIRE(paths.split[r]->asyncError(&err) == rcnSuccess);
@@ -106,8 +121,9 @@ TEST_CASE("p2p in one process: CUDA graph replay with changing inputs", "[p2p][g
     calls.push_back(c);
     ++i;
   }
-  if (!runner.run(calls, 5, true, 3, &why)) FAIL(why);
-  if (!runInBatches(runner, everyTypeAndOp(12, kMaxBytes, 3), 200, true, &why)) FAIL(why);
+  const std::initializer_list<const PathSet*> all = {&paths.split, &paths.ll, &paths.flags};
+  if (!runner.run(calls, 5, true, 3, &why)) FAIL(why << recordedErrors(all));
+  if (!runInBatches(runner, everyTypeAndOp(12, kMaxBytes, 3), 200, true, &why)) FAIL(why << recordedErrors(all));
 }
 
 namespace {
@@ -268,8 +284,6 @@ TEST_CASE("p2p: ranks whose calls differ in count, type or op fail with rcnInval
 
 namespace {
 
-using PathSet = std::vector<std::unique_ptr<FastPath>>;
-
 // The ranks of one process on GPU 0, rank r calling through each set's path r.
 std::vector<LocalRank> ranksOnGpu0(std::initializer_list<const PathSet*> sets) {
   std::vector<LocalRank> locals(kRanks);
@@ -307,8 +321,10 @@ void runOneGpuBatches(P2pOptions options, const char* splitLimit) {
   if (!buildP2pPathsInProcess(kRanks, options, &flags, &why)) FAIL(why);
   BatchRunner runner(kRanks, kMaxBytes, ranksOnGpu0({&split, &flags}), identity());
   if (!runner.setUp(&why)) FAIL(why);
-  if (!runInBatches(runner, everyTypeAndOp(21, kMaxBytes, 2), 300, false, &why)) FAIL(why);
-  if (!runInBatches(runner, everyTypeAndOp(22, kMaxBytes, 2), 400, true, &why)) FAIL(why);
+  if (!runInBatches(runner, everyTypeAndOp(21, kMaxBytes, 2), 300, false, &why))
+    FAIL(why << recordedErrors({&split, &flags}));
+  if (!runInBatches(runner, everyTypeAndOp(22, kMaxBytes, 2), 400, true, &why))
+    FAIL(why << recordedErrors({&split, &flags}));
   checkNoAsyncError(split);
   checkNoAsyncError(flags);
 }

@@ -20,7 +20,11 @@
 //     must call it, gathers or not.
 // Both kernels launch at most dev.maxBlocks blocks, count <= dev.maxValues,
 // and the calls of one communicator are ordered (one stream, or streams
-// ordered by events); rcnAllReduce calls may come between them.
+// ordered by events); rcnAllReduce calls may come between them. Launched
+// with PDL, a kernel that gathers lets the next kernel in
+// (griddepcontrol.launch_dependents) only after its block's last gather:
+// where ranks share a GPU, kernels let in earlier can take the room a peer's
+// kernel needs, and both wait until the timeout.
 // An all-gather instead of a sum: the consumer reads each rank's values as
 // that rank put them with rcnDeviceGatherFrom4 (below), every rank's at
 // least once per call.

@@ -9,7 +9,7 @@
 # Usage: OUT=... bash scripts/gpu/onegpu.sh   (about 10 minutes on one H200)
 . "$(dirname "$0")/common.sh" onegpu "${ONEGPU_BUILD_DIR:-$(dirname "$0")/../../build-gpu}"
 GPU_TESTS=(test_p2p_local test_p2p_ipc test_p2p_api test_p2p_api_local test_device_api test_wire_proxy_gpu
-  test_shim_gpu test_engine_gpu test_engine_kernels test_soak_gpu)
+  test_shim_gpu test_engine_gpu test_engine_kernels test_soak_gpu test_p2p_collectives test_residual_norm_gpu)
 gpu_build "" rocenante "${GPU_TESTS[@]}"
 # The soak's full length is soak.sh's job; here a short run checks it works.
 export RCN_SOAK_CALLS=${RCN_SOAK_CALLS:-5000}

@@ -30,9 +30,9 @@
 namespace rcn {
 
 // Enqueues kernel<<<grid.blocks, grid.threads, 0, stream>>>(args...). With
-// programmaticLaunch the next kernel on the stream may be scheduled while
-// this one runs (each kernel still waits for the previous one in
-// waitForPreviousKernels before touching memory).
+// programmaticLaunch it may be scheduled while the previous kernel on the
+// stream runs, once that one lets it in (letNextKernelIn); it still waits for
+// that kernel in waitForPreviousKernels before touching memory.
 template <typename... Params, typename... Args>
 rcnResult_t launchKernel(void (*kernel)(Params...), const OneShotGrid& grid, bool programmaticLaunch,
                          cudaStream_t stream, Args&&... args) {

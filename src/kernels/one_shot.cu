@@ -62,6 +62,7 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
     }
   }
   if (__syncthreads_or(failed)) return;
+  letNextKernelIn();  // this block waits no more
 
   // 4. Reduce slot[phase][0..n-1] in rank order: identical on every rank.
   for (size_t c = begin + threadIdx.x; c < end; c += blockDim.x) {
@@ -125,6 +126,7 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
     storeChunk(recv, u * E, a.count, recvAligned, finishChunk<T, Op, uint2>(acc, n));
   }
   if (__syncthreads_or(failed)) return;
+  letNextKernelIn();
   finishCall(a, call);
 }
 

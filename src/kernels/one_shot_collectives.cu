@@ -69,6 +69,7 @@ __global__ void __launch_bounds__(kMaxThreads) allGatherKernel(const OneShotArgs
       storeChunk(theirs, u * 8, share, reinterpret_cast<uintptr_t>(theirs) % 8 == 0, d);
     }
   if (__syncthreads_or(failed)) return;
+  letNextKernelIn();
   finishCall(a, call);
 }
 
@@ -123,6 +124,7 @@ __global__ void __launch_bounds__(kMaxThreads) reduceScatterKernel(const OneShot
     storeChunk(recv, u * E, count, aligned(recv), finishChunk<T, Op, uint2>(acc, n));
   }
   if (__syncthreads_or(failed)) return;
+  letNextKernelIn();
   finishCall(a, call);
 }
 

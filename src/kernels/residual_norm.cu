@@ -27,6 +27,7 @@ template <typename T, typename Out>
 __global__ void __launch_bounds__(kNormMaxThreads) residualNormKernel(const ResidualNormCall c, const T* sum) {
   __shared__ float warpSums[kNormMaxWarps + 1];
   waitForPreviousKernels();
+  letNextKernelIn();  // no peer to wait for
   const float scale = loadScale(c);
   const T* weight = static_cast<const T*>(c.weight);
   T* residual = static_cast<T*>(c.residual);
@@ -157,6 +158,7 @@ __global__ void __launch_bounds__(kNormMaxThreads) fusedNormKernel(const OneShot
     if (inRegisters) writeNormUnits<T, Out>(units, outRow, c.hidden, inv, &scale);
     else writeNormRow<T, Out>(residualRow, weight, outRow, c.hidden, inv, &scale);
   }
+  letNextKernelIn();
   finishCall(a, call);
 }
 

@@ -305,6 +305,7 @@ __global__ void __launch_bounds__(kMaxThreads) proxyKernel(const ProxyKernelArgs
   const bool ok = protocol == kProxyFlags ? runFlags<T, Op>(a, call)
                                           : runLL<T, Op>(a, call, protocol == kProxyLLStaged);
   if (!ok) return;
+  letNextKernelIn();
 
   // The last block to finish advances the epoch for the next call; on the
   // calls that scrub lines, its whole block scrubs first (the other calls
