@@ -162,9 +162,9 @@ class Communicator:
         same answer. Under torch.compile it is folded while tracing (outside any capture)."""
         if tensor.dtype not in DTYPES or tensor.device != self.device:
             return False
-        stream = torch.cuda.current_stream(tensor.device).cuda_stream if tensor.is_cuda else 0
+        cuda_device = tensor.device.index if tensor.is_cuda else -1
         return _takes_fast_path(self._live("should_use"), tensor.numel(), DTYPES[tensor.dtype],
-                                op_code(op, "should_use"), stream)
+                                op_code(op, "should_use"), cuda_device)
 
     def check_health(self) -> None:
         """Raises the error a kernel or proxy recorded since (a peer that did not arrive, a call that
@@ -230,8 +230,11 @@ class Communicator:
 
 
 @torch.compiler.assume_constant_result
-def _takes_fast_path(handle: int, numel: int, dtype: int, op: int, stream: int) -> bool:
-    # Depends on nothing but its arguments (and the stream's capture state), so torch.compile may fold it.
+def _takes_fast_path(handle: int, numel: int, dtype: int, op: int, cuda_device: int) -> bool:
+    # Depends on nothing but its arguments (and the current stream's capture state), so torch.compile may
+    # fold it. The stream is looked up here rather than passed in: torch.compile runs this function while
+    # tracing and needs every argument as a constant, which a CUDA stream is not (cuda_device -1: CPU).
+    stream = torch.cuda.current_stream(cuda_device).cuda_stream if cuda_device >= 0 else 0
     return _C.takes_fast_path(handle, numel, dtype, op, stream)
 
 
