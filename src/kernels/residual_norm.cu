@@ -26,8 +26,10 @@ __device__ inline float loadScale(const ResidualNormCall& c) { return c.normScal
 template <typename T, typename Out>
 __global__ void __launch_bounds__(kNormMaxThreads) residualNormKernel(const ResidualNormCall c, const T* sum) {
   __shared__ float warpSums[kNormMaxWarps + 1];
+  // It waits for no peer, so the next kernel may come in at once: a waiting
+  // kernel let in by it lets nothing in before its own waits are over.
+  letNextKernelIn();
   waitForPreviousKernels();
-  letNextKernelIn();  // no peer to wait for
   const float scale = loadScale(c);
   const T* weight = static_cast<const T*>(c.weight);
   T* residual = static_cast<T*>(c.residual);
