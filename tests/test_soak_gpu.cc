@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -100,8 +101,11 @@ int soakRank(const rcnUniqueId ids[2], const rcnUniqueId& testId, int rank, long
   locals[0].comms = {commFn(comms[0]), commFn(comms[1])};
   Baseline warm;
   long done = 0, graphs = 0;
+  const auto start = std::chrono::steady_clock::now();
   {
-    BatchRunner runner(kRanks, kSlotBytes, locals, exchangeViaBootstrap(exchange.get(), rank, kRanks));
+    // Slots only as large as the largest call: the harness copies and checks each slot whole.
+    BatchRunner runner(kRanks, withNccl ? kSlotBytes : kFastBytes, locals,
+                       exchangeViaBootstrap(exchange.get(), rank, kRanks));
     std::string why;
     CHILD_CHECK(runner.setUp(&why), "%s", why.c_str());
     std::mt19937_64 plan(20261204);  // the same batches on every rank
@@ -122,10 +126,12 @@ int soakRank(const rcnUniqueId ids[2], const rcnUniqueId& testId, int rank, long
   }
   // The runner's buffers are freed: what is left is the communicators'.
   const Baseline end{openDescriptors(), residentBytes(), deviceUsedBytes()};
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
-      "rank %d: %ld calls (%ld graph batches); descriptors %d -> %d, resident %.1f -> %.1f MB, device "
+      "rank %d: %ld calls (%ld graph batches) in %.0f s; descriptors %d -> %d, resident %.1f -> %.1f MB, device "
       "%.1f -> %.1f MB\n",
-      rank, done, graphs, warm.fds, end.fds, warm.rss / 1e6, end.rss / 1e6, warm.device / 1e6, end.device / 1e6);
+      rank, done, graphs, seconds, warm.fds, end.fds, warm.rss / 1e6, end.rss / 1e6, warm.device / 1e6,
+      end.device / 1e6);
   CHILD_CHECK(end.fds <= warm.fds, "open descriptors went from %d to %d", warm.fds, end.fds);
   CHILD_CHECK(end.rss - warm.rss < kMaxRssGrowthBytes, "resident memory grew by %.1f MB", (end.rss - warm.rss) / 1e6);
   CHILD_CHECK(end.device - warm.device < kMaxDeviceGrowthBytes, "device memory grew by %.1f MB",
