@@ -62,8 +62,11 @@ for tool in "${TOOLS[@]}"; do
     left=$(( BUDGET_S - ($(date +%s) - start) ))
     limit=$(( left < PER_RUN_S ? left : PER_RUN_S ))
     # racecheck looks at shared memory only; synccheck and initcheck need nothing extra.
+    # API errors are not the tools' findings and are left out of the count: the tests
+    # provoke some on purpose (a GPU that does not exist, a wait during a graph capture),
+    # NCCL's init probes kernels it has no image for, and rocenante checks every return.
     timeout --signal=TERM --kill-after=10 "$limit" "$SANITIZER" --tool "$tool" --target-processes all \
-      --error-exitcode 99 --print-limit 50 "$BUILD/tests/$t" > "$run_log" 2>&1
+      --report-api-errors no --error-exitcode 99 --print-limit 50 "$BUILD/tests/$t" > "$run_log" 2>&1
     rc=$?
     errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$run_log" | awk '{s += $3} END {print s + 0}')
     outcome="rc $rc, sanitizer errors $errors, $(cases_of "$run_log")"
