@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(kThreads) gemvKernel(GemvParams p) {
   stageRopeFreqs<kEpilogue>(p, qkv);
   NormWeightAhead ahead;
   if constexpr (kStaged) ahead = loadNormWeightAhead(p);
-  waitForPrevious();  // the input is the previous kernel's output
+  waitForPrevious(/*letNextIn=*/!kExchange);  // the input is the previous kernel's output
   const QkvToken token = loadQkvToken<kEpilogue>(p);
   const uint32_t call = kExchange ? exchangeCall(p) : 0;
   if constexpr (kStaged) {

@@ -45,14 +45,18 @@ __device__ inline float ropeInverseFrequency(const AttentionShape& s, int i) {
 }
 
 // Programmatic dependent launch: let the next kernel on the stream be
-// scheduled now, then wait until the previous kernel has finished and its
-// writes are visible. Every kernel calls it before it reads or writes any
-// activation (before it, kernels only load weights and what is as fixed as
-// weights, the RoPE frequency table, and read hints for prefetches); both
-// halves are no-ops for a plain launch.
-__device__ inline void waitForPrevious() {
+// scheduled now (unless letNextIn is false), then wait until the previous
+// kernel has finished and its writes are visible. Every kernel calls it
+// before it reads or writes any activation (before it, kernels only load
+// weights and what is as fixed as weights, the RoPE frequency table, and
+// read hints for prefetches); both halves are no-ops for a plain launch. A
+// kernel that waits for peers (the exchange product) passes false and lets
+// the next kernel in when it exits: a next kernel let in earlier would hold
+// SMs while it waits, and let in its own next one, where a peer sharing the
+// GPU may need the room (rocenante/device.cuh).
+__device__ inline void waitForPrevious(bool letNextIn = true) {
 #if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (letNextIn) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
