@@ -92,15 +92,10 @@ __host__ __device__ inline float stressValue(int rank, int call, size_t i) {
   return float((rank + 1) * 3 + call % 29 + int(i % 7));
 }
 
-__device__ inline void waitForPreviousKernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
-// As device.cuh asks: the next kernel is let in once this block waits no more.
-__device__ inline void letNextKernelIn() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-
 // Puts this rank's values of call `iter`, after delayNs (a slow rank).
 __global__ void stressPut(rcnDeviceComm dev, int iter, size_t count, unsigned delayNs) {
-  waitForPreviousKernel();
-  letNextKernelIn();  // a put never waits
+  rcn_device::rcnDeviceWaitForPreviousKernels();
+  rcn_device::rcnDeviceLetNextKernelIn();  // a put never waits
   if (delayNs) {
     const long long until = clock64() + delayNs * 2ll;  // ~2 cycles a ns
     while (clock64() < until) {
@@ -113,7 +108,7 @@ __global__ void stressPut(rcnDeviceComm dev, int iter, size_t count, unsigned de
 
 // Counts sums that differ from every rank's stressValue added in rank order.
 __global__ void stressGather(rcnDeviceComm dev, int iter, size_t count, unsigned* wrong, unsigned* failures) {
-  waitForPreviousKernel();
+  rcn_device::rcnDeviceWaitForPreviousKernels();
   const uint32_t call = rcn_device::rcnDeviceCall(dev);
   const size_t groups = count / 4, stride = size_t(gridDim.x) * blockDim.x;
   for (size_t g0 = blockIdx.x * size_t(blockDim.x) + threadIdx.x; g0 < groups; g0 += 4 * stride) {
@@ -136,7 +131,7 @@ __global__ void stressGather(rcnDeviceComm dev, int iter, size_t count, unsigned
   }
   __syncthreads();
   rcn_device::rcnDeviceEndCall(dev, call);
-  letNextKernelIn();
+  rcn_device::rcnDeviceLetNextKernelIn();  // as device.cuh asks: after the block's last gather
 }
 
 template <typename... Args>

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "gpu_kernels.h"
+#include "rocenante/device.cuh"
 
 namespace engine {
 namespace {
@@ -55,10 +56,8 @@ __device__ inline float ropeInverseFrequency(const AttentionShape& s, int i) {
 // SMs while it waits, and let in its own next one, where a peer sharing the
 // GPU may need the room (rocenante/device.cuh).
 __device__ inline void waitForPrevious(bool letNextIn = true) {
-#if __CUDA_ARCH__ >= 900
-  if (letNextIn) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  if (letNextIn) rcn_device::rcnDeviceLetNextKernelIn();
+  rcn_device::rcnDeviceWaitForPreviousKernels();
 }
 
 // Asks L2 to fetch [p, p + bytes) (p 16-byte aligned, bytes a multiple of

@@ -6,7 +6,8 @@
 //
 // One call, on every rank:
 //  1. a producer kernel: each block, once every earlier kernel on the stream
-//     has finished (after griddepcontrol.wait when launched with PDL), takes
+//     has finished (after rcnDeviceWaitForPreviousKernels when launched
+//     with PDL), takes
 //     call = rcnDeviceCall(dev) and puts values with rcnDevicePut(dev, call,
 //     i, v), every index i < count put once by the grid (count a multiple of
 //     4: a gather reads whole groups of 4 and waits for every value in them);
@@ -22,7 +23,7 @@
 // and the calls of one communicator are ordered (one stream, or streams
 // ordered by events); rcnAllReduce calls may come between them. Launched
 // with PDL, a kernel that gathers lets the next kernel in
-// (griddepcontrol.launch_dependents) only after its block's last gather:
+// (rcnDeviceLetNextKernelIn, below) only after its block's last gather:
 // where ranks share a GPU, kernels let in earlier can take the room a peer's
 // kernel needs, and both wait until the timeout.
 // An all-gather instead of a sum: the consumer reads each rank's values as
@@ -137,6 +138,25 @@ __device__ inline bool unitHas(uint64_t unit, uint32_t call) { return static_cas
 __device__ inline float unitValue(uint64_t unit) { return __uint_as_float(static_cast<uint32_t>(unit)); }
 
 }  // namespace detail
+
+// Programmatic dependent launch (a kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization); both are no-ops for a
+// plain launch. rcnDeviceWaitForPreviousKernels waits until the kernels
+// before this one on the stream have finished and their writes are visible:
+// call it before rcnDeviceCall. rcnDeviceLetNextKernelIn lets the next kernel
+// on the stream be scheduled while this one ends; a kernel that gathers calls
+// it only after its block's last gather (above).
+__device__ inline void rcnDeviceWaitForPreviousKernels() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ inline void rcnDeviceLetNextKernelIn() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 // This block's call number; 0 once a wait of the communicator failed (then
 // rcnDevicePut does nothing and rcnDeviceGather4 returns false at once), and

@@ -48,21 +48,14 @@ __device__ inline uint4 loadLine(const uint4* p) {
   return v;
 }
 
-// PDL (programmatic dependent launch); both are no-ops when the launch did
-// not ask for programmatic serialization.
-//
-// Waits until every earlier kernel on the stream has finished and its
-// writes are visible. Every kernel calls it before it touches memory.
-__device__ inline void waitForPreviousKernels() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
-// Lets the next kernel on the stream be scheduled while this one ends (it
-// still waits in waitForPreviousKernels). A kernel that waits for peers
-// calls it only once its block waits no more: a next kernel scheduled
-// earlier holds SM room while it waits, lets its own next one in, and so on
-// down the stream, until a peer's kernel that shares the GPU finds no room
-// and every rank waits for ever (docs/design.md, "When the next kernel is
-// let in").
-__device__ inline void letNextKernelIn() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// PDL, the device API's helpers. Every kernel waits for the previous ones
+// before it touches memory. A kernel that waits for peers lets the next one
+// in only once its block waits no more: a next kernel scheduled earlier
+// holds SM room while it waits, lets its own next one in, and so on down the
+// stream, until a peer's kernel that shares the GPU finds no room and every
+// rank waits for ever (docs/design.md, "When the next kernel is let in").
+using rcn_device::rcnDeviceLetNextKernelIn;
+using rcn_device::rcnDeviceWaitForPreviousKernels;
 
 // ---- call numbers ----------------------------------------------------------
 

@@ -31,8 +31,9 @@ namespace rcn {
 
 // Enqueues kernel<<<grid.blocks, grid.threads, 0, stream>>>(args...). With
 // programmaticLaunch it may be scheduled while the previous kernel on the
-// stream runs, once that one lets it in (letNextKernelIn); it still waits for
-// that kernel in waitForPreviousKernels before touching memory.
+// stream runs, once that one lets it in (rcnDeviceLetNextKernelIn); it still
+// waits for that kernel (rcnDeviceWaitForPreviousKernels) before touching
+// memory.
 template <typename... Params, typename... Args>
 rcnResult_t launchKernel(void (*kernel)(Params...), const OneShotGrid& grid, bool programmaticLaunch,
                          cudaStream_t stream, Args&&... args) {

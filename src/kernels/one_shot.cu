@@ -62,7 +62,7 @@ __device__ void runFlags(const OneShotArgs& a, uint32_t call) {
     }
   }
   if (__syncthreads_or(failed)) return;
-  letNextKernelIn();  // this block waits no more
+  rcnDeviceLetNextKernelIn();  // this block waits no more
 
   // 4. Reduce slot[phase][0..n-1] in rank order: identical on every rank.
   for (size_t c = begin + threadIdx.x; c < end; c += blockDim.x) {
@@ -126,13 +126,13 @@ __device__ void runLL(const OneShotArgs& a, uint32_t call) {
     storeChunk(recv, u * E, a.count, recvAligned, finishChunk<T, Op, uint2>(acc, n));
   }
   if (__syncthreads_or(failed)) return;
-  letNextKernelIn();
+  rcnDeviceLetNextKernelIn();
   finishCall(a, call);
 }
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads) oneShotKernel(const OneShotArgs a, int ll) {
-  waitForPreviousKernels();
+  rcnDeviceWaitForPreviousKernels();
   const uint32_t call = callNumber(a);
   if (call == 0) return;  // an earlier call lost a peer: do nothing, never wait again
   if (ll)

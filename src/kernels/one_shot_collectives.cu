@@ -30,7 +30,7 @@ __device__ inline uint32_t takeUnit(const OneShotArgs& a, int phase, int r, size
 
 // a.count bytes from every rank land at recv + rank * a.count.
 __global__ void __launch_bounds__(kMaxThreads) allGatherKernel(const OneShotArgs a) {
-  waitForPreviousKernels();
+  rcnDeviceWaitForPreviousKernels();
   const uint32_t call = callNumber(a);
   if (call == 0) return;  // an earlier call lost a peer: do nothing, never wait again
   const int me = a.rank, n = a.nranks, phase = call & 1;
@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kMaxThreads) allGatherKernel(const OneShotArgs
       storeChunk(theirs, u * 8, share, reinterpret_cast<uintptr_t>(theirs) % 8 == 0, d);
     }
   if (__syncthreads_or(failed)) return;
-  letNextKernelIn();
+  rcnDeviceLetNextKernelIn();
   finishCall(a, call);
 }
 
@@ -79,7 +79,7 @@ template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads) reduceScatterKernel(const OneShotArgs a) {
   using Acc = typename ElemTraits<T>::Acc;
   constexpr int E = 8 / sizeof(T);
-  waitForPreviousKernels();
+  rcnDeviceWaitForPreviousKernels();
   const uint32_t call = callNumber(a);
   if (call == 0) return;
   const int me = a.rank, n = a.nranks, phase = call & 1;
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kMaxThreads) reduceScatterKernel(const OneShot
     storeChunk(recv, u * E, count, aligned(recv), finishChunk<T, Op, uint2>(acc, n));
   }
   if (__syncthreads_or(failed)) return;
-  letNextKernelIn();
+  rcnDeviceLetNextKernelIn();
   finishCall(a, call);
 }
 

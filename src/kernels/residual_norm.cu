@@ -28,8 +28,8 @@ __global__ void __launch_bounds__(kNormMaxThreads) residualNormKernel(const Resi
   __shared__ float warpSums[kNormMaxWarps + 1];
   // It waits for no peer, so the next kernel may come in at once: a waiting
   // kernel let in by it lets nothing in before its own waits are over.
-  letNextKernelIn();
-  waitForPreviousKernels();
+  rcnDeviceLetNextKernelIn();
+  rcnDeviceWaitForPreviousKernels();
   const float scale = loadScale(c);
   const T* weight = static_cast<const T*>(c.weight);
   T* residual = static_cast<T*>(c.residual);
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kNormMaxThreads) residualNormKernel(const Resi
 template <typename T, typename Out>
 __global__ void __launch_bounds__(kNormMaxThreads) fusedNormKernel(const OneShotArgs a, const ResidualNormCall c) {
   __shared__ float warpSums[kNormMaxWarps + 1];
-  waitForPreviousKernels();
+  rcnDeviceWaitForPreviousKernels();
   const uint32_t call = callNumber(a);
   if (call == 0) return;  // an earlier call lost a peer: do nothing, never wait again
   const int me = a.rank, n = a.nranks, phase = call & 1;
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kNormMaxThreads) fusedNormKernel(const OneShot
     if (inRegisters) writeNormUnits<T, Out>(units, outRow, c.hidden, inv, &scale);
     else writeNormRow<T, Out>(residualRow, weight, outRow, c.hidden, inv, &scale);
   }
-  letNextKernelIn();
+  rcnDeviceLetNextKernelIn();
   finishCall(a, call);
 }
 

@@ -298,14 +298,14 @@ __device__ void scrubLines(const ProxyKernelArgs& a, uint32_t call) {
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(kMaxThreads) proxyKernel(const ProxyKernelArgs a, int protocol) {
-  waitForPreviousKernels();
+  rcnDeviceWaitForPreviousKernels();
   volatile ProxyState* st = a.state;
   if (st->failed) return;  // an earlier call lost a peer: never wait again
   const uint32_t call = nextCallNumber(st->epoch);
   const bool ok = protocol == kProxyFlags ? runFlags<T, Op>(a, call)
                                           : runLL<T, Op>(a, call, protocol == kProxyLLStaged);
   if (!ok) return;
-  letNextKernelIn();
+  rcnDeviceLetNextKernelIn();
 
   // The last block to finish advances the epoch for the next call; on the
   // calls that scrub lines, its whole block scrubs first (the other calls
