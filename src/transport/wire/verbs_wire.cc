@@ -826,6 +826,10 @@ rcnResult_t VerbsWire::reapReceives() {
   return rcnSuccess;
 }
 
+// A flushed receive is an echo: its QP went to the error state, mostly
+// because one of our writes on it failed. The NIC reports that write on the
+// send CQ, which progress() may have polled just before the failure, so
+// the send CQ is polled again to name the failed write rather than the flush.
 rcnResult_t VerbsWire::takeReceiveCompletions(const ibv_wc* wc, int n) {
   for (int i = 0; i < n; ++i) {
     const int peer = int(wc[i].wr_id & 0xffffffffu);
@@ -834,6 +838,7 @@ rcnResult_t VerbsWire::takeReceiveCompletions(const ibv_wc* wc, int n) {
       return fail("verbs wire: a receive completion of no peer");
     Lane& l = peers_[peer].lane[lane];
     if (wc[i].status != IBV_WC_SUCCESS && l.goodbye.load()) continue;  // the peer is gone from this lane
+    if (wc[i].status == IBV_WC_WR_FLUSH_ERR) RCN_CHECK(reapSends(/*closing=*/false));  // the cause first
     if (wc[i].status != IBV_WC_SUCCESS)
       return fail("verbs wire: the queue pair to " + peerName(peer) + " failed: a receive completed with error '" +
                   verbsApi().wcStatusStr(wc[i].status) + "'");
