@@ -223,8 +223,8 @@ class VerbsWire final : public Wire {
   std::vector<uint8_t> tellPeers(uint32_t imm, bool signaled);
   rcnResult_t reapSends(bool closing);
   rcnResult_t takeSendCompletions(const ibv_wc* wc, int n, bool closing);
-  rcnResult_t reapReceives();
-  rcnResult_t takeReceiveCompletions(const ibv_wc* wc, int n);
+  rcnResult_t reapReceives(bool closing);
+  rcnResult_t takeReceiveCompletions(const ibv_wc* wc, int n, bool closing);
   rcnResult_t handleImmediate(int peer, int lane, uint32_t imm);
   bool closeFinished(const std::vector<uint8_t>& told);
   rcnResult_t fail(const std::string& text);
@@ -761,7 +761,7 @@ void VerbsWire::close() {
   if (stopped() || toldPeers_.exchange(true)) return;
   const std::vector<uint8_t> told = tellPeers(kImmGoodbye, /*signaled=*/true);
   (void)pollUntil(closeDeadline(timeoutMs_), std::chrono::microseconds(20), [&] {
-    if (reapSends(/*closing=*/true) != rcnSuccess || reapReceives() != rcnSuccess) return true;
+    if (reapSends(/*closing=*/true) != rcnSuccess || reapReceives(/*closing=*/true) != rcnSuccess) return true;
     return closeFinished(told);
   });
 }
@@ -770,7 +770,7 @@ void VerbsWire::close() {
 rcnResult_t VerbsWire::progress() {
   if (failure_.failed()) return rcnRemoteError;
   RCN_CHECK(reapSends(/*closing=*/false));
-  RCN_CHECK(reapReceives());
+  RCN_CHECK(reapReceives(/*closing=*/false));
   std::unique_lock<std::mutex> lock(linksMutex_, std::try_to_lock);
   if (!lock.owns_lock()) return rcnSuccess;  // another thread is looking
   const std::string exited = links_.check([this](int peer) { return peerLeft(peer); });
@@ -816,12 +816,12 @@ rcnResult_t VerbsWire::takeSendCompletions(const ibv_wc* wc, int n, bool closing
 
 // Reaps writes with immediate from peers on every rail: flags (imm mode)
 // and control messages, reposting a receive for each.
-rcnResult_t VerbsWire::reapReceives() {
+rcnResult_t VerbsWire::reapReceives(bool closing) {
   for (auto& rail : rails_) {
     ibv_wc wc[16];
     const int n = verbsApi().pollCq(rail->recvCq, 16, wc);
     if (n < 0) return fail("verbs wire: ibv_poll_cq (receives) failed (" + rail->name() + ")");
-    RCN_CHECK(takeReceiveCompletions(wc, n));
+    RCN_CHECK(takeReceiveCompletions(wc, n, closing));
   }
   return rcnSuccess;
 }
@@ -829,16 +829,17 @@ rcnResult_t VerbsWire::reapReceives() {
 // A flushed receive is an echo: its QP went to the error state, mostly
 // because one of our writes on it failed. The NIC reports that write on the
 // send CQ, which progress() may have polled just before the failure, so
-// the send CQ is polled again to name the failed write rather than the flush.
-rcnResult_t VerbsWire::takeReceiveCompletions(const ibv_wc* wc, int n) {
+// the send CQ is polled again to name the failed write rather than the flush
+// (while closing, a failed write is over, as reapSends says, not a cause).
+rcnResult_t VerbsWire::takeReceiveCompletions(const ibv_wc* wc, int n, bool closing) {
   for (int i = 0; i < n; ++i) {
     const int peer = int(wc[i].wr_id & 0xffffffffu);
     const int lane = int(wc[i].wr_id >> 32);
     if (peer < 0 || peer >= nranks_ || lane >= peers_[peer].lanes || !peers_[peer].lane[lane].qp)
       return fail("verbs wire: a receive completion of no peer");
     Lane& l = peers_[peer].lane[lane];
-    if (wc[i].status != IBV_WC_SUCCESS && l.goodbye.load()) continue;  // the peer is gone from this lane
-    if (wc[i].status == IBV_WC_WR_FLUSH_ERR) RCN_CHECK(reapSends(/*closing=*/false));  // the cause first
+    if (wc[i].status != IBV_WC_SUCCESS && l.goodbye.load()) continue;        // the peer is gone from this lane
+    if (wc[i].status == IBV_WC_WR_FLUSH_ERR) RCN_CHECK(reapSends(closing));  // the cause first
     if (wc[i].status != IBV_WC_SUCCESS)
       return fail("verbs wire: the queue pair to " + peerName(peer) + " failed: a receive completed with error '" +
                   verbsApi().wcStatusStr(wc[i].status) + "'");
