@@ -32,8 +32,18 @@ def _comm(comm_id: int, what: str):
     return comm
 
 
+def cuda_index(t: torch.Tensor) -> int:
+    """The index of t's CUDA device; -1 for a CPU tensor (the host backend)."""
+    return t.device.index if t.is_cuda else -1
+
+
+def current_stream(cuda_device: int) -> int:
+    """The current stream's handle on a CUDA device (cuda_index); 0 for the CPU."""
+    return torch.cuda.current_stream(cuda_device).cuda_stream if cuda_device >= 0 else 0
+
+
 def _stream(t: torch.Tensor) -> int:
-    return torch.cuda.current_stream(t.device).cuda_stream if t.is_cuda else 0
+    return current_stream(cuda_index(t))
 
 
 def _check(comm, t: torch.Tensor, name: str, what: str) -> None:

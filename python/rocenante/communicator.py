@@ -162,9 +162,8 @@ class Communicator:
         same answer. Under torch.compile it is folded while tracing (outside any capture)."""
         if tensor.dtype not in DTYPES or tensor.device != self.device:
             return False
-        cuda_device = tensor.device.index if tensor.is_cuda else -1
         return _takes_fast_path(self._live("should_use"), tensor.numel(), DTYPES[tensor.dtype],
-                                op_code(op, "should_use"), cuda_device)
+                                op_code(op, "should_use"), _ops.cuda_index(tensor))
 
     def check_health(self) -> None:
         """Raises the error a kernel or proxy recorded since (a peer that did not arrive, a call that
@@ -234,8 +233,7 @@ def _takes_fast_path(handle: int, numel: int, dtype: int, op: int, cuda_device: 
     # Depends on nothing but its arguments (and the current stream's capture state), so torch.compile may
     # fold it. The stream is looked up here rather than passed in: torch.compile runs this function while
     # tracing and needs every argument as a constant, which a CUDA stream is not (cuda_device -1: CPU).
-    stream = torch.cuda.current_stream(cuda_device).cuda_stream if cuda_device >= 0 else 0
-    return _C.takes_fast_path(handle, numel, dtype, op, stream)
+    return _C.takes_fast_path(handle, numel, dtype, op, _ops.current_stream(cuda_device))
 
 
 def _id_over_group(group):
