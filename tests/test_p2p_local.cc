@@ -43,9 +43,9 @@ struct ThreePaths {
 std::string recordedErrors(std::initializer_list<const PathSet*> sets) {
   std::string text;
   for (const PathSet* set : sets)
-    for (const auto& path : *set) {
+    for (size_t r = 0; r < set->size(); ++r) {
       std::string err;
-      if (path->asyncError(&err) != rcnSuccess) text += "\n  recorded: " + err;
+      if ((*set)[r]->asyncError(&err) != rcnSuccess) text += "\n  rank " + std::to_string(r) + " recorded: " + err;
     }
   return text;
 }
@@ -297,12 +297,9 @@ std::vector<LocalRank> ranksOnGpu0(std::initializer_list<const PathSet*> sets) {
 
 // After healthy calls no path may have recorded an error.
 void checkNoAsyncError(const PathSet& paths) {
-  for (size_t r = 0; r < paths.size(); ++r) {
-    std::string err;
-    const rcnResult_t res = paths[r]->asyncError(&err);
-    INFO("rank " << r << ": " << err);
-    CHECK(res == rcnSuccess);
-  }
+  const std::string errors = recordedErrors({&paths});
+  INFO(errors);
+  CHECK(errors.empty());
 }
 
 // Both ranks in this process on GPU 0, over two paths of `options`' kind:
